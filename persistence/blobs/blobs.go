@@ -1,0 +1,177 @@
+// Package blobs is the embedded object store: template files, fonts and render outputs kept as
+// files under the data directory, reached from outside through HMAC-signed, expiring URLs.
+package blobs
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// ErrTooLarge is returned when a stored stream exceeds its size limit.
+var ErrTooLarge = errors.New("file exceeds its size limit")
+
+// ErrBadKey is returned for keys that are not plain relative paths.
+var ErrBadKey = errors.New("invalid object key")
+
+// Store keeps objects as files under one root directory.
+type Store struct {
+	root string
+	tmp  string
+}
+
+// Open prepares a store rooted at dir.
+func Open(dir string) (*Store, error) {
+	s := &Store{root: filepath.Join(dir, "objects"), tmp: filepath.Join(dir, "tmp")}
+	for _, d := range []string{s.root, s.tmp} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// CheckKey accepts keys made of clean, relative path segments.
+func CheckKey(key string) error {
+	if key == "" || len(key) > 512 || strings.HasPrefix(key, "/") || strings.Contains(key, "\\") ||
+		path.Clean(key) != key || strings.HasPrefix(key, "../") || key == ".." || strings.Contains(key, "\x00") {
+		return ErrBadKey
+	}
+	return nil
+}
+
+// Path is the file behind a key.
+func (s *Store) Path(key string) (string, error) {
+	if err := CheckKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.root, filepath.FromSlash(key)), nil
+}
+
+// Put streams r into the object at key, failing with ErrTooLarge past limit bytes. The object
+// appears whole or not at all.
+func (s *Store) Put(key string, r io.Reader, limit int64) (persistence.StoredFile, error) {
+	dst, err := s.Path(key)
+	if err != nil {
+		return persistence.StoredFile{}, err
+	}
+	tmp, err := os.CreateTemp(s.tmp, "put-*")
+	if err != nil {
+		return persistence.StoredFile{}, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	hash := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, hash), io.LimitReader(r, limit+1))
+	if err != nil {
+		return persistence.StoredFile{}, err
+	}
+	if n > limit {
+		return persistence.StoredFile{}, ErrTooLarge
+	}
+	if err := tmp.Sync(); err != nil {
+		return persistence.StoredFile{}, err
+	}
+	if err := tmp.Close(); err != nil {
+		return persistence.StoredFile{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return persistence.StoredFile{}, err
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return persistence.StoredFile{}, err
+	}
+	return persistence.StoredFile{Key: key, Size: n, SHA256: hex.EncodeToString(hash.Sum(nil))}, nil
+}
+
+// PutFile stores the local file at src under key.
+func (s *Store) PutFile(key, src string) (persistence.StoredFile, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return persistence.StoredFile{}, err
+	}
+	defer f.Close()
+	return s.Put(key, f, 1<<62)
+}
+
+// Delete removes the object at key; a missing object is not an error.
+func (s *Store) Delete(key string) error {
+	p, err := s.Path(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// DeletePrefix removes every object under a key prefix (a directory).
+func (s *Store) DeletePrefix(prefix string) error {
+	p, err := s.Path(prefix)
+	if err != nil {
+		return err
+	}
+	return os.RemoveAll(p)
+}
+
+// Signer makes and checks signed URLs for objects.
+type Signer struct {
+	base string
+	key  []byte
+}
+
+// NewSigner signs URLs under base (the public URL of the coordinator) with key.
+func NewSigner(base string, key []byte) *Signer {
+	return &Signer{base: strings.TrimRight(base, "/"), key: key}
+}
+
+// FilesPrefix is the HTTP path under which signed objects are served.
+const FilesPrefix = "/files/"
+
+// URL returns a URL allowing method on key until expires.
+func (s *Signer) URL(method, key string, expires time.Time) string {
+	exp := strconv.FormatInt(expires.Unix(), 10)
+	return s.base + FilesPrefix + escapeKey(key) + "?exp=" + exp + "&sig=" + s.signature(method, key, exp)
+}
+
+// Verify checks a signed request for key at now.
+func (s *Signer) Verify(method, key, exp, sig string, now time.Time) error {
+	expUnix, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil {
+		return errors.New("signed URL has no valid expiry")
+	}
+	if !hmac.Equal([]byte(sig), []byte(s.signature(method, key, exp))) {
+		return errors.New("signed URL signature does not match")
+	}
+	if now.Unix() > expUnix {
+		return fmt.Errorf("signed URL expired at %s", time.Unix(expUnix, 0).UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (s *Signer) signature(method, key, exp string) string {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(method + "\n" + key + "\n" + exp))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+func escapeKey(key string) string {
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
+}

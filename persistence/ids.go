@@ -1,0 +1,40 @@
+package persistence
+
+import (
+	"crypto/rand"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// IDs hands out ULIDs that strictly increase within the process, even when two are made in the
+// same millisecond or the clock steps back, so id order is creation order.
+type IDs struct {
+	mu      sync.Mutex
+	lastMs  uint64
+	entropy *ulid.MonotonicEntropy
+}
+
+// NewIDs returns a ULID source.
+func NewIDs() *IDs {
+	return &IDs{entropy: ulid.Monotonic(rand.Reader, 0)}
+}
+
+// New returns a fresh ULID stamped with t (or the last stamp used, if t is earlier).
+func (g *IDs) New(t time.Time) ulid.ULID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ms := ulid.Timestamp(t)
+	if ms < g.lastMs {
+		ms = g.lastMs
+	}
+	g.lastMs = ms
+	return ulid.MustNew(ms, g.entropy)
+}
+
+// ParseID reads a ULID in its canonical 26-character form.
+func ParseID(s string) (ulid.ULID, bool) {
+	u, err := ulid.ParseStrict(s)
+	return u, err == nil
+}

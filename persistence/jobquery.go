@@ -1,0 +1,286 @@
+package persistence
+
+import (
+	"bytes"
+	"iter"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// JobSort orders a job listing.
+type JobSort string
+
+// Listing orders. Priority order is pickup order: highest priority first, then oldest.
+const (
+	SortOldestFirst JobSort = "oldest_first"
+	SortNewestFirst JobSort = "newest_first"
+	SortPriority    JobSort = "priority"
+	SortRandom      JobSort = "random"
+)
+
+// JobQuery selects a page of one team's jobs.
+type JobQuery struct {
+	TeamID ulid.ULID
+	Offset int
+	Limit  int
+	// CreatedFrom (inclusive) and CreatedTo (exclusive) bound creation time; zero is unbounded.
+	CreatedFrom time.Time
+	CreatedTo   time.Time
+	// States the jobs may be in; empty means every state.
+	States []JobState
+	// Tags: a job matches when it carries any of them; empty means no tag filter.
+	Tags []string
+	Sort JobSort
+}
+
+// ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
+// job records are loaded for the page alone.
+func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
+	allowed := stateSet(q.States)
+	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
+	var ids []ulid.ULID
+	total := 0
+	if q.Sort == SortRandom {
+		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
+			ids = append(ids, jobID)
+		}
+		total = len(ids)
+		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
+		ids = page(ids, q.Offset, q.Limit)
+	} else {
+		counted := len(q.Tags) == 0 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
+		if counted {
+			for s := range allowed {
+				total += t.JobCount(q.TeamID, s)
+			}
+		}
+		n := 0
+		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
+			if n >= q.Offset && len(ids) < q.Limit {
+				ids = append(ids, jobID)
+			}
+			n++
+			if counted && len(ids) == q.Limit {
+				break
+			}
+		}
+		if !counted {
+			total = n
+		}
+	}
+	jobs := make([]*Job, 0, len(ids))
+	for _, jobID := range ids {
+		j, err := t.Job(jobID)
+		if err != nil {
+			return nil, 0, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, total, nil
+}
+
+func page(ids []ulid.ULID, offset, limit int) []ulid.ULID {
+	if offset >= len(ids) {
+		return nil
+	}
+	return ids[offset:min(len(ids), offset+limit)]
+}
+
+func stateSet(states []JobState) map[JobState]bool {
+	set := make(map[JobState]bool)
+	if len(states) == 0 {
+		states = AllJobStates
+	}
+	for _, s := range states {
+		set[s] = true
+	}
+	return set
+}
+
+// idBounds turns a creation-time window into ULID key bounds: ids carry their creation
+// millisecond, so [lo, hi) holds exactly the jobs created in [from, to).
+func idBounds(from, to time.Time) (lo, hi []byte) {
+	if !from.IsZero() {
+		lo = msBound(from)
+	}
+	if !to.IsZero() {
+		hi = msBound(to)
+	}
+	return lo, hi
+}
+
+// msBound is the smallest ULID whose millisecond is not before t.
+func msBound(t time.Time) []byte {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	if ms < 0 {
+		ms = 0
+	}
+	var u ulid.ULID
+	if err := u.SetTime(uint64(ms)); err != nil {
+		u = ulid.ULID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	}
+	return u[:]
+}
+
+func inBounds(jobID, lo, hi []byte) bool {
+	return (lo == nil || bytes.Compare(jobID, lo) >= 0) && (hi == nil || bytes.Compare(jobID, hi) < 0)
+}
+
+// matchingJobs yields the ids of q's matching jobs in q's order (any order for random).
+func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) iter.Seq[ulid.ULID] {
+	team := id(q.TeamID)
+	switch {
+	case q.Sort == SortPriority:
+		tagged := t.taggedJobs(q.TeamID, q.Tags, allowed, lo, hi)
+		return func(yield func(ulid.ULID) bool) {
+			t.scanPrefix(bucketJobsByTeamPriority, team, func(k, v []byte) bool {
+				jobID := k[len(team)+8:]
+				if !allowed[JobState(v[0])] || !inBounds(jobID, lo, hi) {
+					return true
+				}
+				if tagged != nil && !tagged[ulidAt(jobID)] {
+					return true
+				}
+				return yield(ulidAt(jobID))
+			})
+		}
+	case len(q.Tags) > 0:
+		tagged := t.taggedJobs(q.TeamID, q.Tags, allowed, lo, hi)
+		ids := make([]ulid.ULID, 0, len(tagged))
+		for jobID := range tagged {
+			ids = append(ids, jobID)
+		}
+		slices.SortFunc(ids, func(a, b ulid.ULID) int { return a.Compare(b) })
+		if q.Sort == SortNewestFirst {
+			slices.Reverse(ids)
+		}
+		return slices.Values(ids)
+	case len(allowed) == len(AllJobStates):
+		return func(yield func(ulid.ULID) bool) {
+			t.rangeScan(bucketJobsByTeam, team, lo, hi, q.Sort == SortNewestFirst, func(k, _ []byte) bool {
+				return yield(ulidAt(k[len(team):]))
+			})
+		}
+	default:
+		return t.mergeStates(q.TeamID, allowed, lo, hi, q.Sort == SortNewestFirst)
+	}
+}
+
+// taggedJobs is the set of jobs carrying any of the tags, or nil when there are no tags.
+func (t *Tx) taggedJobs(teamID ulid.ULID, tags []string, allowed map[JobState]bool, lo, hi []byte) map[ulid.ULID]bool {
+	if len(tags) == 0 {
+		return nil
+	}
+	set := make(map[ulid.ULID]bool)
+	for _, tag := range tags {
+		prefix := key(id(teamID), tagKey(tag))
+		t.rangeScan(bucketJobsByTeamTag, prefix, lo, hi, false, func(k, v []byte) bool {
+			if allowed[JobState(v[0])] {
+				set[ulidAt(k[len(prefix):])] = true
+			}
+			return true
+		})
+	}
+	return set
+}
+
+// mergeStates yields, in id order, the jobs of every allowed state, merging the per-state
+// ranges of the state index.
+func (t *Tx) mergeStates(teamID ulid.ULID, allowed map[JobState]bool, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+	return func(yield func(ulid.ULID) bool) {
+		var streams []func() (ulid.ULID, bool)
+		for _, s := range AllJobStates {
+			if !allowed[s] {
+				continue
+			}
+			prefix := key(id(teamID), stateKey(s))
+			next, stop := iter.Pull(func(yield func(ulid.ULID) bool) {
+				t.rangeScan(bucketJobsByTeamState, prefix, lo, hi, reverse, func(k, _ []byte) bool {
+					return yield(ulidAt(k[len(prefix):]))
+				})
+			})
+			defer stop()
+			streams = append(streams, next)
+		}
+		heads := make([]ulid.ULID, len(streams))
+		live := make([]bool, len(streams))
+		for i, next := range streams {
+			heads[i], live[i] = next()
+		}
+		for {
+			best := -1
+			for i := range streams {
+				if !live[i] {
+					continue
+				}
+				if best < 0 || (heads[i].Compare(heads[best]) < 0) != reverse {
+					best = i
+				}
+			}
+			if best < 0 || !yield(heads[best]) {
+				return
+			}
+			heads[best], live[best] = streams[best]()
+		}
+	}
+}
+
+// rangeScan visits the keys under prefix whose remainder lies in [lo, hi), forwards or backwards.
+func (t *Tx) rangeScan(bucket, prefix, lo, hi []byte, reverse bool, fn func(k, v []byte) bool) {
+	c := t.bucket(bucket).Cursor()
+	within := func(k []byte) bool { return k != nil && hasPrefix(k, prefix) }
+	if !reverse {
+		start := prefix
+		if lo != nil {
+			start = key(prefix, lo)
+		}
+		for k, v := c.Seek(start); within(k); k, v = c.Next() {
+			if hi != nil && bytes.Compare(k[len(prefix):], hi) >= 0 {
+				return
+			}
+			if !fn(k, v) {
+				return
+			}
+		}
+		return
+	}
+	end := prefixEnd(prefix)
+	if hi != nil {
+		end = key(prefix, hi)
+	}
+	var k, v []byte
+	if end != nil {
+		k, v = c.Seek(end)
+	}
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	for ; within(k); k, v = c.Prev() {
+		if lo != nil && bytes.Compare(k[len(prefix):], lo) < 0 {
+			return
+		}
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
+// prefixEnd is the first key after every key with the prefix (nil when there is none).
+func prefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}

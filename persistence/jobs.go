@@ -1,0 +1,200 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// CreateJob stores a new job and its index entries.
+func (t *Tx) CreateJob(j *Job) error {
+	if t.bucket(bucketJobs).Get(id(j.ID)) != nil {
+		return fmt.Errorf("job %s already exists", j.ID)
+	}
+	if err := t.putJob(j); err != nil {
+		return err
+	}
+	return t.writeJobIndexes(j, j.State)
+}
+
+// UpdateJob stores a new version of a job whose stored state was prev, moving its index entries
+// when the state changed.
+func (t *Tx) UpdateJob(prev JobState, j *Job) error {
+	if err := t.putJob(j); err != nil {
+		return err
+	}
+	if prev == j.State {
+		return nil
+	}
+	if err := t.deleteJobIndexes(j, prev); err != nil {
+		return err
+	}
+	return t.writeJobIndexes(j, j.State)
+}
+
+// Job loads a job by id.
+func (t *Tx) Job(jobID ulid.ULID) (*Job, error) {
+	raw := t.bucket(bucketJobs).Get(id(jobID))
+	if raw == nil {
+		return nil, ErrNotFound
+	}
+	return decodeJob(raw)
+}
+
+// TeamJob loads a job that belongs to team; another team's job is ErrNotFound.
+func (t *Tx) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
+	j, err := t.Job(jobID)
+	if err == nil && j.TeamID != teamID {
+		return nil, ErrNotFound
+	}
+	return j, err
+}
+
+func decodeJob(raw []byte) (*Job, error) {
+	j := new(Job)
+	if err := json.Unmarshal(raw, j); err != nil {
+		return nil, fmt.Errorf("decode job: %w", err)
+	}
+	return j, nil
+}
+
+func (t *Tx) putJob(j *Job) error {
+	j.UpdatedAt = t.now()
+	return t.putJSON(bucketJobs, id(j.ID), j)
+}
+
+// LiveJobs calls fn for every job that is not terminal, in state then id order.
+func (t *Tx) LiveJobs(fn func(*Job) error) error {
+	var ids []ulid.ULID
+	t.scanPrefix(bucketLiveJobs, nil, func(k, _ []byte) bool {
+		ids = append(ids, ulidAt(k[1:]))
+		return true
+	})
+	for _, jobID := range ids {
+		j, err := t.Job(jobID)
+		if err != nil {
+			return fmt.Errorf("live job %s: %w", jobID, err)
+		}
+		if err := fn(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TemplateInUse reports whether a live job uses the template.
+func (t *Tx) TemplateInUse(templateID ulid.ULID) bool {
+	used := false
+	t.scanPrefix(bucketJobsByTemplate, id(templateID), func(_, _ []byte) bool {
+		used = true
+		return false
+	})
+	return used
+}
+
+// BatchJob is one top-level job of a batch as the batch index sees it.
+type BatchJob struct {
+	Index int
+	JobID ulid.ULID
+	State JobState
+}
+
+// BatchJobs lists a batch's top-level jobs in request order, with their states.
+func (t *Tx) BatchJobs(batchID ulid.ULID) []BatchJob {
+	var out []BatchJob
+	t.scanPrefix(bucketJobsByBatch, id(batchID), func(k, v []byte) bool {
+		out = append(out, BatchJob{
+			Index: int(binary.BigEndian.Uint32(k[16:])),
+			JobID: ulidAt(v),
+			State: JobState(v[16]),
+		})
+		return true
+	})
+	return out
+}
+
+// JobCount is how many of a team's jobs are in a state.
+func (t *Tx) JobCount(teamID ulid.ULID, s JobState) int {
+	raw := t.bucket(bucketJobCounts).Get(key(id(teamID), stateKey(s)))
+	if raw == nil {
+		return 0
+	}
+	return int(binary.BigEndian.Uint64(raw))
+}
+
+// JobCountsByState sums every team's jobs per state.
+func (t *Tx) JobCountsByState() map[JobState]int {
+	counts := make(map[JobState]int)
+	t.scanPrefix(bucketJobCounts, nil, func(k, v []byte) bool {
+		counts[JobState(k[16])] += int(binary.BigEndian.Uint64(v))
+		return true
+	})
+	return counts
+}
+
+func (t *Tx) addJobCount(teamID ulid.ULID, s JobState, delta int) error {
+	b := t.bucket(bucketJobCounts)
+	k := key(id(teamID), stateKey(s))
+	var n uint64
+	if raw := b.Get(k); raw != nil {
+		n = binary.BigEndian.Uint64(raw)
+	}
+	n = uint64(int64(n) + int64(delta))
+	v := make([]byte, 8)
+	binary.BigEndian.PutUint64(v, n)
+	return b.Put(k, v)
+}
+
+// jobIndexEntry is one index key of a job in a given state, with its value.
+type jobIndexEntry struct {
+	bucket []byte
+	key    []byte
+	value  []byte
+}
+
+// jobIndexEntries lists every index entry a job has while in state s.
+func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
+	team, jid, st := id(j.TeamID), id(j.ID), stateKey(s)
+	entries := []jobIndexEntry{
+		{bucketJobsByTeam, key(team, jid), st},
+		{bucketJobsByTeamState, key(team, st, jid), nil},
+		{bucketJobsByTeamPriority, key(team, invertedPriority(j.Priority), jid), st},
+	}
+	for _, tag := range j.Tags {
+		entries = append(entries, jobIndexEntry{bucketJobsByTeamTag, key(team, tagKey(tag), jid), st})
+	}
+	if !s.Terminal() {
+		entries = append(entries, jobIndexEntry{bucketLiveJobs, key(st, jid), nil})
+		if j.TemplateID != (ulid.ULID{}) {
+			entries = append(entries, jobIndexEntry{bucketJobsByTemplate, key(id(j.TemplateID), jid), nil})
+		}
+	}
+	if j.BatchID != (ulid.ULID{}) && j.ParentID == (ulid.ULID{}) {
+		entries = append(entries, jobIndexEntry{bucketJobsByBatch, key(id(j.BatchID), u32(j.BatchIndex)), key(jid, st)})
+	}
+	return entries
+}
+
+func (t *Tx) writeJobIndexes(j *Job, s JobState) error {
+	for _, e := range jobIndexEntries(j, s) {
+		value := e.value
+		if value == nil {
+			value = []byte{}
+		}
+		if err := t.bucket(e.bucket).Put(e.key, value); err != nil {
+			return err
+		}
+	}
+	return t.addJobCount(j.TeamID, s, 1)
+}
+
+func (t *Tx) deleteJobIndexes(j *Job, s JobState) error {
+	for _, e := range jobIndexEntries(j, s) {
+		if err := t.bucket(e.bucket).Delete(e.key); err != nil {
+			return err
+		}
+	}
+	return t.addJobCount(j.TeamID, s, -1)
+}

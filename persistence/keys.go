@@ -1,0 +1,135 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
+)
+
+// Buckets. Keys are binary: ULIDs as 16 bytes (their byte order is creation order), states as one
+// byte, integers big-endian. Secondary indexes are written in the same transaction as the record.
+var (
+	bucketTeams     = []byte("teams")      // team id -> Team
+	bucketTeamNames = []byte("team_names") // name -> team id
+	bucketTokens    = []byte("tokens")     // sha256(token) -> Token
+
+	bucketTemplates   = []byte("templates")   // team + template id -> Template
+	bucketFonts       = []byte("fonts")       // team + font id -> Font
+	bucketFontNames   = []byte("font_names")  // team + file name -> font id
+	bucketSecrets     = []byte("secrets")     // team + secret id -> Secret
+	bucketSecretNames = []byte("secret_names") // team + name -> secret id
+
+	bucketJobs = []byte("jobs") // job id -> Job
+	// team + job id -> state: creation order per team
+	bucketJobsByTeam = []byte("jobs_by_team")
+	// team + state + job id -> nothing
+	bucketJobsByTeamState = []byte("jobs_by_team_state")
+	// team + len(tag) + tag + job id -> state
+	bucketJobsByTeamTag = []byte("jobs_by_team_tag")
+	// team + inverted priority + job id -> state: pickup order per team
+	bucketJobsByTeamPriority = []byte("jobs_by_team_priority")
+	// state + job id -> nothing, for live states only: what to resume after a restart
+	bucketLiveJobs = []byte("live_jobs")
+	// template id + job id -> nothing, for live jobs: templates in use
+	bucketJobsByTemplate = []byte("jobs_by_template")
+	// batch id + index -> job id + state: a batch's top-level jobs
+	bucketJobsByBatch = []byte("jobs_by_batch")
+	// team + state -> count
+	bucketJobCounts = []byte("job_counts")
+
+	bucketBatches = []byte("batches") // batch id -> Batch
+	bucketLogs    = []byte("logs")    // job id + sequence -> log line
+	bucketOutbox  = []byte("outbox")  // delivery id -> Delivery
+)
+
+var allBuckets = [][]byte{
+	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
+	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
+	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
+	bucketJobsByBatch, bucketJobCounts, bucketBatches, bucketLogs, bucketOutbox,
+}
+
+func createBuckets(tx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// key concatenates parts into one key.
+func key(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	k := make([]byte, 0, n)
+	for _, p := range parts {
+		k = append(k, p...)
+	}
+	return k
+}
+
+func id(u ulid.ULID) []byte { return u[:] }
+
+func stateKey(s JobState) []byte { return []byte{byte(s)} }
+
+func u32(v int) []byte {
+	b := make([]byte, 4)
+	binary.BigEndian.PutUint32(b, uint32(v))
+	return b
+}
+
+// invertedPriority sorts higher priorities first.
+func invertedPriority(p int) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, ^(uint64(int64(p)) ^ (1 << 63)))
+	return b
+}
+
+func tagKey(tag string) []byte { return append([]byte{byte(len(tag))}, tag...) }
+
+func (t *Tx) bucket(name []byte) *bolt.Bucket { return t.tx.Bucket(name) }
+
+func (t *Tx) getJSON(bucket, k []byte, v any) (bool, error) {
+	raw := t.bucket(bucket).Get(k)
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("decode %s record: %w", bucket, err)
+	}
+	return true, nil
+}
+
+func (t *Tx) putJSON(bucket, k []byte, v any) error {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return t.bucket(bucket).Put(k, raw)
+}
+
+// scanPrefix calls fn for each key with the prefix, in key order, until fn returns false.
+func (t *Tx) scanPrefix(bucket, prefix []byte, fn func(k, v []byte) bool) {
+	c := t.bucket(bucket).Cursor()
+	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
+func hasPrefix(k, prefix []byte) bool {
+	return len(k) >= len(prefix) && string(k[:len(prefix)]) == string(prefix)
+}
+
+func ulidAt(b []byte) ulid.ULID {
+	var u ulid.ULID
+	copy(u[:], b)
+	return u
+}

@@ -1,0 +1,191 @@
+package persistence
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// ErrConflict is returned when a write would break a uniqueness rule or a record is in use.
+var ErrConflict = errors.New("conflict")
+
+// PutTemplate stores a template.
+func (t *Tx) PutTemplate(tpl *Template) error {
+	return t.putJSON(bucketTemplates, key(id(tpl.TeamID), id(tpl.ID)), tpl)
+}
+
+// Template loads one of a team's templates.
+func (t *Tx) Template(teamID, templateID ulid.ULID) (*Template, error) {
+	tpl := new(Template)
+	found, err := t.getJSON(bucketTemplates, key(id(teamID), id(templateID)), tpl)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return tpl, err
+}
+
+// Templates lists a team's templates, oldest first.
+func (t *Tx) Templates(teamID ulid.ULID) ([]*Template, error) {
+	return listJSON[Template](t, bucketTemplates, id(teamID))
+}
+
+// DeleteTemplate removes a template; it is ErrConflict while live jobs use it.
+func (t *Tx) DeleteTemplate(teamID, templateID ulid.ULID) error {
+	if _, err := t.Template(teamID, templateID); err != nil {
+		return err
+	}
+	if t.TemplateInUse(templateID) {
+		return ErrConflict
+	}
+	return t.bucket(bucketTemplates).Delete(key(id(teamID), id(templateID)))
+}
+
+// AllTemplates calls fn for every template of every team.
+func (t *Tx) AllTemplates(fn func(*Template) error) error {
+	all, err := listJSON[Template](t, bucketTemplates, nil)
+	if err != nil {
+		return err
+	}
+	for _, tpl := range all {
+		if err := fn(tpl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CreateFont stores a font; a second font with the same file name is ErrConflict.
+func (t *Tx) CreateFont(f *Font) error {
+	nameKey := key(id(f.TeamID), []byte(f.FileName))
+	if t.bucket(bucketFontNames).Get(nameKey) != nil {
+		return ErrConflict
+	}
+	if err := t.bucket(bucketFontNames).Put(nameKey, id(f.ID)); err != nil {
+		return err
+	}
+	return t.putJSON(bucketFonts, key(id(f.TeamID), id(f.ID)), f)
+}
+
+// Font loads one of a team's fonts.
+func (t *Tx) Font(teamID, fontID ulid.ULID) (*Font, error) {
+	f := new(Font)
+	found, err := t.getJSON(bucketFonts, key(id(teamID), id(fontID)), f)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return f, err
+}
+
+// FontByFileName finds a team's font by the file name jobs use.
+func (t *Tx) FontByFileName(teamID ulid.ULID, fileName string) (*Font, error) {
+	raw := t.bucket(bucketFontNames).Get(key(id(teamID), []byte(fileName)))
+	if raw == nil {
+		return nil, ErrNotFound
+	}
+	return t.Font(teamID, ulidAt(raw))
+}
+
+// Fonts lists a team's fonts, oldest first.
+func (t *Tx) Fonts(teamID ulid.ULID) ([]*Font, error) {
+	return listJSON[Font](t, bucketFonts, id(teamID))
+}
+
+// DeleteFont removes a font and returns it.
+func (t *Tx) DeleteFont(teamID, fontID ulid.ULID) (*Font, error) {
+	f, err := t.Font(teamID, fontID)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.bucket(bucketFontNames).Delete(key(id(teamID), []byte(f.FileName))); err != nil {
+		return nil, err
+	}
+	return f, t.bucket(bucketFonts).Delete(key(id(teamID), id(fontID)))
+}
+
+// CreateSecret stores a secret; a second secret with the same name is ErrConflict.
+func (t *Tx) CreateSecret(s *Secret) error {
+	nameKey := key(id(s.TeamID), []byte(s.Name))
+	if t.bucket(bucketSecretNames).Get(nameKey) != nil {
+		return ErrConflict
+	}
+	if err := t.bucket(bucketSecretNames).Put(nameKey, id(s.ID)); err != nil {
+		return err
+	}
+	return t.putJSON(bucketSecrets, key(id(s.TeamID), id(s.ID)), s)
+}
+
+// SecretByName finds a team's secret by name.
+func (t *Tx) SecretByName(teamID ulid.ULID, name string) (*Secret, error) {
+	raw := t.bucket(bucketSecretNames).Get(key(id(teamID), []byte(name)))
+	if raw == nil {
+		return nil, ErrNotFound
+	}
+	s := new(Secret)
+	found, err := t.getJSON(bucketSecrets, key(id(teamID), raw), s)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return s, err
+}
+
+// Secrets lists a team's secrets, oldest first.
+func (t *Tx) Secrets(teamID ulid.ULID) ([]*Secret, error) {
+	return listJSON[Secret](t, bucketSecrets, id(teamID))
+}
+
+// DeleteSecret removes a secret.
+func (t *Tx) DeleteSecret(teamID, secretID ulid.ULID) error {
+	s := new(Secret)
+	found, err := t.getJSON(bucketSecrets, key(id(teamID), id(secretID)), s)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return ErrNotFound
+	}
+	if err := t.bucket(bucketSecretNames).Delete(key(id(teamID), []byte(s.Name))); err != nil {
+		return err
+	}
+	return t.bucket(bucketSecrets).Delete(key(id(teamID), id(secretID)))
+}
+
+// PutBatch stores a batch.
+func (t *Tx) PutBatch(b *Batch) error { return t.putJSON(bucketBatches, id(b.ID), b) }
+
+// TeamBatch loads a batch that belongs to team.
+func (t *Tx) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {
+	b := new(Batch)
+	found, err := t.getJSON(bucketBatches, id(batchID), b)
+	if err == nil && (!found || b.TeamID != teamID) {
+		err = ErrNotFound
+	}
+	return b, err
+}
+
+// PutDelivery stores (or updates) a webhook delivery in the outbox.
+func (t *Tx) PutDelivery(d *Delivery) error { return t.putJSON(bucketOutbox, id(d.ID), d) }
+
+// DeleteDelivery removes a delivery from the outbox.
+func (t *Tx) DeleteDelivery(deliveryID ulid.ULID) error {
+	return t.bucket(bucketOutbox).Delete(id(deliveryID))
+}
+
+// Deliveries lists the outbox.
+func (t *Tx) Deliveries() ([]*Delivery, error) { return listJSON[Delivery](t, bucketOutbox, nil) }
+
+func listJSON[T any](t *Tx, bucket, prefix []byte) ([]*T, error) {
+	var out []*T
+	var err error
+	t.scanPrefix(bucket, prefix, func(_, raw []byte) bool {
+		v := new(T)
+		if err = json.Unmarshal(raw, v); err != nil {
+			err = fmt.Errorf("decode %s record: %w", bucket, err)
+			return false
+		}
+		out = append(out, v)
+		return true
+	})
+	return out, err
+}

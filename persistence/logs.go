@@ -1,0 +1,61 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Log caps: a job keeps at most this many lines, each at most this long.
+const (
+	MaxLogLines    = 10000
+	MaxLogLineSize = 4096
+)
+
+const logTruncated = "[log truncated: further lines dropped]"
+
+// AppendLog adds lines to a job's log, stamping each with the transaction's time.
+func (t *Tx) AppendLog(jobID ulid.ULID, lines ...string) error {
+	b := t.bucket(bucketLogs)
+	prefix := id(jobID)
+	next := 0
+	c := b.Cursor()
+	end := prefixEnd(prefix)
+	k, _ := c.Seek(end)
+	if k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	if k != nil && hasPrefix(k, prefix) {
+		next = int(binary.BigEndian.Uint32(k[16:])) + 1
+	}
+	stamp := t.now().UTC().Format("2006-01-02T15:04:05.000Z07:00") + " "
+	for _, line := range lines {
+		switch {
+		case next > MaxLogLines:
+			return nil
+		case next == MaxLogLines:
+			line = logTruncated
+		case len(line) > MaxLogLineSize:
+			line = line[:MaxLogLineSize] + "..."
+		}
+		if err := b.Put(key(prefix, u32(next)), []byte(stamp+strings.TrimRight(line, "\r\n"))); err != nil {
+			return err
+		}
+		next++
+	}
+	return nil
+}
+
+// Log returns a job's log as text, one line per entry.
+func (t *Tx) Log(jobID ulid.ULID) string {
+	var sb strings.Builder
+	t.scanPrefix(bucketLogs, id(jobID), func(_, v []byte) bool {
+		sb.Write(v)
+		sb.WriteByte('\n')
+		return true
+	})
+	return sb.String()
+}

@@ -1,0 +1,255 @@
+package persistence
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// JobState is a job's status. Its text form is the v2 API name.
+type JobState uint8
+
+// Job states. The numeric values are stored in index keys: never renumber them.
+const (
+	JobQueued    JobState = 1
+	JobPending   JobState = 2
+	JobRendering JobState = 3
+	JobFinished  JobState = 4
+	JobFailed    JobState = 5
+	JobCancelled JobState = 6
+)
+
+// AllJobStates lists every state in numeric order.
+var AllJobStates = []JobState{JobQueued, JobPending, JobRendering, JobFinished, JobFailed, JobCancelled}
+
+var jobStateNames = map[JobState]string{
+	JobQueued:    "queued",
+	JobPending:   "pending",
+	JobRendering: "render:dorender",
+	JobFinished:  "finished",
+	JobFailed:    "error",
+	JobCancelled: "manually_cancelled",
+}
+
+func (s JobState) String() string {
+	if n, ok := jobStateNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("JobState(%d)", uint8(s))
+}
+
+// Terminal reports whether no transition leaves this state.
+func (s JobState) Terminal() bool {
+	return s == JobFinished || s == JobFailed || s == JobCancelled
+}
+
+// Cancellable reports whether a job in this state may be cancelled.
+func (s JobState) Cancellable() bool { return s == JobQueued || s == JobPending }
+
+// ParseJobState reads a v2 state name.
+func ParseJobState(name string) (JobState, bool) {
+	for s, n := range jobStateNames {
+		if n == name {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+func (s JobState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *JobState) UnmarshalText(b []byte) error {
+	v, ok := ParseJobState(string(b))
+	if !ok {
+		return fmt.Errorf("unknown job state %q", b)
+	}
+	*s = v
+	return nil
+}
+
+// Team owns tokens, templates, jobs, batches, fonts and secrets; nothing crosses teams.
+type Team struct {
+	ID   ulid.ULID `json:"id"`
+	Name string    `json:"name"`
+	// WebhookSecret signs outbound webhooks (hex).
+	WebhookSecret string    `json:"webhookSecret"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
+
+// Token is an API token; only its SHA-256 hash is stored.
+type Token struct {
+	TeamID    ulid.ULID `json:"teamId"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// TemplateStatus is a template's status; see actors/STATE_MACHINE.md.
+type TemplateStatus string
+
+// Template statuses.
+const (
+	TemplateAwaitingUpload TemplateStatus = "awaiting_upload"
+	TemplateDownloading    TemplateStatus = "downloading"
+	TemplateProcessing     TemplateStatus = "processing"
+	TemplateUploaded       TemplateStatus = "uploaded"
+	TemplateError          TemplateStatus = "error"
+)
+
+// Template is a project file uploaded once and used by many jobs.
+type Template struct {
+	ID          ulid.ULID      `json:"id"`
+	TeamID      ulid.ULID      `json:"teamId"`
+	Type        string         `json:"type"`
+	DisplayName string         `json:"displayName"`
+	Status      TemplateStatus `json:"status"`
+	Src         string         `json:"src,omitzero"`
+	Error       string         `json:"error,omitzero"`
+	CreatedAt   time.Time      `json:"createdAt"`
+	UpdatedAt   time.Time      `json:"updatedAt"`
+	// File is the stored project file, once one arrived.
+	File       *StoredFile          `json:"file,omitzero"`
+	Inspection *renderer.Inspection `json:"inspection,omitzero"`
+}
+
+// StoredFile is a file in the object store.
+type StoredFile struct {
+	Key    string `json:"key"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// JobKind tells render jobs from join (stitch) jobs.
+type JobKind string
+
+// Job kinds.
+const (
+	KindRender JobKind = "render"
+	KindJoin   JobKind = "join"
+)
+
+// JobSpec is the validated request that created a job.
+type JobSpec struct {
+	Composition string            `json:"composition,omitzero"`
+	TemplateSrc string            `json:"templateSrc,omitzero"`
+	Assets      []renderer.Asset  `json:"assets"`
+	Preview     bool              `json:"preview,omitzero"`
+	Fonts       []string          `json:"fonts,omitzero"`
+	Settings    renderer.Settings `json:"settings"`
+	Upload      *Upload           `json:"upload,omitzero"`
+	Webhook     *Webhook          `json:"webhook,omitzero"`
+}
+
+// Upload sends a job's output to the client's own bucket.
+type Upload struct {
+	Prefix    string        `json:"prefix,omitempty"`
+	OutputURL string        `json:"outputUrl,omitempty"`
+	Provider  string        `json:"provider,omitempty"`
+	Params    *UploadParams `json:"params,omitempty"`
+}
+
+// UploadParams are S3 connection parameters; values may hold ${secret.NAME} references.
+type UploadParams struct {
+	Endpoint        string `json:"endpoint,omitempty"`
+	Region          string `json:"region"`
+	Bucket          string `json:"bucket"`
+	ACL             string `json:"acl,omitempty"`
+	AccessKeyID     string `json:"accessKeyId"`
+	AccessKeySecret string `json:"accessKeySecret"`
+}
+
+// Webhook is a job's callback configuration; values may hold ${secret.NAME} references.
+type Webhook struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Data    json.RawMessage   `json:"data,omitempty"`
+	Custom  bool              `json:"custom,omitempty"`
+}
+
+// Job is one render (or stitch) instruction and everything known about its progress.
+type Job struct {
+	ID         ulid.ULID `json:"id"`
+	TeamID     ulid.ULID `json:"teamId"`
+	Kind       JobKind   `json:"kind"`
+	TemplateID ulid.ULID `json:"templateId,omitzero"`
+	State      JobState  `json:"state"`
+	Progress   float64   `json:"progress,omitzero"`
+	Priority   int       `json:"priority,omitzero"`
+	Tags       []string  `json:"tags,omitzero"`
+	// Engine is the render engine the job needs.
+	Engine     string      `json:"engine"`
+	BatchID    ulid.ULID   `json:"batchId,omitzero"`
+	BatchIndex int         `json:"batchIndex,omitzero"`
+	ParentID   ulid.ULID   `json:"parentId,omitzero"`
+	Children   []ulid.ULID `json:"children,omitzero"`
+	// Depth is 0 for a top-level job, 1 for its children and so on.
+	Depth        int      `json:"depth,omitzero"`
+	Spec         JobSpec  `json:"spec"`
+	MissingFonts []string `json:"missingFonts,omitzero"`
+	// Attempts counts dispatches to a render node; messages from older attempts are rejected.
+	Attempts int    `json:"attempts,omitzero"`
+	Node     string `json:"node,omitzero"`
+	// OutputName is the output's file name; OutputURL is set when the job uploads to its own
+	// bucket, otherwise the output lives in the object store under OutputKey().
+	OutputName     string        `json:"outputName"`
+	OutputURL      string        `json:"outputUrl,omitzero"`
+	CreatedAt      time.Time     `json:"createdAt"`
+	UpdatedAt      time.Time     `json:"updatedAt"`
+	StartedAt      time.Time     `json:"startedAt,omitzero"`
+	FinishedAt     time.Time     `json:"finishedAt,omitzero"`
+	ErrorAt        time.Time     `json:"errorAt,omitzero"`
+	RenderDuration time.Duration `json:"renderDuration,omitzero"`
+	Error          string        `json:"error,omitzero"`
+}
+
+// OutputKey is the object store key of a job's output.
+func (j *Job) OutputKey() string { return "outputs/" + j.ID.String() + "/" + j.OutputName }
+
+// Batch groups top-level jobs submitted in one request.
+type Batch struct {
+	ID        ulid.ULID    `json:"id"`
+	TeamID    ulid.ULID    `json:"teamId"`
+	Total     int          `json:"total"`
+	Jobs      []BatchEntry `json:"jobs"`
+	CreatedAt time.Time    `json:"createdAt"`
+}
+
+// BatchEntry is one created top-level job of a batch, with its index in the request.
+type BatchEntry struct {
+	Index int       `json:"index"`
+	JobID ulid.ULID `json:"jobId"`
+}
+
+// Font is a TrueType file in a team's font library.
+type Font struct {
+	ID         ulid.ULID  `json:"id"`
+	TeamID     ulid.ULID  `json:"teamId"`
+	FamilyName string     `json:"familyName"`
+	FileName   string     `json:"fileName"`
+	File       StoredFile `json:"file"`
+	CreatedAt  time.Time  `json:"createdAt"`
+}
+
+// Secret is an encrypted team value, referenced as ${secret.NAME}.
+type Secret struct {
+	ID         ulid.ULID `json:"id"`
+	TeamID     ulid.ULID `json:"teamId"`
+	Name       string    `json:"name"`
+	Ciphertext []byte    `json:"ciphertext"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// Delivery is a webhook waiting in the outbox.
+type Delivery struct {
+	ID     ulid.ULID `json:"id"`
+	JobID  ulid.ULID `json:"jobId"`
+	TeamID ulid.ULID `json:"teamId"`
+	// Attempt counts delivery attempts made so far.
+	Attempt   int       `json:"attempt"`
+	NextAt    time.Time `json:"nextAt"`
+	LastError string    `json:"lastError,omitzero"`
+	CreatedAt time.Time `json:"createdAt"`
+}

@@ -1,0 +1,211 @@
+// Package persistence keeps every record of the coordinator in one bbolt file: teams, token
+// hashes, templates, jobs with their indexes, batches, fonts, secrets, render logs and the webhook
+// outbox. Writes are group-committed: concurrent writers share one transaction and one fsync, and
+// each writer is answered only after its write is durable.
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrClosed is returned for writes submitted after Close.
+var ErrClosed = errors.New("store is closed")
+
+// ErrLocked means another process (a running server) holds the database file.
+var ErrLocked = errors.New("the database is in use by another process")
+
+// Options tune a Store. Zero values select the defaults.
+type Options struct {
+	// MaxBatch caps the writes one commit carries (default 512).
+	MaxBatch int
+	// OpenTimeout bounds the wait for the file lock (default 1s).
+	OpenTimeout time.Duration
+	// OnCommit observes each commit: its duration and the writes it carried.
+	OnCommit func(d time.Duration, writes int)
+	// Now stamps created records (default time.Now).
+	Now func() time.Time
+}
+
+// Store is the coordinator's database.
+type Store struct {
+	db       *bolt.DB
+	writes   chan *write
+	maxBatch int
+	onCommit func(time.Duration, int)
+	now      func() time.Time
+
+	mu      sync.RWMutex // guards closed against concurrent submits
+	closed  bool
+	stopped chan struct{}
+}
+
+// write is one caller's transaction function and how to answer it. fn may run more than once:
+// when another write of the same batch fails, the batch is rolled back and replayed without it.
+type write struct {
+	fn   func(*Tx) error
+	done func(error)
+}
+
+// Open opens (creating if needed) the database at path and starts its committer.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 512
+	}
+	if opts.OpenTimeout <= 0 {
+		opts.OpenTimeout = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         opts.OpenTimeout,
+		FreelistType:    bolt.FreelistMapType,
+		NoFreelistSync:  true,
+		InitialMmapSize: 1 << 30,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if err := db.Update(createBuckets); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("prepare %s: %w", path, err)
+	}
+	s := &Store{
+		db:       db,
+		writes:   make(chan *write, opts.MaxBatch*4),
+		maxBatch: opts.MaxBatch,
+		onCommit: opts.OnCommit,
+		now:      opts.Now,
+		stopped:  make(chan struct{}),
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// Now is the store's clock.
+func (s *Store) Now() time.Time { return s.now() }
+
+// View runs fn in a read-only transaction.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now}) })
+}
+
+// Update runs fn in a group-committed transaction and returns once it is durable.
+func (s *Store) Update(fn func(*Tx) error) error {
+	result := make(chan error, 1)
+	s.UpdateAsync(fn, func(err error) { result <- err })
+	return <-result
+}
+
+// UpdateAsync submits fn and calls done, from the committer's goroutine, once the write is
+// durable or has failed. done must not block.
+func (s *Store) UpdateAsync(fn func(*Tx) error, done func(error)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		done(ErrClosed)
+		return
+	}
+	s.writes <- &write{fn: fn, done: done}
+}
+
+// Close commits what was submitted, stops the committer and closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.writes)
+	s.mu.Unlock()
+	<-s.stopped
+	return s.db.Close()
+}
+
+// commitLoop takes whatever writes are waiting, up to maxBatch, and commits them together. Under
+// load the batch grows by itself while the previous commit's fsync runs; idle, a lone write is
+// committed at once.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	batch := make([]*write, 0, s.maxBatch)
+	for first := range s.writes {
+		batch = append(batch[:0], first)
+	drain:
+		for len(batch) < s.maxBatch {
+			select {
+			case w, ok := <-s.writes:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, w)
+			default:
+				break drain
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit applies a batch in one transaction. A write whose fn fails is answered with its error
+// and the rest are replayed without it, so one bad write never fails its neighbours.
+func (s *Store) commit(batch []*write) {
+	for len(batch) > 0 {
+		started := time.Now()
+		failed := -1
+		var failure error
+		var after []func()
+		err := s.db.Update(func(btx *bolt.Tx) error {
+			tx := &Tx{tx: btx, now: s.now}
+			for i, w := range batch {
+				if err := w.fn(tx); err != nil {
+					failed, failure = i, err
+					return err
+				}
+			}
+			after = tx.afterCommit
+			return nil
+		})
+		if failed >= 0 {
+			batch[failed].done(failure)
+			batch = append(batch[:failed:failed], batch[failed+1:]...)
+			continue
+		}
+		if s.onCommit != nil {
+			s.onCommit(time.Since(started), len(batch))
+		}
+		if err == nil {
+			for _, f := range after {
+				f()
+			}
+		}
+		for _, w := range batch {
+			w.done(err)
+		}
+		return
+	}
+}
+
+// Tx is a transaction with typed access to the records.
+type Tx struct {
+	tx          *bolt.Tx
+	now         func() time.Time
+	afterCommit []func()
+}
+
+// AfterCommit runs f once the transaction is durable (never if it rolls back).
+func (t *Tx) AfterCommit(f func()) { t.afterCommit = append(t.afterCommit, f) }

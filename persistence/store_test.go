@@ -1,0 +1,333 @@
+package persistence
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+func openTestStore(t *testing.T, path string) *Store {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "framefarm.db")
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestGroupCommitAnswersEachWriterAndSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	s, err := Open(path, Options{MaxBatch: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := NewIDs()
+	team := ids.New(time.Now())
+	errBoom := errors.New("boom")
+	var wg sync.WaitGroup
+	results := make([]error, 300)
+	jobIDs := make([]ulid.ULID, 300)
+	for i := range results {
+		jobIDs[i] = ids.New(time.Now())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = s.Update(func(tx *Tx) error {
+				if err := tx.CreateJob(&Job{ID: jobIDs[i], TeamID: team, State: JobQueued}); err != nil {
+					return err
+				}
+				if i%50 == 7 {
+					return errBoom // after writing: the batch must roll back and replay without it
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTestStore(t, path)
+	err = s.View(func(tx *Tx) error {
+		for i, res := range results {
+			_, getErr := tx.Job(jobIDs[i])
+			if i%50 == 7 {
+				if !errors.Is(res, errBoom) || !errors.Is(getErr, ErrNotFound) {
+					return fmt.Errorf("write %d: result %v, stored %v; want its own error and nothing stored", i, res, getErr)
+				}
+				continue
+			}
+			if res != nil || getErr != nil {
+				return fmt.Errorf("write %d: result %v, stored %v", i, res, getErr)
+			}
+		}
+		if got := tx.JobCount(team, JobQueued); got != 294 {
+			return fmt.Errorf("queued count %d, want 294", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUpdateAfterCloseFails(t *testing.T) {
+	s := openTestStore(t, "")
+	s.Close()
+	if err := s.Update(func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("got %v, want ErrClosed", err)
+	}
+}
+
+func TestSecondOpenReportsLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	openTestStore(t, path)
+	_, err := Open(path, Options{OpenTimeout: 50 * time.Millisecond})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("got %v, want ErrLocked", err)
+	}
+}
+
+// TestListJobsMatchesReference checks every filter and order against a plain filter-and-sort over
+// all records, on random data and random queries.
+func TestListJobsMatchesReference(t *testing.T) {
+	s := openTestStore(t, "")
+	rng := rand.New(rand.NewPCG(1, 2))
+	ids := NewIDs()
+	teamA, teamB := ids.New(time.Now()), ids.New(time.Now())
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tags := []string{"red", "green", "blue", "a-b_c"}
+	var all []*Job
+	err := s.Update(func(tx *Tx) error {
+		for i := range 600 {
+			created := base.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			j := &Job{
+				ID:        ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
+				TeamID:    []ulid.ULID{teamA, teamB}[i%2],
+				State:     AllJobStates[rng.IntN(len(AllJobStates))],
+				Priority:  rng.IntN(5) - 2,
+				CreatedAt: time.UnixMilli(int64(ulid.Timestamp(created))).UTC(),
+			}
+			for _, tag := range tags {
+				if rng.IntN(3) == 0 {
+					j.Tags = append(j.Tags, tag)
+				}
+			}
+			if err := tx.CreateJob(j); err != nil {
+				return err
+			}
+			all = append(all, j)
+		}
+		// Move some jobs to other states so indexes see updates, not only inserts.
+		for _, j := range all[:200] {
+			prev := j.State
+			j.State = AllJobStates[rng.IntN(len(AllJobStates))]
+			if err := tx.UpdateJob(prev, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 400 {
+		q := JobQuery{TeamID: teamA, Offset: rng.IntN(40), Limit: 1 + rng.IntN(60), Sort: []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}[rng.IntN(3)]}
+		if rng.IntN(2) == 0 {
+			q.CreatedFrom = base.Add(time.Duration(rng.IntN(1500))*time.Millisecond + time.Duration(rng.IntN(1000))*time.Microsecond)
+		}
+		if rng.IntN(2) == 0 {
+			q.CreatedTo = base.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		}
+		for _, st := range AllJobStates {
+			if rng.IntN(3) == 0 {
+				q.States = append(q.States, st)
+			}
+		}
+		for _, tag := range tags {
+			if rng.IntN(4) == 0 {
+				q.Tags = append(q.Tags, tag)
+			}
+		}
+		want := referenceList(all, q)
+		var got []*Job
+		var total int
+		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+			t.Fatal(err)
+		}
+		wantPage := want[min(q.Offset, len(want)):min(len(want), q.Offset+q.Limit)]
+		if total != len(want) || !slices.EqualFunc(got, wantPage, func(a, b *Job) bool { return a.ID == b.ID }) {
+			t.Fatalf("round %d query %+v:\ngot total %d %v\nwant total %d %v", round, q, total, jobIDsOf(got), len(want), jobIDsOf(wantPage))
+		}
+	}
+	// Random order: the right set, whatever the order.
+	q := JobQuery{TeamID: teamB, Limit: 1000, Sort: SortRandom, States: []JobState{JobQueued, JobFinished}}
+	var got []*Job
+	var total int
+	if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+		t.Fatal(err)
+	}
+	want := referenceList(all, q)
+	gotIDs, wantIDs := jobIDsOf(got), jobIDsOf(want)
+	slices.Sort(gotIDs)
+	slices.Sort(wantIDs)
+	if total != len(want) || !slices.Equal(gotIDs, wantIDs) {
+		t.Fatalf("random listing: got %d jobs (total %d), want %d", len(got), total, len(want))
+	}
+}
+
+func referenceList(all []*Job, q JobQuery) []*Job {
+	var out []*Job
+	for _, j := range all {
+		if j.TeamID != q.TeamID {
+			continue
+		}
+		if len(q.States) > 0 && !slices.Contains(q.States, j.State) {
+			continue
+		}
+		if !q.CreatedFrom.IsZero() && j.CreatedAt.Before(q.CreatedFrom) {
+			continue
+		}
+		if !q.CreatedTo.IsZero() && !j.CreatedAt.Before(q.CreatedTo) {
+			continue
+		}
+		if len(q.Tags) > 0 && !slices.ContainsFunc(j.Tags, func(tag string) bool { return slices.Contains(q.Tags, tag) }) {
+			continue
+		}
+		out = append(out, j)
+	}
+	slices.SortFunc(out, func(a, b *Job) int {
+		switch q.Sort {
+		case SortNewestFirst:
+			return b.ID.Compare(a.ID)
+		case SortPriority:
+			if a.Priority != b.Priority {
+				return b.Priority - a.Priority
+			}
+		}
+		return a.ID.Compare(b.ID)
+	})
+	return out
+}
+
+func jobIDsOf(jobs []*Job) []string {
+	out := make([]string, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.ID.String()
+	}
+	return out
+}
+
+func TestTemplateInUseBlocksDelete(t *testing.T) {
+	s := openTestStore(t, "")
+	ids := NewIDs()
+	team, tplID, jobID := ids.New(time.Now()), ids.New(time.Now()), ids.New(time.Now())
+	err := s.Update(func(tx *Tx) error {
+		if err := tx.PutTemplate(&Template{ID: tplID, TeamID: team, Status: TemplateUploaded}); err != nil {
+			return err
+		}
+		return tx.CreateJob(&Job{ID: jobID, TeamID: team, TemplateID: tplID, State: JobQueued})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.DeleteTemplate(team, tplID) }); !errors.Is(err, ErrConflict) {
+		t.Fatalf("delete while queued: %v, want ErrConflict", err)
+	}
+	err = s.Update(func(tx *Tx) error {
+		j, err := tx.Job(jobID)
+		if err != nil {
+			return err
+		}
+		j.State = JobFinished
+		return tx.UpdateJob(JobQueued, j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.DeleteTemplate(team, tplID) }); err != nil {
+		t.Fatalf("delete after the job finished: %v", err)
+	}
+	otherTeam := ids.New(time.Now())
+	if err := s.Update(func(tx *Tx) error { return tx.DeleteTemplate(otherTeam, tplID) }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delete from another team: %v, want ErrNotFound", err)
+	}
+}
+
+func TestLogIsCappedAndOrdered(t *testing.T) {
+	s := openTestStore(t, "")
+	jobID := NewIDs().New(time.Now())
+	for range 3 {
+		err := s.Update(func(tx *Tx) error {
+			lines := make([]string, MaxLogLines/2)
+			for i := range lines {
+				lines[i] = fmt.Sprintf("line %d", i)
+			}
+			return tx.AppendLog(jobID, lines...)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log string
+	s.View(func(tx *Tx) error { log = tx.Log(jobID); return nil })
+	lines := splitLines(log)
+	if len(lines) != MaxLogLines+1 {
+		t.Fatalf("%d lines, want %d", len(lines), MaxLogLines+1)
+	}
+	if got := lines[len(lines)-1]; got[len(got)-len(logTruncated):] != logTruncated {
+		t.Fatalf("last line %q does not say the log was truncated", got)
+	}
+}
+
+func splitLines(s string) []string {
+	var out []string
+	start := 0
+	for i := range len(s) {
+		if s[i] == '\n' {
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return out
+}
+
+func TestBatchJobsFollowStateChanges(t *testing.T) {
+	s := openTestStore(t, "")
+	ids := NewIDs()
+	team, batch := ids.New(time.Now()), ids.New(time.Now())
+	jobs := []*Job{
+		{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, BatchIndex: 0, State: JobQueued},
+		{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, BatchIndex: 2, State: JobPending},
+	}
+	child := &Job{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, ParentID: jobs[1].ID, State: JobQueued}
+	err := s.Update(func(tx *Tx) error {
+		for _, j := range append(jobs, child) {
+			if err := tx.CreateJob(j); err != nil {
+				return err
+			}
+		}
+		jobs[0].State = JobCancelled
+		return tx.UpdateJob(JobQueued, jobs[0])
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []BatchJob
+	s.View(func(tx *Tx) error { got = tx.BatchJobs(batch); return nil })
+	want := []BatchJob{{0, jobs[0].ID, JobCancelled}, {2, jobs[1].ID, JobPending}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("batch jobs %v, want %v (children are not top-level)", got, want)
+	}
+}

@@ -1,0 +1,79 @@
+package persistence
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// ErrNotFound is returned when a record does not exist (or belongs to another team).
+var ErrNotFound = errors.New("not found")
+
+// TokenPrefix starts every API token, so leaked tokens are easy to recognise and scan for.
+const TokenPrefix = "ff_"
+
+// NewToken returns a fresh random API token and the hash under which it is stored.
+func NewToken() (token string, hash [32]byte) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	token = TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	return token, HashToken(token)
+}
+
+// HashToken is the stored form of a token.
+func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
+
+// EnsureTeam returns the team with this name, creating it if needed.
+func (t *Tx) EnsureTeam(name string, ids *IDs) (Team, bool, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return Team{}, false, errors.New("team name is empty")
+	}
+	if raw := t.bucket(bucketTeamNames).Get([]byte(name)); raw != nil {
+		team, err := t.Team(ulidAt(raw))
+		return team, false, err
+	}
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return Team{}, false, err
+	}
+	now := t.now()
+	team := Team{ID: ids.New(now), Name: name, WebhookSecret: hex.EncodeToString(secret[:]), CreatedAt: now}
+	if err := t.putJSON(bucketTeams, id(team.ID), team); err != nil {
+		return Team{}, false, err
+	}
+	return team, true, t.bucket(bucketTeamNames).Put([]byte(name), id(team.ID))
+}
+
+// Team loads a team by id.
+func (t *Tx) Team(teamID ulid.ULID) (Team, error) {
+	var team Team
+	found, err := t.getJSON(bucketTeams, id(teamID), &team)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return team, err
+}
+
+// PutToken stores a token hash for a team.
+func (t *Tx) PutToken(hash [32]byte, teamID ulid.ULID) error {
+	return t.putJSON(bucketTokens, hash[:], Token{TeamID: teamID, CreatedAt: t.now()})
+}
+
+// TokenTeam returns the team a token hash belongs to.
+func (t *Tx) TokenTeam(hash [32]byte) (ulid.ULID, error) {
+	var tok Token
+	found, err := t.getJSON(bucketTokens, hash[:], &tok)
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return tok.TeamID, err
+}
