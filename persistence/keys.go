@@ -43,13 +43,14 @@ var (
 	bucketBatches = []byte("batches") // batch id -> Batch
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
 	bucketOutbox  = []byte("outbox")  // delivery id -> Delivery
+	bucketMeta    = []byte("meta")    // name -> value: facts about the store itself
 )
 
 var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
 	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
-	bucketJobsByBatch, bucketJobCounts, bucketBatches, bucketLogs, bucketOutbox,
+	bucketJobsByBatch, bucketJobCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
 }
 
 func createBuckets(tx *bolt.Tx) error {
@@ -132,4 +133,12 @@ func ulidAt(b []byte) ulid.ULID {
 	var u ulid.ULID
 	copy(u[:], b)
 	return u
+}
+
+// Meta reads a fact about the store ("" when unset).
+func (t *Tx) Meta(name string) string { return string(t.bucket(bucketMeta).Get([]byte(name))) }
+
+// SetMeta records a fact about the store.
+func (t *Tx) SetMeta(name, value string) error {
+	return t.bucket(bucketMeta).Put([]byte(name), []byte(value))
 }

@@ -154,6 +154,9 @@ func (t *Tx) DeleteSecret(teamID, secretID ulid.ULID) error {
 // PutBatch stores a batch.
 func (t *Tx) PutBatch(b *Batch) error { return t.putJSON(bucketBatches, id(b.ID), b) }
 
+// BatchExists reports whether a batch is stored.
+func (t *Tx) BatchExists(batchID ulid.ULID) bool { return t.bucket(bucketBatches).Get(id(batchID)) != nil }
+
 // TeamBatch loads a batch that belongs to team.
 func (t *Tx) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {
 	b := new(Batch)

@@ -3,6 +3,7 @@ package persistence
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -192,6 +193,8 @@ type Job struct {
 	// Attempts counts dispatches to a render node; messages from older attempts are rejected.
 	Attempts int    `json:"attempts,omitzero"`
 	Node     string `json:"node,omitzero"`
+	// Failures are the attempts that ended without output; after enough of them the job fails.
+	Failures []AttemptFailure `json:"failures,omitzero"`
 	// OutputName is the output's file name; OutputURL is set when the job uploads to its own
 	// bucket, otherwise the output lives in the object store under OutputKey().
 	OutputName     string        `json:"outputName"`
@@ -205,8 +208,31 @@ type Job struct {
 	Error          string        `json:"error,omitzero"`
 }
 
+// Clone returns a copy that can be changed without touching j: records handed out are shared
+// between goroutines and never modified in place.
+func (j *Job) Clone() *Job {
+	c := *j
+	c.Failures = slices.Clone(j.Failures)
+	return &c
+}
+
+// WithProgress returns a copy of j with another progress.
+func (j *Job) WithProgress(percent float64) *Job {
+	c := *j
+	c.Progress = percent
+	return &c
+}
+
 // OutputKey is the object store key of a job's output.
 func (j *Job) OutputKey() string { return "outputs/" + j.ID.String() + "/" + j.OutputName }
+
+// AttemptFailure is one attempt that ended without output.
+type AttemptFailure struct {
+	Attempt int       `json:"attempt"`
+	Node    string    `json:"node"`
+	Error   string    `json:"error"`
+	At      time.Time `json:"at"`
+}
 
 // Batch groups top-level jobs submitted in one request.
 type Batch struct {

@@ -1,0 +1,116 @@
+package actors
+
+import (
+	"errors"
+	"slices"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// CancelOutcome is the result of a cancellation and its cascade.
+type CancelOutcome struct {
+	// Cancelled lists every job the request cancelled, relatives included, each once: the
+	// requested jobs first in request order, then the cascaded ones in id order.
+	Cancelled []*persistence.Job
+	// Reached maps every job the walk reached to its state after the walk (nil: not found).
+	Reached map[ulid.ULID]*persistence.Job
+}
+
+// cancelWalker cascades a cancellation over the job graph: it asks each reached job to cancel,
+// and every job that did cancel leads on to its parent and children. A visited set makes each
+// job asked once, so the walk ends and its answer lists each cancelled job once.
+type cancelWalker struct {
+	c         *Coordinator
+	roots     []ulid.ULID
+	replyTo   *actor.PID
+	visited   map[ulid.ULID]bool
+	reached   map[ulid.ULID]*persistence.Job
+	cancelled map[ulid.ULID]*persistence.Job
+	pending   int
+}
+
+func (w *cancelWalker) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		for _, id := range w.roots {
+			w.visit(ctx, id)
+		}
+	case *cancelResult:
+		w.pending--
+		w.reached[m.jobID] = m.job
+		if m.cancelled {
+			w.cancelled[m.jobID] = m.job
+			for _, rel := range m.relatives {
+				w.visit(ctx, rel)
+			}
+		}
+	default:
+		return
+	}
+	if w.pending == 0 {
+		if w.replyTo != nil {
+			ctx.Send(w.replyTo, w.outcome())
+		}
+		ctx.Stop(ctx.Self())
+	}
+}
+
+func (w *cancelWalker) visit(ctx actor.Context, id ulid.ULID) {
+	if w.visited[id] {
+		return
+	}
+	w.visited[id] = true
+	err := w.c.jobs.deliver(id, &cancelRequest{}, ctx.Self())
+	if err != nil {
+		if !errors.Is(err, persistence.ErrNotFound) {
+			w.c.log.Error("cancel cascade cannot reach a job", "job", id.String(), "err", err)
+		}
+		w.reached[id] = nil
+		return
+	}
+	w.pending++
+}
+
+func (w *cancelWalker) outcome() *CancelOutcome {
+	out := &CancelOutcome{Reached: w.reached}
+	for _, id := range w.roots {
+		if j := w.cancelled[id]; j != nil {
+			out.Cancelled = append(out.Cancelled, j)
+			delete(w.cancelled, id)
+		}
+	}
+	rest := make([]*persistence.Job, 0, len(w.cancelled))
+	for _, j := range w.cancelled {
+		rest = append(rest, j)
+	}
+	slices.SortFunc(rest, func(a, b *persistence.Job) int { return a.ID.Compare(b.ID) })
+	out.Cancelled = append(out.Cancelled, rest...)
+	return out
+}
+
+// startCancelWalk spawns a walk from the roots; replyTo (if any) receives the *CancelOutcome.
+func (c *Coordinator) startCancelWalk(spawner actor.SpawnerContext, roots []ulid.ULID, replyTo *actor.PID) {
+	spawner.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &cancelWalker{
+			c: c, roots: roots, replyTo: replyTo,
+			visited:   make(map[ulid.ULID]bool),
+			reached:   make(map[ulid.ULID]*persistence.Job),
+			cancelled: make(map[ulid.ULID]*persistence.Job),
+		}
+	}))
+}
+
+// CancelJobs cancels the jobs (which the caller checked exist and belong to the team) with
+// their cascades, and waits for the outcome.
+func (c *Coordinator) CancelJobs(ids []ulid.ULID) (*CancelOutcome, error) {
+	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
+	c.startCancelWalk(c.system.Root, ids, future.PID())
+	res, err := future.Result()
+	if err != nil {
+		return nil, ErrUnavailable
+	}
+	return res.(*CancelOutcome), nil
+}

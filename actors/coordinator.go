@@ -1,0 +1,255 @@
+// Package actors drives every job, batch and render node of the coordinator as a Proto.Actor
+// actor. Messages are the state transitions (STATE_MACHINE.md); the actor that owns a job is the
+// only writer of its state, so a cancel racing a dispatch has exactly one winner.
+//
+//	HTTP handler ──ask──> JobActor(id) ──persist──> store (group commit) ──ack──> handler
+//	                         │  ▲
+//	           offer/claim   │  │ progress, done, failed (fenced by attempt)
+//	                         ▼  │
+//	                    Scheduler ──assign──> NodeActor(node) ──> node's agent
+//	BatchActor(id): creates a batch's jobs in one write; cancels them through a cascade walk.
+//	TemplateProcessor: upload or download -> inspect -> uploaded | error.
+//	WebhookDispatcher: durable outbox -> HTTP delivery with retries.
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Config tunes the coordinator's actors. Zero values select the defaults in brackets.
+type Config struct {
+	// MaxAttempts is how many attempts may fail or be lost before a job fails [3].
+	MaxAttempts int
+	// ProgressInterval is the most often a rendering job's progress is persisted [1s].
+	ProgressInterval time.Duration
+	// PassivateAfter is how long a terminal job's actor stays idle before it stops [2s].
+	PassivateAfter time.Duration
+	// SilenceTimeout stops a render that reports no progress for this long [10m].
+	SilenceTimeout time.Duration
+	// MaxRenderTime stops a render that runs longer than this [24h].
+	MaxRenderTime time.Duration
+	// AskTimeout bounds a request's wait for an actor's answer [30s].
+	AskTimeout time.Duration
+	// WebhookBackoff are the waits before each retry of a failed webhook [1s 4s 16s].
+	WebhookBackoff []time.Duration
+	// WebhookTimeout bounds one webhook delivery [10s].
+	WebhookTimeout time.Duration
+	// WebhookConcurrency caps deliveries in flight [16].
+	WebhookConcurrency int
+	// NodeURLTTL is how long signed URLs handed to render nodes stay valid [24h].
+	NodeURLTTL time.Duration
+	// TemplateMaxBytes caps a template file fetched from a src URL [2 GiB].
+	TemplateMaxBytes int64
+}
+
+func (c *Config) setDefaults() {
+	setDefault(&c.MaxAttempts, 3)
+	setDefault(&c.ProgressInterval, time.Second)
+	setDefault(&c.PassivateAfter, 2*time.Second)
+	setDefault(&c.SilenceTimeout, 10*time.Minute)
+	setDefault(&c.MaxRenderTime, 24*time.Hour)
+	setDefault(&c.AskTimeout, 30*time.Second)
+	if len(c.WebhookBackoff) == 0 {
+		c.WebhookBackoff = []time.Duration{time.Second, 4 * time.Second, 16 * time.Second}
+	}
+	setDefault(&c.WebhookTimeout, 10*time.Second)
+	setDefault(&c.WebhookConcurrency, 16)
+	setDefault(&c.NodeURLTTL, 24*time.Hour)
+	setDefault(&c.TemplateMaxBytes, 2<<30)
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// Observer receives what the actors do, for metrics.
+type Observer interface {
+	// JobStateChanged reports a transition; from is 0 when the job was just created.
+	JobStateChanged(from, to persistence.JobState)
+	RenderFinished(engine string, d time.Duration)
+	// StaleReport counts a node report rejected because its attempt is no longer current.
+	StaleReport()
+	Requeued()
+	// WebhookAttempt reports one delivery attempt: "delivered", "retrying" or "failed".
+	WebhookAttempt(result string)
+}
+
+// Deps are the coordinator's collaborators.
+type Deps struct {
+	Store *persistence.Store
+	Blobs *blobs.Store
+	// NodeURLs signs the URLs render nodes fetch from and upload to.
+	NodeURLs  *blobs.Signer
+	Secrets   *secretbox.Box
+	Inspector renderer.Inspector
+	Clock     clock.Clock
+	IDs       *persistence.IDs
+	Observer  Observer
+	Logger    *slog.Logger
+	// Outbound sends webhooks and fetches template src URLs; it refuses private addresses unless
+	// configured otherwise.
+	Outbound *http.Client
+	// JobJSON renders a job as GET /jobs/{id} shows it, with the webhook's data (the webhook body).
+	JobJSON func(job *persistence.Job, data json.RawMessage) ([]byte, error)
+}
+
+// Coordinator runs the actors and is what the HTTP layer talks to.
+type Coordinator struct {
+	Deps
+	cfg    Config
+	log    *slog.Logger
+	system *actor.ActorSystem
+	jobs    *registry
+	batches *registry
+
+	scheduler *actor.PID
+	webhooks  *actor.PID
+	templates *actor.PID
+	nodes     *nodeDirectory
+	capacity  capacitySnapshot
+	// cleanRestart is true when the previous process shut down gracefully: renders it
+	// interrupted do not count as failed attempts.
+	cleanRestart bool
+}
+
+// New builds a coordinator; Start brings it up.
+func New(cfg Config, deps Deps) *Coordinator {
+	cfg.setDefaults()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return deps.Logger.With("component", "protoactor")
+	}))
+	c := &Coordinator{
+		Deps:   deps,
+		cfg:    cfg,
+		log:    deps.Logger,
+		system: system,
+		nodes:  newNodeDirectory(),
+	}
+	c.jobs = newRegistry(system, c.loadJobActor)
+	c.batches = newRegistry(system, c.loadBatchActor)
+	return c
+}
+
+// Config returns the effective configuration.
+func (c *Coordinator) Config() Config { return c.cfg }
+
+const metaCleanShutdown = "clean_shutdown"
+
+// Start spawns the scheduler, template processor and webhook dispatcher, then resumes every
+// job that was not terminal when the previous process stopped.
+func (c *Coordinator) Start() error {
+	err := c.Store.Update(func(tx *persistence.Tx) error {
+		c.cleanRestart = tx.Meta(metaCleanShutdown) == "1"
+		return tx.SetMeta(metaCleanShutdown, "0")
+	})
+	if err != nil {
+		return err
+	}
+	c.scheduler = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newScheduler(c) }))
+	c.webhooks = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newWebhookDispatcher(c) }))
+	c.templates = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTemplateProcessor(c) }))
+	resumed := 0
+	err = c.Store.View(func(tx *persistence.Tx) error {
+		return tx.LiveJobs(func(j *persistence.Job) error {
+			c.jobs.activate(j.ID, c.jobProducer(j))
+			resumed++
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("resume jobs: %w", err)
+	}
+	c.log.Info("coordinator started", "resumed_jobs", resumed, "clean_restart", c.cleanRestart)
+	return nil
+}
+
+// Stop stops the actors in order: the scheduler first (no new dispatches), then the template
+// processor and the webhook dispatcher (unfinished work stays in the store and resumes at the
+// next start), and finally records that the shutdown was clean. The caller stops HTTP intake and
+// render nodes before, and closes the store after.
+func (c *Coordinator) Stop(ctx context.Context) {
+	for _, pid := range []*actor.PID{c.scheduler, c.templates, c.webhooks} {
+		if err := c.system.Root.StopFuture(pid).Wait(); err != nil {
+			c.log.Warn("actor did not stop cleanly", "pid", pid.String(), "err", err)
+		}
+	}
+	if err := c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(metaCleanShutdown, "1") }); err != nil {
+		c.log.Error("cannot record the clean shutdown", "err", err)
+	}
+	c.system.Shutdown()
+}
+
+// LiveJobActors counts the job actors in memory.
+func (c *Coordinator) LiveJobActors() int { return c.jobs.live() }
+
+// ErrUnavailable is returned when an actor did not answer in time.
+var ErrUnavailable = errors.New("the coordinator did not answer in time")
+
+// CreateJobs stores new jobs (each with its children) in one durable write, then starts their
+// actors. Until that write the jobs have no owner; from then on their actors are their only
+// writers.
+func (c *Coordinator) CreateJobs(jobs []*persistence.Job) error {
+	result := make(chan error, 1)
+	c.writeNewJobs(nil, jobs, func(err error) { result <- err })
+	if err := <-result; err != nil {
+		return err
+	}
+	c.startNewJobs(jobs)
+	return nil
+}
+
+// writeNewJobs submits the first write of new jobs (and of their batch when b is not nil); done
+// is called once it is durable or has failed.
+func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job, done func(error)) {
+	c.Store.UpdateAsync(func(tx *persistence.Tx) error {
+		if b != nil {
+			if err := tx.PutBatch(b); err != nil {
+				return err
+			}
+		}
+		for _, j := range jobs {
+			if j.TemplateID != (ulid.ULID{}) {
+				// The template may have been deleted since validation; jobs must not outlive it.
+				if _, err := tx.Template(j.TeamID, j.TemplateID); err != nil {
+					return fmt.Errorf("%w: template %s", ErrTemplateGone, j.TemplateID)
+				}
+			}
+			if err := tx.CreateJob(j); err != nil {
+				return err
+			}
+			if err := tx.AppendLog(j.ID, "created as "+j.State.String()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, done)
+}
+
+// startNewJobs starts the actors of jobs whose first write is durable.
+func (c *Coordinator) startNewJobs(jobs []*persistence.Job) {
+	for _, j := range jobs {
+		c.Observer.JobStateChanged(0, j.State)
+		c.jobs.activate(j.ID, c.jobProducer(j))
+	}
+}
+
+// ErrTemplateGone is returned when a job's template was deleted while the job was created.
+var ErrTemplateGone = errors.New("template no longer exists")

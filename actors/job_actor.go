@@ -1,0 +1,465 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// jobActor owns one job. It is the only writer of the job's record after creation: every change
+// is applied to a copy, persisted, and adopted only once durable. While a write is in flight,
+// other messages wait in arrival order, so each message sees the state left by the one before.
+type jobActor struct {
+	c     *Coordinator
+	job   *persistence.Job
+	log   *slog.Logger
+	entry *registryEntry
+
+	// held keeps messages that arrive while a write is in flight.
+	held holdQueue
+	// waitingOn holds the children a pending parent still waits for.
+	waitingOn map[ulid.ULID]bool
+	// progressSavedAt is when progress was last persisted; progress is saved at most once per
+	// Config.ProgressInterval, state changes always.
+	progressSavedAt time.Time
+}
+
+func newJobActor(c *Coordinator, job *persistence.Job, entry *registryEntry) *jobActor {
+	return &jobActor{c: c, job: job, entry: entry, log: c.log.With("job", job.ID.String())}
+}
+
+// jobProducer makes the actor of a job whose record the caller holds.
+func (c *Coordinator) jobProducer(job *persistence.Job) func(*registryEntry) actor.Actor {
+	return func(e *registryEntry) actor.Actor { return newJobActor(c, job, e) }
+}
+
+// loadJobActor makes the actor of a stored job.
+func (c *Coordinator) loadJobActor(jobID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+	var job *persistence.Job
+	err := c.Store.View(func(tx *persistence.Tx) (err error) {
+		job, err = tx.Job(jobID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.jobProducer(job), nil
+}
+
+// tellJob sends msg to a job, logging when the job cannot be reached.
+func (c *Coordinator) tellJob(jobID ulid.ULID, msg any) {
+	if err := c.jobs.deliver(jobID, msg, nil); err != nil {
+		c.log.Warn("message for a job that cannot be reached", "job", jobID.String(), "err", err)
+	}
+}
+
+func (a *jobActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.start(ctx)
+	case *writeDone:
+		a.finishWrite(ctx, msg)
+	case *mail:
+		msg.taken()
+		if !a.held.hold(msg.msg, ctx.Sender()) {
+			a.handle(ctx, msg.msg, ctx.Sender())
+		}
+	case *actor.ReceiveTimeout:
+		if a.job.State.Terminal() && !a.held.busy && a.c.jobs.tryPassivate(a.job.ID, a.entry) {
+			ctx.Stop(ctx.Self())
+		}
+	}
+}
+
+func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
+	switch msg := msg.(type) {
+	case *offer:
+		a.onOffer(ctx, msg)
+	case *renderProgress:
+		a.onProgress(ctx, msg)
+	case *renderDone:
+		a.onDone(ctx, msg)
+	case *renderFailed:
+		a.onFailed(ctx, msg)
+	case *cancelRequest:
+		a.onCancel(ctx, sender)
+	case *childFinished:
+		a.onChildFinished(ctx, msg)
+	case *childFailed:
+		a.onChildFailed(ctx, msg)
+	case *relativeFailed:
+		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil)
+	default:
+		a.log.Warn("job actor ignored an unknown message", "type", fmt.Sprintf("%T", msg))
+	}
+}
+
+// start resumes the job from its stored state: a fresh job as created, or any job after a
+// restart of the coordinator.
+func (a *jobActor) start(ctx actor.Context) {
+	switch a.job.State {
+	case persistence.JobQueued:
+		a.enqueue(ctx)
+	case persistence.JobPending:
+		a.resumeWaiting(ctx)
+	case persistence.JobRendering:
+		// Only a coordinator restart activates a rendering job: its attempt died with the old
+		// process (or the node lost its lease), so it goes back to the queue.
+		a.onFailed(ctx, &renderFailed{
+			attempt:   a.job.Attempts,
+			node:      a.job.Node,
+			err:       "the coordinator restarted during the render",
+			retryable: true,
+			countless: a.c.cleanRestart,
+		})
+	default:
+		ctx.SetReceiveTimeout(a.c.cfg.PassivateAfter)
+	}
+}
+
+func (a *jobActor) enqueue(ctx actor.Context) {
+	ctx.Send(a.c.scheduler, &jobQueued{jobID: a.job.ID, teamID: a.job.TeamID, engine: a.job.Engine, priority: a.job.Priority})
+}
+
+// resumeWaiting loads a pending parent's children and acts on what they already did.
+func (a *jobActor) resumeWaiting(ctx actor.Context) {
+	a.waitingOn = make(map[ulid.ULID]bool)
+	var failed, cancelled *persistence.Job
+	err := a.c.Store.View(func(tx *persistence.Tx) error {
+		for _, childID := range a.job.Children {
+			child, err := tx.Job(childID)
+			if err != nil {
+				return fmt.Errorf("child %s: %w", childID, err)
+			}
+			switch child.State {
+			case persistence.JobFinished:
+			case persistence.JobFailed:
+				failed = child
+			case persistence.JobCancelled:
+				cancelled = child
+			default:
+				a.waitingOn[childID] = true
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		a.log.Error("cannot load the children of a pending job", "err", err)
+	case failed != nil:
+		a.onChildFailed(ctx, &childFailed{child: failed.ID, reason: failed.Error})
+	case cancelled != nil:
+		// A cancel cascade was cut short by a restart: finish it from here.
+		a.c.startCancelWalk(ctx, []ulid.ULID{a.job.ID}, nil)
+	case len(a.waitingOn) == 0:
+		a.childrenFinished(ctx)
+	}
+}
+
+func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
+	if a.job.State != persistence.JobQueued {
+		ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
+		return
+	}
+	now := a.c.Clock.Now()
+	err := a.transition(ctx, EventDispatched, func(next *persistence.Job) {
+		next.Attempts++
+		next.Node = o.nodeID
+		next.StartedAt = now
+		next.Progress = 0
+	}, []string{fmt.Sprintf("dispatched to node %s (attempt %d)", o.nodeID, a.job.Attempts+1)}, nil,
+		func(err error) {
+			if err != nil {
+				ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
+				return
+			}
+			ctx.Send(a.c.scheduler, &offerClaimed{jobID: a.job.ID})
+			ctx.Send(o.node, &assign{job: a.job})
+		})
+	if err != nil {
+		ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
+	}
+}
+
+// current reports whether a node's report belongs to the attempt now rendering; anything else is
+// a stale attempt and is rejected.
+func (a *jobActor) current(attempt int, what string) bool {
+	if a.job.State == persistence.JobRendering && attempt == a.job.Attempts {
+		return true
+	}
+	a.log.Warn("rejected a report from a stale attempt", "report", what, "attempt", attempt,
+		"current_attempt", a.job.Attempts, "state", a.job.State.String())
+	a.c.Observer.StaleReport()
+	return false
+}
+
+func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
+	if !a.current(p.attempt, "progress") {
+		return
+	}
+	percent := min(max(p.percent, 0), 100)
+	now := a.c.Clock.Now()
+	if now.Sub(a.progressSavedAt) < a.c.cfg.ProgressInterval {
+		a.job = a.job.WithProgress(percent)
+		return
+	}
+	a.progressSavedAt = now
+	next := a.job.WithProgress(percent)
+	a.persist(ctx, a.job.State, next, nil, nil, nil)
+}
+
+func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
+	if !a.current(d.attempt, "done") {
+		return
+	}
+	now := a.c.Clock.Now()
+	log := append(d.log, fmt.Sprintf("finished on node %s in %s", d.node, d.duration.Round(time.Millisecond)))
+	a.transition(ctx, EventRenderFinished, func(next *persistence.Job) {
+		next.Progress = 100
+		next.FinishedAt = now
+		next.RenderDuration = d.duration
+	}, log, nil, func(err error) {
+		if err != nil {
+			return
+		}
+		a.c.Observer.RenderFinished(a.job.Engine, d.duration)
+		a.notifyParent(ctx, &childFinished{child: a.job.ID})
+	})
+}
+
+func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
+	if !a.current(f.attempt, "failure") {
+		return
+	}
+	now := a.c.Clock.Now()
+	failure := persistence.AttemptFailure{Attempt: f.attempt, Node: f.node, Error: f.err, At: now}
+	failures := a.job.Failures
+	if !f.countless {
+		failures = append(slices.Clone(failures), failure)
+	}
+	log := append(f.log, fmt.Sprintf("attempt %d on node %s ended: %s", f.attempt, f.node, f.err))
+	if f.retryable && len(failures) < a.c.cfg.MaxAttempts {
+		a.transition(ctx, EventAttemptLost, func(next *persistence.Job) {
+			next.Failures = failures
+			next.Progress = 0
+		}, append(log, "queued again"), nil, func(err error) {
+			if err == nil {
+				a.c.Observer.Requeued()
+				a.enqueue(ctx)
+			}
+		})
+		return
+	}
+	message := f.err
+	if f.retryable {
+		message = attemptsMessage(failures)
+	}
+	a.transition(ctx, EventRenderFailed, func(next *persistence.Job) {
+		next.Failures = failures
+		next.Error = message
+		next.ErrorAt = now
+	}, log, nil, func(err error) {
+		if err == nil {
+			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: message})
+		}
+	})
+}
+
+func attemptsMessage(failures []persistence.AttemptFailure) string {
+	parts := make([]string, len(failures))
+	for i, f := range failures {
+		parts[i] = fmt.Sprintf("attempt %d on node %s: %s", f.Attempt, f.Node, f.Error)
+	}
+	return fmt.Sprintf("render failed after %d attempts (%s)", len(failures), strings.Join(parts, "; "))
+}
+
+func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
+	answer := func() {
+		res := &cancelResult{jobID: a.job.ID, job: a.job, cancelled: a.job.State == persistence.JobCancelled}
+		if res.cancelled {
+			res.relatives = a.relatives()
+		}
+		ctx.Send(sender, res)
+	}
+	if !a.job.State.Cancellable() {
+		ctx.Send(sender, &cancelResult{jobID: a.job.ID, job: a.job})
+		return
+	}
+	wasQueued := a.job.State == persistence.JobQueued
+	now := a.c.Clock.Now()
+	err := a.transition(ctx, EventCancel, func(next *persistence.Job) {
+		next.Error = "cancelled through the API"
+		next.ErrorAt = now
+	}, []string{"cancelled"}, nil, func(err error) {
+		if err == nil && wasQueued {
+			ctx.Send(a.c.scheduler, &jobWithdrawn{jobID: a.job.ID})
+		}
+		if err != nil {
+			a.log.Error("cannot persist a cancellation", "err", err)
+		}
+		answer()
+	})
+	if err != nil {
+		answer()
+	}
+}
+
+func (a *jobActor) relatives() []ulid.ULID {
+	rel := slices.Clone(a.job.Children)
+	if a.job.ParentID != (ulid.ULID{}) {
+		rel = append(rel, a.job.ParentID)
+	}
+	return rel
+}
+
+func (a *jobActor) onChildFinished(ctx actor.Context, m *childFinished) {
+	if a.job.State != persistence.JobPending || !a.waitingOn[m.child] {
+		return
+	}
+	delete(a.waitingOn, m.child)
+	if len(a.waitingOn) == 0 {
+		a.childrenFinished(ctx)
+	}
+}
+
+func (a *jobActor) childrenFinished(ctx actor.Context) {
+	a.transition(ctx, EventChildrenFinished, nil,
+		[]string{fmt.Sprintf("all %d child jobs finished; their outputs go into this job", len(a.job.Children))}, nil,
+		func(err error) {
+			if err == nil {
+				a.enqueue(ctx)
+			}
+		})
+}
+
+func (a *jobActor) onChildFailed(ctx actor.Context, m *childFailed) {
+	reason := fmt.Sprintf("child job %s failed: %s", m.child, m.reason)
+	a.failWaiting(ctx, EventChildFailed, reason, &m.child)
+}
+
+// failWaiting fails a queued or pending job because a relative failed, then passes the failure
+// on: up to its parent (unless the parent caused it) and down to its other children.
+func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, failedChild *ulid.ULID) {
+	if !a.job.State.Cancellable() {
+		return
+	}
+	wasQueued := a.job.State == persistence.JobQueued
+	now := a.c.Clock.Now()
+	a.transition(ctx, ev, func(next *persistence.Job) {
+		next.Error = reason
+		next.ErrorAt = now
+	}, []string{reason}, nil, func(err error) {
+		if err != nil {
+			return
+		}
+		if wasQueued {
+			ctx.Send(a.c.scheduler, &jobWithdrawn{jobID: a.job.ID})
+		}
+		for _, childID := range a.job.Children {
+			if failedChild == nil || childID != *failedChild {
+				a.c.tellJob(childID, &relativeFailed{reason: fmt.Sprintf("parent job %s failed: %s", a.job.ID, reason)})
+			}
+		}
+		if ev == EventChildFailed {
+			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: reason})
+		}
+	})
+}
+
+func (a *jobActor) notifyParent(_ actor.Context, msg any) {
+	if a.job.ParentID != (ulid.ULID{}) {
+		a.c.tellJob(a.job.ParentID, msg)
+	}
+}
+
+// transition applies ev to a copy of the job, lets edit adjust the copy, and persists it with the
+// log lines. then runs once the write is durable (err nil) or has failed; an illegal event is
+// returned at once and nothing is written.
+func (a *jobActor) transition(ctx actor.Context, ev JobEvent, edit func(*persistence.Job), log []string,
+	extra func(*persistence.Tx) error, then func(error)) error {
+	next := a.job.Clone()
+	if err := applyJobEvent(next, ev); err != nil {
+		a.log.Error("refused a state change", "err", err)
+		return err
+	}
+	if edit != nil {
+		edit(next)
+	}
+	if next.State.Terminal() {
+		extra = a.withWebhook(next, extra)
+	}
+	a.persist(ctx, a.job.State, next, log, extra, then)
+	return nil
+}
+
+// withWebhook adds the outbox entry of a job that just became terminal to the same write.
+func (a *jobActor) withWebhook(next *persistence.Job, extra func(*persistence.Tx) error) func(*persistence.Tx) error {
+	if next.Spec.Webhook == nil {
+		return extra
+	}
+	now := a.c.Clock.Now()
+	d := &persistence.Delivery{ID: a.c.IDs.New(now), JobID: next.ID, TeamID: next.TeamID, NextAt: now, CreatedAt: now}
+	return func(tx *persistence.Tx) error {
+		if extra != nil {
+			if err := extra(tx); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutDelivery(d); err != nil {
+			return err
+		}
+		tx.AfterCommit(func() { a.c.system.Root.Send(a.c.webhooks, &deliveryQueued{delivery: d}) })
+		return nil
+	}
+}
+
+func (a *jobActor) persist(ctx actor.Context, prev persistence.JobState, next *persistence.Job, log []string,
+	extra func(*persistence.Tx) error, then func(error)) {
+	a.held.busy = true
+	self := ctx.Self()
+	a.c.Store.UpdateAsync(func(tx *persistence.Tx) error {
+		if extra != nil {
+			if err := extra(tx); err != nil {
+				return err
+			}
+		}
+		if len(log) > 0 {
+			if err := tx.AppendLog(next.ID, log...); err != nil {
+				return err
+			}
+		}
+		return tx.UpdateJob(prev, next)
+	}, func(err error) {
+		a.c.system.Root.Send(self, &writeDone{err: err, next: next, then: then})
+	})
+}
+
+func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
+	if w.err != nil {
+		a.log.Error("cannot persist a job change", "err", w.err)
+	} else {
+		if w.next.State != a.job.State {
+			a.c.Observer.JobStateChanged(a.job.State, w.next.State)
+		}
+		a.job = w.next
+	}
+	// then runs before held messages are replayed: they must see what it did (a claimed offer's
+	// assignment sent, a requeued job enqueued).
+	a.held.busy = false
+	if w.then != nil {
+		w.then(w.err)
+	}
+	if !a.held.busy {
+		a.held.release(func(msg any, sender *actor.PID) { a.handle(ctx, msg, sender) })
+	}
+	if a.job.State.Terminal() && !a.held.busy {
+		ctx.SetReceiveTimeout(a.c.cfg.PassivateAfter)
+	}
+}

@@ -1,0 +1,94 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// Messages to a JobActor.
+type (
+	// offer: the scheduler reserved a slot on a node for this job.
+	offer struct {
+		node   *actor.PID
+		nodeID string
+	}
+	// renderProgress, renderDone, renderFailed: a node's reports, forwarded by its NodeActor.
+	renderProgress struct {
+		attempt int
+		percent float64
+	}
+	renderDone struct {
+		attempt  int
+		node     string
+		duration time.Duration
+		log      []string
+	}
+	renderFailed struct {
+		attempt   int
+		node      string
+		err       string
+		retryable bool
+		log       []string
+		// countless: the attempt was interrupted by a clean coordinator restart, which says
+		// nothing about the job, so it does not count towards Config.MaxAttempts.
+		countless bool
+	}
+	// cancelRequest asks a job to cancel itself; it answers with a cancelResult.
+	cancelRequest struct{}
+	cancelResult  struct {
+		jobID     ulid.ULID
+		cancelled bool
+		// job is the job after the request (nil when it does not exist).
+		job *persistence.Job
+		// relatives are the parent and children to reach next in a cascade.
+		relatives []ulid.ULID
+	}
+	// childFinished and childFailed: a child of this job reached a terminal state.
+	childFinished struct{ child ulid.ULID }
+	childFailed   struct {
+		child  ulid.ULID
+		reason string
+	}
+	// relativeFailed: this job's parent failed, so this job's output is no longer wanted.
+	relativeFailed struct{ reason string }
+	// writeDone carries the result of a persisted change back into the actor.
+	writeDone struct {
+		err  error
+		next *persistence.Job
+		then func(err error)
+	}
+)
+
+// Messages to the scheduler.
+type (
+	jobQueued struct {
+		jobID    ulid.ULID
+		teamID   ulid.ULID
+		engine   string
+		priority int
+	}
+	jobWithdrawn  struct{ jobID ulid.ULID }
+	offerClaimed  struct{ jobID ulid.ULID }
+	offerDeclined struct{ jobID ulid.ULID }
+	slotFreed     struct {
+		nodeID string
+		jobID  ulid.ULID
+	}
+	nodeReady struct {
+		nodeID  string
+		pid     *actor.PID
+		engines []string
+		slots   int
+	}
+	nodeGone struct{ nodeID string }
+)
+
+// Messages to a NodeActor.
+type (
+	// assign asks the node to render the job (already moved to render:dorender).
+	assign struct{ job *persistence.Job }
+)

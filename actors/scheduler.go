@@ -1,0 +1,323 @@
+package actors
+
+import (
+	"container/heap"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+)
+
+// scheduler matches queued jobs to free node slots. It pushes: every event that can make a match
+// possible (a job queued, a slot freed, a node ready) runs a dispatch round at once.
+//
+// Pickup order: among the jobs a free slot's node can render (engine must match), the highest
+// priority wins; among equal priorities, the team holding the fewest slots (so one team's large
+// batch cannot starve another's single job); then the oldest job.
+type scheduler struct {
+	c       *Coordinator
+	queues  map[string]*engineQueue
+	queued  map[ulid.ULID]*queuedJob
+	nodes   map[string]*schedNode
+	offered map[ulid.ULID]*schedNode
+	// holding counts, per team, the slots its jobs hold (offered or rendering).
+	holding map[ulid.ULID]int
+}
+
+type queuedJob struct {
+	id       ulid.ULID
+	team     ulid.ULID
+	engine   string
+	priority int
+	index    int
+}
+
+type engineQueue struct {
+	teams map[ulid.ULID]*teamQueue
+	size  int
+}
+
+// teamQueue is one team's queued jobs for one engine, best first.
+type teamQueue []*queuedJob
+
+func (q teamQueue) Len() int { return len(q) }
+func (q teamQueue) Less(i, k int) bool {
+	if q[i].priority != q[k].priority {
+		return q[i].priority > q[k].priority
+	}
+	return q[i].id.Compare(q[k].id) < 0
+}
+func (q teamQueue) Swap(i, k int) {
+	q[i], q[k] = q[k], q[i]
+	q[i].index, q[k].index = i, k
+}
+func (q *teamQueue) Push(x any) {
+	j := x.(*queuedJob)
+	j.index = len(*q)
+	*q = append(*q, j)
+}
+func (q *teamQueue) Pop() any {
+	old := *q
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return j
+}
+
+type schedNode struct {
+	id      string
+	pid     *actor.PID
+	engines []string
+	total   int
+	// busy maps the jobs holding this node's slots to their teams.
+	busy map[ulid.ULID]ulid.ULID
+}
+
+func (n *schedNode) free() int { return n.total - len(n.busy) }
+
+func newScheduler(c *Coordinator) *scheduler {
+	return &scheduler{
+		c:       c,
+		queues:  make(map[string]*engineQueue),
+		queued:  make(map[ulid.ULID]*queuedJob),
+		nodes:   make(map[string]*schedNode),
+		offered: make(map[ulid.ULID]*schedNode),
+		holding: make(map[ulid.ULID]int),
+	}
+}
+
+// statsRequest asks for the queue statistics metrics scrape.
+type statsRequest struct{}
+
+// QueueStats describes the queue at one moment.
+type QueueStats struct {
+	Depth map[string]int
+	// OldestQueued is the creation time of the oldest queued job (zero when none).
+	OldestQueued time.Time
+}
+
+func (s *scheduler) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *jobQueued:
+		s.enqueue(m)
+	case *jobWithdrawn:
+		s.remove(m.jobID)
+	case *offerClaimed:
+		delete(s.offered, m.jobID)
+		return
+	case *offerDeclined:
+		if n := s.offered[m.jobID]; n != nil {
+			delete(s.offered, m.jobID)
+			s.release(n, m.jobID)
+		}
+	case *slotFreed:
+		if n := s.nodes[m.nodeID]; n != nil {
+			s.release(n, m.jobID)
+		}
+	case *nodeReady:
+		s.addNode(m)
+	case *nodeGone:
+		if n := s.nodes[m.nodeID]; n != nil {
+			for jobID := range n.busy {
+				s.release(n, jobID)
+			}
+			delete(s.nodes, m.nodeID)
+		}
+	case *statsRequest:
+		ctx.Respond(s.stats())
+		return
+	default:
+		return
+	}
+	s.dispatch()
+}
+
+func (s *scheduler) enqueue(m *jobQueued) {
+	if s.queued[m.jobID] != nil {
+		return
+	}
+	q := s.queues[m.engine]
+	if q == nil {
+		q = &engineQueue{teams: make(map[ulid.ULID]*teamQueue)}
+		s.queues[m.engine] = q
+	}
+	tq := q.teams[m.teamID]
+	if tq == nil {
+		tq = &teamQueue{}
+		q.teams[m.teamID] = tq
+	}
+	j := &queuedJob{id: m.jobID, team: m.teamID, engine: m.engine, priority: m.priority}
+	heap.Push(tq, j)
+	q.size++
+	s.queued[m.jobID] = j
+}
+
+func (s *scheduler) remove(jobID ulid.ULID) {
+	j := s.queued[jobID]
+	if j == nil {
+		return
+	}
+	delete(s.queued, jobID)
+	q := s.queues[j.engine]
+	tq := q.teams[j.team]
+	heap.Remove(tq, j.index)
+	if tq.Len() == 0 {
+		delete(q.teams, j.team)
+	}
+	q.size--
+}
+
+func (s *scheduler) release(n *schedNode, jobID ulid.ULID) {
+	team, ok := n.busy[jobID]
+	if !ok {
+		return
+	}
+	delete(n.busy, jobID)
+	if s.holding[team]--; s.holding[team] <= 0 {
+		delete(s.holding, team)
+	}
+}
+
+func (s *scheduler) addNode(m *nodeReady) {
+	n := s.nodes[m.nodeID]
+	if n == nil {
+		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID)}
+		s.nodes[m.nodeID] = n
+	}
+	n.pid, n.engines, n.total = m.pid, slices.Clone(m.engines), m.slots
+}
+
+// dispatch fills free slots, one job per node per pass so work spreads over nodes, until no
+// free slot can take any queued job.
+func (s *scheduler) dispatch() {
+	defer s.publish()
+	if len(s.queued) == 0 {
+		return
+	}
+	nodes := make([]*schedNode, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		if n.free() > 0 {
+			nodes = append(nodes, n)
+		}
+	}
+	// Most free slots first, so a farm spreads work instead of stacking one node.
+	sort.Slice(nodes, func(i, k int) bool {
+		if nodes[i].free() != nodes[k].free() {
+			return nodes[i].free() > nodes[k].free()
+		}
+		return nodes[i].id < nodes[k].id
+	})
+	for progress := true; progress && len(s.queued) > 0; {
+		progress = false
+		for _, n := range nodes {
+			if n.free() == 0 {
+				continue
+			}
+			j := s.pick(n.engines)
+			if j == nil {
+				continue
+			}
+			s.remove(j.id)
+			n.busy[j.id] = j.team
+			s.holding[j.team]++
+			s.offered[j.id] = n
+			s.c.tellJob(j.id, &offer{node: n.pid, nodeID: n.id})
+			progress = true
+		}
+	}
+}
+
+// pick returns the best queued job for a node with these engines, or nil.
+func (s *scheduler) pick(engines []string) *queuedJob {
+	var best *queuedJob
+	for _, e := range engines {
+		q := s.queues[e]
+		if q == nil {
+			continue
+		}
+		for _, tq := range q.teams {
+			if head := (*tq)[0]; best == nil || s.better(head, best) {
+				best = head
+			}
+		}
+	}
+	return best
+}
+
+func (s *scheduler) better(a, b *queuedJob) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	if ha, hb := s.holding[a.team], s.holding[b.team]; ha != hb {
+		return ha < hb
+	}
+	return a.id.Compare(b.id) < 0
+}
+
+func (s *scheduler) stats() QueueStats {
+	st := QueueStats{Depth: make(map[string]int)}
+	var oldest ulid.ULID
+	for engine, q := range s.queues {
+		st.Depth[engine] = q.size
+	}
+	for id := range s.queued {
+		if oldest == (ulid.ULID{}) || id.Compare(oldest) < 0 {
+			oldest = id
+		}
+	}
+	if oldest != (ulid.ULID{}) {
+		st.OldestQueued = ulid.Time(oldest.Time())
+	}
+	return st
+}
+
+// Capacity is what the scheduler knows of one engine at one moment.
+type Capacity struct {
+	Nodes  int
+	Slots  int
+	Free   int
+	Queued int
+}
+
+// publish makes the current capacity per engine readable without asking the actor.
+func (s *scheduler) publish() {
+	capacity := make(map[string]Capacity)
+	for _, n := range s.nodes {
+		for _, e := range n.engines {
+			c := capacity[e]
+			c.Nodes++
+			c.Slots += n.total
+			c.Free += n.free()
+			capacity[e] = c
+		}
+	}
+	for e, q := range s.queues {
+		c := capacity[e]
+		c.Queued = q.size
+		capacity[e] = c
+	}
+	s.c.capacity.Store(&capacity)
+}
+
+// capacitySnapshot holds the latest published capacity.
+type capacitySnapshot = atomic.Pointer[map[string]Capacity]
+
+// EngineCapacity returns the latest published capacity of an engine.
+func (c *Coordinator) EngineCapacity(engine string) Capacity {
+	if m := c.capacity.Load(); m != nil {
+		return (*m)[engine]
+	}
+	return Capacity{}
+}
+
+// QueueStats asks the scheduler for queue depth per engine and the oldest queued job.
+func (c *Coordinator) QueueStats() (QueueStats, error) {
+	res, err := c.system.Root.RequestFuture(c.scheduler, &statsRequest{}, c.cfg.AskTimeout).Result()
+	if err != nil {
+		return QueueStats{}, err
+	}
+	return res.(QueueStats), nil
+}

@@ -1,0 +1,99 @@
+package actors
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// JobEvent is something that happens to a job; STATE_MACHINE.md draws the table.
+type JobEvent string
+
+// Job events.
+const (
+	EventChildrenFinished JobEvent = "children_finished"
+	EventChildFailed      JobEvent = "child_failed"
+	EventDispatched       JobEvent = "dispatched"
+	EventRenderFinished   JobEvent = "render_finished"
+	EventRenderFailed     JobEvent = "render_failed"
+	EventAttemptLost      JobEvent = "attempt_lost"
+	EventCancel           JobEvent = "cancel"
+	EventRelativeFailed   JobEvent = "relative_failed"
+)
+
+type jobTransition struct {
+	from []persistence.JobState
+	to   persistence.JobState
+}
+
+// jobTransitions is the job state machine, in the order STATE_MACHINE.md lists it.
+var jobTransitions = []struct {
+	event JobEvent
+	jobTransition
+}{
+	{EventChildrenFinished, jobTransition{[]persistence.JobState{persistence.JobPending}, persistence.JobQueued}},
+	{EventChildFailed, jobTransition{[]persistence.JobState{persistence.JobPending}, persistence.JobFailed}},
+	{EventDispatched, jobTransition{[]persistence.JobState{persistence.JobQueued}, persistence.JobRendering}},
+	{EventRenderFinished, jobTransition{[]persistence.JobState{persistence.JobRendering}, persistence.JobFinished}},
+	{EventRenderFailed, jobTransition{[]persistence.JobState{persistence.JobRendering}, persistence.JobFailed}},
+	{EventAttemptLost, jobTransition{[]persistence.JobState{persistence.JobRendering}, persistence.JobQueued}},
+	{EventCancel, jobTransition{[]persistence.JobState{persistence.JobQueued, persistence.JobPending}, persistence.JobCancelled}},
+	{EventRelativeFailed, jobTransition{[]persistence.JobState{persistence.JobQueued, persistence.JobPending}, persistence.JobFailed}},
+}
+
+// IllegalTransitionError reports an event the state machine does not allow in a state.
+type IllegalTransitionError struct {
+	Event string
+	From  string
+}
+
+func (e *IllegalTransitionError) Error() string {
+	return fmt.Sprintf("illegal transition: %s while %s", e.Event, e.From)
+}
+
+// applyJobEvent moves j to the state the event leads to, or fails leaving j unchanged. It is the
+// only place a job's state is assigned after creation.
+func applyJobEvent(j *persistence.Job, ev JobEvent) error {
+	for _, t := range jobTransitions {
+		if t.event == ev && slices.Contains(t.from, j.State) {
+			j.State = t.to
+			return nil
+		}
+	}
+	return &IllegalTransitionError{Event: string(ev), From: j.State.String()}
+}
+
+// TemplateEvent is something that happens to a template.
+type TemplateEvent string
+
+// Template events.
+const (
+	EventFileArrived      TemplateEvent = "file_arrived"
+	EventDownloadFailed   TemplateEvent = "download_failed"
+	EventInspected        TemplateEvent = "inspected"
+	EventInspectionFailed TemplateEvent = "inspection_failed"
+)
+
+var templateTransitions = []struct {
+	event TemplateEvent
+	from  []persistence.TemplateStatus
+	to    persistence.TemplateStatus
+}{
+	{EventFileArrived, []persistence.TemplateStatus{persistence.TemplateAwaitingUpload, persistence.TemplateDownloading,
+		persistence.TemplateProcessing, persistence.TemplateUploaded, persistence.TemplateError}, persistence.TemplateProcessing},
+	{EventDownloadFailed, []persistence.TemplateStatus{persistence.TemplateDownloading}, persistence.TemplateError},
+	{EventInspected, []persistence.TemplateStatus{persistence.TemplateProcessing}, persistence.TemplateUploaded},
+	{EventInspectionFailed, []persistence.TemplateStatus{persistence.TemplateProcessing}, persistence.TemplateError},
+}
+
+// applyTemplateEvent moves t to the status the event leads to, or fails leaving t unchanged.
+func applyTemplateEvent(t *persistence.Template, ev TemplateEvent) error {
+	for _, tr := range templateTransitions {
+		if tr.event == ev && slices.Contains(tr.from, t.Status) {
+			t.Status = tr.to
+			return nil
+		}
+	}
+	return &IllegalTransitionError{Event: string(ev), From: string(t.Status)}
+}

@@ -1,0 +1,182 @@
+package actors
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// buildTask turns a job into what a node needs: signed URLs for the template, fonts and child
+// outputs, secrets substituted, and where the output goes. Secrets are resolved here, at
+// dispatch, and never stored in clear.
+func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
+	expires := c.Clock.Now().Add(c.cfg.NodeURLTTL)
+	task := protocol.Task{
+		Engine:         job.Engine,
+		Composition:    job.Spec.Composition,
+		Settings:       job.Spec.Settings,
+		Preview:        job.Spec.Preview,
+		SilenceTimeout: c.cfg.SilenceTimeout,
+		MaxDuration:    c.cfg.MaxRenderTime,
+		Output:         protocol.Output{Name: job.OutputName},
+	}
+	err := c.Store.View(func(tx *persistence.Tx) error {
+		expand := func(s string) (string, error) { return c.expandSecrets(tx, job.TeamID, s) }
+		if err := c.taskTemplate(tx, job, &task, expand, expires); err != nil {
+			return err
+		}
+		for i, a := range job.Spec.Assets {
+			asset, err := c.taskAsset(tx, job, a, expand, expires)
+			if err != nil {
+				return fmt.Errorf("assets[%d]: %w", i, err)
+			}
+			task.Assets = append(task.Assets, asset)
+		}
+		for _, name := range job.Spec.Fonts {
+			f, err := tx.FontByFileName(job.TeamID, name)
+			if errors.Is(err, persistence.ErrNotFound) {
+				continue // reported in missingFonts when the job was created
+			}
+			if err != nil {
+				return err
+			}
+			task.Fonts = append(task.Fonts, protocol.Font{FileName: name, Source: protocol.Source{
+				URL: c.NodeURLs.URL(http.MethodGet, f.File.Key, expires), SHA256: f.File.SHA256, Internal: true}})
+		}
+		return c.taskOutput(job, &task, expand, expires)
+	})
+	return task, err
+}
+
+func (c *Coordinator) taskTemplate(tx *persistence.Tx, job *persistence.Job, task *protocol.Task,
+	expand func(string) (string, error), expires time.Time) error {
+	if job.TemplateID == (ulid.ULID{}) {
+		return nil
+	}
+	tpl, err := tx.Template(job.TeamID, job.TemplateID)
+	if err != nil {
+		return fmt.Errorf("template %s: %w", job.TemplateID, err)
+	}
+	task.TemplateType = tpl.Type
+	if job.Spec.TemplateSrc != "" {
+		src, err := expand(job.Spec.TemplateSrc)
+		if err != nil {
+			return fmt.Errorf("template.src: %w", err)
+		}
+		task.Template = &protocol.Source{URL: src}
+		return nil
+	}
+	if tpl.File == nil {
+		return fmt.Errorf("template %s has no file (status %s)", tpl.ID, tpl.Status)
+	}
+	task.Template = &protocol.Source{URL: c.NodeURLs.URL(http.MethodGet, tpl.File.Key, expires), SHA256: tpl.File.SHA256, Internal: true}
+	return nil
+}
+
+// taskAsset resolves one asset: secrets substituted, and a child job's output put in the place
+// of the job asset, as an image or a video.
+func (c *Coordinator) taskAsset(tx *persistence.Tx, job *persistence.Job, a renderer.Asset,
+	expand func(string) (string, error), expires time.Time) (protocol.Asset, error) {
+	var err error
+	if a.Src, err = expand(a.Src); err != nil {
+		return protocol.Asset{}, err
+	}
+	if len(a.Value) > 0 {
+		v, err := expand(string(a.Value))
+		if err != nil {
+			return protocol.Asset{}, err
+		}
+		if !json.Valid([]byte(v)) {
+			return protocol.Asset{}, errors.New("value is not valid JSON once its secrets are substituted")
+		}
+		a.Value = json.RawMessage(v)
+	}
+	if a.Type != renderer.AssetJob {
+		return protocol.Asset{Asset: a}, nil
+	}
+	childID, err := ulid.ParseStrict(a.JobID)
+	if err != nil {
+		return protocol.Asset{}, fmt.Errorf("job asset has no child job id")
+	}
+	child, err := tx.Job(childID)
+	if err != nil {
+		return protocol.Asset{}, fmt.Errorf("child job %s: %w", childID, err)
+	}
+	if child.State != persistence.JobFinished {
+		return protocol.Asset{}, fmt.Errorf("child job %s is %s, not finished", childID, child.State)
+	}
+	a.Type = renderer.AssetVideo
+	if child.Spec.Settings.Type == renderer.OutputImage {
+		a.Type = renderer.AssetImage
+	}
+	if child.OutputURL != "" && child.Spec.Upload != nil && child.Spec.Upload.Params != nil {
+		a.Src = child.OutputURL
+		return protocol.Asset{Asset: a}, nil
+	}
+	a.Src = c.NodeURLs.URL(http.MethodGet, child.OutputKey(), expires)
+	return protocol.Asset{Asset: a, Internal: true}, nil
+}
+
+// taskOutput says where the output goes: the job's own S3 bucket, or the coordinator's store.
+func (c *Coordinator) taskOutput(job *persistence.Job, task *protocol.Task, expand func(string) (string, error), expires time.Time) error {
+	up := job.Spec.Upload
+	if up == nil || up.Params == nil {
+		task.Output.PutURL = c.NodeURLs.URL(http.MethodPut, job.OutputKey(), expires)
+		return nil
+	}
+	p := *up.Params
+	for _, field := range []*string{&p.Endpoint, &p.Region, &p.Bucket, &p.ACL, &p.AccessKeyID, &p.AccessKeySecret} {
+		v, err := expand(*field)
+		if err != nil {
+			return fmt.Errorf("upload.params: %w", err)
+		}
+		*field = v
+	}
+	task.Output.S3 = &protocol.S3Target{
+		Endpoint: p.Endpoint, Region: p.Region, Bucket: p.Bucket, ACL: p.ACL,
+		Key:         UploadKey(up.Prefix, job.OutputName),
+		AccessKeyID: p.AccessKeyID, SecretAccessKey: p.AccessKeySecret,
+	}
+	return nil
+}
+
+// UploadKey is the object key of an output under an upload prefix (a folder path).
+func UploadKey(prefix, name string) string {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return name
+	}
+	return path.Join(prefix, name)
+}
+
+// expandSecrets substitutes ${secret.NAME} references with the team's decrypted values.
+func (c *Coordinator) expandSecrets(tx *persistence.Tx, teamID ulid.ULID, s string) (string, error) {
+	return secretbox.Expand(s, func(name string) (string, error) {
+		sec, err := tx.SecretByName(teamID, name)
+		if errors.Is(err, persistence.ErrNotFound) {
+			return "", fmt.Errorf("secret %q no longer exists", name)
+		}
+		if err != nil {
+			return "", err
+		}
+		plain, err := c.Secrets.Open(sec.Ciphertext, SecretAAD(teamID, name))
+		if err != nil {
+			return "", fmt.Errorf("secret %q cannot be decrypted: %w", name, err)
+		}
+		return string(plain), nil
+	})
+}
+
+// SecretAAD binds a secret's ciphertext to its team and name.
+func SecretAAD(teamID ulid.ULID, name string) []byte { return []byte(teamID.String() + "/" + name) }

@@ -1,0 +1,373 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/inspect"
+)
+
+// templateProcessor is the only writer of templates. Downloads and inspections run in their own
+// goroutines and come back as messages; each carries the generation of the file it worked on,
+// so the result for a file that a newer upload superseded is discarded.
+type templateProcessor struct {
+	c          *Coordinator
+	generation map[ulid.ULID]int
+	cancel     map[ulid.ULID]context.CancelFunc
+	held       holdQueue
+	ctx        context.Context
+	stop       context.CancelFunc
+}
+
+// Requests to the template processor; each is answered with a *templateAnswer.
+type (
+	templateCreate struct{ tpl *persistence.Template }
+	templateRename struct {
+		teamID, id ulid.ULID
+		name       string
+	}
+	templateDelete struct{ teamID, id ulid.ULID }
+	templateFile   struct {
+		teamID, id ulid.ULID
+		file       persistence.StoredFile
+	}
+	templateAnswer struct {
+		tpl *persistence.Template
+		err error
+	}
+)
+
+// Results of background work.
+type (
+	downloadDone struct {
+		teamID, id ulid.ULID
+		generation int
+		file       persistence.StoredFile
+		err        error
+	}
+	inspectionDone struct {
+		teamID, id ulid.ULID
+		generation int
+		inspection *renderer.Inspection
+		err        error
+	}
+	templateWritten struct {
+		err  error
+		then func(error)
+	}
+)
+
+func newTemplateProcessor(c *Coordinator) *templateProcessor {
+	ctx, stop := context.WithCancel(context.Background())
+	return &templateProcessor{c: c, generation: map[ulid.ULID]int{}, cancel: map[ulid.ULID]context.CancelFunc{}, ctx: ctx, stop: stop}
+}
+
+func (p *templateProcessor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		p.resume(ctx)
+	case *actor.Stopping:
+		p.stop()
+	case *templateWritten:
+		p.held.busy = false
+		m.then(m.err)
+		if !p.held.busy {
+			p.held.release(func(msg any, sender *actor.PID) { p.handle(ctx, msg, sender) })
+		}
+	case actor.SystemMessage, actor.AutoReceiveMessage:
+	default:
+		if !p.held.hold(m, ctx.Sender()) {
+			p.handle(ctx, m, ctx.Sender())
+		}
+	}
+}
+
+// resume restarts what a previous process left unfinished: downloads and inspections.
+func (p *templateProcessor) resume(ctx actor.Context) {
+	err := p.c.Store.View(func(tx *persistence.Tx) error {
+		return tx.AllTemplates(func(tpl *persistence.Template) error {
+			switch tpl.Status {
+			case persistence.TemplateDownloading:
+				p.startDownload(ctx, tpl)
+			case persistence.TemplateProcessing:
+				p.startInspection(ctx, tpl)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		p.c.log.Error("cannot resume template processing", "err", err)
+	}
+}
+
+func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID) {
+	reply := func(tpl *persistence.Template, err error) { ctx.Send(sender, &templateAnswer{tpl: tpl, err: err}) }
+	switch m := msg.(type) {
+	case *templateCreate:
+		p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(m.tpl) }, func(err error) {
+			if err == nil && m.tpl.Status == persistence.TemplateDownloading {
+				p.startDownload(ctx, m.tpl)
+			}
+			reply(m.tpl, err)
+		})
+	case *templateRename:
+		tpl, err := p.load(m.teamID, m.id)
+		if err != nil {
+			reply(nil, err)
+			return
+		}
+		tpl.DisplayName = m.name
+		tpl.UpdatedAt = p.c.Clock.Now()
+		p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(tpl) }, func(err error) { reply(tpl, err) })
+	case *templateDelete:
+		p.write(ctx, func(tx *persistence.Tx) error { return tx.DeleteTemplate(m.teamID, m.id) }, func(err error) {
+			if err == nil {
+				p.forget(m.id)
+				if rmErr := p.c.Blobs.DeletePrefix(templateKeyPrefix(m.id)); rmErr != nil {
+					p.c.log.Warn("cannot remove a deleted template's files", "template", m.id.String(), "err", rmErr)
+				}
+			}
+			reply(nil, err)
+		})
+	case *templateFile:
+		p.fileArrived(ctx, m.teamID, m.id, m.file, reply)
+	case *downloadDone:
+		p.downloadDone(ctx, m)
+	case *inspectionDone:
+		p.inspectionDone(ctx, m)
+	}
+}
+
+func (p *templateProcessor) load(teamID, id ulid.ULID) (*persistence.Template, error) {
+	var tpl *persistence.Template
+	err := p.c.Store.View(func(tx *persistence.Tx) (err error) {
+		tpl, err = tx.Template(teamID, id)
+		return err
+	})
+	return tpl, err
+}
+
+// write persists fn and runs then with its result; messages wait meanwhile.
+func (p *templateProcessor) write(ctx actor.Context, fn func(*persistence.Tx) error, then func(error)) {
+	p.held.busy = true
+	self := ctx.Self()
+	p.c.Store.UpdateAsync(fn, func(err error) { p.c.system.Root.Send(self, &templateWritten{err: err, then: then}) })
+}
+
+// transition applies ev to the stored template, lets edit adjust it, and persists it.
+func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, ev TemplateEvent,
+	edit func(*persistence.Template), then func(*persistence.Template, error)) {
+	tpl, err := p.load(teamID, id)
+	if err == nil {
+		err = applyTemplateEvent(tpl, ev)
+	}
+	if err != nil {
+		then(nil, err)
+		return
+	}
+	edit(tpl)
+	tpl.UpdatedAt = p.c.Clock.Now()
+	p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(tpl) }, func(err error) { then(tpl, err) })
+}
+
+func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID, file persistence.StoredFile,
+	then func(*persistence.Template, error)) {
+	var previous *persistence.StoredFile
+	p.transition(ctx, teamID, id, EventFileArrived, func(tpl *persistence.Template) {
+		previous = tpl.File
+		tpl.File = &file
+		tpl.Inspection = nil
+		tpl.Error = ""
+	}, func(tpl *persistence.Template, err error) {
+		if err != nil {
+			// The file is not referenced by any template: do not keep it.
+			p.removeFile(file.Key)
+		} else {
+			p.startInspection(ctx, tpl)
+			if previous != nil && previous.Key != file.Key {
+				p.removeFile(previous.Key)
+			}
+		}
+		then(tpl, err)
+	})
+}
+
+func (p *templateProcessor) removeFile(key string) {
+	if err := p.c.Blobs.Delete(key); err != nil {
+		p.c.log.Warn("cannot remove a template file", "key", key, "err", err)
+	}
+}
+
+func (p *templateProcessor) nextGeneration(id ulid.ULID) (context.Context, int) {
+	if cancel := p.cancel[id]; cancel != nil {
+		cancel()
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	p.cancel[id] = cancel
+	p.generation[id]++
+	return ctx, p.generation[id]
+}
+
+func (p *templateProcessor) forget(id ulid.ULID) {
+	if cancel := p.cancel[id]; cancel != nil {
+		cancel()
+	}
+	delete(p.cancel, id)
+	delete(p.generation, id)
+}
+
+func (p *templateProcessor) current(id ulid.ULID, generation int) bool {
+	return p.generation[id] == generation
+}
+
+func (p *templateProcessor) startDownload(ctx actor.Context, tpl *persistence.Template) {
+	workCtx, gen := p.nextGeneration(tpl.ID)
+	self := ctx.Self()
+	teamID, id, src := tpl.TeamID, tpl.ID, tpl.Src
+	go func() {
+		file, err := p.download(workCtx, id, src)
+		p.c.system.Root.Send(self, &downloadDone{teamID: teamID, id: id, generation: gen, file: file, err: err})
+	}()
+}
+
+func (p *templateProcessor) download(ctx context.Context, id ulid.ULID, src string) (persistence.StoredFile, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return persistence.StoredFile{}, fmt.Errorf("src is not a usable URL: %w", err)
+	}
+	resp, err := p.c.Outbound.Do(req)
+	if err != nil {
+		return persistence.StoredFile{}, fmt.Errorf("downloading src failed: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return persistence.StoredFile{}, fmt.Errorf("downloading src failed: the server answered %s", resp.Status)
+	}
+	if resp.ContentLength > p.c.cfg.TemplateMaxBytes {
+		return persistence.StoredFile{}, fmt.Errorf("src is %d bytes, more than the %d allowed", resp.ContentLength, p.c.cfg.TemplateMaxBytes)
+	}
+	file, err := p.c.Blobs.Put(TemplateFileKey(id, p.c.IDs.New(p.c.Clock.Now())), resp.Body, p.c.cfg.TemplateMaxBytes)
+	if errors.Is(err, blobs.ErrTooLarge) {
+		return file, fmt.Errorf("src is more than the %d bytes allowed", p.c.cfg.TemplateMaxBytes)
+	}
+	if err != nil {
+		return file, fmt.Errorf("downloading src failed: %w", err)
+	}
+	return file, nil
+}
+
+func (p *templateProcessor) downloadDone(ctx actor.Context, m *downloadDone) {
+	if !p.current(m.id, m.generation) {
+		if m.err == nil {
+			p.removeFile(m.file.Key)
+		}
+		return
+	}
+	logFailure := func(_ *persistence.Template, err error) {
+		if err != nil {
+			p.c.log.Warn("template download result not recorded", "template", m.id.String(), "err", err)
+		}
+	}
+	if m.err != nil {
+		p.transition(ctx, m.teamID, m.id, EventDownloadFailed, func(tpl *persistence.Template) { tpl.Error = m.err.Error() }, logFailure)
+		return
+	}
+	p.fileArrived(ctx, m.teamID, m.id, m.file, logFailure)
+}
+
+func (p *templateProcessor) startInspection(ctx actor.Context, tpl *persistence.Template) {
+	workCtx, gen := p.nextGeneration(tpl.ID)
+	self := ctx.Self()
+	teamID, id, kind, key := tpl.TeamID, tpl.ID, tpl.Type, tpl.File.Key
+	go func() {
+		inspection, err := p.inspect(workCtx, kind, key)
+		p.c.system.Root.Send(self, &inspectionDone{teamID: teamID, id: id, generation: gen, inspection: inspection, err: err})
+	}()
+}
+
+// inspect checks that the file is what the template says it is, then reads it.
+func (p *templateProcessor) inspect(ctx context.Context, templateType, key string) (*renderer.Inspection, error) {
+	path, err := p.c.Blobs.Path(key)
+	if err != nil {
+		return nil, err
+	}
+	format, err := inspect.Sniff(path)
+	if err != nil {
+		return nil, err
+	}
+	if !inspect.MatchesType(templateType, format) {
+		return nil, fmt.Errorf("the file is %s, but the template type is %s", describeFormat(format), templateType)
+	}
+	return p.c.Inspector.Inspect(ctx, templateType, path)
+}
+
+func describeFormat(f inspect.Format) string {
+	switch f {
+	case inspect.FormatAEP, inspect.FormatAEPX:
+		return "an After Effects project (" + string(f) + ")"
+	case inspect.FormatMogrt:
+		return "a motion graphics template (mogrt)"
+	}
+	return "a zip archive"
+}
+
+func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone) {
+	if !p.current(m.id, m.generation) {
+		return
+	}
+	ev, edit := EventInspected, func(tpl *persistence.Template) { tpl.Inspection = m.inspection }
+	if m.err != nil {
+		ev, edit = EventInspectionFailed, func(tpl *persistence.Template) { tpl.Error = m.err.Error() }
+	}
+	p.transition(ctx, m.teamID, m.id, ev, edit, func(_ *persistence.Template, err error) {
+		if err != nil {
+			p.c.log.Warn("template inspection result not recorded", "template", m.id.String(), "err", err)
+		}
+	})
+}
+
+// TemplateFileKey is where one uploaded file of a template is stored.
+func TemplateFileKey(templateID, fileID ulid.ULID) string {
+	return templateKeyPrefix(templateID) + "/" + fileID.String()
+}
+
+func templateKeyPrefix(templateID ulid.ULID) string { return "templates/" + templateID.String() }
+
+func (c *Coordinator) askTemplates(msg any) (*persistence.Template, error) {
+	res, err := c.system.Root.RequestFuture(c.templates, msg, c.cfg.AskTimeout).Result()
+	if err != nil {
+		return nil, ErrUnavailable
+	}
+	a := res.(*templateAnswer)
+	return a.tpl, a.err
+}
+
+// CreateTemplate stores a new template (awaiting its upload, or downloading its src).
+func (c *Coordinator) CreateTemplate(tpl *persistence.Template) error {
+	_, err := c.askTemplates(&templateCreate{tpl: tpl})
+	return err
+}
+
+// RenameTemplate changes a template's display name.
+func (c *Coordinator) RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error) {
+	return c.askTemplates(&templateRename{teamID: teamID, id: id, name: name})
+}
+
+// DeleteTemplate removes a template and its files; persistence.ErrConflict while live jobs use it.
+func (c *Coordinator) DeleteTemplate(teamID, id ulid.ULID) error {
+	_, err := c.askTemplates(&templateDelete{teamID: teamID, id: id})
+	return err
+}
+
+// TemplateFileArrived records a stored upload as the template's file and starts processing it.
+func (c *Coordinator) TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error) {
+	return c.askTemplates(&templateFile{teamID: teamID, id: id, file: file})
+}

@@ -1,0 +1,278 @@
+package actors
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// webhookDispatcher delivers the webhooks in the outbox. A delivery is written to the outbox in
+// the same transaction that makes its job terminal, so none is lost; it leaves the outbox when
+// delivered or given up. A failed attempt waits Config.WebhookBackoff (with ±20% jitter) before
+// the next, all on the injected clock.
+type webhookDispatcher struct {
+	c        *Coordinator
+	waiting  deliveryQueue
+	inflight int
+	timer    clock.Timer
+	timerAt  time.Time
+	ctx      context.Context
+	stop     context.CancelFunc
+}
+
+// Messages to the webhook dispatcher.
+type (
+	deliveryQueued struct{ delivery *persistence.Delivery }
+	deliveryWake   struct{}
+	deliveryResult struct {
+		delivery *persistence.Delivery
+		outcome  string
+		err      error
+	}
+)
+
+// Webhook attempt results, as reported to the Observer.
+const (
+	WebhookDelivered = "delivered"
+	WebhookRetrying  = "retrying"
+	WebhookFailed    = "failed"
+)
+
+func newWebhookDispatcher(c *Coordinator) *webhookDispatcher {
+	ctx, stop := context.WithCancel(context.Background())
+	return &webhookDispatcher{c: c, ctx: ctx, stop: stop}
+}
+
+func (w *webhookDispatcher) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		err := w.c.Store.View(func(tx *persistence.Tx) error {
+			all, err := tx.Deliveries()
+			for _, d := range all {
+				heap.Push(&w.waiting, d)
+			}
+			return err
+		})
+		if err != nil {
+			w.c.log.Error("cannot load the webhook outbox", "err", err)
+		}
+	case *actor.Stopping:
+		w.stop()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		return
+	case *deliveryQueued:
+		heap.Push(&w.waiting, m.delivery)
+	case *deliveryWake:
+		w.timer = nil
+	case *deliveryResult:
+		w.inflight--
+		w.settle(m)
+	default:
+		return
+	}
+	w.pump(ctx)
+}
+
+// pump starts every due delivery there is room for, and arms the timer for the next one.
+func (w *webhookDispatcher) pump(ctx actor.Context) {
+	now := w.c.Clock.Now()
+	for w.inflight < w.c.cfg.WebhookConcurrency && w.waiting.Len() > 0 && !w.waiting[0].NextAt.After(now) {
+		d := heap.Pop(&w.waiting).(*persistence.Delivery)
+		w.inflight++
+		self := ctx.Self()
+		go func() {
+			outcome, err := w.send(d)
+			w.c.system.Root.Send(self, &deliveryResult{delivery: d, outcome: outcome, err: err})
+		}()
+	}
+	if w.waiting.Len() == 0 || w.inflight >= w.c.cfg.WebhookConcurrency {
+		return
+	}
+	next := w.waiting[0].NextAt
+	if w.timer != nil && w.timerAt.Equal(next) {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	self := ctx.Self()
+	w.timerAt = next
+	w.timer = w.c.Clock.AfterFunc(next.Sub(now), func() { w.c.system.Root.Send(self, &deliveryWake{}) })
+}
+
+// settle records an attempt: delivered and given-up deliveries leave the outbox, the others are
+// scheduled again.
+func (w *webhookDispatcher) settle(r *deliveryResult) {
+	d := *r.delivery
+	d.Attempt++
+	var line string
+	var write func(*persistence.Tx) error
+	switch {
+	case r.err == nil:
+		line = fmt.Sprintf("webhook delivered (attempt %d, %s)", d.Attempt, r.outcome)
+		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
+		w.c.Observer.WebhookAttempt(WebhookDelivered)
+	case errors.Is(r.err, errDeliveryObsolete):
+		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
+	case d.Attempt > len(w.c.cfg.WebhookBackoff):
+		line = fmt.Sprintf("webhook failed after %d attempts, giving up: %v", d.Attempt, r.err)
+		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
+		w.c.Observer.WebhookAttempt(WebhookFailed)
+	default:
+		wait := jitter(w.c.cfg.WebhookBackoff[d.Attempt-1])
+		d.NextAt = w.c.Clock.Now().Add(wait)
+		d.LastError = r.err.Error()
+		line = fmt.Sprintf("webhook attempt %d failed (%v); next attempt in %s", d.Attempt, r.err, wait.Round(time.Millisecond))
+		write = func(tx *persistence.Tx) error { return tx.PutDelivery(&d) }
+		heap.Push(&w.waiting, &d)
+		w.c.Observer.WebhookAttempt(WebhookRetrying)
+	}
+	w.c.Store.UpdateAsync(func(tx *persistence.Tx) error {
+		if line != "" {
+			if err := tx.AppendLog(d.JobID, line); err != nil {
+				return err
+			}
+		}
+		return write(tx)
+	}, func(err error) {
+		if err != nil {
+			w.c.log.Error("cannot record a webhook attempt", "delivery", d.ID.String(), "err", err)
+		}
+	})
+}
+
+// jitter spreads retries of many failing deliveries: ±20% around d.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// errDeliveryObsolete means there is nothing left to deliver (the job or its webhook is gone).
+var errDeliveryObsolete = errors.New("delivery is obsolete")
+
+// send makes one delivery attempt. Secrets in the webhook's url, headers and data are resolved
+// now, and only here.
+func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
+	var req *http.Request
+	err := w.c.Store.View(func(tx *persistence.Tx) error {
+		job, err := tx.Job(d.JobID)
+		if errors.Is(err, persistence.ErrNotFound) || (err == nil && job.Spec.Webhook == nil) {
+			return errDeliveryObsolete
+		}
+		if err != nil {
+			return err
+		}
+		team, err := tx.Team(d.TeamID)
+		if err != nil {
+			return err
+		}
+		req, err = w.request(tx, d, job, team)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.WebhookTimeout)
+	defer cancel()
+	resp, err := w.c.Outbound.Do(req.WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("the receiver answered %s", resp.Status)
+	}
+	return resp.Status, nil
+}
+
+func (w *webhookDispatcher) request(tx *persistence.Tx, d *persistence.Delivery, job *persistence.Job, team persistence.Team) (*http.Request, error) {
+	hook := job.Spec.Webhook
+	expand := func(s string) (string, error) { return w.c.expandSecrets(tx, job.TeamID, s) }
+	url, err := expand(hook.URL)
+	if err != nil {
+		return nil, err
+	}
+	var data json.RawMessage
+	if len(hook.Data) > 0 {
+		resolved, err := expand(string(hook.Data))
+		if err != nil {
+			return nil, err
+		}
+		data = json.RawMessage(resolved)
+	}
+	body := []byte(data)
+	if !hook.Custom {
+		if body, err = w.c.JobJSON(job, data); err != nil {
+			return nil, err
+		}
+	} else if len(body) == 0 {
+		body = []byte("{}")
+	}
+	method := hook.Method
+	if method == "" {
+		method = http.MethodPost
+	}
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hook.Headers {
+		if v, err = expand(v); err != nil {
+			return nil, err
+		}
+		req.Header.Set(k, v)
+	}
+	timestamp := strconv.FormatInt(w.c.Clock.Now().Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Webhook-Id", d.ID.String())
+	req.Header.Set("X-Webhook-Timestamp", timestamp)
+	req.Header.Set("X-Webhook-Signature", "v1="+signWebhook(team.WebhookSecret, timestamp, body))
+	return req, nil
+}
+
+// signWebhook is the hex HMAC-SHA256, keyed with the team's signing secret, of "timestamp.body".
+func signWebhook(secret, timestamp string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(timestamp))
+	mac.Write([]byte("."))
+	mac.Write(body)
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// deliveryQueue orders waiting deliveries by when they are due.
+type deliveryQueue []*persistence.Delivery
+
+func (q deliveryQueue) Len() int { return len(q) }
+func (q deliveryQueue) Less(i, k int) bool {
+	if !q[i].NextAt.Equal(q[k].NextAt) {
+		return q[i].NextAt.Before(q[k].NextAt)
+	}
+	return q[i].ID.Compare(q[k].ID) < 0
+}
+func (q deliveryQueue) Swap(i, k int) { q[i], q[k] = q[k], q[i] }
+func (q *deliveryQueue) Push(x any)   { *q = append(*q, x.(*persistence.Delivery)) }
+func (q *deliveryQueue) Pop() any {
+	old := *q
+	d := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	return d
+}

@@ -1,0 +1,263 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Transfers are the HTTP clients a node moves files with.
+type Transfers struct {
+	// Internal reaches the coordinator's signed URLs.
+	Internal *http.Client
+	// External reaches URLs users gave (asset src, template src, their S3 endpoints).
+	External *http.Client
+}
+
+type fileMover struct {
+	Transfers
+	cacheDir string
+	maxBytes int64
+}
+
+// fetchedTypes are the asset types whose src is a file to download.
+var fetchedTypes = map[string]bool{
+	renderer.AssetImage: true, renderer.AssetVideo: true, renderer.AssetAudio: true,
+	renderer.AssetStatic: true, renderer.AssetScript: true,
+}
+
+// stage downloads everything a render needs into work and returns the renderer's task.
+func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, log *logCapture) (*renderer.Task, error) {
+	task := &renderer.Task{
+		JobID: m.JobID, Attempt: m.Attempt, WorkDir: work,
+		TemplateType: m.Task.TemplateType, Composition: m.Task.Composition,
+		Settings: m.Task.Settings, Preview: m.Task.Preview,
+		OutputPath: filepath.Join(work, "output", safeName(m.Task.Output.Name)),
+		Log:        log,
+	}
+	for _, dir := range []string{"output", "fonts", "assets"} {
+		if err := os.MkdirAll(filepath.Join(work, dir), 0o700); err != nil {
+			return nil, fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+		}
+	}
+	if src := m.Task.Template; src != nil {
+		p, err := f.template(ctx, *src, work)
+		if err != nil {
+			return nil, fmt.Errorf("template: %w", err)
+		}
+		task.TemplatePath = p
+		log.Printf("template staged")
+	}
+	for _, font := range m.Task.Fonts {
+		dst := filepath.Join(work, "fonts", safeName(font.FileName))
+		if err := f.fetch(ctx, font.Source, dst); err != nil {
+			return nil, fmt.Errorf("font %s: %w", font.FileName, err)
+		}
+		task.Fonts = append(task.Fonts, renderer.FontFile{FileName: font.FileName, Path: dst})
+	}
+	for i, a := range m.Task.Assets {
+		asset := a.Asset
+		if asset.Src != "" && fetchedTypes[asset.Type] {
+			dst := filepath.Join(work, "assets", fmt.Sprintf("%d-%s", i, srcName(asset.Src)))
+			if err := f.fetch(ctx, protocol.Source{URL: asset.Src, Internal: a.Internal}, dst); err != nil {
+				return nil, fmt.Errorf("assets[%d].src: %w", i, err)
+			}
+			asset.LocalPath = dst
+		}
+		task.Assets = append(task.Assets, asset)
+	}
+	if len(m.Task.Assets) > 0 {
+		log.Printf("%d assets staged", len(m.Task.Assets))
+	}
+	return task, nil
+}
+
+// template returns a local copy of the template: from the cache when its content hash is known.
+func (f *fileMover) template(ctx context.Context, src protocol.Source, work string) (string, error) {
+	if src.SHA256 == "" {
+		dst := filepath.Join(work, "template")
+		return dst, f.fetch(ctx, src, dst)
+	}
+	cached := filepath.Join(f.cacheDir, safeName(src.SHA256))
+	if _, err := os.Stat(cached); err == nil {
+		return cached, nil
+	}
+	tmp, err := os.CreateTemp(f.cacheDir, "fetch-*")
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	if err := f.fetch(ctx, src, tmp.Name()); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), cached); err != nil {
+		return "", fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+	}
+	return cached, nil
+}
+
+// fetch downloads src to dst. Failures to reach the coordinator are retryable; a user's URL
+// that fails would fail again, so it is not. Messages never quote the URL: it may hold a
+// signature or a substituted secret.
+func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) error {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf(format, args...)
+		if src.Internal {
+			return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+		}
+		return err
+	}
+	u, err := url.Parse(src.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return errors.New("only http and https URLs can be downloaded")
+	}
+	client := f.External
+	if src.Internal {
+		client = f.Internal
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src.URL, nil)
+	if err != nil {
+		return fail("cannot make the request: %v", err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fail("download failed: %v", redactURLError(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fail("download failed: the server answered %s", resp.Status)
+	}
+	if resp.ContentLength > f.maxBytes {
+		return fail("the file is %d bytes, more than the %d allowed", resp.ContentLength, f.maxBytes)
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+	}
+	defer out.Close()
+	hash := sha256.New()
+	n, err := io.Copy(io.MultiWriter(out, hash), io.LimitReader(resp.Body, f.maxBytes+1))
+	if err != nil {
+		return fail("download interrupted: %v", redactURLError(err))
+	}
+	if n > f.maxBytes {
+		return fail("the file is more than the %d bytes allowed", f.maxBytes)
+	}
+	if src.SHA256 != "" && hex.EncodeToString(hash.Sum(nil)) != src.SHA256 {
+		return fail("the downloaded file does not match its content hash")
+	}
+	return out.Close()
+}
+
+// upload sends the output where the job wants it. Failures are retryable: the render itself
+// succeeded.
+func (f *fileMover) upload(ctx context.Context, out protocol.Output, file string) error {
+	var err error
+	if out.S3 != nil {
+		err = f.uploadS3(ctx, out.S3, file)
+	} else {
+		err = f.put(ctx, out.PutURL, file)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: uploading the output failed: %w", renderer.ErrRetryable, err)
+	}
+	return nil
+}
+
+func (f *fileMover) put(ctx context.Context, putURL, file string) error {
+	body, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	info, err := body.Stat()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, putURL, body)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = info.Size()
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := f.Internal.Do(req)
+	if err != nil {
+		return redactURLError(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("the coordinator answered %s", resp.Status)
+	}
+	return nil
+}
+
+func (f *fileMover) uploadS3(ctx context.Context, t *protocol.S3Target, file string) error {
+	endpoint, secure, lookup := "s3."+t.Region+".amazonaws.com", true, minio.BucketLookupAuto
+	if t.Endpoint != "" {
+		u, err := url.Parse(t.Endpoint)
+		if err != nil || u.Host == "" {
+			return errors.New("upload.params.endpoint is not a URL")
+		}
+		endpoint, secure, lookup = u.Host, u.Scheme == "https", minio.BucketLookupPath
+	}
+	client, err := minio.New(endpoint, &minio.Options{
+		Creds:        credentials.NewStaticV4(t.AccessKeyID, t.SecretAccessKey, ""),
+		Secure:       secure,
+		Region:       t.Region,
+		BucketLookup: lookup,
+		Transport:    f.External.Transport,
+	})
+	if err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{ContentType: renderer.ContentType(path.Ext(t.Key))}
+	if t.ACL != "" {
+		opts.UserMetadata = map[string]string{"x-amz-acl": t.ACL}
+	}
+	_, err = client.FPutObject(ctx, t.Bucket, t.Key, file, opts)
+	return err
+}
+
+// redactURLError drops the URL from a client error: it may hold a signature or a secret.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", strings.ToLower(ue.Op), ue.Err)
+	}
+	return err
+}
+
+// safeName keeps a file name inside its directory.
+func safeName(name string) string {
+	name = filepath.Base(strings.ReplaceAll(name, "\\", "/"))
+	if name == "." || name == ".." || name == "/" || name == "" {
+		return "file"
+	}
+	return name
+}
+
+// srcName is a file name for a downloaded src, taken from the URL's path.
+func srcName(src string) string {
+	u, err := url.Parse(src)
+	if err != nil {
+		return "file"
+	}
+	return safeName(path.Base(u.Path))
+}

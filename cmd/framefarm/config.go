@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is framefarm.toml; config.example.toml documents every key with its default.
+type Config struct {
+	Server    ServerConfig    `toml:"server"`
+	Log       LogConfig       `toml:"log"`
+	Node      NodeConfig      `toml:"node"`
+	Jobs      JobsConfig      `toml:"jobs"`
+	Templates TemplatesConfig `toml:"templates"`
+	Outputs   OutputsConfig   `toml:"outputs"`
+	RateLimit RateLimitConfig `toml:"ratelimit"`
+	Webhooks  WebhooksConfig  `toml:"webhooks"`
+	Secrets   SecretsConfig   `toml:"secrets"`
+	Store     StoreConfig     `toml:"store"`
+}
+
+type ServerConfig struct {
+	Listen           string   `toml:"listen"`
+	PublicURL        string   `toml:"public_url"`
+	DataDir          string   `toml:"data_dir"`
+	AllowPrivateURLs bool     `toml:"allow_private_urls"`
+	AdminToken       string   `toml:"admin_token"`
+	ShutdownTimeout  Duration `toml:"shutdown_timeout"`
+	MaxBodyBytes     int64    `toml:"max_body_bytes"`
+}
+
+type LogConfig struct {
+	Format string `toml:"format"`
+	Level  string `toml:"level"`
+}
+
+type NodeConfig struct {
+	LocalSlots     int      `toml:"local_slots"`
+	SilenceTimeout Duration `toml:"silence_timeout"`
+	MaxRenderTime  Duration `toml:"max_render_time"`
+}
+
+type JobsConfig struct {
+	MaxAttempts      int      `toml:"max_attempts"`
+	MaxNestingDepth  int      `toml:"max_nesting_depth"`
+	MaxAssets        int      `toml:"max_assets"`
+	ProgressInterval Duration `toml:"progress_interval"`
+}
+
+type TemplatesConfig struct {
+	MaxFileBytes int64    `toml:"max_file_bytes"`
+	UploadURLTTL Duration `toml:"upload_url_ttl"`
+}
+
+type OutputsConfig struct {
+	URLTTL   Duration `toml:"url_ttl"`
+	MaxBytes int64    `toml:"max_bytes"`
+}
+
+type RateLimitConfig struct {
+	RequestsPerSecond float64 `toml:"requests_per_second"`
+	Burst             int     `toml:"burst"`
+}
+
+type WebhooksConfig struct {
+	RetryBackoff []Duration `toml:"retry_backoff"`
+	Timeout      Duration   `toml:"timeout"`
+	Concurrency  int        `toml:"concurrency"`
+}
+
+type SecretsConfig struct {
+	Key string `toml:"key"`
+}
+
+type StoreConfig struct {
+	MaxBatch int `toml:"max_batch"`
+}
+
+// Duration reads "10s", "5m" and the like.
+type Duration struct{ time.Duration }
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as \"30s\" or \"5m\"", b)
+	}
+	if v < 0 {
+		return fmt.Errorf("%q: durations cannot be negative", b)
+	}
+	d.Duration = v
+	return nil
+}
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+func dur(d time.Duration) Duration { return Duration{d} }
+
+// defaultConfig holds every default; config.example.toml repeats them.
+func defaultConfig() Config {
+	return Config{
+		Server:    ServerConfig{Listen: "127.0.0.1:8080", DataDir: "./data", ShutdownTimeout: dur(30 * time.Second), MaxBodyBytes: 16 << 20},
+		Log:       LogConfig{Format: "text", Level: "info"},
+		Node:      NodeConfig{LocalSlots: 2, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour)},
+		Jobs:      JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second)},
+		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour)},
+		Outputs:   OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
+		RateLimit: RateLimitConfig{RequestsPerSecond: 50, Burst: 200},
+		Webhooks: WebhooksConfig{
+			RetryBackoff: []Duration{dur(time.Second), dur(4 * time.Second), dur(16 * time.Second)},
+			Timeout:      dur(10 * time.Second), Concurrency: 16,
+		},
+		Store: StoreConfig{MaxBatch: 512},
+	}
+}
+
+// loadConfig reads path over the defaults; an unknown key is an error, so a typo is not silently
+// ignored.
+func loadConfig(path string) (Config, error) {
+	cfg := defaultConfig()
+	if path == "" {
+		return cfg, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	md, err := toml.Decode(string(raw), &cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		keys := make([]string, len(undecoded))
+		for i, k := range undecoded {
+			keys[i] = k.String()
+		}
+		return cfg, fmt.Errorf("%s: unknown keys: %s", path, strings.Join(keys, ", "))
+	}
+	return cfg, nil
+}
+
+// check rejects values the server cannot run with.
+func (c *Config) check() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("server.listen %q is not HOST:PORT", c.Server.Listen))
+	}
+	if c.Server.DataDir == "" {
+		errs = append(errs, errors.New("server.data_dir is empty"))
+	}
+	if c.Server.PublicURL != "" && !strings.HasPrefix(c.Server.PublicURL, "http://") && !strings.HasPrefix(c.Server.PublicURL, "https://") {
+		errs = append(errs, fmt.Errorf("server.public_url %q must start with http:// or https://", c.Server.PublicURL))
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		errs = append(errs, fmt.Errorf("log.format %q must be text or json", c.Log.Format))
+	}
+	if c.Node.LocalSlots < 0 {
+		errs = append(errs, errors.New("node.local_slots cannot be negative"))
+	}
+	if c.Jobs.MaxAttempts < 1 {
+		errs = append(errs, errors.New("jobs.max_attempts must be at least 1"))
+	}
+	if len(c.Webhooks.RetryBackoff) == 0 {
+		errs = append(errs, errors.New("webhooks.retry_backoff needs at least one duration"))
+	}
+	if c.RateLimit.RequestsPerSecond <= 0 || c.RateLimit.Burst < 1 {
+		errs = append(errs, errors.New("ratelimit.requests_per_second and ratelimit.burst must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// publicURL is the base of every URL handed to clients.
+func (c *Config) publicURL() string {
+	if c.Server.PublicURL != "" {
+		return strings.TrimRight(c.Server.PublicURL, "/")
+	}
+	return "http://" + c.Server.Listen
+}

@@ -1,0 +1,102 @@
+// Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm token
+// create` makes API tokens, `framefarm version` tells the build.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/inspect"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+// plugins are the engines and the template inspector this build has.
+type plugins struct {
+	renderers []renderer.Renderer
+	inspector renderer.Inspector
+}
+
+func productionPlugins() plugins {
+	return plugins{inspector: inspect.Unavailable{}}
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, productionPlugins()))
+}
+
+const usage = `usage:
+  framefarm serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--public-url URL]
+                  [--local-slots N] [--allow-private-urls]
+  framefarm token create --team NAME [--data-dir DIR] [--config FILE]
+  framefarm version
+`
+
+// run is the whole program; main only adds the process around it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], stdout, stderr, p)
+	case "token":
+		if len(args) < 2 || args[1] != "create" {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		err = createToken(args[2:], stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "framefarm", buildVersion())
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "framefarm:", err)
+		return 1
+	}
+	return 0
+}
+
+func buildVersion() string {
+	if version != "dev" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				return "dev-" + s.Value[:12]
+			}
+		}
+	}
+	return version
+}
+
+func newLogger(w io.Writer, cfg LogConfig) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
+		return nil, fmt.Errorf("log.level %q must be debug, info, warn or error", cfg.Level)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}

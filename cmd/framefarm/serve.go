@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/http/api"
+	"github.com/framefarm/framefarm/http/metrics"
+	"github.com/framefarm/framefarm/http/outbound"
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/persistence/secretbox"
+)
+
+// serveFlags reads serve's flags over the configuration file.
+func serveConfig(args []string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration file (TOML)")
+	dataDir := fs.String("data-dir", "", "data directory (database, files, keys)")
+	listen := fs.String("listen", "", "HOST:PORT to serve on (default 127.0.0.1:8080)")
+	publicURL := fs.String("public-url", "", "base of every URL handed out (default from --listen)")
+	localSlots := fs.Int("local-slots", 0, "renders the embedded node runs at once; 0 = no embedded node")
+	allowPrivate := fs.Bool("allow-private-urls", false, "let webhooks and downloads reach loopback and private addresses")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return cfg, err
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "data-dir":
+			cfg.Server.DataDir = *dataDir
+		case "listen":
+			cfg.Server.Listen = *listen
+		case "public-url":
+			cfg.Server.PublicURL = *publicURL
+		case "local-slots":
+			cfg.Node.LocalSlots = *localSlots
+		case "allow-private-urls":
+			cfg.Server.AllowPrivateURLs = *allowPrivate
+		}
+	})
+	return cfg, cfg.check()
+}
+
+// serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
+// Retry-After, readyz fails); the embedded node interrupts its renders (they are queued again at
+// the next start, without counting as failed attempts); the HTTP server lets requests in flight
+// finish; the actors stop (scheduler, template processor, webhook dispatcher); the store commits
+// what it holds and closes.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
+	cfg, err := serveConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, cfg.Log)
+	if err != nil {
+		return err
+	}
+	dataDir := cfg.Server.DataDir
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	secretKey, err := secretbox.LoadOrCreateKey(cfg.Secrets.Key, filepath.Join(dataDir, "secrets.key"))
+	if err != nil {
+		return fmt.Errorf("secrets key: %w", err)
+	}
+	box, err := secretbox.New(secretKey)
+	if err != nil {
+		return err
+	}
+	urlKey, err := secretbox.LoadOrCreateKey("", filepath.Join(dataDir, "url-signing.key"))
+	if err != nil {
+		return fmt.Errorf("URL signing key: %w", err)
+	}
+	m := metrics.New()
+	store, err := persistence.Open(filepath.Join(dataDir, "framefarm.db"), persistence.Options{MaxBatch: cfg.Store.MaxBatch, OnCommit: m.ObserveCommit})
+	if errors.Is(err, persistence.ErrLocked) {
+		return fmt.Errorf("%w: is another framefarm serving from %s?", err, dataDir)
+	}
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	objects, err := blobs.Open(dataDir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	localURL := "http://" + loopbackAddr(ln.Addr().String())
+	publicURL := cfg.publicURL()
+	if cfg.Server.PublicURL == "" {
+		publicURL = localURL
+	}
+	clk := clock.Real{}
+	ids := persistence.NewIDs()
+	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
+
+	coord := actors.New(actors.Config{
+		MaxAttempts:        cfg.Jobs.MaxAttempts,
+		ProgressInterval:   cfg.Jobs.ProgressInterval.Duration,
+		SilenceTimeout:     cfg.Node.SilenceTimeout.Duration,
+		MaxRenderTime:      cfg.Node.MaxRenderTime.Duration,
+		WebhookBackoff:     durations(cfg.Webhooks.RetryBackoff),
+		WebhookTimeout:     cfg.Webhooks.Timeout.Duration,
+		WebhookConcurrency: cfg.Webhooks.Concurrency,
+		TemplateMaxBytes:   cfg.Templates.MaxFileBytes,
+	}, actors.Deps{
+		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(localURL, urlKey), Secrets: box,
+		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: m, Logger: log, Outbound: guarded,
+	})
+	server := api.New(api.Config{
+		MaxBodyBytes:     cfg.Server.MaxBodyBytes,
+		MaxTemplateBytes: cfg.Templates.MaxFileBytes,
+		MaxOutputBytes:   cfg.Outputs.MaxBytes,
+		UploadURLTTL:     cfg.Templates.UploadURLTTL.Duration,
+		DownloadURLTTL:   cfg.Outputs.URLTTL.Duration,
+		RateLimit:        cfg.RateLimit.RequestsPerSecond,
+		RateBurst:        cfg.RateLimit.Burst,
+		AdminToken:       cfg.Server.AdminToken,
+		Limits: validate.Limits{
+			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
+		},
+	}, api.Deps{
+		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey), Secrets: box,
+		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: m.Handler(),
+	})
+	coord.JobJSON = server.JobJSON
+
+	var counts map[persistence.JobState]int
+	store.View(func(tx *persistence.Tx) error { counts = tx.JobCountsByState(); return nil })
+	m.SetJobCounts(counts)
+	m.WatchQueue(coord, clk.Now)
+	if err := coord.Start(); err != nil {
+		return err
+	}
+	var agent *node.Agent
+	if cfg.Node.LocalSlots > 0 {
+		agent, err = startEmbeddedNode(coord, cfg, dataDir, guarded, clk, log, p)
+		if err != nil {
+			coord.Stop(context.Background())
+			return err
+		}
+	}
+	served := make(chan error, 1)
+	go func() { served <- server.Serve(ln) }()
+	log.Info("framefarm serving", "listen", ln.Addr().String(), "public_url", publicURL, "version", buildVersion(),
+		"embedded_node_slots", cfg.Node.LocalSlots)
+	fmt.Fprintf(stdout, "framefarm listening on %s\n", ln.Addr().String())
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		if err != nil {
+			log.Error("HTTP server stopped", "err", err)
+		}
+	}
+	log.Info("shutting down")
+	server.Drain()
+	if agent != nil {
+		agent.Stop()
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)
+	defer cancel()
+	if err := server.Shutdown(shutdownCtx); err != nil {
+		log.Warn("requests still in flight at the shutdown timeout", "err", err)
+	}
+	coord.Stop(shutdownCtx)
+	log.Info("stopped")
+	return nil
+}
+
+// startEmbeddedNode runs a render node inside the coordinator; it reaches the coordinator's files
+// over loopback, exactly as a remote node would over the network.
+func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, guarded *http.Client,
+	clk clock.Clock, log *slog.Logger, p plugins) (*node.Agent, error) {
+	hostname, _ := os.Hostname()
+	agent, err := node.New(node.Config{
+		NodeID:  "embedded-" + hostname,
+		Slots:   cfg.Node.LocalSlots,
+		Version: buildVersion(),
+		DataDir: filepath.Join(dataDir, "node"),
+	}, p.renderers, node.Transfers{Internal: &http.Client{}, External: guarded}, clk, log)
+	if err != nil {
+		return nil, err
+	}
+	pid := coord.ActorSystem().Root.Spawn(agent.Props())
+	if err := coord.AttachNode(agent.Hello(), pid); err != nil {
+		return nil, err
+	}
+	log.Info("embedded render node started", "engines", agent.Hello().Engines, "slots", cfg.Node.LocalSlots)
+	return agent, nil
+}
+
+func durations(ds []Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Duration
+	}
+	return out
+}
+
+// loopbackAddr turns a wildcard listen address into one a local client can dial.
+func loopbackAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,223 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+type batchError struct {
+	Index     int                   `json:"index"`
+	Error     string                `json:"error"`
+	ErrorCode string                `json:"errorCode"`
+	Details   []validate.FieldError `json:"details,omitempty"`
+}
+
+type batchCreated struct {
+	BatchID      string        `json:"batchId"`
+	Status       string        `json:"status"`
+	TotalJobs    int           `json:"totalJobs"`
+	SuccessCount int           `json:"successCount"`
+	Jobs         []*createdJob `json:"jobs"`
+	Errors       []batchError  `json:"errors,omitempty"`
+}
+
+// createBatch validates each item on its own: the valid ones are created together in one
+// durable write, the others are reported by index.
+func (s *Server) createBatch(r *request) {
+	body, e := r.body(s.cfg.MaxBodyBytes)
+	if e != nil {
+		r.fail(e)
+		return
+	}
+	items, verr := validate.ParseBatch(body)
+	if verr != nil {
+		r.fail(fromValidation(verr))
+		return
+	}
+	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, Total: len(items), CreatedAt: s.Clock.Now()}
+	answer := &batchCreated{BatchID: batch.ID.String(), TotalJobs: len(items), Jobs: []*createdJob{}}
+	var records []*persistence.Job
+	var tops [][]*persistence.Job
+	err := r.validateWith(func(cat *catalog) {
+		for i, item := range items {
+			job, verr := validate.ParseJob(item, cat, s.cfg.Limits)
+			if verr != nil {
+				answer.Errors = append(answer.Errors, batchError{Index: i, Error: verr.Message, ErrorCode: verr.Code, Details: verr.Details})
+				continue
+			}
+			recs := s.records(r.team, job, batch.ID, i, nil)
+			batch.Jobs = append(batch.Jobs, persistence.BatchEntry{Index: i, JobID: recs[0].ID})
+			records = append(records, recs...)
+			tops = append(tops, recs)
+		}
+	})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if len(tops) == 0 {
+		answer.Status = "error"
+		r.json(http.StatusBadRequest, answer)
+		return
+	}
+	if err := s.Coordinator.CreateBatch(batch, records); err != nil {
+		r.failCreate(err)
+		return
+	}
+	for k, recs := range tops {
+		v := s.created(recs)
+		index := batch.Jobs[k].Index
+		v.Index = &index
+		answer.Jobs = append(answer.Jobs, v)
+	}
+	answer.SuccessCount = len(tops)
+	answer.Status = "created"
+	if len(answer.Errors) > 0 {
+		answer.Status = "partial"
+	}
+	r.json(http.StatusOK, answer)
+}
+
+type batchStatus struct {
+	BatchID string           `json:"batchId"`
+	Status  string           `json:"status"`
+	Stats   batchStats       `json:"stats"`
+	Jobs    []batchJobStatus `json:"jobs"`
+}
+
+type batchStats struct {
+	Total     int `json:"total"`
+	Finished  int `json:"finished"`
+	Error     int `json:"error"`
+	Cancelled int `json:"cancelled"`
+	Pending   int `json:"pending"`
+}
+
+type batchJobStatus struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	OutputURL string `json:"outputUrl"`
+}
+
+func (s *Server) loadBatch(r *request) (*persistence.Batch, bool) {
+	idText, _ := r.ctx.UserValue("id").(string)
+	missing := notFound("batch", idText)
+	id, ok := r.pathID("id", missing)
+	if !ok {
+		return nil, false
+	}
+	var b *persistence.Batch
+	err := s.Store.View(func(tx *persistence.Tx) (err error) {
+		b, err = tx.TeamBatch(r.team, id)
+		return err
+	})
+	if err != nil {
+		r.failErr(err, missing)
+		return nil, false
+	}
+	return b, true
+}
+
+// getBatch reports a batch's progress.
+func (s *Server) getBatch(r *request) {
+	b, ok := s.loadBatch(r)
+	if !ok {
+		return
+	}
+	var jobs []*persistence.Job
+	var indexes []int
+	err := s.Store.View(func(tx *persistence.Tx) error {
+		for _, bj := range tx.BatchJobs(b.ID) {
+			j, err := tx.Job(bj.JobID)
+			if err != nil {
+				return err
+			}
+			jobs, indexes = append(jobs, j), append(indexes, bj.Index)
+		}
+		return nil
+	})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	out := batchStatus{BatchID: b.ID.String(), Jobs: make([]batchJobStatus, 0, len(jobs))}
+	for i, j := range jobs {
+		out.Stats.Total++
+		switch j.State {
+		case persistence.JobFinished:
+			out.Stats.Finished++
+		case persistence.JobFailed:
+			out.Stats.Error++
+		case persistence.JobCancelled:
+			out.Stats.Cancelled++
+		default:
+			out.Stats.Pending++
+		}
+		out.Jobs = append(out.Jobs, batchJobStatus{Index: indexes[i], ID: j.ID.String(), Status: j.State.String(), OutputURL: s.outputURL(j)})
+	}
+	switch {
+	case out.Stats.Pending > 0:
+		out.Status = "processing"
+	case out.Stats.Finished == 0:
+		out.Status = "error"
+	default:
+		out.Status = "finished"
+	}
+	r.json(http.StatusOK, out)
+}
+
+type batchCancelled struct {
+	BatchID        string           `json:"batchId"`
+	Status         string           `json:"status"`
+	TotalJobs      int              `json:"totalJobs"`
+	CancelledCount int              `json:"cancelledCount"`
+	SkippedCount   int              `json:"skippedCount"`
+	Jobs           []batchJobCancel `json:"jobs"`
+	CancelledJobs  []*jobView       `json:"cancelledJobs"`
+}
+
+type batchJobCancel struct {
+	Index  int    `json:"index"`
+	ID     string `json:"id"`
+	Result string `json:"result"`
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (s *Server) cancelBatch(r *request) {
+	b, ok := s.loadBatch(r)
+	if !ok {
+		return
+	}
+	outcome, err := s.Coordinator.CancelBatch(b.ID)
+	if err != nil {
+		r.failErr(err, notFound("batch", b.ID.String()))
+		return
+	}
+	out := batchCancelled{BatchID: b.ID.String(), TotalJobs: len(outcome.Jobs), Jobs: []batchJobCancel{}, CancelledJobs: s.jobViews(outcome.Cancelled)}
+	for _, jc := range outcome.Jobs {
+		entry := batchJobCancel{Index: jc.Index, ID: jc.JobID.String(), Result: "cancelled"}
+		if jc.Job != nil {
+			entry.Status = jc.Job.State.String()
+		}
+		if jc.Cancelled {
+			out.CancelledCount++
+		} else {
+			entry.Result, entry.Reason = "skipped", jc.Reason
+			out.SkippedCount++
+		}
+		out.Jobs = append(out.Jobs, entry)
+	}
+	switch {
+	case out.CancelledCount == 0:
+		out.Status = "unchanged"
+	case out.SkippedCount == 0:
+		out.Status = "cancelled"
+	default:
+		out.Status = "partial"
+	}
+	r.json(http.StatusOK, out)
+}

@@ -1,0 +1,180 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Object key prefixes that may be downloaded through a signed URL.
+var downloadable = []string{"templates/", "outputs/", "fonts/"}
+
+// verifySigned checks the signature of a signed-URL request for key.
+func (s *Server) verifySigned(r *request, method, key string) bool {
+	args := r.ctx.QueryArgs()
+	err := s.URLs.Verify(method, key, string(args.Peek("exp")), string(args.Peek("sig")), s.Clock.Now())
+	if err != nil {
+		r.fail(newError(http.StatusForbidden, codeForbidden, "%v", err))
+		return false
+	}
+	return true
+}
+
+// getFile serves a stored object, with byte ranges, to the holder of a signed URL.
+func (s *Server) getFile(r *request) {
+	key, _ := r.ctx.UserValue("key").(string)
+	missing := newError(http.StatusNotFound, codeNotFound, "no such file")
+	if blobs.CheckKey(key) != nil || !hasAnyPrefix(key, downloadable) {
+		r.fail(missing)
+		return
+	}
+	if !s.verifySigned(r, http.MethodGet, key) {
+		return
+	}
+	p, _ := s.Blobs.Path(key)
+	f, err := os.Open(p)
+	if err != nil {
+		r.fail(missing)
+		return
+	}
+	info, err := f.Stat()
+	if err != nil || info.IsDir() {
+		f.Close()
+		r.fail(missing)
+		return
+	}
+	size := int(info.Size())
+	ctx := r.ctx
+	ctx.Response.Header.Set("Accept-Ranges", "bytes")
+	ctx.SetContentType(renderer.ContentType(path.Ext(key)))
+	start, end := 0, size-1
+	if rng := ctx.Request.Header.Peek("Range"); len(rng) > 0 && size > 0 {
+		start, end, err = fasthttp.ParseByteRange(rng, size)
+		if err != nil {
+			f.Close()
+			ctx.Response.Header.Set("Content-Range", "bytes */"+strconv.Itoa(size))
+			r.fail(newError(http.StatusRequestedRangeNotSatisfiable, codeNotFound, "the range cannot be served"))
+			return
+		}
+		ctx.SetStatusCode(http.StatusPartialContent)
+		ctx.Response.Header.SetContentRange(start, end, size)
+	}
+	if ctx.IsHead() {
+		f.Close()
+		ctx.Response.Header.SetContentLength(end - start + 1)
+		ctx.Response.SkipBody = true
+		return
+	}
+	if _, err := f.Seek(int64(start), 0); err != nil {
+		f.Close()
+		r.failErr(err, nil)
+		return
+	}
+	ctx.SetBodyStream(&limitedFile{f: f, left: int64(end - start + 1)}, end-start+1)
+}
+
+// limitedFile streams part of a file and closes it when fasthttp is done.
+type limitedFile struct {
+	f    *os.File
+	left int64
+}
+
+func (l *limitedFile) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.f.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limitedFile) Close() error { return l.f.Close() }
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
+}
+
+// uploadTemplateFile receives a template's project file through the URL of its uploadInfo.
+func (s *Server) uploadTemplateFile(r *request) {
+	teamText, _ := r.ctx.UserValue("team").(string)
+	idText, _ := r.ctx.UserValue("id").(string)
+	teamID, ok1 := persistence.ParseID(teamText)
+	id, ok2 := persistence.ParseID(idText)
+	if !ok1 || !ok2 {
+		r.fail(templateNotFound(idText))
+		return
+	}
+	if !s.verifySigned(r, http.MethodPut, templateUploadKey(teamID, id)) {
+		return
+	}
+	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > s.cfg.MaxTemplateBytes {
+		r.fail(tooLarge(s.cfg.MaxTemplateBytes))
+		return
+	}
+	var tpl *persistence.Template
+	if err := s.Store.View(func(tx *persistence.Tx) (err error) { tpl, err = tx.Template(teamID, id); return err }); err != nil {
+		r.failErr(err, templateNotFound(idText))
+		return
+	}
+	key := actors.TemplateFileKey(tpl.ID, s.IDs.New(s.Clock.Now()))
+	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), s.cfg.MaxTemplateBytes)
+	if errors.Is(err, blobs.ErrTooLarge) {
+		r.fail(tooLarge(s.cfg.MaxTemplateBytes))
+		return
+	}
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if _, err := s.Coordinator.TemplateFileArrived(teamID, id, file); err != nil {
+		s.Blobs.Delete(key)
+		r.failErr(err, templateNotFound(idText))
+		return
+	}
+	r.ctx.Response.Header.Set("ETag", `"`+file.SHA256+`"`)
+	r.ctx.SetStatusCode(http.StatusOK)
+}
+
+// uploadOutput receives a render node's output through the signed URL of its assignment.
+func (s *Server) uploadOutput(r *request) {
+	jobText, _ := r.ctx.UserValue("job").(string)
+	name, _ := r.ctx.UserValue("name").(string)
+	key := "outputs/" + jobText + "/" + name
+	if blobs.CheckKey(key) != nil || strings.Count(key, "/") != 2 {
+		r.fail(newError(http.StatusNotFound, codeNotFound, "no such file"))
+		return
+	}
+	if !s.verifySigned(r, http.MethodPut, key) {
+		return
+	}
+	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > s.cfg.MaxOutputBytes {
+		r.fail(tooLarge(s.cfg.MaxOutputBytes))
+		return
+	}
+	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), s.cfg.MaxOutputBytes)
+	if errors.Is(err, blobs.ErrTooLarge) {
+		r.fail(tooLarge(s.cfg.MaxOutputBytes))
+		return
+	}
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.ctx.Response.Header.Set("ETag", `"`+file.SHA256+`"`)
+	r.ctx.SetStatusCode(http.StatusOK)
+}

@@ -1,0 +1,443 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// catalog answers validation's questions about one team inside one read transaction,
+// decoding each template once however many jobs use it.
+type catalog struct {
+	tx        *persistence.Tx
+	team      ulid.ULID
+	templates map[string]*persistence.Template
+}
+
+var _ validate.Catalog = (*catalog)(nil)
+
+func (c *catalog) Template(id string) (*persistence.Template, error) {
+	if tpl, ok := c.templates[id]; ok {
+		return tpl, nil
+	}
+	tid, ok := persistence.ParseID(id)
+	if !ok {
+		return nil, persistence.ErrNotFound
+	}
+	tpl, err := c.tx.Template(c.team, tid)
+	if err != nil {
+		return nil, err
+	}
+	c.templates[id] = tpl
+	return tpl, nil
+}
+
+func (c *catalog) FontExists(name string) bool {
+	_, err := c.tx.FontByFileName(c.team, name)
+	return err == nil
+}
+
+func (c *catalog) SecretExists(name string) bool {
+	_, err := c.tx.SecretByName(c.team, name)
+	return err == nil
+}
+
+// validateWith runs fn with a catalog of the request's team.
+func (r *request) validateWith(fn func(cat *catalog)) error {
+	return r.s.Store.View(func(tx *persistence.Tx) error {
+		fn(&catalog{tx: tx, team: r.team, templates: map[string]*persistence.Template{}})
+		return nil
+	})
+}
+
+// records turns a validated job into records: the job first, then its descendants depth first.
+func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, batchIndex int, parent *persistence.Job) []*persistence.Job {
+	now := s.Clock.Now()
+	id := s.IDs.New(now)
+	j := &persistence.Job{
+		ID: id, TeamID: team, Kind: v.Kind, Engine: v.Engine, Priority: v.Priority, Tags: v.Tags,
+		Spec: v.Spec, MissingFonts: v.MissingFonts, BatchID: batchID, State: persistence.JobQueued,
+		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
+		OutputName: id.String() + renderer.OutputExtension(v.Spec.Settings),
+	}
+	if v.Template != nil {
+		j.TemplateID = v.Template.ID
+	}
+	if parent == nil {
+		j.BatchIndex = batchIndex
+	} else {
+		j.ParentID, j.Depth = parent.ID, parent.Depth+1
+	}
+	if up := v.Spec.Upload; up != nil && up.Params != nil {
+		j.OutputURL = bucketURL(up) + "/" + actors.UploadKey(up.Prefix, j.OutputName)
+	}
+	if len(v.Children) > 0 {
+		j.State = persistence.JobPending
+		j.Spec.Assets = append([]renderer.Asset(nil), v.Spec.Assets...)
+	}
+	out := []*persistence.Job{j}
+	for i, child := range v.Children {
+		descendants := s.records(team, child, batchID, 0, j)
+		j.Children = append(j.Children, descendants[0].ID)
+		j.Spec.Assets[v.ChildAsset[i]].JobID = descendants[0].ID.String()
+		out = append(out, descendants...)
+	}
+	return out
+}
+
+// bucketURL is the public base URL of an upload's bucket.
+func bucketURL(up *persistence.Upload) string {
+	if up.OutputURL != "" {
+		return strings.TrimRight(up.OutputURL, "/")
+	}
+	p := up.Params
+	if p.Endpoint != "" {
+		return strings.TrimRight(p.Endpoint, "/") + "/" + url.PathEscape(p.Bucket)
+	}
+	return "https://" + p.Bucket + ".s3." + p.Region + ".amazonaws.com"
+}
+
+// createdJob is the answer to a job creation.
+type createdJob struct {
+	ID           string        `json:"id"`
+	Status       string        `json:"status"`
+	OutputURL    string        `json:"outputUrl"`
+	Children     []*createdJob `json:"children,omitempty"`
+	MissingFonts []string      `json:"missingFonts"`
+	// Index is the job's position in a batch request.
+	Index *int `json:"index,omitempty"`
+}
+
+// created describes records made from one request: the job, its children nested under it.
+func (s *Server) created(records []*persistence.Job) *createdJob {
+	views := make(map[ulid.ULID]*createdJob, len(records))
+	var root *createdJob
+	for _, j := range records {
+		missing := j.MissingFonts
+		if missing == nil {
+			missing = []string{}
+		}
+		v := &createdJob{ID: j.ID.String(), Status: j.State.String(), OutputURL: s.outputURL(j), MissingFonts: missing}
+		views[j.ID] = v
+		if parent := views[j.ParentID]; parent != nil && j.ParentID != (ulid.ULID{}) {
+			parent.Children = append(parent.Children, v)
+		} else if root == nil {
+			root = v
+		}
+	}
+	return root
+}
+
+func (s *Server) createJob(r *request) {
+	s.createFrom(r, validate.ParseJob)
+}
+
+func (s *Server) joinJobs(r *request) {
+	s.createFrom(r, validate.ParseJoin)
+}
+
+func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, validate.Limits) (*validate.Job, *validate.Error)) {
+	body, e := r.body(s.cfg.MaxBodyBytes)
+	if e != nil {
+		r.fail(e)
+		return
+	}
+	var job *validate.Job
+	var verr *validate.Error
+	if err := r.validateWith(func(cat *catalog) { job, verr = parse(body, cat, s.cfg.Limits) }); err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if verr != nil {
+		r.fail(fromValidation(verr))
+		return
+	}
+	records := s.records(r.team, job, ulid.ULID{}, 0, nil)
+	if err := s.Coordinator.CreateJobs(records); err != nil {
+		r.failCreate(err)
+		return
+	}
+	r.json(http.StatusOK, s.created(records))
+}
+
+// failCreate answers a creation that the store refused.
+func (r *request) failCreate(err error) {
+	if errors.Is(err, actors.ErrTemplateGone) {
+		r.fail(newError(http.StatusBadRequest, validate.CodeTemplateNotFound, "%v", err))
+		return
+	}
+	r.failErr(err, nil)
+}
+
+func (s *Server) getJob(r *request) {
+	j, ok := s.loadJob(r)
+	if ok {
+		r.json(http.StatusOK, s.jobView(j))
+	}
+}
+
+func (s *Server) loadJob(r *request) (*persistence.Job, bool) {
+	idText, _ := r.ctx.UserValue("id").(string)
+	missing := notFound("job", idText)
+	id, ok := r.pathID("id", missing)
+	if !ok {
+		return nil, false
+	}
+	var j *persistence.Job
+	err := s.Store.View(func(tx *persistence.Tx) (err error) {
+		j, err = tx.TeamJob(r.team, id)
+		return err
+	})
+	if err != nil {
+		r.failErr(err, missing)
+		return nil, false
+	}
+	return j, true
+}
+
+func (s *Server) jobLogs(r *request) {
+	j, ok := s.loadJob(r)
+	if !ok {
+		return
+	}
+	var log string
+	s.Store.View(func(tx *persistence.Tx) error { log = tx.Log(j.ID); return nil })
+	r.ctx.SetContentType("text/plain; charset=utf-8")
+	r.ctx.SetBodyString(log)
+}
+
+func (s *Server) listJobs(r *request) {
+	q, minimal, e := s.jobQuery(r)
+	if e != nil {
+		r.fail(e)
+		return
+	}
+	var jobs []*persistence.Job
+	var total int
+	err := s.Store.View(func(tx *persistence.Tx) (err error) {
+		jobs, total, err = tx.ListJobs(q)
+		return err
+	})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.ctx.Response.Header.Set("X-Total-Count", strconv.Itoa(total))
+	if minimal {
+		out := make([]*minimalJobView, len(jobs))
+		for i, j := range jobs {
+			out[i] = s.minimalJobView(j)
+		}
+		r.json(http.StatusOK, out)
+		return
+	}
+	out := make([]*jobView, len(jobs))
+	for i, j := range jobs {
+		out[i] = s.jobView(j)
+	}
+	r.json(http.StatusOK, out)
+}
+
+// jobQuery reads GET /jobs's query parameters.
+func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
+	args := r.ctx.QueryArgs()
+	q := persistence.JobQuery{TeamID: r.team, Limit: 100, Sort: persistence.SortOldestFirst}
+	bad := func(field, format string, a ...any) *apiError {
+		msg := fmt.Sprintf(format, a...)
+		return &apiError{status: http.StatusBadRequest, Code: validate.CodeValidation, Error: field + ": " + msg,
+			Details: []validate.FieldError{{Field: field, Message: msg}}}
+	}
+	known := map[string]bool{"minimal": true, "from": true, "limit": true, "from_date": true, "to_date": true,
+		"states": true, "exclude_states": true, "sort": true, "tags": true}
+	var unknown string
+	args.VisitAll(func(k, _ []byte) {
+		if !known[string(k)] && unknown == "" {
+			unknown = string(k)
+		}
+	})
+	if unknown != "" {
+		return q, false, bad(unknown, "unknown query parameter")
+	}
+	minimal := false
+	switch v := string(args.Peek("minimal")); v {
+	case "", "false":
+	case "true":
+		minimal = true
+	default:
+		return q, false, bad("minimal", "must be true or false")
+	}
+	if v := args.Peek("from"); v != nil {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 0 {
+			return q, false, bad("from", "must be an integer >= 0")
+		}
+		q.Offset = n
+	}
+	if v := args.Peek("limit"); v != nil {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 1 || n > 1000 {
+			return q, false, bad("limit", "must be an integer from 1 to 1000")
+		}
+		q.Limit = n
+	}
+	for field, dst := range map[string]*time.Time{"from_date": &q.CreatedFrom, "to_date": &q.CreatedTo} {
+		if v := args.Peek(field); v != nil {
+			t, err := time.Parse(time.RFC3339Nano, string(v))
+			if err != nil {
+				return q, false, bad(field, "must be a date-time such as 2026-01-31T12:00:00Z")
+			}
+			*dst = t
+		}
+	}
+	include, e := parseStates(string(args.Peek("states")), "states", bad)
+	if e != nil {
+		return q, false, e
+	}
+	exclude, e := parseStates(string(args.Peek("exclude_states")), "exclude_states", bad)
+	if e != nil {
+		return q, false, e
+	}
+	if len(include) == 0 {
+		include = persistence.AllJobStates
+	}
+	for _, st := range include {
+		if !slices.Contains(exclude, st) {
+			q.States = append(q.States, st)
+		}
+	}
+	if len(q.States) == 0 {
+		q.States = []persistence.JobState{0} // everything excluded: a state no job has
+	}
+	switch sort := persistence.JobSort(args.Peek("sort")); sort {
+	case "":
+	case persistence.SortOldestFirst, persistence.SortNewestFirst, persistence.SortPriority, persistence.SortRandom:
+		q.Sort = sort
+	default:
+		return q, false, bad("sort", "must be random, newest_first, oldest_first or priority")
+	}
+	if v := string(args.Peek("tags")); v != "" {
+		for _, tag := range strings.Split(v, ",") {
+			if !validate.TagPattern.MatchString(tag) {
+				return q, false, bad("tags", "must match ^[a-zA-Z0-9-_]+(,[a-zA-Z0-9-_]+)*$")
+			}
+			q.Tags = append(q.Tags, tag)
+		}
+	}
+	return q, minimal, nil
+}
+
+func parseStates(v, field string, bad func(string, string, ...any) *apiError) ([]persistence.JobState, *apiError) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []persistence.JobState
+	for _, name := range strings.Split(v, ",") {
+		st, ok := persistence.ParseJobState(strings.TrimSpace(name))
+		if !ok {
+			return nil, bad(field, "unknown state %q; states are queued, pending, render:dorender, finished, error, manually_cancelled", name)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func (s *Server) cancelJob(r *request) {
+	j, ok := s.loadJob(r)
+	if !ok {
+		return
+	}
+	outcome, err := s.Coordinator.CancelJobs([]ulid.ULID{j.ID})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if len(outcome.Cancelled) == 0 || outcome.Cancelled[0].ID != j.ID {
+		state := j.State
+		if now := outcome.Reached[j.ID]; now != nil {
+			state = now.State
+		}
+		r.fail(newError(http.StatusConflict, codeNotCancellable, "job %s is %s; only queued and pending jobs can be cancelled", j.ID, state))
+		return
+	}
+	r.json(http.StatusOK, s.jobViews(outcome.Cancelled))
+}
+
+func (s *Server) jobViews(jobs []*persistence.Job) []*jobView {
+	out := make([]*jobView, len(jobs))
+	for i, j := range jobs {
+		out[i] = s.jobView(j)
+	}
+	return out
+}
+
+func (s *Server) cancelJobs(r *request) {
+	var body struct {
+		Jobs []string `json:"jobs"`
+	}
+	if !r.decode(&body) {
+		return
+	}
+	bad := func(msg string) {
+		r.fail(&apiError{status: http.StatusBadRequest, Code: validate.CodeValidation, Error: "jobs: " + msg,
+			Details: []validate.FieldError{{Field: "jobs", Message: msg}}})
+	}
+	switch {
+	case len(body.Jobs) == 0:
+		bad("needs at least one job id")
+		return
+	case len(body.Jobs) > 1000:
+		bad(fmt.Sprintf("at most 1000 job ids, got %d", len(body.Jobs)))
+		return
+	}
+	seen := make(map[string]bool, len(body.Jobs))
+	for _, id := range body.Jobs {
+		if seen[id] {
+			bad(fmt.Sprintf("job id %q is listed twice", id))
+			return
+		}
+		seen[id] = true
+	}
+	ids, missing := make([]ulid.ULID, 0, len(body.Jobs)), []validate.FieldError(nil)
+	s.Store.View(func(tx *persistence.Tx) error {
+		for i, text := range body.Jobs {
+			id, ok := persistence.ParseID(text)
+			if ok {
+				_, err := tx.TeamJob(r.team, id)
+				ok = err == nil
+			}
+			if !ok {
+				missing = append(missing, validate.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Message: fmt.Sprintf("no job %q", text)})
+				continue
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if len(missing) > 0 {
+		r.fail(&apiError{status: http.StatusNotFound, Code: codeNotFound, Details: missing,
+			Error: fmt.Sprintf("%d of the listed jobs do not exist; nothing was cancelled", len(missing))})
+		return
+	}
+	outcome, err := s.Coordinator.CancelJobs(ids)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if len(outcome.Cancelled) == 0 {
+		r.fail(newError(http.StatusConflict, codeNotCancellable, "none of the listed jobs is queued or pending; nothing was cancelled"))
+		return
+	}
+	r.json(http.StatusOK, s.jobViews(outcome.Cancelled))
+}

@@ -1,0 +1,153 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// Error codes beyond those of validation (DECISIONS.md's catalogue).
+const (
+	codeUnauthorized    = "unauthorized"
+	codeForbidden       = "forbidden"
+	codeNotFound        = "not_found"
+	codeNotCancellable  = "not_cancellable"
+	codeConflict        = "conflict"
+	codePayloadTooLarge = "payload_too_large"
+	codeRateLimited     = "rate_limited"
+	codeUnavailable     = "unavailable"
+	codeInternal        = "internal"
+	codeFontNotFound    = "font_not_found"
+)
+
+// apiError is an HTTP error answer.
+type apiError struct {
+	status     int
+	Error      string                `json:"error"`
+	Code       string                `json:"code"`
+	Details    []validate.FieldError `json:"details,omitempty"`
+	retryAfter int
+}
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, Code: code, Error: fmt.Sprintf(format, args...)}
+}
+
+// fromValidation answers a rejected body: always 400, with the specific code.
+func fromValidation(e *validate.Error) *apiError {
+	return &apiError{status: http.StatusBadRequest, Code: e.Code, Error: e.Message, Details: e.Details}
+}
+
+// request is one API call in a handler's hands.
+type request struct {
+	ctx  *fasthttp.RequestCtx
+	log  *slog.Logger
+	team ulid.ULID
+	s    *Server
+}
+
+func (r *request) json(status int, v any) {
+	body, err := marshal(v)
+	if err != nil {
+		r.fail(newError(http.StatusInternalServerError, codeInternal, "cannot encode the answer"))
+		r.log.Error("cannot encode an answer", "err", err)
+		return
+	}
+	r.ctx.SetStatusCode(status)
+	r.ctx.SetContentType("application/json")
+	r.ctx.SetBody(body)
+}
+
+// marshal encodes v as JSON without escaping <, > and &, which URLs are full of.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func (r *request) noContent() { r.ctx.SetStatusCode(http.StatusNoContent) }
+
+func (r *request) fail(e *apiError) {
+	if e.retryAfter > 0 {
+		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	body, _ := marshal(e)
+	r.ctx.SetStatusCode(e.status)
+	r.ctx.SetContentType("application/json")
+	r.ctx.SetBody(body)
+}
+
+// failErr answers an error from the store or the actors.
+func (r *request) failErr(err error, notFound *apiError) {
+	switch {
+	case errors.Is(err, persistence.ErrNotFound) && notFound != nil:
+		r.fail(notFound)
+	case errors.Is(err, persistence.ErrClosed):
+		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: 5})
+	default:
+		r.log.Error("request failed", "err", err)
+		r.fail(newError(http.StatusInternalServerError, codeInternal, "internal error; the request id is in X-Request-Id"))
+	}
+}
+
+// body reads the request body, up to limit bytes.
+func (r *request) body(limit int64) ([]byte, *apiError) {
+	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit {
+		return nil, tooLarge(limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(r.ctx.RequestBodyStream(), limit+1))
+	if err != nil {
+		return nil, newError(http.StatusBadRequest, validate.CodeInvalidJSON, "the body could not be read: %v", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge(limit)
+	}
+	return data, nil
+}
+
+func tooLarge(limit int64) *apiError {
+	return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge, "the body is larger than the %d bytes allowed", limit)
+}
+
+// decode reads a small JSON body into v, strictly.
+func (r *request) decode(v any) bool {
+	body, e := r.body(r.s.cfg.MaxBodyBytes)
+	if e != nil {
+		r.fail(e)
+		return false
+	}
+	if verr := validate.Strict(body, v); verr != nil {
+		r.fail(fromValidation(verr))
+		return false
+	}
+	return true
+}
+
+// pathID reads a ULID path parameter; a malformed id is simply not found.
+func (r *request) pathID(name string, notFound *apiError) (ulid.ULID, bool) {
+	s, _ := r.ctx.UserValue(name).(string)
+	id, ok := persistence.ParseID(s)
+	if !ok {
+		r.fail(notFound)
+	}
+	return id, ok
+}
+
+func notFound(what, id string) *apiError {
+	return newError(http.StatusNotFound, codeNotFound, "no %s %q", what, id)
+}

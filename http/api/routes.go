@@ -1,0 +1,134 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// APIPrefix is where the v2 interface lives.
+const APIPrefix = "/api/v2"
+
+func (s *Server) routesV2() {
+	v2 := func(method, path string, auth authKind, h func(*request)) { s.handle(method, APIPrefix+path, auth, h) }
+
+	v2(http.MethodPost, "/templates", authTeam, s.createTemplate)
+	v2(http.MethodGet, "/templates", authTeam, s.listTemplates)
+	v2(http.MethodGet, "/templates/{id}", authTeam, s.getTemplate)
+	v2(http.MethodPatch, "/templates/{id}", authTeam, s.renameTemplate)
+	v2(http.MethodDelete, "/templates/{id}", authTeam, s.deleteTemplate)
+	v2(http.MethodGet, "/templates/{id}/download", authTeam, s.downloadTemplate)
+	v2(http.MethodPut, "/templates/{id}/upload", authTeam, s.freshUploadURL)
+	v2(http.MethodGet, "/templates/{id}/compositions", authTeam, s.templateCompositions)
+
+	v2(http.MethodPost, "/jobs", authTeam, s.createJob)
+	v2(http.MethodGet, "/jobs", authTeam, s.listJobs)
+	v2(http.MethodGet, "/jobs/{id}", authTeam, s.getJob)
+	v2(http.MethodGet, "/jobs/{id}/logs", authTeam, s.jobLogs)
+	v2(http.MethodPatch, "/jobs/{id}/cancel", authTeam, s.cancelJob)
+	v2(http.MethodPost, "/jobs/cancel", authTeam, s.cancelJobs)
+	v2(http.MethodPost, "/jobs/join", authTeam, s.joinJobs)
+
+	v2(http.MethodPost, "/batches", authTeam, s.createBatch)
+	v2(http.MethodGet, "/batches/{id}", authTeam, s.getBatch)
+	v2(http.MethodPost, "/batches/{id}/cancel", authTeam, s.cancelBatch)
+
+	v2(http.MethodPost, "/fonts", authTeam, s.uploadFont)
+	v2(http.MethodGet, "/fonts", authTeam, s.listFonts)
+	v2(http.MethodGet, "/fonts/{id}", authTeam, s.getFont)
+	v2(http.MethodDelete, "/fonts/{id}", authTeam, s.deleteFont)
+
+	v2(http.MethodPut, "/secrets", authTeam, s.putSecret)
+	v2(http.MethodGet, "/secrets", authTeam, s.listSecrets)
+	v2(http.MethodDelete, "/secrets/{id}", authTeam, s.deleteSecret)
+
+	v2(http.MethodGet, "/team", authTeam, s.getTeam)
+	v2(http.MethodPost, "/admin/tokens", authAdmin, s.createToken)
+	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
+	v2(http.MethodGet, "/openapi.json", authNone, s.openAPI)
+
+	s.handle(http.MethodGet, "/files/{key:*}", authNone, s.getFile)
+	s.handle(http.MethodHead, "/files/{key:*}", authNone, s.getFile)
+	s.handle(http.MethodPut, "/files/uploads/templates/{team}/{id}", authNone, s.uploadTemplateFile)
+	s.handle(http.MethodPut, "/files/outputs/{job}/{name}", authNone, s.uploadOutput)
+
+	s.handle(http.MethodGet, "/healthz", authNone, func(r *request) { r.json(http.StatusOK, map[string]string{"status": "ok"}) })
+	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
+	s.handle(http.MethodGet, "/metrics", authNone, func(r *request) {
+		if s.Metrics != nil {
+			s.Metrics(r.ctx)
+		}
+	})
+	s.router.NotFound = s.wrap("(unmatched)", authNone, func(r *request) {
+		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s", r.ctx.Method(), r.ctx.Path()))
+	})
+	s.router.MethodNotAllowed = s.wrap("(method not allowed)", authNone, func(r *request) {
+		r.fail(newError(http.StatusMethodNotAllowed, codeNotFound, "%s is not allowed on %s", r.ctx.Method(), r.ctx.Path()))
+	})
+	s.router.PanicHandler = func(ctx *fasthttp.RequestCtx, p any) {
+		s.log.Error("router panic", "panic", p)
+		ctx.Error(`{"error":"internal error","code":"internal"}`, http.StatusInternalServerError)
+	}
+	s.router.RedirectTrailingSlash = false
+	s.router.RedirectFixedPath = false
+}
+
+// readyz answers 200 while the server takes work, 503 once it drains.
+func (s *Server) readyz(r *request) {
+	if s.draining.Load() {
+		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "shutting down", retryAfter: int(s.cfg.RetryAfter.Seconds())})
+		return
+	}
+	r.json(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+type teamView struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// WebhookSigningSecret keys the X-Webhook-Signature of this team's webhooks.
+	WebhookSigningSecret string `json:"webhookSigningSecret"`
+}
+
+func (s *Server) getTeam(r *request) {
+	var team persistence.Team
+	if err := s.Store.View(func(tx *persistence.Tx) (err error) { team, err = tx.Team(r.team); return err }); err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.json(http.StatusOK, teamView{ID: team.ID.String(), Name: team.Name, WebhookSigningSecret: team.WebhookSecret})
+}
+
+// createToken makes a team (if new) and a token for it: the admin route behind
+// "framefarm token create" for a running server.
+func (s *Server) createToken(r *request) {
+	var body struct {
+		Team string `json:"team"`
+	}
+	if !r.decode(&body) {
+		return
+	}
+	name := strings.TrimSpace(body.Team)
+	if name == "" || len(name) > 128 {
+		r.fail(badField("team", "must be 1 to 128 characters"))
+		return
+	}
+	var team persistence.Team
+	token, hash := persistence.NewToken()
+	err := s.Store.Update(func(tx *persistence.Tx) (err error) {
+		if team, _, err = tx.EnsureTeam(name, s.IDs); err != nil {
+			return err
+		}
+		return tx.PutToken(hash, team.ID)
+	})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.log.Info("token created", "for_team", team.ID.String())
+	r.json(http.StatusCreated, map[string]any{"team": map[string]string{"id": team.ID.String(), "name": team.Name}, "token": token})
+}
+
+func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }

@@ -1,0 +1,312 @@
+// Package api serves the render job service's HTTP interface (v2) on fasthttp: templates, jobs,
+// joins, batches, fonts, secrets, signed file URLs, health, metrics and the OpenAPI document.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/oklog/ulid/v2"
+	"github.com/valyala/fasthttp"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/persistence/secretbox"
+)
+
+// Config tunes the API.
+type Config struct {
+	// MaxBodyBytes caps JSON request bodies [16 MiB].
+	MaxBodyBytes int64
+	// MaxTemplateBytes caps a template upload [2 GiB].
+	MaxTemplateBytes int64
+	// MaxFontBytes caps a font upload [40 MiB].
+	MaxFontBytes int64
+	// MaxOutputBytes caps a render output a node uploads [64 GiB].
+	MaxOutputBytes int64
+	// UploadURLTTL is how long a template upload URL stays valid [1h].
+	UploadURLTTL time.Duration
+	// DownloadURLTTL is how long output and template download URLs stay valid [168h].
+	DownloadURLTTL time.Duration
+	// RateLimit and RateBurst set each token's request budget [50/s, burst 200].
+	RateLimit float64
+	RateBurst int
+	// AdminToken guards the admin routes; empty disables them.
+	AdminToken string
+	// Limits bound job requests.
+	Limits validate.Limits
+	// RetryAfter is what 503 answers say while shutting down [5s].
+	RetryAfter time.Duration
+}
+
+func (c *Config) setDefaults() {
+	def := func(v *int64, d int64) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxBodyBytes, 16<<20)
+	def(&c.MaxTemplateBytes, 2<<30)
+	def(&c.MaxFontBytes, 40<<20)
+	def(&c.MaxOutputBytes, 64<<30)
+	if c.UploadURLTTL <= 0 {
+		c.UploadURLTTL = time.Hour
+	}
+	if c.DownloadURLTTL <= 0 {
+		c.DownloadURLTTL = 7 * 24 * time.Hour
+	}
+	if c.RateLimit <= 0 {
+		c.RateLimit = 50
+	}
+	if c.RateBurst <= 0 {
+		c.RateBurst = 200
+	}
+	if c.RetryAfter <= 0 {
+		c.RetryAfter = 5 * time.Second
+	}
+}
+
+// Coordinator is what the API needs of the actors.
+type Coordinator interface {
+	CreateJobs(jobs []*persistence.Job) error
+	CreateBatch(b *persistence.Batch, jobs []*persistence.Job) error
+	CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error)
+	CancelBatch(id ulid.ULID) (*actors.BatchCancelOutcome, error)
+	CreateTemplate(tpl *persistence.Template) error
+	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)
+	DeleteTemplate(teamID, id ulid.ULID) error
+	TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error)
+	EngineCapacity(engine string) actors.Capacity
+	Nodes() []actors.NodeInfo
+}
+
+var _ Coordinator = (*actors.Coordinator)(nil)
+
+// RequestObserver records each request, for metrics.
+type RequestObserver interface {
+	ObserveRequest(route, method string, status int, d time.Duration)
+}
+
+// Deps are the API's collaborators.
+type Deps struct {
+	Coordinator Coordinator
+	Store       *persistence.Store
+	Blobs       *blobs.Store
+	// URLs signs the URLs handed to clients.
+	URLs     *blobs.Signer
+	Secrets  *secretbox.Box
+	IDs      *persistence.IDs
+	Clock    clock.Clock
+	Logger   *slog.Logger
+	Observer RequestObserver
+	// Metrics serves /metrics.
+	Metrics fasthttp.RequestHandler
+}
+
+// Server is the HTTP front end.
+type Server struct {
+	Deps
+	cfg      Config
+	log      *slog.Logger
+	router   *router.Router
+	http     *fasthttp.Server
+	limiter  *rateLimiter
+	tokens   sync.Map // sha256(token) -> team id
+	draining atomic.Bool
+	// routes lists every registered route, for the OpenAPI check.
+	routes []Route
+}
+
+// Route is one registered method and path.
+type Route struct{ Method, Path string }
+
+// New builds the server and its routes.
+func New(cfg Config, deps Deps) *Server {
+	cfg.setDefaults()
+	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New()}
+	s.limiter = newRateLimiter(cfg.RateLimit, float64(cfg.RateBurst), deps.Clock)
+	s.routesV2()
+	s.http = &fasthttp.Server{
+		Handler:                      s.router.Handler,
+		Name:                         "framefarm",
+		StreamRequestBody:            true,
+		MaxRequestBodySize:           64 << 10, // bodies above this are streamed, and capped per route
+		DisablePreParseMultipartForm: true,
+		ReadTimeout:                  0,
+		IdleTimeout:                  2 * time.Minute,
+		NoDefaultServerHeader:        true,
+		CloseOnShutdown:              true,
+		Logger:                       slogPrinter{deps.Logger},
+	}
+	return s
+}
+
+// Routes lists every registered method and path.
+func (s *Server) Routes() []Route { return s.routes }
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
+
+// Drain makes API requests answer 503 with Retry-After; file transfers, health and metrics go
+// on, so nodes can still upload the renders they finish.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// Shutdown stops accepting connections and waits for requests in flight.
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.ShutdownWithContext(ctx) }
+
+// authKind says what a route requires.
+type authKind int
+
+const (
+	authNone authKind = iota
+	authTeam
+	authAdmin
+)
+
+func (s *Server) handle(method, path string, auth authKind, h func(*request)) {
+	s.routes = append(s.routes, Route{Method: method, Path: path})
+	s.router.Handle(method, path, s.wrap(path, auth, h))
+}
+
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (s *Server) wrap(route string, auth authKind, h func(*request)) fasthttp.RequestHandler {
+	api := strings.HasPrefix(route, "/api/")
+	return func(ctx *fasthttp.RequestCtx) {
+		started := time.Now()
+		id := string(ctx.Request.Header.Peek("X-Request-Id"))
+		if !requestIDPattern.MatchString(id) {
+			id = newRequestID()
+		}
+		ctx.Response.Header.Set("X-Request-Id", id)
+		r := &request{ctx: ctx, log: s.log.With("request_id", id), s: s}
+		defer func() {
+			if p := recover(); p != nil {
+				r.log.Error("handler panicked", "panic", p, "route", route)
+				r.fail(newError(http.StatusInternalServerError, codeInternal, "internal error; the request id is in X-Request-Id"))
+			}
+			status := ctx.Response.StatusCode()
+			if s.Observer != nil {
+				s.Observer.ObserveRequest(route, string(ctx.Method()), status, time.Since(started))
+			}
+			level := slog.LevelDebug
+			if status >= 500 {
+				level = slog.LevelWarn
+			}
+			r.log.Log(context.Background(), level, "request", "method", string(ctx.Method()), "route", route,
+				"status", status, "duration_ms", float64(time.Since(started).Microseconds())/1000)
+		}()
+		if api && s.draining.Load() {
+			r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: int(s.cfg.RetryAfter.Seconds())})
+			return
+		}
+		switch auth {
+		case authTeam:
+			if !s.authenticate(r) {
+				return
+			}
+		case authAdmin:
+			if !s.authenticateAdmin(r) {
+				return
+			}
+		}
+		h(r)
+	}
+}
+
+func newRequestID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func bearer(ctx *fasthttp.RequestCtx) (string, bool) {
+	h := string(ctx.Request.Header.Peek("Authorization"))
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	token = strings.TrimSpace(token)
+	return token, ok && token != ""
+}
+
+var errUnauthorized = newError(http.StatusUnauthorized, codeUnauthorized, "a valid API token is required: Authorization: Bearer <token>")
+
+// authenticate resolves the request's token to its team and spends one unit of its rate budget.
+func (s *Server) authenticate(r *request) bool {
+	token, ok := bearer(r.ctx)
+	if !ok {
+		r.ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+		r.fail(errUnauthorized)
+		return false
+	}
+	hash := persistence.HashToken(token)
+	team, cached := s.tokens.Load(hash)
+	if !cached {
+		var teamID ulid.ULID
+		err := s.Store.View(func(tx *persistence.Tx) (err error) {
+			teamID, err = tx.TokenTeam(hash)
+			return err
+		})
+		if err != nil {
+			r.ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+			r.fail(errUnauthorized)
+			return false
+		}
+		s.tokens.Store(hash, teamID)
+		team = teamID
+	}
+	r.team = team.(ulid.ULID)
+	r.log = r.log.With("team", r.team.String())
+	return s.limit(r, hash)
+}
+
+func (s *Server) authenticateAdmin(r *request) bool {
+	token, ok := bearer(r.ctx)
+	if !ok {
+		r.fail(errUnauthorized)
+		return false
+	}
+	hash := persistence.HashToken(token)
+	if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) == 1 {
+		return s.limit(r, hash)
+	}
+	err := s.Store.View(func(tx *persistence.Tx) error {
+		_, err := tx.TokenTeam(hash)
+		return err
+	})
+	if err != nil {
+		r.fail(errUnauthorized)
+		return false
+	}
+	r.fail(newError(http.StatusForbidden, codeForbidden, "this route needs the admin token from the server configuration"))
+	return false
+}
+
+func (s *Server) limit(r *request, key [32]byte) bool {
+	ok, wait := s.limiter.allow(key)
+	if !ok {
+		r.fail(&apiError{status: http.StatusTooManyRequests, Code: codeRateLimited, Error: "too many requests for this token",
+			retryAfter: max(1, int(wait.Seconds()+0.999))})
+	}
+	return ok
+}
+
+// slogPrinter routes fasthttp's own messages to the structured log.
+type slogPrinter struct{ log *slog.Logger }
+
+func (p slogPrinter) Printf(format string, args ...any) {
+	p.log.Warn("http server", "message", strings.TrimSpace(fmt.Sprintf(format, args...)))
+}

@@ -1,0 +1,194 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+var templateTypes = []string{renderer.TemplateAEP, renderer.TemplateZip, renderer.TemplateMogrt}
+
+func templateNotFound(id string) *apiError {
+	return newError(http.StatusNotFound, validate.CodeTemplateNotFound, "no template %q", id)
+}
+
+func badField(field, msg string) *apiError {
+	return &apiError{status: http.StatusBadRequest, Code: validate.CodeValidation, Error: field + ": " + msg,
+		Details: []validate.FieldError{{Field: field, Message: msg}}}
+}
+
+func checkDisplayName(name string) *apiError {
+	name = strings.TrimSpace(name)
+	switch {
+	case name == "":
+		return badField("displayName", "is required")
+	case len(name) > 256:
+		return badField("displayName", "is longer than 256 characters")
+	}
+	return nil
+}
+
+func (s *Server) createTemplate(r *request) {
+	var body struct {
+		Type        string `json:"type"`
+		DisplayName string `json:"displayName"`
+		Src         string `json:"src"`
+	}
+	if !r.decode(&body) {
+		return
+	}
+	if !slices.Contains(templateTypes, body.Type) {
+		r.fail(badField("type", "must be aep, zip or mogrt"))
+		return
+	}
+	if e := checkDisplayName(body.DisplayName); e != nil {
+		r.fail(e)
+		return
+	}
+	if body.Src != "" {
+		if e := s.checkURL("src", body.Src); e != nil {
+			r.fail(e)
+			return
+		}
+	}
+	now := s.Clock.Now()
+	tpl := &persistence.Template{
+		ID: s.IDs.New(now), TeamID: r.team, Type: body.Type, DisplayName: strings.TrimSpace(body.DisplayName),
+		Status: persistence.TemplateAwaitingUpload, Src: body.Src, CreatedAt: now, UpdatedAt: now,
+	}
+	if body.Src != "" {
+		tpl.Status = persistence.TemplateDownloading
+	}
+	if err := s.Coordinator.CreateTemplate(tpl); err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.json(http.StatusCreated, s.templateView(tpl))
+}
+
+// checkURL checks a URL the coordinator will fetch.
+func (s *Server) checkURL(field, raw string) *apiError {
+	if verr := validate.URL(raw, field, s.cfg.Limits); verr != nil {
+		return fromValidation(verr)
+	}
+	return nil
+}
+
+func (s *Server) loadTemplate(r *request) (*persistence.Template, bool) {
+	idText, _ := r.ctx.UserValue("id").(string)
+	missing := templateNotFound(idText)
+	id, ok := r.pathID("id", missing)
+	if !ok {
+		return nil, false
+	}
+	var tpl *persistence.Template
+	err := s.Store.View(func(tx *persistence.Tx) (err error) {
+		tpl, err = tx.Template(r.team, id)
+		return err
+	})
+	if err != nil {
+		r.failErr(err, missing)
+		return nil, false
+	}
+	return tpl, true
+}
+
+func (s *Server) getTemplate(r *request) {
+	if tpl, ok := s.loadTemplate(r); ok {
+		r.json(http.StatusOK, s.templateView(tpl))
+	}
+}
+
+func (s *Server) listTemplates(r *request) {
+	var all []*persistence.Template
+	err := s.Store.View(func(tx *persistence.Tx) (err error) {
+		all, err = tx.Templates(r.team)
+		return err
+	})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	out := make([]*templateView, len(all))
+	for i, tpl := range all {
+		out[i] = s.templateView(tpl)
+	}
+	r.json(http.StatusOK, out)
+}
+
+func (s *Server) renameTemplate(r *request) {
+	tpl, ok := s.loadTemplate(r)
+	if !ok {
+		return
+	}
+	var body struct {
+		DisplayName string `json:"displayName"`
+	}
+	if !r.decode(&body) {
+		return
+	}
+	if e := checkDisplayName(body.DisplayName); e != nil {
+		r.fail(e)
+		return
+	}
+	renamed, err := s.Coordinator.RenameTemplate(r.team, tpl.ID, strings.TrimSpace(body.DisplayName))
+	if err != nil {
+		r.failErr(err, templateNotFound(tpl.ID.String()))
+		return
+	}
+	r.json(http.StatusOK, s.templateView(renamed))
+}
+
+func (s *Server) deleteTemplate(r *request) {
+	tpl, ok := s.loadTemplate(r)
+	if !ok {
+		return
+	}
+	err := s.Coordinator.DeleteTemplate(r.team, tpl.ID)
+	if errors.Is(err, persistence.ErrConflict) {
+		r.fail(newError(http.StatusConflict, codeConflict, "template %s is used by queued or pending jobs; cancel them or wait for them to finish", tpl.ID))
+		return
+	}
+	if err != nil {
+		r.failErr(err, templateNotFound(tpl.ID.String()))
+		return
+	}
+	r.noContent()
+}
+
+func (s *Server) downloadTemplate(r *request) {
+	tpl, ok := s.loadTemplate(r)
+	if !ok {
+		return
+	}
+	if tpl.File == nil {
+		r.fail(newError(http.StatusConflict, validate.CodeTemplateNotReady, "template %s has no file yet (status %s)", tpl.ID, tpl.Status))
+		return
+	}
+	r.json(http.StatusOK, map[string]string{"url": s.signedURL(http.MethodGet, tpl.File.Key, s.cfg.DownloadURLTTL)})
+}
+
+// freshUploadURL hands out a new upload URL; the template keeps its status until a file arrives.
+func (s *Server) freshUploadURL(r *request) {
+	if tpl, ok := s.loadTemplate(r); ok {
+		r.json(http.StatusOK, s.uploadInfo(tpl))
+	}
+}
+
+// templateCompositions is the extension listing compositions and their layers in detail.
+func (s *Server) templateCompositions(r *request) {
+	tpl, ok := s.loadTemplate(r)
+	if !ok {
+		return
+	}
+	if tpl.Inspection == nil {
+		r.fail(newError(http.StatusConflict, validate.CodeTemplateNotReady, "template %s is %s; compositions are known once it is uploaded", tpl.ID, tpl.Status))
+		return
+	}
+	r.json(http.StatusOK, tpl.Inspection.Compositions)
+}

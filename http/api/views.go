@@ -1,0 +1,240 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// jobView is the Job object of the v2 API. Fields after outputUrl are extensions.
+type jobView struct {
+	ID         string           `json:"id"`
+	TemplateID *string          `json:"templateId"`
+	Status     string           `json:"status"`
+	Progress   float64          `json:"progress"`
+	Stats      *jobStats        `json:"stats"`
+	OutputURL  string           `json:"outputUrl"`
+	Assets     []renderer.Asset `json:"assets"`
+	Kind       string           `json:"kind"`
+	BatchID    string           `json:"batchId,omitempty"`
+	ParentID   string           `json:"parentId,omitempty"`
+	Children   []string         `json:"children,omitempty"`
+	Priority   int              `json:"priority"`
+	Tags       []string         `json:"tags"`
+	Attempts   int              `json:"attempts"`
+	Node       string           `json:"node,omitempty"`
+	// Data is the webhook's custom data, in webhook bodies only.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+type jobStats struct {
+	CreatedAt      time.Time  `json:"createdAt"`
+	UpdatedAt      time.Time  `json:"updatedAt"`
+	StartedAt      *time.Time `json:"startedAt"`
+	FinishedAt     *time.Time `json:"finishedAt"`
+	ErrorAt        *time.Time `json:"errorAt"`
+	TotalAssets    int        `json:"totalAssets"`
+	RenderDuration *float64   `json:"renderDuration"`
+	Error          *string    `json:"error"`
+	WaitingFor     string     `json:"waitingFor,omitempty"`
+}
+
+// minimalJobView is a listing entry with minimal=true.
+type minimalJobView struct {
+	ID         string       `json:"id"`
+	TemplateID *string      `json:"templateId"`
+	Status     string       `json:"status"`
+	Progress   float64      `json:"progress"`
+	OutputURL  string       `json:"outputUrl"`
+	Stats      minimalStats `json:"stats"`
+}
+
+type minimalStats struct {
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func optionalID(id ulid.ULID) *string {
+	if id == (ulid.ULID{}) {
+		return nil
+	}
+	s := id.String()
+	return &s
+}
+
+func idOrEmpty(id ulid.ULID) string {
+	if id == (ulid.ULID{}) {
+		return ""
+	}
+	return id.String()
+}
+
+func (s *Server) jobView(j *persistence.Job) *jobView {
+	v := &jobView{
+		ID:         j.ID.String(),
+		TemplateID: optionalID(j.TemplateID),
+		Status:     j.State.String(),
+		Progress:   j.Progress,
+		OutputURL:  s.outputURL(j),
+		Assets:     j.Spec.Assets,
+		Kind:       string(j.Kind),
+		BatchID:    idOrEmpty(j.BatchID),
+		ParentID:   idOrEmpty(j.ParentID),
+		Priority:   j.Priority,
+		Tags:       j.Tags,
+		Attempts:   j.Attempts,
+		Node:       j.Node,
+		Stats: &jobStats{
+			CreatedAt:   j.CreatedAt.UTC(),
+			UpdatedAt:   j.UpdatedAt.UTC(),
+			StartedAt:   optionalTime(j.StartedAt),
+			FinishedAt:  optionalTime(j.FinishedAt),
+			ErrorAt:     optionalTime(j.ErrorAt),
+			TotalAssets: len(j.Spec.Assets),
+			Error:       optionalString(j.Error),
+			WaitingFor:  s.waitingFor(j),
+		},
+	}
+	if v.Assets == nil {
+		v.Assets = []renderer.Asset{}
+	}
+	if v.Tags == nil {
+		v.Tags = []string{}
+	}
+	if j.RenderDuration > 0 {
+		seconds := j.RenderDuration.Seconds()
+		v.Stats.RenderDuration = &seconds
+	}
+	for _, c := range j.Children {
+		v.Children = append(v.Children, c.String())
+	}
+	return v
+}
+
+func (s *Server) minimalJobView(j *persistence.Job) *minimalJobView {
+	return &minimalJobView{
+		ID: j.ID.String(), TemplateID: optionalID(j.TemplateID), Status: j.State.String(),
+		Progress: j.Progress, OutputURL: s.outputURL(j), Stats: minimalStats{CreatedAt: j.CreatedAt.UTC()},
+	}
+}
+
+// JobJSON is the webhook body of a job: the Job object, with the webhook's data when set.
+func (s *Server) JobJSON(j *persistence.Job, data json.RawMessage) ([]byte, error) {
+	v := s.jobView(j)
+	v.Data = data
+	return marshal(v)
+}
+
+// waitingFor explains why a job is not rendering yet.
+func (s *Server) waitingFor(j *persistence.Job) string {
+	switch j.State {
+	case persistence.JobPending:
+		return fmt.Sprintf("waiting for %d child jobs to finish", len(j.Children))
+	case persistence.JobQueued:
+		c := s.Coordinator.EngineCapacity(j.Engine)
+		switch {
+		case c.Nodes == 0:
+			return fmt.Sprintf("no render node offers the %q engine", j.Engine)
+		case c.Free == 0:
+			return fmt.Sprintf("all %d render slots for the %q engine are busy; %d jobs are queued for it", c.Slots, j.Engine, c.Queued)
+		}
+		return "being assigned to a render node"
+	}
+	return ""
+}
+
+// outputURL is where a job's output is (or will be) available.
+func (s *Server) outputURL(j *persistence.Job) string {
+	if j.OutputURL != "" {
+		return j.OutputURL
+	}
+	if up := j.Spec.Upload; up != nil && up.OutputURL != "" {
+		return strings.TrimRight(up.OutputURL, "/") + "/" + actors.UploadKey(up.Prefix, j.OutputName)
+	}
+	return s.signedURL(http.MethodGet, j.OutputKey(), s.cfg.DownloadURLTTL)
+}
+
+// signedURL signs key with an expiry rounded up to the hour, so repeated reads of one record
+// hand out the same URL for a while.
+func (s *Server) signedURL(method, key string, ttl time.Duration) string {
+	expires := s.Clock.Now().Add(ttl).Truncate(time.Hour).Add(time.Hour)
+	return s.URLs.URL(method, key, expires)
+}
+
+// templateView is the Template object of the v2 API.
+type templateView struct {
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	DisplayName  string          `json:"displayName"`
+	Status       string          `json:"status"`
+	CreatedAt    time.Time       `json:"createdAt"`
+	UpdatedAt    time.Time       `json:"updatedAt"`
+	Compositions []string        `json:"compositions"`
+	Layers       []string        `json:"layers"`
+	Mogrt        *renderer.Mogrt `json:"mogrt"`
+	Error        *string         `json:"error"`
+	UploadInfo   *uploadInfo     `json:"uploadInfo,omitempty"`
+	// Engines are the engines able to render the template (extension).
+	Engines []string `json:"engines"`
+	Src     string   `json:"src,omitempty"`
+}
+
+type uploadInfo struct {
+	URL       string            `json:"url"`
+	Method    string            `json:"method"`
+	ExpiresIn int               `json:"expiresIn"`
+	Key       string            `json:"key"`
+	Fields    map[string]string `json:"fields"`
+}
+
+func (s *Server) templateView(t *persistence.Template) *templateView {
+	v := &templateView{
+		ID: t.ID.String(), Type: t.Type, DisplayName: t.DisplayName, Status: string(t.Status),
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), Error: optionalString(t.Error),
+		Compositions: []string{}, Layers: []string{}, Engines: []string{}, Src: t.Src,
+	}
+	if in := t.Inspection; in != nil {
+		v.Compositions, v.Layers, v.Mogrt, v.Engines = in.CompositionNames(), in.LayerNames(), in.Mogrt, in.Engines
+	}
+	if t.Status == persistence.TemplateAwaitingUpload {
+		v.UploadInfo = s.uploadInfo(t)
+	}
+	return v
+}
+
+func (s *Server) uploadInfo(t *persistence.Template) *uploadInfo {
+	key := templateUploadKey(t.TeamID, t.ID)
+	return &uploadInfo{
+		URL:       s.URLs.URL(http.MethodPut, key, s.Clock.Now().Add(s.cfg.UploadURLTTL)),
+		Method:    http.MethodPut,
+		ExpiresIn: int(s.cfg.UploadURLTTL.Seconds()),
+		Key:       key,
+		Fields:    map[string]string{"Content-Type": "application/octet-stream"},
+	}
+}
+
+func templateUploadKey(teamID, templateID ulid.ULID) string {
+	return "uploads/templates/" + teamID.String() + "/" + templateID.String()
+}

@@ -1,0 +1,178 @@
+// Package metrics exposes the coordinator's Prometheus metrics: jobs by state, created /
+// finished / failed / cancelled counters, queue depth and oldest queued age, render durations,
+// HTTP latency by route and code, webhook deliveries, and store commit latency.
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// Metrics holds every collector of the coordinator, in its own registry.
+type Metrics struct {
+	reg            *prometheus.Registry
+	jobs           *prometheus.GaugeVec
+	transitions    *prometheus.CounterVec
+	renderDuration *prometheus.HistogramVec
+	httpDuration   *prometheus.HistogramVec
+	webhooks       *prometheus.CounterVec
+	commitDuration prometheus.Histogram
+	commitWrites   prometheus.Histogram
+	staleReports   prometheus.Counter
+	requeues       prometheus.Counter
+}
+
+var (
+	_ actors.Observer = (*Metrics)(nil)
+)
+
+// New registers the collectors.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "framefarm_jobs", Help: "Jobs by state.",
+		}, []string{"state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_jobs_total", Help: "Jobs that reached a state: created, finished, failed, cancelled.",
+		}, []string{"event"}),
+		renderDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "framefarm_render_duration_seconds", Help: "Duration of successful renders.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 16),
+		}, []string{"engine"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "framefarm_http_request_duration_seconds", Help: "HTTP request latency by route and status code.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10},
+		}, []string{"route", "method", "code"}),
+		webhooks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_webhook_deliveries_total", Help: "Webhook delivery attempts by result: delivered, retrying, failed.",
+		}, []string{"result"}),
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "framefarm_store_commit_duration_seconds", Help: "Duration of one group commit, fsync included.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1},
+		}),
+		commitWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "framefarm_store_commit_writes", Help: "Writes carried by one group commit.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+		staleReports: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framefarm_stale_reports_total", Help: "Node reports rejected because their attempt was no longer current.",
+		}),
+		requeues: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framefarm_requeues_total", Help: "Jobs queued again after an attempt was lost.",
+		}),
+	}
+	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
+		m.commitWrites, m.staleReports, m.requeues,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range persistence.AllJobStates {
+		m.jobs.WithLabelValues(s.String())
+	}
+	for _, ev := range []string{"created", "finished", "failed", "cancelled"} {
+		m.transitions.WithLabelValues(ev)
+	}
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() fasthttp.RequestHandler {
+	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+}
+
+// SetJobCounts sets the jobs-by-state gauge from the store at start-up.
+func (m *Metrics) SetJobCounts(counts map[persistence.JobState]int) {
+	for s, n := range counts {
+		m.jobs.WithLabelValues(s.String()).Set(float64(n))
+	}
+}
+
+func (m *Metrics) JobStateChanged(from, to persistence.JobState) {
+	if from != 0 {
+		m.jobs.WithLabelValues(from.String()).Dec()
+	} else {
+		m.transitions.WithLabelValues("created").Inc()
+	}
+	m.jobs.WithLabelValues(to.String()).Inc()
+	switch to {
+	case persistence.JobFinished:
+		m.transitions.WithLabelValues("finished").Inc()
+	case persistence.JobFailed:
+		m.transitions.WithLabelValues("failed").Inc()
+	case persistence.JobCancelled:
+		m.transitions.WithLabelValues("cancelled").Inc()
+	}
+}
+
+func (m *Metrics) RenderFinished(engine string, d time.Duration) {
+	m.renderDuration.WithLabelValues(engine).Observe(d.Seconds())
+}
+
+func (m *Metrics) StaleReport() { m.staleReports.Inc() }
+
+func (m *Metrics) Requeued() { m.requeues.Inc() }
+
+func (m *Metrics) WebhookAttempt(result string) { m.webhooks.WithLabelValues(result).Inc() }
+
+// ObserveRequest records one HTTP request.
+func (m *Metrics) ObserveRequest(route, method string, status int, d time.Duration) {
+	m.httpDuration.WithLabelValues(route, method, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// ObserveCommit records one group commit of the store.
+func (m *Metrics) ObserveCommit(d time.Duration, writes int) {
+	m.commitDuration.Observe(d.Seconds())
+	m.commitWrites.Observe(float64(writes))
+}
+
+// QueueSource reports the queue at scrape time.
+type QueueSource interface {
+	QueueStats() (actors.QueueStats, error)
+	LiveJobActors() int
+}
+
+// WatchQueue adds the queue depth, oldest queued age and live actor gauges, read at scrape time.
+func (m *Metrics) WatchQueue(src QueueSource, now func() time.Time) {
+	m.reg.MustRegister(&queueCollector{src: src, now: now})
+}
+
+var (
+	queueDepthDesc = prometheus.NewDesc("framefarm_queue_depth", "Queued jobs by engine.", []string{"engine"}, nil)
+	oldestDesc     = prometheus.NewDesc("framefarm_queue_oldest_age_seconds", "Age of the oldest queued job.", nil, nil)
+	liveDesc       = prometheus.NewDesc("framefarm_job_actors_live", "Job actors in memory (terminal jobs are passivated).", nil, nil)
+)
+
+type queueCollector struct {
+	src QueueSource
+	now func() time.Time
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueDepthDesc
+	ch <- oldestDesc
+	ch <- liveDesc
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(liveDesc, prometheus.GaugeValue, float64(c.src.LiveJobActors()))
+	stats, err := c.src.QueueStats()
+	if err != nil {
+		return
+	}
+	for engine, n := range stats.Depth {
+		ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(n), engine)
+	}
+	age := 0.0
+	if !stats.OldestQueued.IsZero() {
+		age = c.now().Sub(stats.OldestQueued).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+}

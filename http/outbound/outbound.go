@@ -1,0 +1,84 @@
+// Package outbound is the HTTP client for requests to addresses users chose: webhooks, template
+// and asset downloads, output uploads to their buckets. Unless allowed, it refuses to connect to
+// loopback, private, link-local and other internal addresses. The check runs on the address
+// actually dialled, after DNS resolution, so a name that resolves (or re-resolves) to an internal
+// address is refused too.
+package outbound
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// ErrPrivateAddress is returned when a request would reach an internal address.
+var ErrPrivateAddress = errors.New("private, loopback and link-local addresses are not allowed (set allow_private_urls to permit them)")
+
+// Options configure a client.
+type Options struct {
+	// AllowPrivate lets requests reach internal addresses (an on-premises farm).
+	AllowPrivate bool
+	// Timeout bounds a whole request, body included (0: none; use a context instead).
+	Timeout time.Duration
+	// FollowRedirects follows up to 5 redirects; otherwise a 3xx answer is returned as is.
+	FollowRedirects bool
+}
+
+// NewClient returns a client that enforces opts.
+func NewClient(opts Options) *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !opts.AllowPrivate {
+		dialer.Control = refusePrivate
+	}
+	transport := &http.Transport{
+		Proxy:                 nil, // an environment proxy would bypass the address check
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+	}
+	client := &http.Client{Transport: transport, Timeout: opts.Timeout}
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !opts.FollowRedirects {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 5 {
+			return errors.New("stopped after 5 redirects")
+		}
+		return nil
+	}
+	return client
+}
+
+func refusePrivate(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("cannot check address %q: %w", host, err)
+	}
+	if Internal(addr) {
+		return fmt.Errorf("refusing to connect to %s: %w", addr, ErrPrivateAddress)
+	}
+	return nil
+}
+
+var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+
+// Internal reports whether addr is not a public unicast address.
+func Internal(addr netip.Addr) bool {
+	addr = addr.Unmap()
+	return addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
+		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() ||
+		sharedAddressSpace.Contains(addr) || thisNetwork.Contains(addr)
+}

@@ -1,0 +1,283 @@
+package validate
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// assetFields says, per asset type, which fields it takes ("!" marks required ones).
+var assetFields = map[string][]string{
+	renderer.AssetText:      {"layerName!", "composition", "property", "value!"},
+	renderer.AssetData:      {"layerName!", "composition", "property!", "value", "expression"},
+	renderer.AssetImage:     {"layerName!", "composition", "src!"},
+	renderer.AssetVideo:     {"layerName!", "composition", "src!"},
+	renderer.AssetAudio:     {"layerName!", "composition", "src!"},
+	renderer.AssetStatic:    {"src!", "name"},
+	renderer.AssetEssential: {"composition", "value!"},
+	renderer.AssetScript:    {"src!", "params"},
+	renderer.AssetFunction:  {"name!", "composition", "params"},
+	renderer.AssetJob:       {"layerName!", "composition", "template!", "assets", "preview", "settings", "fonts"},
+}
+
+// afterEffectsOnly are asset types the built-in Lottie engine cannot apply.
+var afterEffectsOnly = map[string]bool{renderer.AssetScript: true, renderer.AssetEssential: true}
+
+var functionNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}:[a-z][a-z0-9_.-]{0,63}$`)
+
+// Size caps of asset fields.
+const (
+	maxNameLength  = 1024
+	maxValueLength = 1 << 20
+)
+
+func (c *checker) assets(job *Job, raws []json.RawMessage, tpl *persistence.Template, comp *renderer.Composition, path string, depth int) {
+	if len(raws) > c.lim.MaxAssets {
+		c.add(CodeValidation, at(path, "assets"), "at most %d assets, got %d", c.lim.MaxAssets, len(raws))
+		return
+	}
+	job.Spec.Assets = []renderer.Asset{}
+	for i, raw := range raws {
+		p := at(path, fmt.Sprintf("assets[%d]", i))
+		var ra rawAsset
+		if err := decodeStrict(raw, &ra, p); err != nil {
+			c.merge(err)
+			continue
+		}
+		c.asset(job, &ra, p, tpl, comp, depth)
+	}
+}
+
+// present lists the fields a raw asset carries.
+func (ra *rawAsset) present() map[string]bool {
+	return map[string]bool{
+		"layerName": ra.LayerName != nil, "composition": ra.Composition != nil, "property": ra.Property != nil,
+		"value": len(ra.Value) > 0 && string(ra.Value) != "null", "expression": ra.Expression != nil, "src": ra.Src != nil,
+		"name": ra.Name != nil, "params": len(ra.Params) > 0 && string(ra.Params) != "null", "template": ra.Template != nil,
+		"assets": ra.Assets != nil, "preview": ra.Preview != nil, "settings": len(ra.Settings) > 0 && string(ra.Settings) != "null",
+		"fonts": ra.Fonts != nil,
+	}
+}
+
+func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Template, comp *renderer.Composition, depth int) {
+	fields, known := assetFields[ra.Type]
+	if !known {
+		c.add(CodeValidation, at(path, "type"), "must be one of %s, not %q", quoteList(slices.Sorted(maps.Keys(assetFields))), ra.Type)
+		return
+	}
+	present := ra.present()
+	allowed := map[string]bool{"type": true}
+	for _, f := range fields {
+		name := strings.TrimSuffix(f, "!")
+		allowed[name] = true
+		if strings.HasSuffix(f, "!") && !present[name] {
+			c.add(CodeValidation, at(path, name), "is required for assets of type %s", ra.Type)
+		}
+	}
+	for name, set := range present {
+		if set && !allowed[name] {
+			c.add(CodeValidation, at(path, name), "is not used by assets of type %s", ra.Type)
+		}
+	}
+	if afterEffectsOnly[ra.Type] && job.Engine == renderer.EngineLottie {
+		c.add(CodeValidation, at(path, "type"), "%s assets need an After Effects engine; this job renders with lottie", ra.Type)
+	}
+	a := renderer.Asset{Type: ra.Type}
+	a.Composition = c.str(ra.Composition, at(path, "composition"))
+	a.Property = c.str(ra.Property, at(path, "property"))
+	a.Expression = c.str(ra.Expression, at(path, "expression"))
+	if ra.Type == renderer.AssetData && present["value"] == present["expression"] {
+		c.add(CodeValidation, path, "a data asset needs exactly one of value and expression")
+	}
+	assetComp := c.assetComposition(tpl, comp, a.Composition, at(path, "composition"))
+	if ra.LayerName != nil {
+		a.LayerName = c.str(ra.LayerName, at(path, "layerName"))
+		c.layer(assetComp, a.LayerName, at(path, "layerName"))
+	}
+	a.Value = c.value(ra, path)
+	if ra.Src != nil {
+		a.Src = c.url(*ra.Src, at(path, "src"), true)
+	}
+	a.Name = c.str(ra.Name, at(path, "name"))
+	switch ra.Type {
+	case renderer.AssetFunction:
+		c.function(job, a, ra.Params, assetComp, path)
+		return
+	case renderer.AssetScript:
+		a.Params = c.params(ra.Params, at(path, "params"))
+	case renderer.AssetEssential:
+		c.essential(tpl, a.Value, at(path, "value"))
+	case renderer.AssetJob:
+		c.child(job, a, ra, path, depth)
+		return
+	}
+	job.Spec.Assets = append(job.Spec.Assets, a)
+}
+
+func (c *checker) str(s *string, path string) string {
+	if s == nil {
+		return ""
+	}
+	if len(*s) > maxNameLength {
+		c.add(CodeValidation, path, "is longer than %d characters", maxNameLength)
+	}
+	return *s
+}
+
+// assetComposition is where an asset's layer is looked up: its own composition, or the job's.
+func (c *checker) assetComposition(tpl *persistence.Template, jobComp *renderer.Composition, name, path string) *renderer.Composition {
+	if name == "" || tpl == nil || tpl.Inspection == nil {
+		return jobComp
+	}
+	comp := tpl.Inspection.Composition(name)
+	if comp == nil {
+		c.add(CodeCompositionNotFound, path, "no composition named %q in template %s", name, tpl.ID)
+	}
+	return comp
+}
+
+func (c *checker) layer(comp *renderer.Composition, name, path string) {
+	if name == "" {
+		c.add(CodeValidation, path, "must not be empty")
+		return
+	}
+	if comp != nil && !comp.HasLayer(name) {
+		c.add(CodeLayerNotFound, path, "no layer named %q in composition %q", name, comp.Name)
+	}
+}
+
+func (c *checker) value(ra *rawAsset, path string) json.RawMessage {
+	if len(ra.Value) == 0 || string(ra.Value) == "null" {
+		return nil
+	}
+	if len(ra.Value) > maxValueLength {
+		c.add(CodeValidation, at(path, "value"), "is larger than %d bytes", maxValueLength)
+		return nil
+	}
+	switch ra.Type {
+	case renderer.AssetText:
+		var s string
+		if json.Unmarshal(ra.Value, &s) != nil {
+			c.add(CodeValidation, at(path, "value"), "must be a string (the text to show)")
+		}
+	case renderer.AssetEssential:
+		var m map[string]json.RawMessage
+		if json.Unmarshal(ra.Value, &m) != nil {
+			c.add(CodeValidation, at(path, "value"), "must be an object of essential property names and values")
+		}
+	}
+	c.secrets(string(ra.Value), at(path, "value"))
+	return compact(ra.Value)
+}
+
+func (c *checker) params(raw json.RawMessage, path string) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		c.add(CodeValidation, path, "must be an object")
+		return nil
+	}
+	c.secrets(string(raw), path)
+	return compact(raw)
+}
+
+// function checks a function asset; an array params.layerName becomes one asset per layer, in
+// place, keeping the order of the assets.
+func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp *renderer.Composition, path string) {
+	if a.Name != "" && !functionNamePattern.MatchString(a.Name) {
+		c.add(CodeValidation, at(path, "name"), "must be a namespaced function name such as \"nx:layer-remove\", not %q", a.Name)
+	}
+	a.Params = c.params(raw, at(path, "params"))
+	if a.Params == nil {
+		job.Spec.Assets = append(job.Spec.Assets, a)
+		return
+	}
+	var params map[string]json.RawMessage
+	json.Unmarshal(a.Params, &params)
+	layerRaw, hasLayer := params["layerName"]
+	if !hasLayer {
+		job.Spec.Assets = append(job.Spec.Assets, a)
+		return
+	}
+	var one string
+	var many []string
+	switch {
+	case json.Unmarshal(layerRaw, &one) == nil:
+		many = []string{one}
+	case json.Unmarshal(layerRaw, &many) == nil && len(many) > 0:
+	default:
+		c.add(CodeValidation, at(path, "params.layerName"), "must be a layer name or a non-empty array of layer names")
+		return
+	}
+	for i, name := range many {
+		c.layer(comp, name, fmt.Sprintf("%s[%d]", at(path, "params.layerName"), i))
+		params["layerName"], _ = json.Marshal(name)
+		expanded := a
+		expanded.Params, _ = json.Marshal(params)
+		job.Spec.Assets = append(job.Spec.Assets, expanded)
+	}
+}
+
+// essential checks a mogrt's essential values against the controls it exposes.
+func (c *checker) essential(tpl *persistence.Template, value json.RawMessage, path string) {
+	if tpl == nil || tpl.Inspection == nil || tpl.Inspection.Mogrt == nil || value == nil {
+		return
+	}
+	var values map[string]json.RawMessage
+	if json.Unmarshal(value, &values) != nil {
+		return
+	}
+	controls := tpl.Inspection.Mogrt.Controls
+	for name := range values {
+		found := false
+		for _, ctl := range controls {
+			if ctl.Name == name || ctl.ID == name {
+				found = true
+				break
+			}
+		}
+		if !found {
+			names := make([]string, 0, len(controls))
+			for _, ctl := range controls {
+				names = append(names, ctl.Name)
+			}
+			c.add(CodeValidation, at(path, name), "the template has no essential property %q; it has %s", name, quoteList(names))
+		}
+	}
+}
+
+// child checks a nested job asset and records the child job it creates.
+func (c *checker) child(job *Job, a renderer.Asset, ra *rawAsset, path string, depth int) {
+	if depth+1 > c.lim.MaxDepth {
+		c.add(CodeValidation, at(path, "type"), "job assets nest at most %d levels deep", c.lim.MaxDepth)
+		return
+	}
+	if ra.Template == nil {
+		return
+	}
+	child := c.job(&rawJob{Template: ra.Template, Assets: ra.Assets, Preview: ra.Preview, Settings: ra.Settings, Fonts: ra.Fonts}, path, depth+1)
+	if t := child.Spec.Settings.Type; t != renderer.OutputVideo && t != renderer.OutputImage {
+		c.add(CodeValidation, at(path, "settings.type"), "a child job renders a video or an image, not %q", t)
+	}
+	child.Priority, child.Tags = job.Priority, job.Tags
+	job.Children = append(job.Children, child)
+	job.ChildAsset = append(job.ChildAsset, len(job.Spec.Assets))
+	job.Spec.Assets = append(job.Spec.Assets, a)
+}
+
+func compact(raw json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}

@@ -1,0 +1,482 @@
+package validate
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Catalog is what validation needs to know of the requesting team.
+type Catalog interface {
+	// Template returns one of the team's templates, or persistence.ErrNotFound.
+	Template(id string) (*persistence.Template, error)
+	FontExists(fileName string) bool
+	SecretExists(name string) bool
+}
+
+// Limits bound what one request may ask for.
+type Limits struct {
+	// MaxDepth is how deep job assets may nest [3].
+	MaxDepth int
+	// MaxAssets caps the assets of one job [1000].
+	MaxAssets int
+	// AllowPrivateURLs accepts URLs naming loopback or private addresses.
+	AllowPrivateURLs bool
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxDepth <= 0 {
+		l.MaxDepth = 3
+	}
+	if l.MaxAssets <= 0 {
+		l.MaxAssets = 1000
+	}
+	return l
+}
+
+// Job is a validated job request: what becomes one job record, and its children.
+type Job struct {
+	Kind     persistence.JobKind
+	Template *persistence.Template
+	Engine   string
+	Spec     persistence.JobSpec
+	Priority int
+	Tags     []string
+	// MissingFonts are fonts the job names that the team library lacks.
+	MissingFonts []string
+	// Children are the job's nested jobs; Children[i] renders into Spec.Assets[ChildAsset[i]].
+	Children   []*Job
+	ChildAsset []int
+}
+
+// rawJob is the request as sent; fields with several accepted forms stay raw until checked.
+type rawJob struct {
+	Template *rawTemplateRef   `json:"template"`
+	Assets   []json.RawMessage `json:"assets"`
+	Preview  *bool             `json:"preview"`
+	Fonts    []string          `json:"fonts"`
+	Settings json.RawMessage   `json:"settings"`
+	Upload   json.RawMessage   `json:"upload"`
+	Webhook  json.RawMessage   `json:"webhook"`
+	Priority *float64          `json:"priority"`
+	Tags     json.RawMessage   `json:"tags"`
+}
+
+type rawTemplateRef struct {
+	ID          string `json:"id"`
+	Composition string `json:"composition"`
+	Src         string `json:"src"`
+}
+
+type rawSettings struct {
+	Type    string          `json:"type"`
+	Frames  json.RawMessage `json:"frames"`
+	Quality string          `json:"quality"`
+	Codec   string          `json:"codec"`
+	Engine  string          `json:"engine"`
+	Preset  string          `json:"preset"`
+}
+
+// rawAsset holds every field any asset type may carry; which ones a type allows is checked after.
+type rawAsset struct {
+	Type        string            `json:"type"`
+	LayerName   *string           `json:"layerName"`
+	Composition *string           `json:"composition"`
+	Property    *string           `json:"property"`
+	Value       json.RawMessage   `json:"value"`
+	Expression  *string           `json:"expression"`
+	Src         *string           `json:"src"`
+	Name        *string           `json:"name"`
+	Params      json.RawMessage   `json:"params"`
+	Template    *rawTemplateRef   `json:"template"`
+	Assets      []json.RawMessage `json:"assets"`
+	Preview     *bool             `json:"preview"`
+	Settings    json.RawMessage   `json:"settings"`
+	Fonts       []string          `json:"fonts"`
+}
+
+// ParseJob reads and checks a POST /jobs body.
+func ParseJob(body []byte, cat Catalog, lim Limits) (*Job, *Error) {
+	var raw rawJob
+	if err := decodeStrict(body, &raw, ""); err != nil {
+		return nil, err
+	}
+	c := &checker{cat: cat, lim: lim.withDefaults()}
+	job := c.job(&raw, "", 0)
+	if e := c.err(); e != nil {
+		return nil, e
+	}
+	return job, nil
+}
+
+type checker struct {
+	problems
+	cat Catalog
+	lim Limits
+}
+
+func (c *checker) job(raw *rawJob, path string, depth int) *Job {
+	job := &Job{Kind: persistence.KindRender}
+	if raw.Template == nil {
+		c.add(CodeValidation, at(path, "template"), "is required")
+		return job
+	}
+	tpl := c.template(raw.Template, at(path, "template"))
+	job.Template = tpl
+	job.Spec.TemplateSrc = c.url(raw.Template.Src, at(path, "template.src"), false)
+	job.Spec.Preview = raw.Preview != nil && *raw.Preview
+	if job.Spec.Preview && len(raw.Settings) > 0 && string(raw.Settings) != "null" {
+		c.add(CodeValidation, at(path, "settings"), "cannot be combined with preview: true")
+	}
+	var comp *renderer.Composition
+	if tpl != nil && tpl.Inspection != nil {
+		job.Spec.Composition, comp = c.composition(tpl, raw.Template.Composition, at(path, "template.composition"))
+	}
+	job.Spec.Settings = c.settings(raw.Settings, at(path, "settings"), false)
+	job.Engine = c.engine(tpl, job.Spec.Settings, at(path, "settings.engine"))
+	job.Spec.Fonts, job.MissingFonts = c.fonts(raw.Fonts, at(path, "fonts"))
+	job.Priority = c.priority(raw.Priority, at(path, "priority"))
+	job.Tags = c.tags(raw.Tags, at(path, "tags"))
+	job.Spec.Upload = c.upload(raw.Upload, at(path, "upload"))
+	job.Spec.Webhook = c.webhook(raw.Webhook, at(path, "webhook"))
+	if raw.Assets == nil {
+		c.add(CodeValidation, at(path, "assets"), "is required (an empty array when nothing is injected)")
+	}
+	c.assets(job, raw.Assets, tpl, comp, path, depth)
+	return job
+}
+
+// at joins a field path.
+func at(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func (c *checker) template(ref *rawTemplateRef, path string) *persistence.Template {
+	if ref.ID == "" {
+		c.add(CodeValidation, at(path, "id"), "is required")
+		return nil
+	}
+	tpl, err := c.cat.Template(ref.ID)
+	if err != nil {
+		c.add(CodeTemplateNotFound, at(path, "id"), "no template %q", ref.ID)
+		return nil
+	}
+	if tpl.Status != persistence.TemplateUploaded || tpl.Inspection == nil {
+		msg := fmt.Sprintf("template %s is %s, not uploaded", tpl.ID, tpl.Status)
+		if tpl.Error != "" {
+			msg += ": " + tpl.Error
+		}
+		c.add(CodeTemplateNotReady, at(path, "id"), "%s", msg)
+		return nil
+	}
+	return tpl
+}
+
+// composition resolves the composition to render; a mogrt falls back to its own.
+func (c *checker) composition(tpl *persistence.Template, name, path string) (string, *renderer.Composition) {
+	if name == "" && tpl.Inspection.Mogrt != nil {
+		name = tpl.Inspection.Mogrt.Composition
+	}
+	if name == "" {
+		c.add(CodeValidation, path, "is required; the template has %s", quoteList(tpl.Inspection.CompositionNames()))
+		return "", nil
+	}
+	comp := tpl.Inspection.Composition(name)
+	if comp == nil {
+		c.add(CodeCompositionNotFound, path, "no composition named %q in template %s; it has %s", name, tpl.ID, quoteList(tpl.Inspection.CompositionNames()))
+	}
+	return name, comp
+}
+
+func quoteList(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	q := make([]string, 0, min(len(names), 20))
+	for _, n := range names[:min(len(names), 20)] {
+		q = append(q, fmt.Sprintf("%q", n))
+	}
+	s := strings.Join(q, ", ")
+	if len(names) > 20 {
+		s += fmt.Sprintf(" and %d more", len(names)-20)
+	}
+	return s
+}
+
+var videoCodecs = []string{
+	"video_h264_vbr_1mbps", "video_h264_vbr_5mbps", "video_h264_vbr_15mbps", "video_h264_vbr_40mbps",
+	"video_h264_cbr_1mbps", "video_h264_cbr_5mbps", "video_h264_cbr_15mbps", "video_h264_cbr_40mbps",
+	"video_prores_422", "video_prores_4444",
+}
+var imageCodecs = []string{renderer.CodecPNG, renderer.CodecJPEG}
+
+// settings checks and normalises settings; join jobs take only a preset.
+func (c *checker) settings(raw json.RawMessage, path string, join bool) renderer.Settings {
+	var rs rawSettings
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := decodeStrict(raw, &rs, path); err != nil {
+			c.merge(err)
+			return renderer.Settings{}
+		}
+	}
+	if join {
+		for field, set := range map[string]bool{"type": rs.Type != "", "frames": len(rs.Frames) > 0, "quality": rs.Quality != "", "codec": rs.Codec != "", "engine": rs.Engine != ""} {
+			if set {
+				c.add(CodeValidation, at(path, field), "does not apply to join jobs (only settings.preset does)")
+			}
+		}
+		switch rs.Preset {
+		case "", "mp4":
+			return renderer.Settings{Type: renderer.OutputVideo, Preset: "mp4", Codec: "video_h264_vbr_15mbps"}
+		}
+		c.add(CodeValidation, at(path, "preset"), "unknown preset %q; the only preset is \"mp4\"", rs.Preset)
+		return renderer.Settings{}
+	}
+	s := renderer.Settings{Type: rs.Type, Quality: rs.Quality, Engine: rs.Engine}
+	if rs.Preset != "" {
+		c.add(CodeValidation, at(path, "preset"), "applies to join jobs only")
+	}
+	switch s.Type {
+	case "":
+		s.Type = renderer.OutputVideo
+	case renderer.OutputVideo, renderer.OutputImage, renderer.OutputAEP:
+	default:
+		c.add(CodeValidation, at(path, "type"), "must be video, image or aep, not %q", s.Type)
+	}
+	if len(rs.Frames) > 0 && string(rs.Frames) != "null" {
+		var f renderer.Frames
+		if err := f.UnmarshalJSON(rs.Frames); err != nil {
+			c.add(CodeValidation, at(path, "frames"), "%v", err)
+		} else {
+			s.Frames = &f
+		}
+	}
+	switch {
+	case s.Type == renderer.OutputImage && s.Frames == nil:
+		c.add(CodeValidation, at(path, "frames"), "is required when type is image")
+	case s.Type == renderer.OutputVideo && s.Frames != nil && !s.Frames.Range:
+		c.add(CodeValidation, at(path, "frames"), "a video needs a range [start, end], not a single frame")
+	case s.Type == renderer.OutputAEP && s.Frames != nil:
+		c.add(CodeValidation, at(path, "frames"), "does not apply to aep output")
+	}
+	switch s.Quality {
+	case "", "full", "draft":
+	default:
+		c.add(CodeValidation, at(path, "quality"), "must be draft or full, not %q", s.Quality)
+	}
+	s.Codec = c.codec(rs.Codec, s.Type, at(path, "codec"))
+	if s.Engine != "" && !slices.Contains(renderer.SelectableEngines, s.Engine) {
+		c.add(CodeValidation, at(path, "engine"), "must be one of %s, not %q", quoteList(renderer.SelectableEngines), s.Engine)
+	}
+	return s
+}
+
+func (c *checker) codec(codec, outputType, path string) string {
+	if codec == "" {
+		switch outputType {
+		case renderer.OutputImage:
+			return renderer.CodecPNG
+		case renderer.OutputAEP:
+			return ""
+		}
+		return "video_h264_vbr_15mbps"
+	}
+	normal := codec
+	if !strings.HasPrefix(codec, "video_") && !strings.HasPrefix(codec, "image_") {
+		if slices.Contains(imageCodecs, "image_"+codec) {
+			normal = "image_" + codec
+		} else {
+			normal = "video_" + codec
+		}
+	}
+	switch {
+	case outputType == renderer.OutputAEP:
+		c.add(CodeValidation, path, "does not apply to aep output")
+	case outputType == renderer.OutputImage && !slices.Contains(imageCodecs, normal):
+		c.add(CodeValidation, path, "an image needs %s, not %q", quoteList(imageCodecs), codec)
+	case outputType == renderer.OutputVideo && !slices.Contains(videoCodecs, normal):
+		c.add(CodeValidation, path, "a video needs one of %s, not %q", quoteList(videoCodecs), codec)
+	}
+	return normal
+}
+
+// engine picks the job's engine: the one asked for, if the template supports it, or the
+// template's preferred engine.
+func (c *checker) engine(tpl *persistence.Template, s renderer.Settings, path string) string {
+	if tpl == nil || tpl.Inspection == nil {
+		return s.Engine
+	}
+	engines := tpl.Inspection.Engines
+	if s.Engine == "" {
+		if len(engines) == 0 {
+			c.add(CodeValidation, path, "no render engine can render template %s", tpl.ID)
+			return ""
+		}
+		return engines[0]
+	}
+	if !slices.Contains(engines, s.Engine) && !(isAfterEffects(s.Engine) && slices.ContainsFunc(engines, isAfterEffects)) {
+		c.add(CodeValidation, path, "template %s can be rendered by %s, not %q", tpl.ID, quoteList(engines), s.Engine)
+	}
+	if s.Engine == renderer.EngineLottie && s.Type == renderer.OutputAEP {
+		c.add(CodeValidation, path, "aep output needs an After Effects engine")
+	}
+	return s.Engine
+}
+
+func isAfterEffects(engine string) bool { return strings.HasPrefix(engine, "ae") }
+
+var fileNamePattern = regexp.MustCompile(`^[^/\\\x00]{1,255}$`)
+
+func (c *checker) fonts(names []string, path string) (fonts, missing []string) {
+	if len(names) > 100 {
+		c.add(CodeValidation, path, "at most 100 fonts, got %d", len(names))
+		return nil, nil
+	}
+	for i, name := range names {
+		if !fileNamePattern.MatchString(name) || name == "." || name == ".." {
+			c.add(CodeValidation, fmt.Sprintf("%s[%d]", path, i), "must be a font file name")
+			continue
+		}
+		if slices.Contains(fonts, name) {
+			continue
+		}
+		fonts = append(fonts, name)
+		if !c.cat.FontExists(name) {
+			missing = append(missing, name)
+		}
+	}
+	return fonts, missing
+}
+
+// Priority bounds.
+const maxPriority = 1_000_000
+
+func (c *checker) priority(p *float64, path string) int {
+	if p == nil {
+		return 0
+	}
+	if *p != math.Trunc(*p) || math.Abs(*p) > maxPriority {
+		c.add(CodeValidation, path, "must be an integer between %d and %d", -maxPriority, maxPriority)
+		return 0
+	}
+	return int(*p)
+}
+
+// TagPattern is what one tag may look like.
+var TagPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// tags accepts an array of strings or one comma-separated string.
+func (c *checker) tags(raw json.RawMessage, path string) []string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	var list []string
+	var joined string
+	if err := json.Unmarshal(raw, &joined); err == nil {
+		list = strings.Split(joined, ",")
+	} else if err := json.Unmarshal(raw, &list); err != nil {
+		c.add(CodeValidation, path, "must be an array of strings or one comma-separated string")
+		return nil
+	}
+	if len(list) > 20 {
+		c.add(CodeValidation, path, "at most 20 tags, got %d", len(list))
+		return nil
+	}
+	var tags []string
+	for _, tag := range list {
+		if !TagPattern.MatchString(tag) {
+			c.add(CodeValidation, path, "tag %q must match ^[a-zA-Z0-9-_]+$ (at most 64 characters)", tag)
+			continue
+		}
+		if !slices.Contains(tags, tag) {
+			tags = append(tags, tag)
+		}
+	}
+	return tags
+}
+
+// secrets checks that every ${secret.NAME} in s names an existing secret.
+func (c *checker) secrets(s, path string) {
+	for _, name := range secretbox.References(s) {
+		if !c.cat.SecretExists(name) {
+			c.add(CodeSecretNotFound, path, "no secret named %q", name)
+		}
+	}
+}
+
+// url checks an http(s) URL a node or the webhook sender will reach; secret references are
+// allowed and checked for existence (the URL itself is then checked when used).
+func (c *checker) url(s, path string, required bool) string {
+	if s == "" {
+		if required {
+			c.add(CodeValidation, path, "is required")
+		}
+		return ""
+	}
+	if len(s) > 8192 {
+		c.add(CodeValidation, path, "is longer than 8192 characters")
+		return s
+	}
+	c.secrets(s, path)
+	if len(secretbox.References(s)) > 0 && !strings.HasPrefix(s, "http") {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.add(CodeValidation, path, "must be an http or https URL")
+		return s
+	}
+	if !c.lim.AllowPrivateURLs && privateHost(u.Hostname()) {
+		c.add(CodeValidation, path, "points to a private or loopback address, which this service does not reach")
+	}
+	return s
+}
+
+func privateHost(host string) bool {
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	addr = addr.Unmap()
+	return addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsUnspecified()
+}
+
+func (c *checker) merge(e *Error) {
+	if len(e.Details) == 0 {
+		c.add(e.Code, "", "%s", e.Message)
+		return
+	}
+	for _, d := range e.Details {
+		c.add(e.Code, d.Field, "%s", d.Message)
+	}
+}
+
+// URL checks an http(s) URL the coordinator fetches itself (a template src): secret references
+// are not substituted there, so they are refused.
+func URL(raw, field string, lim Limits) *Error {
+	c := &checker{cat: noCatalog{}, lim: lim.withDefaults()}
+	c.url(raw, field, true)
+	return c.err()
+}
+
+// noCatalog knows no templates, fonts or secrets.
+type noCatalog struct{}
+
+func (noCatalog) Template(string) (*persistence.Template, error) { return nil, persistence.ErrNotFound }
+func (noCatalog) FontExists(string) bool                          { return false }
+func (noCatalog) SecretExists(string) bool                        { return false }

@@ -1,0 +1,90 @@
+package fontfile
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"unicode/utf16"
+)
+
+// systemFont finds a TrueType font installed on the machine (fonts-dejavu-core is installed by
+// the README's set-up command).
+func systemFont(t testing.TB) []byte {
+	for _, p := range []string{"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"} {
+		if data, err := os.ReadFile(p); err == nil {
+			return data
+		}
+	}
+	matches, _ := filepath.Glob("/usr/share/fonts/truetype/*/*.ttf")
+	if len(matches) == 0 {
+		t.Fatal("no TrueType font on this machine; install fonts-dejavu-core (make setup does)")
+	}
+	data, err := os.ReadFile(matches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestFamilyOfARealFont(t *testing.T) {
+	family, err := Family(systemFont(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if family != "DejaVu Sans" {
+		t.Fatalf("family %q, want DejaVu Sans", family)
+	}
+}
+
+// buildFont makes a minimal TrueType file with one name table entry.
+func buildFont(platform, encoding, nameID uint16, name []byte) []byte {
+	header := make([]byte, 12+16)
+	binary.BigEndian.PutUint32(header[0:], 0x00010000)
+	binary.BigEndian.PutUint16(header[4:], 1)
+	copy(header[12:], "name")
+	table := make([]byte, 6+12)
+	binary.BigEndian.PutUint16(table[2:], 1)
+	binary.BigEndian.PutUint16(table[4:], 18)
+	binary.BigEndian.PutUint16(table[6:], platform)
+	binary.BigEndian.PutUint16(table[8:], encoding)
+	binary.BigEndian.PutUint16(table[10:], 0x409)
+	binary.BigEndian.PutUint16(table[12:], nameID)
+	binary.BigEndian.PutUint16(table[14:], uint16(len(name)))
+	table = append(table, name...)
+	binary.BigEndian.PutUint32(header[12+8:], uint32(len(header)))
+	binary.BigEndian.PutUint32(header[12+12:], uint32(len(table)))
+	return append(header, table...)
+}
+
+func TestFamilyDecodesUTF16(t *testing.T) {
+	u := utf16.Encode([]rune("Héllo Sans"))
+	b := make([]byte, 2*len(u))
+	for i, c := range u {
+		binary.BigEndian.PutUint16(b[2*i:], c)
+	}
+	got, err := Family(buildFont(3, 1, 1, b))
+	if err != nil || got != "Héllo Sans" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+func TestRejectsOtherFiles(t *testing.T) {
+	for name, data := range map[string][]byte{
+		"empty": nil, "otf": []byte("OTTO\x00\x00\x00\x00\x00\x00\x00\x00"), "zip": []byte("PK\x03\x04aaaaaaaaaaaa"),
+		"truncated directory": append([]byte("\x00\x01\x00\x00\x00\x09"), make([]byte, 10)...),
+	} {
+		if _, err := Family(data); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func FuzzFamily(f *testing.F) {
+	f.Add(buildFont(3, 1, 1, []byte{0, 'A'}))
+	f.Add(buildFont(1, 0, 16, []byte("Mac")))
+	f.Add([]byte("true\x00\x01\x00\x00\x00\x00\x00\x00name"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		Family(data) // must not panic
+	})
+}
