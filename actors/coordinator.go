@@ -114,9 +114,9 @@ type Deps struct {
 // Coordinator runs the actors and is what the HTTP layer talks to.
 type Coordinator struct {
 	Deps
-	cfg    Config
-	log    *slog.Logger
-	system *actor.ActorSystem
+	cfg     Config
+	log     *slog.Logger
+	system  *actor.ActorSystem
 	jobs    *registry
 	batches *registry
 

@@ -16,10 +16,10 @@ var (
 	bucketTeamNames = []byte("team_names") // name -> team id
 	bucketTokens    = []byte("tokens")     // sha256(token) -> Token
 
-	bucketTemplates   = []byte("templates")   // team + template id -> Template
-	bucketFonts       = []byte("fonts")       // team + font id -> Font
-	bucketFontNames   = []byte("font_names")  // team + file name -> font id
-	bucketSecrets     = []byte("secrets")     // team + secret id -> Secret
+	bucketTemplates   = []byte("templates")    // team + template id -> Template
+	bucketFonts       = []byte("fonts")        // team + font id -> Font
+	bucketFontNames   = []byte("font_names")   // team + file name -> font id
+	bucketSecrets     = []byte("secrets")      // team + secret id -> Secret
 	bucketSecretNames = []byte("secret_names") // team + name -> secret id
 
 	bucketJobs = []byte("jobs") // job id -> Job

@@ -155,7 +155,9 @@ func (t *Tx) DeleteSecret(teamID, secretID ulid.ULID) error {
 func (t *Tx) PutBatch(b *Batch) error { return t.putJSON(bucketBatches, id(b.ID), b) }
 
 // BatchExists reports whether a batch is stored.
-func (t *Tx) BatchExists(batchID ulid.ULID) bool { return t.bucket(bucketBatches).Get(id(batchID)) != nil }
+func (t *Tx) BatchExists(batchID ulid.ULID) bool {
+	return t.bucket(bucketBatches).Get(id(batchID)) != nil
+}
 
 // TeamBatch loads a batch that belongs to team.
 func (t *Tx) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {

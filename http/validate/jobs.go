@@ -478,5 +478,5 @@ func URL(raw, field string, lim Limits) *Error {
 type noCatalog struct{}
 
 func (noCatalog) Template(string) (*persistence.Template, error) { return nil, persistence.ErrNotFound }
-func (noCatalog) FontExists(string) bool                          { return false }
-func (noCatalog) SecretExists(string) bool                        { return false }
+func (noCatalog) FontExists(string) bool                         { return false }
+func (noCatalog) SecretExists(string) bool                       { return false }
