@@ -82,14 +82,18 @@ func setDefault[T comparable](v *T, def T) {
 
 // Observer receives what the actors do, for metrics.
 type Observer interface {
-	// JobStateChanged reports a transition; from is 0 when the job was just created.
-	JobStateChanged(from, to persistence.JobState)
+	// JobStateChanged reports a durable transition; from is 0 when the job was just created.
+	JobStateChanged(jobID ulid.ULID, from, to persistence.JobState)
+	// JobProgressSaved reports a rendering job's progress once it is durable.
+	JobProgressSaved(jobID ulid.ULID, percent float64)
+	// TemplateStatusChanged reports a durable template status.
+	TemplateStatusChanged(templateID ulid.ULID, status persistence.TemplateStatus)
 	RenderFinished(engine string, d time.Duration)
 	// StaleReport counts a node report rejected because its attempt is no longer current.
 	StaleReport()
 	Requeued()
-	// WebhookAttempt reports one delivery attempt: "delivered", "retrying" or "failed".
-	WebhookAttempt(result string)
+	// WebhookAttempt reports one recorded delivery attempt: "delivered", "retrying" or "failed".
+	WebhookAttempt(jobID ulid.ULID, result string)
 }
 
 // Deps are the coordinator's collaborators.
@@ -246,7 +250,7 @@ func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job
 // startNewJobs starts the actors of jobs whose first write is durable.
 func (c *Coordinator) startNewJobs(jobs []*persistence.Job) {
 	for _, j := range jobs {
-		c.Observer.JobStateChanged(0, j.State)
+		c.Observer.JobStateChanged(j.ID, 0, j.State)
 		c.jobs.activate(j.ID, c.jobProducer(j))
 	}
 }

@@ -212,7 +212,11 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	}
 	a.progressSavedAt = now
 	next := a.job.WithProgress(percent)
-	a.persist(ctx, a.job.State, next, nil, nil, nil)
+	a.persist(ctx, a.job.State, next, nil, nil, func(err error) {
+		if err == nil {
+			a.c.Observer.JobProgressSaved(a.job.ID, percent)
+		}
+	})
 }
 
 func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
@@ -446,7 +450,7 @@ func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 		a.log.Error("cannot persist a job change", "err", w.err)
 	} else {
 		if w.next.State != a.job.State {
-			a.c.Observer.JobStateChanged(a.job.State, w.next.State)
+			a.c.Observer.JobStateChanged(a.job.ID, a.job.State, w.next.State)
 		}
 		a.job = w.next
 	}

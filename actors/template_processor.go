@@ -113,8 +113,11 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 	switch m := msg.(type) {
 	case *templateCreate:
 		p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(m.tpl) }, func(err error) {
-			if err == nil && m.tpl.Status == persistence.TemplateDownloading {
-				p.startDownload(ctx, m.tpl)
+			if err == nil {
+				p.c.Observer.TemplateStatusChanged(m.tpl.ID, m.tpl.Status)
+				if m.tpl.Status == persistence.TemplateDownloading {
+					p.startDownload(ctx, m.tpl)
+				}
 			}
 			reply(m.tpl, err)
 		})
@@ -175,7 +178,12 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 	}
 	edit(tpl)
 	tpl.UpdatedAt = p.c.Clock.Now()
-	p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(tpl) }, func(err error) { then(tpl, err) })
+	p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(tpl) }, func(err error) {
+		if err == nil {
+			p.c.Observer.TemplateStatusChanged(tpl.ID, tpl.Status)
+		}
+		then(tpl, err)
+	})
 }
 
 func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID, file persistence.StoredFile,

@@ -123,27 +123,24 @@ func (w *webhookDispatcher) pump(ctx actor.Context) {
 func (w *webhookDispatcher) settle(r *deliveryResult) {
 	d := *r.delivery
 	d.Attempt++
-	var line string
+	var line, result string
 	var write func(*persistence.Tx) error
 	switch {
 	case r.err == nil:
-		line = fmt.Sprintf("webhook delivered (attempt %d, %s)", d.Attempt, r.outcome)
+		line, result = fmt.Sprintf("webhook delivered (attempt %d, %s)", d.Attempt, r.outcome), WebhookDelivered
 		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
-		w.c.Observer.WebhookAttempt(WebhookDelivered)
 	case errors.Is(r.err, errDeliveryObsolete):
 		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
 	case d.Attempt > len(w.c.cfg.WebhookBackoff):
-		line = fmt.Sprintf("webhook failed after %d attempts, giving up: %v", d.Attempt, r.err)
+		line, result = fmt.Sprintf("webhook failed after %d attempts, giving up: %v", d.Attempt, r.err), WebhookFailed
 		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
-		w.c.Observer.WebhookAttempt(WebhookFailed)
 	default:
 		wait := jitter(w.c.cfg.WebhookBackoff[d.Attempt-1])
 		d.NextAt = w.c.Clock.Now().Add(wait)
 		d.LastError = r.err.Error()
-		line = fmt.Sprintf("webhook attempt %d failed (%v); next attempt in %s", d.Attempt, r.err, wait.Round(time.Millisecond))
+		line, result = fmt.Sprintf("webhook attempt %d failed (%v); next attempt in %s", d.Attempt, r.err, wait.Round(time.Millisecond)), WebhookRetrying
 		write = func(tx *persistence.Tx) error { return tx.PutDelivery(&d) }
 		heap.Push(&w.waiting, &d)
-		w.c.Observer.WebhookAttempt(WebhookRetrying)
 	}
 	w.c.Store.UpdateAsync(func(tx *persistence.Tx) error {
 		if line != "" {
@@ -153,8 +150,11 @@ func (w *webhookDispatcher) settle(r *deliveryResult) {
 		}
 		return write(tx)
 	}, func(err error) {
-		if err != nil {
+		switch {
+		case err != nil:
 			w.c.log.Error("cannot record a webhook attempt", "delivery", d.ID.String(), "err", err)
+		case result != "":
+			w.c.Observer.WebhookAttempt(d.JobID, result)
 		}
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/inspect"
 )
@@ -19,10 +20,12 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-// plugins are the engines and the template inspector this build has.
+// plugins are the engines and the template inspector this build has. observe, when set, wraps
+// the metrics observer (tests use it to be told of transitions instead of polling).
 type plugins struct {
 	renderers []renderer.Renderer
 	inspector renderer.Inspector
+	observe   func(actors.Observer) actors.Observer
 }
 
 func productionPlugins() plugins {

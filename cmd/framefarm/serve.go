@@ -115,6 +115,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if cfg.Server.PublicURL == "" {
 		publicURL = localURL
 	}
+	var observer actors.Observer = m
+	if p.observe != nil {
+		observer = p.observe(m)
+	}
 	clk := clock.Real{}
 	ids := persistence.NewIDs()
 	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
@@ -130,7 +134,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		TemplateMaxBytes:   cfg.Templates.MaxFileBytes,
 	}, actors.Deps{
 		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(localURL, urlKey), Secrets: box,
-		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: m, Logger: log, Outbound: guarded,
+		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
 	})
 	server := api.New(api.Config{
 		MaxBodyBytes:     cfg.Server.MaxBodyBytes,

@@ -123,7 +123,7 @@ func (s *Server) uploadTemplateFile(r *request) {
 		return
 	}
 	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > s.cfg.MaxTemplateBytes {
-		r.fail(tooLarge(s.cfg.MaxTemplateBytes))
+		r.fail(r.tooLarge(s.cfg.MaxTemplateBytes))
 		return
 	}
 	var tpl *persistence.Template
@@ -134,7 +134,7 @@ func (s *Server) uploadTemplateFile(r *request) {
 	key := actors.TemplateFileKey(tpl.ID, s.IDs.New(s.Clock.Now()))
 	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), s.cfg.MaxTemplateBytes)
 	if errors.Is(err, blobs.ErrTooLarge) {
-		r.fail(tooLarge(s.cfg.MaxTemplateBytes))
+		r.fail(r.tooLarge(s.cfg.MaxTemplateBytes))
 		return
 	}
 	if err != nil {
@@ -163,12 +163,12 @@ func (s *Server) uploadOutput(r *request) {
 		return
 	}
 	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > s.cfg.MaxOutputBytes {
-		r.fail(tooLarge(s.cfg.MaxOutputBytes))
+		r.fail(r.tooLarge(s.cfg.MaxOutputBytes))
 		return
 	}
 	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), s.cfg.MaxOutputBytes)
 	if errors.Is(err, blobs.ErrTooLarge) {
-		r.fail(tooLarge(s.cfg.MaxOutputBytes))
+		r.fail(r.tooLarge(s.cfg.MaxOutputBytes))
 		return
 	}
 	if err != nil {

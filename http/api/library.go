@@ -40,7 +40,7 @@ func fontNotFound(id string) *apiError {
 func (s *Server) uploadFont(r *request) {
 	limit := s.cfg.MaxFontBytes
 	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit+64<<10 {
-		r.fail(tooLarge(limit))
+		r.fail(r.tooLarge(limit))
 		return
 	}
 	_, params, err := mime.ParseMediaType(string(r.ctx.Request.Header.ContentType()))
@@ -69,7 +69,7 @@ func (s *Server) uploadFont(r *request) {
 				return
 			}
 			if int64(len(data)) > limit {
-				r.fail(tooLarge(limit))
+				r.fail(r.tooLarge(limit))
 				return
 			}
 		case "familyName":

@@ -108,19 +108,27 @@ func (r *request) failErr(err error, notFound *apiError) {
 // body reads the request body, up to limit bytes.
 func (r *request) body(limit int64) ([]byte, *apiError) {
 	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit {
-		return nil, tooLarge(limit)
+		return nil, r.tooLarge(limit)
 	}
 	data, err := io.ReadAll(io.LimitReader(r.ctx.RequestBodyStream(), limit+1))
 	if err != nil {
 		return nil, newError(http.StatusBadRequest, validate.CodeInvalidJSON, "the body could not be read: %v", err)
 	}
 	if int64(len(data)) > limit {
-		return nil, tooLarge(limit)
+		return nil, r.tooLarge(limit)
 	}
 	return data, nil
 }
 
-func tooLarge(limit int64) *apiError {
+// drainLimit is how much of a refused body is read and dropped so the client, still sending,
+// can read the answer; past it the connection is closed.
+const drainLimit = 64 << 20
+
+// tooLarge refuses a body over limit. The client may still be sending it: closing the connection
+// with unread data would reset it before the answer is read, so a bounded amount is drained first.
+func (r *request) tooLarge(limit int64) *apiError {
+	io.CopyN(io.Discard, r.ctx.RequestBodyStream(), drainLimit)
+	r.ctx.SetConnectionClose()
 	return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge, "the body is larger than the %d bytes allowed", limit)
 }
 

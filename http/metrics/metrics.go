@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,6 +30,7 @@ type Metrics struct {
 	commitWrites   prometheus.Histogram
 	staleReports   prometheus.Counter
 	requeues       prometheus.Counter
+	templates      *prometheus.CounterVec
 }
 
 var (
@@ -70,9 +72,12 @@ func New() *Metrics {
 		requeues: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framefarm_requeues_total", Help: "Jobs queued again after an attempt was lost.",
 		}),
+		templates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_template_transitions_total", Help: "Templates that reached a status.",
+		}, []string{"status"}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
-		m.commitWrites, m.staleReports, m.requeues,
+		m.commitWrites, m.staleReports, m.requeues, m.templates,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
 		m.jobs.WithLabelValues(s.String())
@@ -95,7 +100,7 @@ func (m *Metrics) SetJobCounts(counts map[persistence.JobState]int) {
 	}
 }
 
-func (m *Metrics) JobStateChanged(from, to persistence.JobState) {
+func (m *Metrics) JobStateChanged(_ ulid.ULID, from, to persistence.JobState) {
 	if from != 0 {
 		m.jobs.WithLabelValues(from.String()).Dec()
 	} else {
@@ -112,6 +117,13 @@ func (m *Metrics) JobStateChanged(from, to persistence.JobState) {
 	}
 }
 
+// JobProgressSaved needs no metric: progress is visible on the job.
+func (m *Metrics) JobProgressSaved(ulid.ULID, float64) {}
+
+func (m *Metrics) TemplateStatusChanged(_ ulid.ULID, status persistence.TemplateStatus) {
+	m.templates.WithLabelValues(string(status)).Inc()
+}
+
 func (m *Metrics) RenderFinished(engine string, d time.Duration) {
 	m.renderDuration.WithLabelValues(engine).Observe(d.Seconds())
 }
@@ -120,7 +132,7 @@ func (m *Metrics) StaleReport() { m.staleReports.Inc() }
 
 func (m *Metrics) Requeued() { m.requeues.Inc() }
 
-func (m *Metrics) WebhookAttempt(result string) { m.webhooks.WithLabelValues(result).Inc() }
+func (m *Metrics) WebhookAttempt(_ ulid.ULID, result string) { m.webhooks.WithLabelValues(result).Inc() }
 
 // ObserveRequest records one HTTP request.
 func (m *Metrics) ObserveRequest(route, method string, status int, d time.Duration) {

@@ -1,0 +1,391 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/framefarm/framefarm/renderer"
+)
+
+func TestTemplateLifecycle(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	var tpl templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Promo"}, http.StatusCreated, &tpl)
+	if tpl.Status != "awaiting_upload" || tpl.UploadInfo == nil || tpl.UploadInfo.Method != "PUT" || tpl.UploadInfo.ExpiresIn != 3600 ||
+		tpl.UploadInfo.Key == "" || tpl.UploadInfo.Fields["Content-Type"] != "application/octet-stream" {
+		t.Fatalf("new template %+v", tpl)
+	}
+	// The upload URL is bound to its signature.
+	acme.put(strings.Replace(tpl.UploadInfo.URL, "sig=", "sig=0", 1), []byte("x"), http.StatusForbidden)
+	// A fresh upload URL works as well as the first.
+	var fresh struct {
+		URL string `json:"url"`
+	}
+	acme.must(http.MethodPut, "/api/v2/templates/"+tpl.ID+"/upload", nil, http.StatusOK, &fresh)
+	acme.put(fresh.URL, templateZip(t, inspection()), http.StatusOK)
+	c.waitFor("template", tpl.ID, "uploaded")
+
+	var comps []renderer.Composition
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID+"/compositions", nil, http.StatusOK, &comps)
+	if len(comps) != 2 || comps[0].Name != "main" || comps[0].Layers[0].Text != "Hello" {
+		t.Fatalf("compositions %+v", comps)
+	}
+	var renamed templateAnswer
+	acme.must(http.MethodPatch, "/api/v2/templates/"+tpl.ID, map[string]string{"displayName": "Promo v2"}, http.StatusOK, &renamed)
+	acme.fails(http.MethodPatch, "/api/v2/templates/"+tpl.ID, map[string]string{"displayName": " "}, http.StatusBadRequest, "validation_error")
+	var list []map[string]any
+	acme.must(http.MethodGet, "/api/v2/templates", nil, http.StatusOK, &list)
+	if len(list) != 1 || list[0]["displayName"] != "Promo v2" {
+		t.Fatalf("list %v", list)
+	}
+	var download struct {
+		URL string `json:"url"`
+	}
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID+"/download", nil, http.StatusOK, &download)
+	if status, data := get(t, download.URL); status != http.StatusOK || !bytes.Equal(data, templateZip(t, inspection())) {
+		t.Fatalf("download: %d, %d bytes", status, len(data))
+	}
+
+	// Delete: refused while a queued job uses it, done once the job is cancelled.
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tpl.ID), http.StatusOK, &cr)
+	acme.fails(http.MethodDelete, "/api/v2/templates/"+tpl.ID, nil, http.StatusConflict, "conflict")
+	acme.must(http.MethodPatch, "/api/v2/jobs/"+cr.ID+"/cancel", nil, http.StatusOK, nil)
+	if status, _, _ := acme.call(http.MethodDelete, "/api/v2/templates/"+tpl.ID, nil); status != http.StatusNoContent {
+		t.Fatalf("delete: %d", status)
+	}
+	acme.fails(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusNotFound, "template_not_found")
+	if status, _ := get(t, download.URL); status != http.StatusNotFound {
+		t.Fatalf("deleted template's file still served: %d", status)
+	}
+}
+
+func TestTemplateErrors(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	acme.fails(http.MethodPost, "/api/v2/templates", map[string]string{"type": "psd", "displayName": "x"}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep"}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPost, "/api/v2/templates", map[string]any{"type": "aep", "displayName": "x", "extra": 1}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPost, "/api/v2/templates", "{", http.StatusBadRequest, "invalid_json")
+	acme.fails(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep", "displayName": "x", "src": "ftp://example.com/a.aep"}, http.StatusBadRequest, "validation_error")
+
+	// A zip uploaded as an aep ends in error saying what the file really is.
+	var tpl templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep", "displayName": "Wrong"}, http.StatusCreated, &tpl)
+	acme.put(tpl.UploadInfo.URL, templateZip(t, inspection()), http.StatusOK)
+	c.waitFor("template", tpl.ID, "error")
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
+	if tpl.Error == nil || !strings.Contains(*tpl.Error, "zip archive") || !strings.Contains(*tpl.Error, "aep") {
+		t.Fatalf("error %v", tpl.Error)
+	}
+	// A real After Effects project passes the type check; this build's inspector reads manifests
+	// only, so it ends in error with the inspector's message, never with invented layers.
+	aep, err := os.ReadFile("../../../shared/fixtures/templates/nexrender_1layer.aep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep", "displayName": "Real"}, http.StatusCreated, &tpl)
+	acme.put(tpl.UploadInfo.URL, aep, http.StatusOK)
+	c.waitFor("template", tpl.ID, "error")
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
+	if tpl.Error == nil || strings.Contains(*tpl.Error, "zip archive") || len(tpl.Layers) != 0 {
+		t.Fatalf("aep template %+v", tpl)
+	}
+	acme.fails(http.MethodGet, "/api/v2/templates/"+tpl.ID+"/compositions", nil, http.StatusConflict, "template_not_ready")
+	acme.fails(http.MethodPost, "/api/v2/jobs", renderJob(tpl.ID), http.StatusBadRequest, "template_not_ready")
+}
+
+func TestTemplateFromSrc(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	file := templateZip(t, inspection())
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/promo.zip" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(file)
+	}))
+	defer srv.Close()
+	var tpl templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "From src", "src": srv.URL + "/promo.zip"}, http.StatusCreated, &tpl)
+	if tpl.Status != "downloading" || tpl.UploadInfo != nil {
+		t.Fatalf("template from src %+v", tpl)
+	}
+	c.waitFor("template", tpl.ID, "uploaded")
+
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Missing", "src": srv.URL + "/missing.zip"}, http.StatusCreated, &tpl)
+	c.waitFor("template", tpl.ID, "error")
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
+	if tpl.Error == nil || !strings.Contains(*tpl.Error, "404") {
+		t.Fatalf("error %v", tpl.Error)
+	}
+}
+
+// TestJobValidation checks each error code a job creation can answer with.
+func TestJobValidation(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0, config: "\n[jobs]\nmax_nesting_depth = 1\n"})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "KEY", "value": "v"}, http.StatusCreated, nil)
+	job := func(mutate func(map[string]any)) map[string]any {
+		b := renderJob(tplID)
+		mutate(b)
+		return b
+	}
+	cases := []struct {
+		name  string
+		body  any
+		code  string
+		field string
+	}{
+		{"not json", "{", "invalid_json", ""},
+		{"empty", "", "invalid_json", ""},
+		{"array", "[]", "validation_error", ""},
+		{"unknown field", job(func(b map[string]any) { b["colour"] = "red" }), "validation_error", "colour"},
+		{"wrong type", job(func(b map[string]any) { b["preview"] = "yes" }), "validation_error", "preview"},
+		{"no template", map[string]any{"assets": []any{}}, "validation_error", "template"},
+		{"no assets", map[string]any{"template": map[string]any{"id": tplID, "composition": "main"}}, "validation_error", "assets"},
+		{"unknown template", renderJob("01ARZ3NDEKTSV4RRFFQ69G5FAV"), "template_not_found", "template.id"},
+		{"unknown composition", job(func(b map[string]any) { b["template"].(map[string]any)["composition"] = "nope" }), "composition_not_found", "template.composition"},
+		{"unknown layer", renderJob(tplID, map[string]any{"type": "image", "layerName": "Tittle", "src": "https://example.com/a.png"}), "layer_not_found", "assets[0].layerName"},
+		{"layer in other composition", renderJob(tplID, map[string]any{"type": "text", "layerName": "Credits", "value": "x"}), "layer_not_found", "assets[0].layerName"},
+		{"unknown secret", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo", "src": "https://example.com/${secret.NOPE}.png"}), "secret_not_found", "assets[0].src"},
+		{"asset type", renderJob(tplID, map[string]any{"type": "hologram", "layerName": "Photo"}), "validation_error", "assets[0].type"},
+		{"field of another type", renderJob(tplID, map[string]any{"type": "text", "layerName": "Title", "value": "x", "src": "https://example.com/a"}), "validation_error", "assets[0].src"},
+		{"missing src", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo"}), "validation_error", "assets[0].src"},
+		{"script on lottie", renderJob(tplID, map[string]any{"type": "script", "src": "https://example.com/a.jsx"}), "validation_error", "assets[0].type"},
+		{"preview with settings", job(func(b map[string]any) { b["preview"] = true; b["settings"] = map[string]any{"type": "video"} }), "validation_error", "settings"},
+		{"image without frames", job(func(b map[string]any) { b["settings"] = map[string]any{"type": "image"} }), "validation_error", "settings.frames"},
+		{"bad frames", job(func(b map[string]any) { b["settings"] = map[string]any{"type": "image", "frames": []int{5, 2}} }), "validation_error", "settings.frames"},
+		{"bad codec", job(func(b map[string]any) { b["settings"] = map[string]any{"codec": "gif"} }), "validation_error", "settings.codec"},
+		{"engine the template lacks", job(func(b map[string]any) { b["settings"] = map[string]any{"engine": "ae2026"} }), "validation_error", "settings.engine"},
+		{"bad tag", job(func(b map[string]any) { b["tags"] = "ok,not ok" }), "validation_error", "tags"},
+		{"fractional priority", job(func(b map[string]any) { b["priority"] = 1.5 }), "validation_error", "priority"},
+		{"webhook to nowhere", job(func(b map[string]any) { b["webhook"] = map[string]any{"url": "mailto:a@b"} }), "validation_error", "webhook.url"},
+		{"reserved webhook header", job(func(b map[string]any) {
+			b["webhook"] = map[string]any{"url": "https://example.com", "headers": map[string]string{"X-Webhook-Signature": "forged"}}
+		}), "validation_error", "webhook.headers.X-Webhook-Signature"},
+		{"upload without bucket", job(func(b map[string]any) {
+			b["upload"] = map[string]any{"params": map[string]any{"region": "eu", "accessKeyId": "a", "accessKeySecret": "b"}}
+		}), "validation_error", "upload.params.bucket"},
+		{"nesting too deep", renderJob(tplID, map[string]any{"type": "job", "layerName": "Photo",
+			"template": map[string]any{"id": tplID, "composition": "main"}, "settings": map[string]any{"type": "video"},
+			"assets": []any{map[string]any{"type": "job", "layerName": "Logo", "template": map[string]any{"id": tplID, "composition": "main"}, "assets": []any{}}}}),
+			"validation_error", "assets[0].assets[0].type"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := acme.fails(http.MethodPost, "/api/v2/jobs", tc.body, http.StatusBadRequest, tc.code)
+			if tc.field != "" && (len(e.Details) == 0 || e.Details[0].Field != tc.field) {
+				t.Fatalf("details %+v, want field %q", e.Details, tc.field)
+			}
+		})
+	}
+	// Several problems are reported together.
+	e := acme.fails(http.MethodPost, "/api/v2/jobs", renderJob(tplID,
+		map[string]any{"type": "text", "layerName": "A", "value": "x"}, map[string]any{"type": "text", "layerName": "B", "value": "x"}),
+		http.StatusBadRequest, "layer_not_found")
+	if len(e.Details) != 2 {
+		t.Fatalf("details %+v, want both layers", e.Details)
+	}
+	// Not errors: a missing font is reported, valid input with every optional field is accepted.
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", job(func(b map[string]any) {
+		b["fonts"] = []string{"Brand.ttf"}
+		b["priority"] = 7
+		b["tags"] = []string{"promo", "q4"}
+		b["settings"] = map[string]any{"type": "image", "frames": 12, "codec": "jpeg", "quality": "draft"}
+		b["webhook"] = map[string]any{"url": "https://hooks.example.com/${secret.KEY}", "method": "put", "headers": map[string]string{"X-Key": "${secrets.KEY}"}}
+		b["upload"] = map[string]any{"prefix": "renders/", "params": map[string]any{"region": "eu-west-1", "bucket": "b", "accessKeyId": "a", "accessKeySecret": "${secret.KEY}"}}
+		b["assets"] = []any{
+			map[string]any{"type": "function", "name": "nx:layer-remove", "params": map[string]any{"layerName": []string{"Photo", "Logo"}}},
+			map[string]any{"type": "data", "layerName": "Title", "property": "Opacity", "value": 50},
+			map[string]any{"type": "static", "src": "https://example.com/data.json"},
+		}
+	}), http.StatusOK, &cr)
+	if strings.Join(cr.MissingFonts, ",") != "Brand.ttf" || !strings.HasPrefix(cr.OutputURL, "https://b.s3.eu-west-1.amazonaws.com/renders/") || !strings.HasSuffix(cr.OutputURL, ".jpg") {
+		t.Fatalf("creation %+v", cr)
+	}
+	j := acme.job(cr.ID)
+	if j.Priority != 7 || strings.Join(j.Tags, ",") != "promo,q4" || len(j.Assets) != 4 || j.Assets[0]["params"].(map[string]any)["layerName"] != "Photo" ||
+		j.Assets[1]["params"].(map[string]any)["layerName"] != "Logo" {
+		t.Fatalf("job %+v: the layerName array must expand in place", j)
+	}
+	// Bodies over the limit are refused before they are read.
+	big := `{"assets": [], "pad": "` + strings.Repeat("x", 17<<20) + `"}`
+	acme.fails(http.MethodPost, "/api/v2/jobs", big, http.StatusRequestEntityTooLarge, "payload_too_large")
+}
+
+func TestAuthAndTeamIsolation(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme, rival := c.team("acme"), c.team("rival")
+	tplID := acme.uploadTemplate(inspection())
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	var batch struct {
+		BatchID string `json:"batchId"`
+	}
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID)}}, http.StatusOK, &batch)
+	var secret struct {
+		ID string `json:"id"`
+	}
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "S", "value": "v"}, http.StatusCreated, &secret)
+
+	anonymous := &client{c: c}
+	anonymous.fails(http.MethodGet, "/api/v2/jobs", nil, http.StatusUnauthorized, "unauthorized")
+	(&client{c: c, token: "ff_unknown"}).fails(http.MethodGet, "/api/v2/jobs", nil, http.StatusUnauthorized, "unauthorized")
+	acme.fails(http.MethodGet, "/api/v2/nodes", nil, http.StatusForbidden, "forbidden")
+	acme.fails(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "x"}, http.StatusForbidden, "forbidden")
+	(&client{c: c, token: "ff_unknown"}).fails(http.MethodGet, "/api/v2/nodes", nil, http.StatusUnauthorized, "unauthorized")
+
+	for _, path := range []string{"/api/v2/jobs/" + cr.ID, "/api/v2/jobs/" + cr.ID + "/logs", "/api/v2/batches/" + batch.BatchID} {
+		rival.fails(http.MethodGet, path, nil, http.StatusNotFound, "not_found")
+	}
+	rival.fails(http.MethodGet, "/api/v2/templates/"+tplID, nil, http.StatusNotFound, "template_not_found")
+	rival.fails(http.MethodDelete, "/api/v2/secrets/"+secret.ID, nil, http.StatusNotFound, "not_found")
+	rival.fails(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusBadRequest, "template_not_found")
+	var list []job
+	h := rival.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, &list)
+	if len(list) != 0 || h.Get("X-Total-Count") != "0" {
+		t.Fatalf("rival sees %d jobs", len(list))
+	}
+	var templates []templateAnswer
+	rival.must(http.MethodGet, "/api/v2/templates", nil, http.StatusOK, &templates)
+	if len(templates) != 0 {
+		t.Fatal("rival sees acme's templates")
+	}
+	var nodes []map[string]any
+	(&client{c: c, token: adminToken}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, &nodes)
+
+	// The OpenAPI document is public and describes the API.
+	var doc map[string]any
+	anonymous.must(http.MethodGet, "/api/v2/openapi.json", nil, http.StatusOK, &doc)
+	if doc["openapi"] != "3.1.0" {
+		t.Fatalf("openapi %v", doc["openapi"])
+	}
+	anonymous.fails(http.MethodGet, "/api/v3/jobs", nil, http.StatusNotFound, "not_found")
+}
+
+func TestRateLimit(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0, rateLimit: "requests_per_second = 0.001\nburst = 3"})
+	acme := c.team("acme")
+	for range 3 {
+		acme.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, nil)
+	}
+	status, body, header := acme.call(http.MethodGet, "/api/v2/jobs", nil)
+	if status != http.StatusTooManyRequests || !strings.Contains(string(body), "rate_limited") {
+		t.Fatalf("status %d: %s", status, body)
+	}
+	if s, err := strconv.Atoi(header.Get("Retry-After")); err != nil || s < 1 {
+		t.Fatalf("Retry-After %q", header.Get("Retry-After"))
+	}
+	// Another team's token has its own budget.
+	c.team("other").must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, nil)
+}
+
+func TestFontsAndSecrets(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	c.control.answerAll(finishAll)
+	acme := c.team("acme")
+	font, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+	if err != nil {
+		t.Fatal("fonts-dejavu-core is not installed (make setup installs it): ", err)
+	}
+	var f struct {
+		ID         string `json:"id"`
+		FamilyName string `json:"familyName"`
+		FileName   string `json:"fileName"`
+		CreatedAt  string `json:"createdAt"`
+	}
+	status, body := acme.uploadFont("Brand.ttf", font, "")
+	if status != http.StatusCreated || json.Unmarshal(body, &f) != nil || f.FamilyName != "DejaVu Sans" || f.FileName != "Brand.ttf" || f.CreatedAt == "" {
+		t.Fatalf("upload: %d %s", status, body)
+	}
+	if status, body := acme.uploadFont("Brand.ttf", font, ""); status != http.StatusConflict {
+		t.Fatalf("duplicate: %d %s", status, body)
+	}
+	if status, body := acme.uploadFont("Other.ttf", font, "Corporate"); status != http.StatusCreated || !strings.Contains(string(body), `"familyName":"Corporate"`) {
+		t.Fatalf("named upload: %d %s", status, body)
+	}
+	if status, body := acme.uploadFont("fake.ttf", []byte("PK\x03\x04 not a font at all"), ""); status != http.StatusBadRequest || !strings.Contains(string(body), "TrueType") {
+		t.Fatalf("fake font: %d %s", status, body)
+	}
+	var fonts []map[string]any
+	acme.must(http.MethodGet, "/api/v2/fonts", nil, http.StatusOK, &fonts)
+	acme.must(http.MethodGet, "/api/v2/fonts/"+f.ID, nil, http.StatusOK, nil)
+	if len(fonts) != 2 {
+		t.Fatalf("fonts %v", fonts)
+	}
+	c.team("rival").fails(http.MethodGet, "/api/v2/fonts/"+f.ID, nil, http.StatusNotFound, "font_not_found")
+
+	// A job naming the font gets it staged for its render.
+	tplID := acme.uploadTemplate(inspection())
+	b := renderJob(tplID)
+	b["fonts"] = []string{"Brand.ttf", "Missing.ttf"}
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	if strings.Join(cr.MissingFonts, ",") != "Missing.ttf" {
+		t.Fatalf("missing fonts %v", cr.MissingFonts)
+	}
+	c.waitJob(cr.ID, "finished")
+	_, out := get(t, acme.job(cr.ID).OutputURL)
+	var rendered renderCall
+	json.Unmarshal(out, &rendered)
+	if len(rendered.Fonts) != 1 || rendered.Fonts[0].Name != "Brand.ttf" || rendered.Fonts[0].SHA256 != sha(font) {
+		t.Fatalf("fonts at the renderer %+v", rendered.Fonts)
+	}
+	if status, _, _ := acme.call(http.MethodDelete, "/api/v2/fonts/"+f.ID, nil); status != http.StatusNoContent {
+		t.Fatalf("delete font: %d", status)
+	}
+
+	// Secrets: stored, listed by name, never shown, unique by name.
+	var s struct {
+		ID, Name, CreatedAt string
+	}
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "S3_KEY", "value": "hunter2"}, http.StatusCreated, &s)
+	acme.fails(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "S3_KEY", "value": "other"}, http.StatusConflict, "conflict")
+	acme.fails(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "bad name", "value": "x"}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "NOVALUE"}, http.StatusBadRequest, "validation_error")
+	_, listed, _ := acme.call(http.MethodGet, "/api/v2/secrets", nil)
+	if strings.Contains(string(listed), "hunter2") || !strings.Contains(string(listed), "S3_KEY") {
+		t.Fatalf("secret list %s", listed)
+	}
+	if status, _, _ := acme.call(http.MethodDelete, "/api/v2/secrets/"+s.ID, nil); status != http.StatusNoContent {
+		t.Fatal("delete secret")
+	}
+	if strings.Contains(c.stderr.String(), "hunter2") || strings.Contains(c.stderr.String(), acme.token) {
+		t.Fatal("a secret value or a token reached the log")
+	}
+}
+
+func (cl *client) uploadFont(name string, data []byte, family string) (int, []byte) {
+	cl.c.t.Helper()
+	var body bytes.Buffer
+	boundary := "framefarmtestboundary"
+	body.WriteString("--" + boundary + "\r\nContent-Disposition: form-data; name=\"font\"; filename=\"" + name + "\"\r\nContent-Type: font/ttf\r\n\r\n")
+	body.Write(data)
+	body.WriteString("\r\n")
+	if family != "" {
+		body.WriteString("--" + boundary + "\r\nContent-Disposition: form-data; name=\"familyName\"\r\n\r\n" + family + "\r\n")
+	}
+	body.WriteString("--" + boundary + "--\r\n")
+	req, _ := http.NewRequest(http.MethodPost, cl.c.url+"/api/v2/fonts", &body)
+	req.Header.Set("Authorization", "Bearer "+cl.token)
+	req.Header.Set("Content-Type", "multipart/form-data; boundary="+boundary)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cl.c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	out.ReadFrom(resp.Body)
+	return resp.StatusCode, out.Bytes()
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestQuickStartFlow walks the README: token, template, job, render, output, webhook.
+func TestQuickStartFlow(t *testing.T) {
+	c := startCoordinator(t, options{slots: 2})
+	c.control.answerAll(finishAll)
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+
+	var tpl templateAnswer
+	acme.must(http.MethodGet, "/api/v2/templates/"+tplID, nil, http.StatusOK, &tpl)
+	if tpl.Status != "uploaded" || strings.Join(tpl.Compositions, ",") != "main,outro" || strings.Join(tpl.Layers, ",") != "Title,Photo,Logo,Credits" {
+		t.Fatalf("template after upload: %+v", tpl)
+	}
+
+	hooks := newWebhookReceiver(t)
+	body := renderJob(tplID, map[string]any{"type": "text", "layerName": "Title", "value": "Hello, farm"})
+	body["webhook"] = map[string]any{"url": hooks.url + "/done", "data": map[string]string{"order": "42"}}
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusOK, &cr)
+	if cr.Status != "queued" || cr.OutputURL == "" || cr.MissingFonts == nil {
+		t.Fatalf("creation answer %+v", cr)
+	}
+	c.waitJob(cr.ID, "finished")
+
+	j := acme.job(cr.ID)
+	if j.Status != "finished" || j.Progress != 100 || j.Stats.FinishedAt == nil || j.Stats.RenderDuration == nil || j.OutputURL == "" {
+		t.Fatalf("finished job %+v", j)
+	}
+	status, out := get(t, j.OutputURL)
+	if status != http.StatusOK {
+		t.Fatalf("output download: %d %s", status, out)
+	}
+	var rendered renderCall
+	if err := json.Unmarshal(out, &rendered); err != nil || rendered.JobID != cr.ID || rendered.Assets[0].Value != `"Hello, farm"` {
+		t.Fatalf("output %s does not show the injected text", out)
+	}
+
+	hook := hooks.next(t)
+	var payload job
+	if err := json.Unmarshal(hook.Body, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if payload.ID != cr.ID || payload.Status != "finished" || string(payload.Data) != `{"order":"42"}` {
+		t.Fatalf("webhook body %s", hook.Body)
+	}
+	var team struct {
+		Secret string `json:"webhookSigningSecret"`
+	}
+	acme.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &team)
+	mac := hmac.New(sha256.New, []byte(team.Secret))
+	mac.Write([]byte(hook.Header.Get("X-Webhook-Timestamp") + "." + string(hook.Body)))
+	if want := "v1=" + hex.EncodeToString(mac.Sum(nil)); hook.Header.Get("X-Webhook-Signature") != want {
+		t.Fatalf("signature %q, want %q", hook.Header.Get("X-Webhook-Signature"), want)
+	}
+	if hook.Header.Get("X-Webhook-Id") == "" || hook.Method != http.MethodPost || hook.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("webhook headers %v", hook.Header)
+	}
+
+	status, logs, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+cr.ID+"/logs", nil)
+	if status != http.StatusOK || !strings.Contains(string(logs), "dispatched to node") || !strings.Contains(string(logs), "test renderer") {
+		t.Fatalf("logs %d:\n%s", status, logs)
+	}
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestListingFiltersAndSorts(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	create := func(priority int, tags ...string) string {
+		b := renderJob(tplID)
+		b["priority"] = priority
+		b["tags"] = tags
+		var cr created
+		acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+		return cr.ID
+	}
+	a := create(0, "red")
+	b := create(5, "blue")
+	cID := create(5, "red", "blue")
+	d := create(-1)
+	acme.must(http.MethodPatch, "/api/v2/jobs/"+d+"/cancel", nil, http.StatusOK, nil)
+
+	list := func(query string) ([]string, string) {
+		t.Helper()
+		var jobs []job
+		h := acme.must(http.MethodGet, "/api/v2/jobs?"+query, nil, http.StatusOK, &jobs)
+		out := make([]string, len(jobs))
+		for i, j := range jobs {
+			out[i] = j.ID
+		}
+		return out, h.Get("X-Total-Count")
+	}
+	check := func(query string, total string, want ...string) {
+		t.Helper()
+		got, count := list(query)
+		if !slices.Equal(got, want) || count != total {
+			t.Fatalf("%s: got %v (total %s), want %v (total %s)", query, got, count, want, total)
+		}
+	}
+	check("", "4", a, b, cID, d)
+	check("sort=newest_first", "4", d, cID, b, a)
+	check("sort=priority", "4", b, cID, a, d)
+	check("states=queued", "3", a, b, cID)
+	check("exclude_states=queued", "1", d)
+	check("states=manually_cancelled,queued&exclude_states=queued", "1", d)
+	check("tags=red", "2", a, cID)
+	check("tags=red,blue&sort=newest_first", "3", cID, b, a)
+	check("from=1&limit=2", "4", b, cID)
+	check("from=10", "4")
+	// Date bounds: from_date includes, to_date excludes; creation times are those the API shows.
+	var all []job
+	acme.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, &all)
+	bound := all[2].Stats.CreatedAt
+	var from, to []string
+	for _, j := range all {
+		if j.Stats.CreatedAt >= bound {
+			from = append(from, j.ID)
+		} else {
+			to = append(to, j.ID)
+		}
+	}
+	check("from_date="+url.QueryEscape(bound), fmt.Sprint(len(from)), from...)
+	check("to_date="+url.QueryEscape(bound), fmt.Sprint(len(to)), to...)
+	got, total := list("sort=random&states=queued")
+	slices.Sort(got)
+	if want := sorted(a, b, cID); !slices.Equal(got, want) || total != "3" {
+		t.Fatalf("random: %v, want %v", got, want)
+	}
+	var minimal []map[string]any
+	acme.must(http.MethodGet, "/api/v2/jobs?minimal=true&limit=1", nil, http.StatusOK, &minimal)
+	keys := make([]string, 0)
+	for k := range minimal[0] {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if strings.Join(keys, ",") != "id,outputUrl,progress,stats,status,templateId" || len(minimal[0]["stats"].(map[string]any)) != 1 {
+		t.Fatalf("minimal entry %v", minimal[0])
+	}
+	for _, bad := range []string{"limit=0", "limit=1001", "from=-1", "sort=sideways", "states=done", "tags=a%20b", "from_date=yesterday", "minimal=maybe", "page=2"} {
+		acme.fails(http.MethodGet, "/api/v2/jobs?"+bad, nil, http.StatusBadRequest, "validation_error")
+	}
+}
+
+func TestWaitingForAnEngineNoNodeHas(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	in := inspection()
+	in.Engines = []string{"ae2026", "lottie"}
+	tplID := acme.uploadTemplate(in)
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	if w := acme.job(cr.ID).Stats.WaitingFor; !strings.Contains(w, `no render node offers the "ae2026" engine`) {
+		t.Fatalf("waitingFor %q", w)
+	}
+}
+
+func TestWebhookRetriesCustomPayloadAndSecrets(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	c.control.answerAll(finishAll)
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "HOOK_KEY", "value": "s3cr3t"}, http.StatusCreated, nil)
+
+	// Fails twice, then accepts: the same delivery id every time, custom data only, secrets
+	// resolved in the header at sending time.
+	hooks := newWebhookReceiver(t, 500, 503, 200)
+	b := renderJob(tplID)
+	b["webhook"] = map[string]any{"url": hooks.url, "method": "PUT", "custom": true,
+		"headers": map[string]string{"X-Key": "${secret.HOOK_KEY}"}, "data": map[string]any{"order": 7}}
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	var deliveryID string
+	for attempt := 1; attempt <= 3; attempt++ {
+		h := hooks.next(t)
+		if h.Method != http.MethodPut || string(h.Body) != `{"order":7}` || h.Header.Get("X-Key") != "s3cr3t" {
+			t.Fatalf("attempt %d: %s %s %v", attempt, h.Method, h.Body, h.Header)
+		}
+		if deliveryID == "" {
+			deliveryID = h.Header.Get("X-Webhook-Id")
+		} else if h.Header.Get("X-Webhook-Id") != deliveryID {
+			t.Fatal("a retry carries another X-Webhook-Id")
+		}
+	}
+
+	// Always failing: one attempt and three retries, then given up and logged.
+	failing := newWebhookReceiver(t, 500, 500, 500, 500, 500)
+	b = renderJob(tplID)
+	b["webhook"] = map[string]any{"url": failing.url}
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	for range 4 {
+		failing.next(t)
+	}
+	// A cancelled job fires its webhook too.
+	cancelled := newWebhookReceiver(t)
+	c2 := startCoordinator(t, options{slots: 0})
+	other := c2.team("other")
+	tpl2 := other.uploadTemplate(inspection())
+	b = renderJob(tpl2)
+	b["webhook"] = map[string]any{"url": cancelled.url}
+	var queued created
+	other.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &queued)
+	other.must(http.MethodPatch, "/api/v2/jobs/"+queued.ID+"/cancel", nil, http.StatusOK, nil)
+	var payload job
+	json.Unmarshal(cancelled.next(t).Body, &payload)
+	if payload.ID != queued.ID || payload.Status != "manually_cancelled" {
+		t.Fatalf("cancel webhook %+v", payload)
+	}
+	// The given-up delivery shows in the job's log.
+	c.waitFor("webhook", cr.ID, "failed")
+	if _, logs, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+cr.ID+"/logs", nil); !strings.Contains(string(logs), "webhook failed after 4 attempts") {
+		t.Fatalf("log does not say the webhook was given up:\n%s", logs)
+	}
+}
+
+// TestRestartResumesEverything kills the coordinator with queued, pending and rendering jobs and
+// a webhook still to deliver, and checks the new process finishes all of them.
+func TestRestartResumesEverything(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	hooks := newWebhookReceiver(t, 503) // the first delivery fails, so a retry is pending at the kill
+
+	var rendering, queued, parent created
+	b := renderJob(tplID)
+	b["webhook"] = map[string]any{"url": hooks.url}
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &rendering)
+	call := c.control.next(t)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &queued)
+	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusOK, &parent)
+	if call.JobID != rendering.ID {
+		t.Fatalf("rendering %s, want %s", call.JobID, rendering.ID)
+	}
+	c.kill()
+	c.restart()
+	c.control.answerAll(finishAll)
+	for _, id := range []string{rendering.ID, queued.ID, parent.ID, parent.Children[0].ID, parent.Children[1].ID} {
+		c.waitJob(id, "finished")
+	}
+	j := acme.job(rendering.ID)
+	if j.Attempts != 2 {
+		t.Fatalf("the interrupted job ran %d attempts, want 2", j.Attempts)
+	}
+	_, logs, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+rendering.ID+"/logs", nil)
+	if !strings.Contains(string(logs), "coordinator restarted during the render") {
+		t.Fatalf("log:\n%s", logs)
+	}
+	var payload job
+	for payload.Status != "finished" {
+		json.Unmarshal(hooks.next(t).Body, &payload)
+	}
+	var list []job
+	acme.must(http.MethodGet, "/api/v2/jobs?states=finished", nil, http.StatusOK, &list)
+	if len(list) != 5 {
+		t.Fatalf("%d finished jobs after the restart, want 5", len(list))
+	}
+}
+
+// TestGracefulStopRequeuesWithoutPenalty: SIGTERM interrupts a render; after the restart the job
+// renders again and the interruption does not count as a failed attempt.
+func TestGracefulStopRequeuesWithoutPenalty(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, config: "\n[jobs]\nmax_attempts = 1\n"})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	c.control.next(t)
+	c.stop()
+	c.restart()
+	c.control.answerAll(finishAll)
+	c.waitJob(cr.ID, "finished")
+}
+
+func TestRetryableFailuresThenGiveUp(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	c.control.next(t).answer(renderReply{Result: "retry", Message: "GPU fell off"})
+	call := c.control.next(t)
+	if call.Attempt != 2 {
+		t.Fatalf("attempt %d after a retryable failure, want 2", call.Attempt)
+	}
+	p := 40.0
+	call.answer(renderReply{Progress: &p})
+	call = c.control.next(t)
+	c.waitFor("progress", cr.ID, "40")
+	if j := acme.job(cr.ID); j.Status != "render:dorender" || j.Progress != 40 || j.Attempts != 2 {
+		t.Fatalf("job while rendering %+v", j)
+	}
+	call.answer(renderReply{Result: "retry", Message: "GPU fell off again"})
+	c.control.next(t).answer(renderReply{Result: "retry", Message: "and again"})
+	c.waitJob(cr.ID, "error")
+	j := acme.job(cr.ID)
+	if j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "after 3 attempts") || !strings.Contains(*j.Stats.Error, "GPU fell off again") {
+		t.Fatalf("error %v", j.Stats.Error)
+	}
+	// A plain failure is final at once.
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	c.control.next(t).answer(renderReply{Result: "fail", Message: "layer Title is locked"})
+	c.waitJob(cr.ID, "error")
+	if j := acme.job(cr.ID); j.Attempts != 1 || *j.Stats.Error != "layer Title is locked" {
+		t.Fatalf("job %+v", j)
+	}
+}
+
+func TestJoinStitchesStaticVideosAndChildren(t *testing.T) {
+	c := startCoordinator(t, options{slots: 2})
+	c.control.answerAll(finishAll)
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	clip := []byte("a video clip")
+	srv := newFileServer(t, map[string][]byte{"/intro.mp4": clip})
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs/join", map[string]any{
+		"assets": []any{
+			map[string]any{"type": "video", "src": srv + "/intro.mp4"},
+			map[string]any{"type": "job", "template": map[string]any{"id": tplID, "composition": "main"}, "assets": []any{}},
+		},
+		"settings": map[string]any{"preset": "mp4"},
+	}, http.StatusOK, &cr)
+	if u, err := url.Parse(cr.OutputURL); err != nil || cr.Status != "pending" || len(cr.Children) != 1 || !strings.HasSuffix(u.Path, ".mp4") {
+		t.Fatalf("join %+v", cr)
+	}
+	c.waitJob(cr.ID, "finished")
+	_, out := get(t, acme.job(cr.ID).OutputURL)
+	var stitched renderCall
+	json.Unmarshal(out, &stitched)
+	_, childOut := get(t, acme.job(cr.Children[0].ID).OutputURL)
+	if stitched.Engine != "ffmpeg" || len(stitched.Assets) != 2 || stitched.Assets[0].SHA256 != sha(clip) || stitched.Assets[1].SHA256 != sha(childOut) {
+		t.Fatalf("the stitcher got %+v", stitched)
+	}
+	acme.fails(http.MethodPost, "/api/v2/jobs/join", map[string]any{"assets": []any{}}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPost, "/api/v2/jobs/join", map[string]any{"assets": []any{map[string]any{"type": "image", "src": "https://example.com/a.png"}}}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPost, "/api/v2/jobs/join", map[string]any{"assets": []any{map[string]any{"type": "video", "src": "https://example.com/a.mp4"}}, "settings": map[string]any{"preset": "gif"}}, http.StatusBadRequest, "validation_error")
+}
+
+func TestTokenCreateCommand(t *testing.T) {
+	dir := t.TempDir()
+	out, err := framefarm("token", "create", "--data-dir", dir, "--team", "studio")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	token := lines[len(lines)-1]
+	if !strings.HasPrefix(token, "ff_") || !strings.Contains(string(out), `created team "studio"`) {
+		t.Fatalf("output:\n%s", out)
+	}
+	// The token works on a server using that data directory; while it runs, the command says
+	// to use the admin route instead.
+	c := newCoordinator(t, options{})
+	if out, err := framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "studio"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	} else {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		token = lines[len(lines)-1]
+	}
+	c.launch("127.0.0.1:0")
+	(&client{c: c, token: token}).must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, nil)
+	out, err = framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "studio")
+	if err == nil || !strings.Contains(string(out), "admin/tokens") {
+		t.Fatalf("token create beside a running server: %v\n%s", err, out)
+	}
+	if out, err := framefarm("token", "create", "--data-dir", dir); err == nil {
+		t.Fatalf("token create without a team succeeded:\n%s", out)
+	}
+	if out, _ := framefarm("version"); !strings.HasPrefix(string(out), "framefarm ") {
+		t.Fatalf("version: %s", out)
+	}
+}
+
+func newFileServer(t *testing.T, files map[string][]byte) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}

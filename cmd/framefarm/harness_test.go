@@ -1,0 +1,622 @@
+package main
+
+// The end-to-end harness: each test runs a real `framefarm serve` as a separate process (this test
+// binary, re-executed) on 127.0.0.1 with its own data directory, and talks to it over HTTP. The
+// process prints a signal line after every durable transition, so tests wait on events, never on
+// timers.
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// envRun makes this test binary run as framefarm itself, with the test plugins.
+const envRun = "FRAMEFARM_E2E_RUN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envRun) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, testPlugins())
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// waitLimit bounds every wait of the end-to-end tests.
+const waitLimit = 30 * time.Second
+
+const adminToken = "test-admin-token"
+
+type options struct {
+	slots int
+	// rateLimit replaces the body of the [ratelimit] table.
+	rateLimit string
+	// config is TOML appended to the harness's configuration (tables it does not set).
+	config string
+}
+
+// coordinator is one framefarm process under test (and its restarts).
+type coordinator struct {
+	t       testing.TB
+	dir     string
+	addr    string
+	url     string
+	opts    options
+	control *renderControl
+	cmd     *exec.Cmd
+	exited  chan error
+	stderr  *lockedBuffer
+
+	mu        sync.Mutex
+	changed   chan struct{}
+	jobs      map[string]map[string]bool
+	templates map[string]map[string]bool
+	webhooks  map[string]map[string]bool
+	progress  map[string]map[string]bool
+}
+
+func startCoordinator(t testing.TB, opts options) *coordinator {
+	t.Helper()
+	c := newCoordinator(t, opts)
+	c.launch("127.0.0.1:0")
+	return c
+}
+
+// newCoordinator prepares a coordinator's directory and configuration without starting it.
+func newCoordinator(t testing.TB, opts options) *coordinator {
+	t.Helper()
+	c := &coordinator{
+		t: t, dir: t.TempDir(), opts: opts, control: newRenderControl(t), stderr: &lockedBuffer{},
+		changed: make(chan struct{}), jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
+		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{},
+	}
+	if opts.rateLimit == "" {
+		opts.rateLimit = "requests_per_second = 100000\nburst = 100000"
+	}
+	cfg := fmt.Sprintf(`
+[server]
+admin_token = %q
+allow_private_urls = true
+shutdown_timeout = "10s"
+
+[log]
+level = "debug"
+
+[ratelimit]
+%s
+
+[webhooks]
+retry_backoff = ["20ms", "40ms", "80ms"]
+timeout = "2s"
+`, adminToken, opts.rateLimit) + opts.config
+	if err := os.WriteFile(filepath.Join(c.dir, "framefarm.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.kill()
+		if log := c.stderr.String(); strings.Contains(log, "WARNING: DATA RACE") {
+			t.Errorf("the coordinator process reported a data race:\n%s", log[strings.Index(log, "WARNING: DATA RACE"):])
+		}
+		if t.Failed() {
+			t.Logf("coordinator log:\n%s", c.stderr.tail(200))
+		}
+	})
+	return c
+}
+
+// launch starts the process and waits until it listens.
+func (c *coordinator) launch(listen string) {
+	c.t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
+		"--data-dir", c.dataDir(), "--listen", listen, "--local-slots", fmt.Sprint(c.opts.slots))
+	cmd.Env = append(os.Environ(), envRun+"=1", envControl+"="+c.control.url)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.cmd, c.exited = cmd, make(chan error, 1)
+	listening := make(chan string, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			line := scanner.Text()
+			if addr, ok := strings.CutPrefix(line, "framefarm listening on "); ok {
+				listening <- addr
+			}
+			if fields := strings.Fields(line); len(fields) == 4 && fields[0] == "ffsignal" {
+				c.signal(fields[1], fields[2], fields[3])
+			}
+		}
+		c.exited <- cmd.Wait()
+	}()
+	select {
+	case addr := <-listening:
+		c.addr, c.url = addr, "http://"+addr
+	case err := <-c.exited:
+		c.t.Fatalf("coordinator exited before listening: %v\n%s", err, c.stderr.tail(50))
+	case <-time.After(waitLimit):
+		c.t.Fatalf("coordinator did not listen within %s\n%s", waitLimit, c.stderr.tail(50))
+	}
+}
+
+func (c *coordinator) dataDir() string { return filepath.Join(c.dir, "data") }
+
+func (c *coordinator) signals(kind string) map[string]map[string]bool {
+	switch kind {
+	case "template":
+		return c.templates
+	case "webhook":
+		return c.webhooks
+	case "progress":
+		return c.progress
+	}
+	return c.jobs
+}
+
+func (c *coordinator) signal(kind, id, state string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.signals(kind)
+	if m[id] == nil {
+		m[id] = map[string]bool{}
+	}
+	m[id][state] = true
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// framefarm runs a framefarm command (this binary with the test plugins) and returns its output.
+func framefarm(args ...string) ([]byte, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envRun+"=1")
+	return cmd.CombinedOutput()
+}
+
+// kill ends the process at once (SIGKILL): nothing is flushed, nothing is said goodbye.
+func (c *coordinator) kill() {
+	if c.cmd == nil || c.cmd.ProcessState != nil {
+		return
+	}
+	c.cmd.Process.Kill()
+	<-c.exited
+	c.cmd = nil
+}
+
+// stop asks the process to shut down (SIGTERM) and checks that it exits cleanly.
+func (c *coordinator) stop() {
+	c.t.Helper()
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-c.exited:
+		if err != nil {
+			c.t.Fatalf("coordinator exit after SIGTERM: %v\n%s", err, c.stderr.tail(50))
+		}
+	case <-time.After(waitLimit):
+		c.t.Fatal("coordinator did not stop after SIGTERM")
+	}
+	c.cmd = nil
+}
+
+// restart starts the process again on the same address and data directory, forgetting what
+// the previous one signalled.
+func (c *coordinator) restart() {
+	c.t.Helper()
+	c.mu.Lock()
+	for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress} {
+		*m = map[string]map[string]bool{}
+	}
+	c.mu.Unlock()
+	c.launch(c.addr)
+}
+
+// waitFor waits until the signalled states of an id include one of states, and returns it.
+func (c *coordinator) waitFor(kind, id string, states ...string) string {
+	c.t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		c.mu.Lock()
+		m := c.signals(kind)
+		changed := c.changed
+		for _, state := range states {
+			if m[id][state] {
+				c.mu.Unlock()
+				return state
+			}
+		}
+		c.mu.Unlock()
+		select {
+		case <-changed:
+		case <-deadline:
+			c.t.Fatalf("%s %s did not reach %v within %s\n%s", kind, id, states, waitLimit, c.stderr.tail(40))
+		}
+	}
+}
+
+func (c *coordinator) waitJob(id, state string) { c.t.Helper(); c.waitFor("job", id, state) }
+
+// client calls the API with one token.
+type client struct {
+	c     *coordinator
+	token string
+}
+
+// team makes a team (named after the test when empty) and a client holding a token for it.
+func (c *coordinator) team(name string) *client {
+	c.t.Helper()
+	admin := &client{c: c, token: adminToken}
+	var out struct {
+		Token string `json:"token"`
+	}
+	admin.must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": name}, http.StatusCreated, &out)
+	return &client{c: c, token: out.Token}
+}
+
+// call makes one request; body is JSON-encoded unless it is already bytes.
+func (cl *client) call(method, path string, body any) (int, []byte, http.Header) {
+	cl.c.t.Helper()
+	var reader io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		reader = bytes.NewReader(b)
+	case string:
+		reader = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			cl.c.t.Fatal(err)
+		}
+		reader = bytes.NewReader(raw)
+	}
+	url := path
+	if !strings.HasPrefix(path, "http") {
+		url = cl.c.url + path
+	}
+	req, err := http.NewRequest(method, url, reader)
+	if err != nil {
+		cl.c.t.Fatal(err)
+	}
+	if cl.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cl.c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		cl.c.t.Fatal(err)
+	}
+	return resp.StatusCode, data, resp.Header
+}
+
+// must makes a request, checks its status and decodes its JSON answer into out (if not nil).
+func (cl *client) must(method, path string, body any, status int, out any) http.Header {
+	cl.c.t.Helper()
+	got, data, header := cl.call(method, path, body)
+	if got != status {
+		cl.c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, status, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			cl.c.t.Fatalf("%s %s: cannot decode %s: %v", method, path, data, err)
+		}
+	}
+	return header
+}
+
+// apiError is an error answer.
+type apiError struct {
+	Error   string `json:"error"`
+	Code    string `json:"code"`
+	Details []struct {
+		Field   string `json:"field"`
+		Message string `json:"message"`
+	} `json:"details"`
+}
+
+// fails checks that a request fails with status and code, and returns the error.
+func (cl *client) fails(method, path string, body any, status int, code string) apiError {
+	cl.c.t.Helper()
+	var e apiError
+	cl.must(method, path, body, status, &e)
+	if e.Code != code || e.Error == "" {
+		cl.c.t.Fatalf("%s %s: code %q (%q), want %q", method, path, e.Code, e.Error, code)
+	}
+	return e
+}
+
+// Shapes of answers, as a client of the contract would read them.
+type (
+	templateAnswer struct {
+		ID           string   `json:"id"`
+		Status       string   `json:"status"`
+		Compositions []string `json:"compositions"`
+		Layers       []string `json:"layers"`
+		Error        *string  `json:"error"`
+		UploadInfo   *struct {
+			URL       string            `json:"url"`
+			Method    string            `json:"method"`
+			ExpiresIn float64           `json:"expiresIn"`
+			Key       string            `json:"key"`
+			Fields    map[string]string `json:"fields"`
+		} `json:"uploadInfo"`
+	}
+	created struct {
+		ID           string    `json:"id"`
+		Status       string    `json:"status"`
+		OutputURL    string    `json:"outputUrl"`
+		Children     []created `json:"children"`
+		MissingFonts []string  `json:"missingFonts"`
+		Index        *int      `json:"index"`
+	}
+	job struct {
+		ID         string  `json:"id"`
+		TemplateID *string `json:"templateId"`
+		Status     string  `json:"status"`
+		Progress   float64 `json:"progress"`
+		OutputURL  string  `json:"outputUrl"`
+		Stats      struct {
+			CreatedAt      string   `json:"createdAt"`
+			StartedAt      *string  `json:"startedAt"`
+			FinishedAt     *string  `json:"finishedAt"`
+			ErrorAt        *string  `json:"errorAt"`
+			TotalAssets    int      `json:"totalAssets"`
+			RenderDuration *float64 `json:"renderDuration"`
+			Error          *string  `json:"error"`
+			WaitingFor     string   `json:"waitingFor"`
+		} `json:"stats"`
+		Assets   []map[string]any `json:"assets"`
+		BatchID  string           `json:"batchId"`
+		ParentID string           `json:"parentId"`
+		Children []string         `json:"children"`
+		Priority int              `json:"priority"`
+		Tags     []string         `json:"tags"`
+		Attempts int              `json:"attempts"`
+		Node     string           `json:"node"`
+		Data     json.RawMessage  `json:"data"`
+	}
+)
+
+func (cl *client) job(id string) job {
+	cl.c.t.Helper()
+	var j job
+	cl.must(http.MethodGet, "/api/v2/jobs/"+id, nil, http.StatusOK, &j)
+	return j
+}
+
+// inspection is a test template's content: compositions "main" (layers Title, Photo, Logo) and
+// "outro" (layer Credits), rendered by the lottie engine.
+func inspection() renderer.Inspection {
+	return renderer.Inspection{
+		Engines: []string{renderer.EngineLottie},
+		Compositions: []renderer.Composition{
+			{Name: "main", Width: 1920, Height: 1080, FPS: 30, Duration: 5, Layers: []renderer.Layer{
+				{Index: 1, Name: "Title", Type: "text", Text: "Hello"}, {Index: 2, Name: "Photo", Type: "image"}, {Index: 3, Name: "Logo", Type: "image"},
+			}},
+			{Name: "outro", Width: 1920, Height: 1080, FPS: 30, Duration: 2, Layers: []renderer.Layer{{Index: 1, Name: "Credits", Type: "text"}}},
+		},
+	}
+}
+
+// templateZip builds a test template file.
+func templateZip(t testing.TB, in renderer.Inspection) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.Create("manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewEncoder(w).Encode(in)
+	zw.Close()
+	return buf.Bytes()
+}
+
+// uploadTemplate creates a zip template with the given content and waits until it is uploaded.
+func (cl *client) uploadTemplate(in renderer.Inspection) string {
+	cl.c.t.Helper()
+	var tpl templateAnswer
+	cl.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Test"}, http.StatusCreated, &tpl)
+	cl.put(tpl.UploadInfo.URL, templateZip(cl.c.t, in), http.StatusOK)
+	cl.c.waitFor("template", tpl.ID, "uploaded")
+	return tpl.ID
+}
+
+// put sends a file to a signed URL.
+func (cl *client) put(url string, data []byte, status int) {
+	cl.c.t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(data))
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cl.c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != status {
+		body, _ := io.ReadAll(resp.Body)
+		cl.c.t.Fatalf("PUT %s: status %d, want %d: %s", url, resp.StatusCode, status, body)
+	}
+}
+
+// get downloads a URL.
+func get(t testing.TB, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// renderJob is a POST /jobs body rendering composition main of a template.
+func renderJob(templateID string, assets ...map[string]any) map[string]any {
+	if assets == nil {
+		assets = []map[string]any{}
+	}
+	return map[string]any{"template": map[string]any{"id": templateID, "composition": "main"}, "assets": assets}
+}
+
+// renderControl drives the test renderer: each step of each render is a call the test answers.
+type renderControl struct {
+	url   string
+	calls chan *renderCall
+	mu    sync.Mutex
+	auto  func(*renderCall) renderReply
+}
+
+func newRenderControl(t testing.TB) *renderControl {
+	rc := &renderControl{calls: make(chan *renderCall, 1000)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		call := &renderCall{reply: make(chan renderReply, 1)}
+		if err := json.NewDecoder(r.Body).Decode(call); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		rc.mu.Lock()
+		auto := rc.auto
+		rc.mu.Unlock()
+		var reply renderReply
+		if auto != nil {
+			reply = auto(call)
+		} else {
+			rc.calls <- call
+			select {
+			case reply = <-call.reply:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		json.NewEncoder(w).Encode(reply)
+	}))
+	t.Cleanup(srv.Close)
+	rc.url = srv.URL
+	return rc
+}
+
+// answerAll makes every render step answer by itself from now on.
+func (rc *renderControl) answerAll(f func(*renderCall) renderReply) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.auto = f
+}
+
+func finishAll(*renderCall) renderReply { return renderReply{Result: "finish"} }
+
+// next waits for the next render step the test must answer.
+func (rc *renderControl) next(t testing.TB) *renderCall {
+	t.Helper()
+	select {
+	case call := <-rc.calls:
+		return call
+	case <-time.After(waitLimit):
+		t.Fatalf("no render started within %s", waitLimit)
+		return nil
+	}
+}
+
+func (call *renderCall) answer(r renderReply) { call.reply <- r }
+
+// webhookReceiver records the webhooks it receives and answers with the statuses it is given.
+type webhookReceiver struct {
+	url      string
+	received chan receivedHook
+	mu       sync.Mutex
+	statuses []int
+}
+
+type receivedHook struct {
+	Method string
+	Header http.Header
+	Body   []byte
+}
+
+func newWebhookReceiver(t testing.TB, statuses ...int) *webhookReceiver {
+	wr := &webhookReceiver{received: make(chan receivedHook, 100), statuses: statuses}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		wr.mu.Lock()
+		status := http.StatusOK
+		if len(wr.statuses) > 0 {
+			status, wr.statuses = wr.statuses[0], wr.statuses[1:]
+		}
+		wr.mu.Unlock()
+		wr.received <- receivedHook{Method: r.Method, Header: r.Header.Clone(), Body: body}
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(srv.Close)
+	wr.url = srv.URL
+	return wr
+}
+
+func (wr *webhookReceiver) next(t testing.TB) receivedHook {
+	t.Helper()
+	select {
+	case h := <-wr.received:
+		return h
+	case <-time.After(waitLimit):
+		t.Fatalf("no webhook within %s", waitLimit)
+		return receivedHook{}
+	}
+}
+
+// lockedBuffer collects a process's stderr.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) tail(lines int) string {
+	all := strings.Split(b.String(), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func sha(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
