@@ -132,7 +132,9 @@ func (m *Metrics) StaleReport() { m.staleReports.Inc() }
 
 func (m *Metrics) Requeued() { m.requeues.Inc() }
 
-func (m *Metrics) WebhookAttempt(_ ulid.ULID, result string) { m.webhooks.WithLabelValues(result).Inc() }
+func (m *Metrics) WebhookAttempt(_ ulid.ULID, result string) {
+	m.webhooks.WithLabelValues(result).Inc()
+}
 
 // ObserveRequest records one HTTP request.
 func (m *Metrics) ObserveRequest(route, method string, status int, d time.Duration) {
