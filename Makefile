@@ -1,0 +1,51 @@
+# framefarm: `make run` sets up and serves; `make test` runs the whole suite (what CI runs).
+
+GO       ?= go
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+CONFIG   ?= config.example.toml
+FUZZTIME ?= 30s
+TEAM     ?= demo
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian packages the coordinator and its tests need.
+APT_PACKAGES := fonts-dejavu-core ca-certificates
+
+.PHONY: setup build run token test check bench fuzz clean
+
+setup: ## install system packages and Go modules
+	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	$(GO) mod download
+
+build: ## build bin/framefarm
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/framefarm ./cmd/framefarm
+
+run: setup build ## serve on 127.0.0.1:8080 with an embedded render node and the embedded store
+	bin/framefarm serve --config $(CONFIG)
+
+token: setup build ## print an API token for TEAM (while no server holds ./data)
+	bin/framefarm token create --config $(CONFIG) --team $(TEAM)
+
+check: ## formatting and vet
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }
+	$(GO) vet ./...
+
+test: setup check ## the whole suite, with the race detector
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: setup ## benchmarks (load over loopback against real coordinator processes)
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+
+fuzz: setup ## run every fuzz target for FUZZTIME each
+	@for target in $$($(GO) test -list '^Fuzz' ./... | grep '^Fuzz'); do \
+		pkg=$$(grep -rl "func $$target(" --include='*_test.go' . | xargs dirname | head -1); \
+		echo "fuzzing $$target in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+clean:
+	rm -rf bin

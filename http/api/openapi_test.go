@@ -1,0 +1,54 @@
+package api
+
+import (
+	"encoding/json"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/framefarm/framefarm/actors/clock"
+)
+
+// TestOpenAPIMatchesRoutes fails when a registered route is missing from the OpenAPI document or
+// a documented route is not registered.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	s := New(Config{}, Deps{Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)})
+	catchAll := regexp.MustCompile(`\{(\w+):\*\}`)
+	var registered []string
+	for _, r := range s.Routes() {
+		registered = append(registered, r.Method+" "+catchAll.ReplaceAllString(r.Path, "{$1}"))
+	}
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDocument, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi %q", doc.OpenAPI)
+	}
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			if method != "parameters" {
+				documented = append(documented, strings.ToUpper(method)+" "+path)
+			}
+		}
+	}
+	for _, r := range registered {
+		if !slices.Contains(documented, r) {
+			t.Errorf("registered but not documented: %s", r)
+		}
+	}
+	for _, d := range documented {
+		if !slices.Contains(registered, d) {
+			t.Errorf("documented but not registered: %s", d)
+		}
+	}
+	if len(registered) < 30 {
+		t.Fatalf("only %d routes registered", len(registered))
+	}
+}

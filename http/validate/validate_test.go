@@ -1,0 +1,273 @@
+package validate
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// memoryCatalog is a team's library held in memory; the HTTP layer's catalog reads the store.
+type memoryCatalog struct {
+	templates map[string]*persistence.Template
+	fonts     []string
+	secrets   []string
+}
+
+func (m memoryCatalog) Template(id string) (*persistence.Template, error) {
+	if t, ok := m.templates[id]; ok {
+		return t, nil
+	}
+	return nil, persistence.ErrNotFound
+}
+func (m memoryCatalog) FontExists(n string) bool   { return slices.Contains(m.fonts, n) }
+func (m memoryCatalog) SecretExists(n string) bool { return slices.Contains(m.secrets, n) }
+
+const (
+	lottieID = "01JA0000000000000000000001"
+	aeID     = "01JA0000000000000000000002"
+	mogrtID  = "01JA0000000000000000000003"
+	brokenID = "01JA0000000000000000000004"
+)
+
+func testCatalog() memoryCatalog {
+	comps := []renderer.Composition{
+		{Name: "main", Layers: []renderer.Layer{{Name: "Title", Type: "text"}, {Name: "Photo", Type: "image"}}},
+		{Name: "end", Layers: []renderer.Layer{{Name: "Credits", Type: "text"}}},
+	}
+	tpl := func(id string, engines []string, mogrt *renderer.Mogrt) *persistence.Template {
+		return &persistence.Template{ID: ulid.MustParse(id), Status: persistence.TemplateUploaded,
+			Inspection: &renderer.Inspection{Compositions: comps, Engines: engines, Mogrt: mogrt}}
+	}
+	return memoryCatalog{
+		templates: map[string]*persistence.Template{
+			lottieID: tpl(lottieID, []string{"lottie"}, nil),
+			aeID:     tpl(aeID, []string{"ae2026"}, nil),
+			mogrtID: tpl(mogrtID, []string{"ae2026"}, &renderer.Mogrt{Composition: "end", Controls: []renderer.MogrtControl{
+				{ID: "c1", Name: "Headline", Type: "text"}}}),
+			brokenID: {ID: ulid.MustParse(brokenID), Status: persistence.TemplateError, Error: "bad file"},
+		},
+		fonts:   []string{"Brand.ttf"},
+		secrets: []string{"KEY"},
+	}
+}
+
+func parse(t *testing.T, body string) (*Job, *Error) {
+	t.Helper()
+	return ParseJob([]byte(body), testCatalog(), Limits{})
+}
+
+func TestAcceptsTheContractsForms(t *testing.T) {
+	job, err := parse(t, `{
+		"template": {"id": "`+aeID+`", "composition": "main"},
+		"assets": [
+			{"type": "text", "layerName": "Title", "value": "Hi ${secret.KEY}"},
+			{"type": "data", "layerName": "Title", "property": "Opacity", "expression": "time*10"},
+			{"type": "image", "layerName": "Credits", "composition": "end", "src": "https://cdn.example.com/a.png"},
+			{"type": "script", "src": "https://cdn.example.com/a.jsx", "params": {"k": 1}},
+			{"type": "function", "name": "nx:text-params-set", "params": {"layerName": ["Title", "Photo"], "size": 3}},
+			{"type": "static", "src": "https://cdn.example.com/data.csv"}
+		],
+		"fonts": ["Brand.ttf", "Other.ttf", "Brand.ttf"],
+		"settings": {"type": "video", "frames": [0, 90], "codec": "prores_4444", "engine": "ae2025"},
+		"tags": "a,b,a", "priority": -3
+	}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Engine != "ae2025" || job.Spec.Settings.Codec != "video_prores_4444" || !job.Spec.Settings.Frames.Range {
+		t.Fatalf("settings %+v engine %s", job.Spec.Settings, job.Engine)
+	}
+	if got := strings.Join(job.Tags, ","); got != "a,b" || job.Priority != -3 {
+		t.Fatalf("tags %q priority %d", got, job.Priority)
+	}
+	if strings.Join(job.Spec.Fonts, ",") != "Brand.ttf,Other.ttf" || strings.Join(job.MissingFonts, ",") != "Other.ttf" {
+		t.Fatalf("fonts %v missing %v", job.Spec.Fonts, job.MissingFonts)
+	}
+	if len(job.Spec.Assets) != 7 || job.Spec.Assets[4].Name != "nx:text-params-set" || job.Spec.Assets[5].Name != "nx:text-params-set" {
+		t.Fatalf("assets %+v", job.Spec.Assets)
+	}
+	var p map[string]any
+	json.Unmarshal(job.Spec.Assets[5].Params, &p)
+	if p["layerName"] != "Photo" || p["size"] != 3.0 {
+		t.Fatalf("second expansion params %s", job.Spec.Assets[5].Params)
+	}
+}
+
+func TestMogrtDefaultsItsCompositionAndChecksEssentials(t *testing.T) {
+	job, err := parse(t, `{"template": {"id": "`+mogrtID+`"}, "assets": [{"type": "essential", "value": {"Headline": "x", "c1": "y"}}]}`)
+	if err != nil || job.Spec.Composition != "end" {
+		t.Fatalf("%v %+v", err, job)
+	}
+	_, err = parse(t, `{"template": {"id": "`+mogrtID+`"}, "assets": [{"type": "essential", "value": {"Subline": "x"}}]}`)
+	if err == nil || err.Details[0].Field != "assets[0].value.Subline" || !strings.Contains(err.Message, "Headline") {
+		t.Fatalf("unknown essential property: %v", err)
+	}
+}
+
+func TestRejectsWithFieldAndCode(t *testing.T) {
+	cases := map[string]struct{ body, code, field string }{
+		"broken template":    {`{"template": {"id": "` + brokenID + `", "composition": "main"}, "assets": []}`, CodeTemplateNotReady, "template.id"},
+		"no composition":     {`{"template": {"id": "` + lottieID + `"}, "assets": []}`, CodeValidation, "template.composition"},
+		"essential lottie":   {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "essential", "value": {}}]}`, CodeValidation, "assets[0].type"},
+		"aep on lottie":      {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [], "settings": {"type": "aep", "engine": "lottie"}}`, CodeValidation, "settings.engine"},
+		"single video frame": {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "settings": {"frames": 3}}`, CodeValidation, "settings.frames"},
+		"data both":          {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "data", "layerName": "Title", "property": "Opacity", "value": 1, "expression": "1"}]}`, CodeValidation, "assets[0]"},
+		"text not string":    {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": 5}]}`, CodeValidation, "assets[0].value"},
+		"function name":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "function", "name": "layer-remove"}]}`, CodeValidation, "assets[0].name"},
+		"function layers":    {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "function", "name": "nx:layer-remove", "params": {"layerName": ["Title", "Gone"]}}]}`, CodeLayerNotFound, "assets[0].params.layerName[1]"},
+		"image child frames": {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "job", "layerName": "Photo", "template": {"id": "` + aeID + `", "composition": "end"}, "assets": [], "settings": {"type": "aep"}}]}`, CodeValidation, "assets[0].settings.type"},
+		"localhost webhook":  {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "webhook": {"url": "http://localhost:9/x"}}`, CodeValidation, "webhook.url"},
+		"trailing data":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": []} {}`, CodeInvalidJSON, ""},
+		"private src":        {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "image", "layerName": "Photo", "src": "http://10.0.0.7/a.png"}]}`, CodeValidation, "assets[0].src"},
+	}
+	for name, tc := range cases {
+		_, err := parse(t, tc.body)
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		field := ""
+		if len(err.Details) > 0 {
+			field = err.Details[0].Field
+		}
+		if err.Code != tc.code || field != tc.field {
+			t.Errorf("%s: code %s field %q (%s), want %s %q", name, err.Code, field, err.Message, tc.code, tc.field)
+		}
+	}
+}
+
+func TestPrivateURLsAllowedWhenConfigured(t *testing.T) {
+	body := `{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "webhook": {"url": "http://127.0.0.1:9/x"}}`
+	if _, err := ParseJob([]byte(body), testCatalog(), Limits{AllowPrivateURLs: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJoinAndBatchShapes(t *testing.T) {
+	job, err := ParseJoin([]byte(`{"assets": [{"type": "video", "src": "https://a.example.com/1.mp4"},
+		{"type": "job", "template": {"id": "`+aeID+`", "composition": "main"}, "assets": []}], "tags": ["x"]}`), testCatalog(), Limits{})
+	if err != nil || job.Engine != renderer.EngineFFmpeg || job.Spec.Settings.Preset != "mp4" || len(job.Children) != 1 || job.Children[0].Tags[0] != "x" {
+		t.Fatalf("%v %+v", err, job)
+	}
+	items, err := ParseBatch([]byte(`{"jobs": [{}, {}]}`))
+	if err != nil || len(items) != 2 {
+		t.Fatalf("%v %d", err, len(items))
+	}
+	if _, err := ParseBatch([]byte(`{"jobs": {}}`)); err == nil || err.Code != CodeValidation {
+		t.Fatalf("jobs as an object: %v", err)
+	}
+}
+
+// checkAccepted holds for every request validation accepts.
+func checkAccepted(t *testing.T, job *Job, cat memoryCatalog) {
+	if job.Engine == "" {
+		t.Fatalf("accepted without an engine: %+v", job)
+	}
+	if len(job.Children) != len(job.ChildAsset) {
+		t.Fatalf("%d children, %d child assets", len(job.Children), len(job.ChildAsset))
+	}
+	for _, i := range job.ChildAsset {
+		if job.Spec.Assets[i].Type != renderer.AssetJob {
+			t.Fatalf("child asset %d is %s", i, job.Spec.Assets[i].Type)
+		}
+	}
+	if job.Template == nil {
+		return
+	}
+	for _, a := range job.Spec.Assets {
+		if a.LayerName == "" || a.Type == renderer.AssetFunction {
+			continue
+		}
+		comp := job.Spec.Composition
+		if a.Composition != "" {
+			comp = a.Composition
+		}
+		if c := job.Template.Inspection.Composition(comp); c == nil || !c.HasLayer(a.LayerName) {
+			t.Fatalf("accepted layer %q absent from composition %q", a.LayerName, comp)
+		}
+	}
+	for _, f := range job.MissingFonts {
+		if cat.FontExists(f) {
+			t.Fatalf("font %q reported missing", f)
+		}
+	}
+	for _, c := range job.Children {
+		checkAccepted(t, c, cat)
+	}
+}
+
+var seeds = []string{
+	`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": "x"}]}`,
+	`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "job", "layerName": "Photo", "template": {"id": "` + aeID + `", "composition": "end"}, "assets": [{"type": "text", "layerName": "Credits", "value": "y"}]}], "tags": "a,b"}`,
+	`{"template": {"id": "` + mogrtID + `"}, "assets": [{"type": "essential", "value": {"Headline": "x"}}], "settings": {"type": "image", "frames": 1}}`,
+	`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "function", "name": "nx:layer-remove", "params": {"layerName": ["Title"]}}], "webhook": {"url": "https://h.example.com", "data": {"a": [1]}}, "upload": {"prefix": "p/", "params": {"region": "r", "bucket": "b", "accessKeyId": "a", "accessKeySecret": "${secret.KEY}"}}}`,
+	`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "settings": {"frames": [1, 2], "codec": "h264_cbr_5mbps", "quality": "draft"}, "priority": 9}`,
+	`{"assets": [{"type": "video", "src": "https://a.example.com/1.mp4"}]}`,
+	`{"template": {"id": 5}}`, `[]`, `{`, `""`, `{"template": null, "assets": null}`,
+}
+
+func FuzzParseJob(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	cat := testCatalog()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		job, err := ParseJob(body, cat, Limits{})
+		if (job == nil) == (err == nil) {
+			t.Fatalf("job %v and error %v", job, err)
+		}
+		if err != nil {
+			if err.Code == "" || err.Message == "" {
+				t.Fatalf("error without code or message: %+v", err)
+			}
+			return
+		}
+		checkAccepted(t, job, cat)
+	})
+}
+
+func FuzzParseJoin(f *testing.F) {
+	for _, s := range seeds {
+		f.Add([]byte(s))
+	}
+	cat := testCatalog()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		job, err := ParseJoin(body, cat, Limits{})
+		if err != nil {
+			if err.Code == "" || err.Message == "" {
+				t.Fatalf("error without code or message: %+v", err)
+			}
+			return
+		}
+		if len(job.Spec.Assets) == 0 || job.Engine != renderer.EngineFFmpeg {
+			t.Fatalf("accepted join %+v", job)
+		}
+		checkAccepted(t, job, cat)
+	})
+}
+
+func FuzzParseBatch(f *testing.F) {
+	f.Add([]byte(`{"jobs": [` + seeds[0] + `, ` + seeds[1] + `]}`))
+	f.Add([]byte(`{"jobs": []}`))
+	cat := testCatalog()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		items, err := ParseBatch(body)
+		if err != nil {
+			return
+		}
+		if len(items) == 0 || len(items) > MaxBatchJobs {
+			t.Fatalf("accepted a batch of %d", len(items))
+		}
+		for _, item := range items {
+			if job, err := ParseJob(item, cat, Limits{}); err == nil {
+				checkAccepted(t, job, cat)
+			}
+		}
+	})
+}
