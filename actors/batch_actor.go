@@ -19,6 +19,7 @@ type batchActor struct {
 
 	// held keeps requests that arrive while one is in hand.
 	held      holdQueue
+	idle      idleTimer
 	requester *actor.PID
 	jobs      []persistence.BatchJob
 }
@@ -82,7 +83,7 @@ func (c *Coordinator) batchProducer(batchID ulid.ULID) func(*registryEntry) acto
 func (b *batchActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		ctx.SetReceiveTimeout(b.c.cfg.PassivateAfter)
+		b.idle.reset(b.c, ctx.Self())
 	case *mail:
 		m.taken()
 		if !b.held.hold(m.msg, ctx.Sender()) {
@@ -95,10 +96,12 @@ func (b *batchActor) Receive(ctx actor.Context) {
 		b.done(ctx, &batchCreated{err: m.err})
 	case *CancelOutcome:
 		b.done(ctx, b.cancelOutcome(m))
-	case *actor.ReceiveTimeout:
-		if !b.held.busy && b.c.batches.tryPassivate(b.id, b.entry) {
+	case *idleCheck:
+		if b.idle.current(m) && !b.held.busy && b.c.batches.tryPassivate(b.id, b.entry) {
 			ctx.Stop(ctx.Self())
 		}
+	case *actor.Stopping:
+		b.idle.stop()
 	}
 }
 
@@ -155,6 +158,7 @@ func (b *batchActor) done(ctx actor.Context, answer any) {
 	}
 	b.requester, b.jobs = nil, nil
 	b.held.release(func(msg any, sender *actor.PID) { b.handle(ctx, msg, sender) })
+	b.idle.reset(b.c, ctx.Self())
 }
 
 // CreateBatch stores a batch and its jobs (children included) in one durable write and starts

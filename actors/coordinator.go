@@ -84,6 +84,8 @@ func setDefault[T comparable](v *T, def T) {
 type Observer interface {
 	// JobStateChanged reports a durable transition; from is 0 when the job was just created.
 	JobStateChanged(jobID ulid.ULID, from, to persistence.JobState)
+	// JobActorStopped reports a terminal job's actor passivated (its record stays in the store).
+	JobActorStopped(jobID ulid.ULID)
 	// JobProgressSaved reports a rendering job's progress once it is durable.
 	JobProgressSaved(jobID ulid.ULID, percent float64)
 	// TemplateStatusChanged reports a durable template status.

@@ -24,6 +24,8 @@ type jobActor struct {
 
 	// held keeps messages that arrive while a write is in flight.
 	held holdQueue
+	// idle passivates the actor of a terminal job that nothing asked for a while.
+	idle idleTimer
 	// waitingOn holds the children a pending parent still waits for.
 	waitingOn map[ulid.ULID]bool
 	// progressSavedAt is when progress was last persisted; progress is saved at most once per
@@ -71,10 +73,14 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		if !a.held.hold(msg.msg, ctx.Sender()) {
 			a.handle(ctx, msg.msg, ctx.Sender())
 		}
-	case *actor.ReceiveTimeout:
-		if a.job.State.Terminal() && !a.held.busy && a.c.jobs.tryPassivate(a.job.ID, a.entry) {
+		a.restartIdle(ctx)
+	case *idleCheck:
+		if a.idle.current(msg) && a.job.State.Terminal() && !a.held.busy && a.c.jobs.tryPassivate(a.job.ID, a.entry) {
 			ctx.Stop(ctx.Self())
+			a.c.Observer.JobActorStopped(a.job.ID)
 		}
+	case *actor.Stopping:
+		a.idle.stop()
 	}
 }
 
@@ -120,7 +126,14 @@ func (a *jobActor) start(ctx actor.Context) {
 			countless: a.c.cleanRestart,
 		})
 	default:
-		ctx.SetReceiveTimeout(a.c.cfg.PassivateAfter)
+		a.restartIdle(ctx)
+	}
+}
+
+// restartIdle starts the passivation wait of a terminal job's actor once it is free.
+func (a *jobActor) restartIdle(ctx actor.Context) {
+	if a.job.State.Terminal() && !a.held.busy {
+		a.idle.reset(a.c, ctx.Self())
 	}
 }
 
@@ -463,7 +476,5 @@ func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 	if !a.held.busy {
 		a.held.release(func(msg any, sender *actor.PID) { a.handle(ctx, msg, sender) })
 	}
-	if a.job.State.Terminal() && !a.held.busy {
-		ctx.SetReceiveTimeout(a.c.cfg.PassivateAfter)
-	}
+	a.restartIdle(ctx)
 }

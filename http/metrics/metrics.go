@@ -31,6 +31,7 @@ type Metrics struct {
 	staleReports   prometheus.Counter
 	requeues       prometheus.Counter
 	templates      *prometheus.CounterVec
+	passivations   prometheus.Counter
 }
 
 var (
@@ -72,12 +73,15 @@ func New() *Metrics {
 		requeues: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framefarm_requeues_total", Help: "Jobs queued again after an attempt was lost.",
 		}),
+		passivations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framefarm_job_actor_passivations_total", Help: "Actors of terminal jobs stopped after being idle.",
+		}),
 		templates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framefarm_template_transitions_total", Help: "Templates that reached a status.",
 		}, []string{"status"}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
-		m.commitWrites, m.staleReports, m.requeues, m.templates,
+		m.commitWrites, m.staleReports, m.requeues, m.templates, m.passivations,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
 		m.jobs.WithLabelValues(s.String())
@@ -116,6 +120,8 @@ func (m *Metrics) JobStateChanged(_ ulid.ULID, from, to persistence.JobState) {
 		m.transitions.WithLabelValues("cancelled").Inc()
 	}
 }
+
+func (m *Metrics) JobActorStopped(ulid.ULID) { m.passivations.Inc() }
 
 // JobProgressSaved needs no metric: progress is visible on the job.
 func (m *Metrics) JobProgressSaved(ulid.ULID, float64) {}

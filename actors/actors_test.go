@@ -1,0 +1,534 @@
+package actors_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/http/metrics"
+	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+const wait = 20 * time.Second
+
+// fixture is a coordinator in this process: real store, real actors, a fake clock.
+type fixture struct {
+	t     *testing.T
+	store *persistence.Store
+	coord *actors.Coordinator
+	clock *clock.Fake
+	obs   *recorder
+	ids   *persistence.IDs
+	team  ulid.ULID
+}
+
+func newFixture(t *testing.T, cfg actors.Config) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	store, err := persistence.Open(filepath.Join(dir, "framefarm.db"), persistence.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := blobs.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, _ := secretbox.New(make([]byte, 32))
+	obs := newRecorder()
+	ids := persistence.NewIDs()
+	coord := actors.New(cfg, actors.Deps{
+		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner("http://127.0.0.1:9", []byte("k")), Secrets: box,
+		Clock: clk, IDs: ids, Observer: obs, Logger: slog.New(slog.DiscardHandler), Outbound: http.DefaultClient,
+		JobJSON: func(j *persistence.Job, _ json.RawMessage) ([]byte, error) {
+			return []byte(`{"id":"` + j.ID.String() + `"}`), nil
+		},
+	})
+	if err := coord.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		coord.Stop(context.Background())
+		store.Close()
+	})
+	return &fixture{t: t, store: store, coord: coord, clock: clk, obs: obs, ids: ids, team: ids.New(clk.Now())}
+}
+
+// queue creates queued jobs for the engine "test" and returns their ids.
+func (f *fixture) queue(team ulid.ULID, priority, n int) []ulid.ULID {
+	f.t.Helper()
+	var jobs []*persistence.Job
+	for range n {
+		id := f.ids.New(f.clock.Now())
+		jobs = append(jobs, &persistence.Job{ID: id, TeamID: team, Kind: persistence.KindRender, Engine: "test",
+			State: persistence.JobQueued, Priority: priority, OutputName: id.String() + ".mp4", CreatedAt: f.clock.Now()})
+	}
+	if err := f.coord.CreateJobs(jobs); err != nil {
+		f.t.Fatal(err)
+	}
+	out := make([]ulid.ULID, n)
+	for i, j := range jobs {
+		out[i] = j.ID
+	}
+	return out
+}
+
+// advanceWhenArmed waits until a timer of duration d is set, then moves the clock past it.
+func (f *fixture) advanceWhenArmed(d time.Duration) {
+	f.t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case armed := <-f.clock.Armed:
+			if armed == d {
+				f.clock.Advance(d + time.Millisecond)
+				return
+			}
+		case <-deadline:
+			f.t.Fatalf("no %s timer was set", d)
+		}
+	}
+}
+
+// idleUntilPassivated moves the clock past every idle timer set until the job's actor stopped
+// for the nth time.
+func (f *fixture) idleUntilPassivated(id ulid.ULID, idle time.Duration, n int) {
+	f.t.Helper()
+	deadline := time.After(wait)
+	for {
+		f.obs.mu.Lock()
+		done, changed := f.obs.stopped[id] >= n, f.obs.changed
+		f.obs.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case armed := <-f.clock.Armed:
+			if armed == idle {
+				f.clock.Advance(idle + time.Millisecond)
+			}
+		case <-changed:
+		case <-deadline:
+			f.t.Fatalf("job %s's actor did not passivate", id)
+		}
+	}
+}
+
+// waitQueued asks the scheduler until it holds n queued jobs.
+func (f *fixture) waitQueued(n int) {
+	f.t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		stats, err := f.coord.QueueStats()
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if stats.Depth["test"] == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the scheduler holds %d jobs, want %d", stats.Depth["test"], n)
+		}
+	}
+}
+
+func (f *fixture) job(id ulid.ULID) *persistence.Job {
+	f.t.Helper()
+	var j *persistence.Job
+	if err := f.store.View(func(tx *persistence.Tx) (err error) { j, err = tx.Job(id); return err }); err != nil {
+		f.t.Fatal(err)
+	}
+	return j
+}
+
+// recorder is the Observer of the tests: metrics as in production, plus a way to wait for
+// durable transitions.
+type recorder struct {
+	*metrics.Metrics
+	mu      sync.Mutex
+	changed chan struct{}
+	states  map[ulid.ULID][]persistence.JobState
+	stopped map[ulid.ULID]int
+	stale   int
+	hooks   map[ulid.ULID][]string
+}
+
+func newRecorder() *recorder {
+	return &recorder{Metrics: metrics.New(), changed: make(chan struct{}), states: map[ulid.ULID][]persistence.JobState{},
+		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}}
+}
+
+func (r *recorder) notify() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+func (r *recorder) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
+	r.Metrics.JobStateChanged(id, from, to)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states[id] = append(r.states[id], to)
+	r.notify()
+}
+
+func (r *recorder) JobActorStopped(id ulid.ULID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped[id]++
+	r.notify()
+}
+
+func (r *recorder) StaleReport() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stale++
+	r.notify()
+}
+
+func (r *recorder) WebhookAttempt(id ulid.ULID, result string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hooks[id] = append(r.hooks[id], result)
+	r.notify()
+}
+
+// until waits for cond, evaluated under the recorder's lock after each event.
+func (r *recorder) until(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		r.mu.Lock()
+		ok, changed := cond(), r.changed
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobState) {
+	t.Helper()
+	r.until(t, fmt.Sprintf("job %s to be %s", id, state), func() bool { return slices.Contains(r.states[id], state) })
+}
+
+// testNode is a render node speaking the real protocol, driven by the test.
+type testNode struct {
+	assigned chan assignment
+}
+
+type assignment struct {
+	msg   *protocol.Assign
+	reply func(any)
+}
+
+func (f *fixture) attachTestNode(id string, slots int) *testNode {
+	f.t.Helper()
+	n := &testNode{assigned: make(chan assignment, 1000)}
+	pid := f.coord.ActorSystem().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*protocol.Assign); ok {
+			sender, system := ctx.Sender(), ctx.ActorSystem()
+			n.assigned <- assignment{msg: m, reply: func(x any) { system.Root.Send(sender, x) }}
+		}
+	}))
+	if err := f.coord.AttachNode(protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots}, pid); err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (n *testNode) next(t *testing.T) assignment {
+	t.Helper()
+	select {
+	case a := <-n.assigned:
+		return a
+	case <-time.After(wait):
+		t.Fatal("no assignment")
+		return assignment{}
+	}
+}
+
+// TestStaleAttemptReportsAreRejected: once a job moved to its next attempt, reports from the
+// older one change nothing.
+func TestStaleAttemptReportsAreRejected(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	n := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	first := n.next(t)
+	if first.msg.Attempt != 1 || first.msg.JobID != id.String() {
+		t.Fatalf("first assignment %+v", first.msg)
+	}
+	first.reply(&protocol.Failed{JobID: id.String(), Attempt: 1, Error: "node hiccup", Retryable: true})
+	second := n.next(t)
+	if second.msg.Attempt != 2 {
+		t.Fatalf("second assignment attempt %d", second.msg.Attempt)
+	}
+	// The first attempt's late reports are fenced off.
+	first.reply(&protocol.Progress{JobID: id.String(), Attempt: 1, Percent: 99})
+	first.reply(&protocol.Done{JobID: id.String(), Attempt: 1, Duration: time.Second})
+	f.obs.until(t, "two stale reports", func() bool { return f.obs.stale == 2 })
+	if j := f.job(id); j.State != persistence.JobRendering || j.Progress != 0 || j.Attempts != 2 {
+		t.Fatalf("after stale reports: %s, %v%%, attempt %d", j.State, j.Progress, j.Attempts)
+	}
+	second.reply(&protocol.Done{JobID: id.String(), Attempt: 2, Duration: 3 * time.Second})
+	f.obs.reached(t, id, persistence.JobFinished)
+	j := f.job(id)
+	if len(j.Failures) != 1 || j.Failures[0].Node != "n1" || j.RenderDuration != 3*time.Second {
+		t.Fatalf("finished job %+v", j)
+	}
+	// A report after the end is stale too.
+	second.reply(&protocol.Failed{JobID: id.String(), Attempt: 2, Error: "late"})
+	f.obs.until(t, "a third stale report", func() bool { return f.obs.stale == 3 })
+	if f.job(id).State != persistence.JobFinished {
+		t.Fatal("a late failure changed a finished job")
+	}
+}
+
+// TestSchedulerOrder: priority first; among equal priorities the team holding fewer slots, then
+// the oldest job.
+func TestSchedulerOrder(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	teamA, teamB := f.ids.New(f.clock.Now()), f.ids.New(f.clock.Now())
+	a := f.queue(teamA, 0, 4)
+	b := f.queue(teamB, 0, 1)
+	urgent := f.queue(teamA, 5, 1)
+	f.waitQueued(6) // job actors enqueue as they start: let the queue fill before a slot opens
+	n := f.attachTestNode("n1", 2)
+	// The two slots go to the urgent job and to team B's job, although A's are older, because
+	// A already holds a slot. (The two assignments may reach the node in either order.)
+	first, second := n.next(t), n.next(t)
+	if first.msg.JobID != urgent[0].String() {
+		first, second = second, first
+	}
+	if first.msg.JobID != urgent[0].String() || second.msg.JobID != b[0].String() {
+		t.Fatalf("first round %s and %s, want urgent %s and team B's %s", first.msg.JobID, second.msg.JobID, urgent[0], b[0])
+	}
+	// Then team A's jobs, oldest first, as slots free.
+	for _, want := range a {
+		first.reply(&protocol.Done{JobID: first.msg.JobID, Attempt: first.msg.Attempt})
+		next := n.next(t)
+		if next.msg.JobID != want.String() {
+			t.Fatalf("got %s, want %s (oldest of team A)", next.msg.JobID, want)
+		}
+		first = next
+	}
+}
+
+// TestPriorityBeatsAge: with one slot, the highest priority goes first, whatever its age.
+func TestPriorityBeatsAge(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	old := f.queue(f.team, 0, 3)
+	urgent := f.queue(f.team, 9, 1)
+	low := f.queue(f.team, -1, 1)
+	f.waitQueued(5)
+	n := f.attachTestNode("n1", 1)
+	for _, want := range []ulid.ULID{urgent[0], old[0], old[1], old[2], low[0]} {
+		a := n.next(t)
+		if a.msg.JobID != want.String() {
+			t.Fatalf("got %s, want %s", a.msg.JobID, want)
+		}
+		a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: a.msg.Attempt})
+	}
+}
+
+// TestCancelRacingDispatchHasOneWinner: every job is either cancelled or dispatched, never both.
+func TestCancelRacingDispatchHasOneWinner(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	jobs := f.queue(f.team, 0, 200)
+	n := f.attachTestNode("n1", 50)
+	var cancelled sync.Map
+	var wg sync.WaitGroup
+	for _, id := range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := f.coord.CancelJobs([]ulid.ULID{id})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if len(out.Cancelled) > 0 {
+				cancelled.Store(id, true)
+			}
+		}()
+	}
+	wg.Wait()
+	dispatched := map[string]bool{}
+	for done := false; !done; {
+		select {
+		case a := <-n.assigned:
+			dispatched[a.msg.JobID] = true
+			a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: a.msg.Attempt})
+		default:
+			done = true
+		}
+		if done {
+			// Everything not cancelled must be dispatched eventually; wait for the rest.
+			missing := 0
+			for _, id := range jobs {
+				if _, c := cancelled.Load(id); !c && !dispatched[id.String()] {
+					missing++
+				}
+			}
+			if missing > 0 {
+				a := n.next(t)
+				dispatched[a.msg.JobID] = true
+				a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: a.msg.Attempt})
+				done = false
+			}
+		}
+	}
+	for _, id := range jobs {
+		_, c := cancelled.Load(id)
+		if c == dispatched[id.String()] {
+			t.Fatalf("job %s: cancelled %v, dispatched %v", id, c, dispatched[id.String()])
+		}
+		want := persistence.JobCancelled
+		if !c {
+			want = persistence.JobFinished
+		}
+		f.obs.reached(t, id, want)
+	}
+}
+
+// hangingRenderer blocks until its render is cancelled, or ends as told.
+type hangingRenderer struct {
+	started chan *renderer.Task
+	results chan error
+}
+
+func (r *hangingRenderer) Engine() string { return "test" }
+
+func (r *hangingRenderer) Render(ctx context.Context, task *renderer.Task, _ func(float64)) error {
+	r.started <- task
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case err := <-r.results:
+		return err
+	}
+}
+
+// TestSilentRenderIsRequeuedOnTheInjectedClock: a render that reports nothing for the silence
+// limit is stopped and its job queued again; no test time passes.
+func TestSilentRenderIsRequeuedOnTheInjectedClock(t *testing.T) {
+	f := newFixture(t, actors.Config{SilenceTimeout: 10 * time.Minute, MaxAttempts: 3})
+	r := &hangingRenderer{started: make(chan *renderer.Task, 10), results: make(chan error, 10)}
+	agent, err := node.New(node.Config{NodeID: "embedded", Slots: 1, DataDir: t.TempDir()}, []renderer.Renderer{r},
+		node.Transfers{Internal: http.DefaultClient, External: http.DefaultClient}, f.clock, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(agent.Stop)
+	if err := f.coord.AttachNode(agent.Hello(), f.coord.ActorSystem().Root.Spawn(agent.Props())); err != nil {
+		t.Fatal(err)
+	}
+	id := f.queue(f.team, 0, 1)[0]
+	first := <-r.started
+	f.advanceWhenArmed(10 * time.Minute)
+	second := <-r.started
+	if first.Attempt != 1 || second.Attempt != 2 {
+		t.Fatalf("attempts %d then %d", first.Attempt, second.Attempt)
+	}
+	r.results <- errors.New("the template is broken")
+	f.obs.reached(t, id, persistence.JobFailed)
+	j := f.job(id)
+	if len(j.Failures) != 2 || j.Failures[0].Error != "the render reported no progress for 10m0s" || j.Error != "the template is broken" {
+		t.Fatalf("job %+v", j)
+	}
+}
+
+// TestTerminalJobActorsPassivateAndComeBack: a finished job's actor stops after being idle; a
+// later message starts it again from the store.
+func TestTerminalJobActorsPassivateAndComeBack(t *testing.T) {
+	f := newFixture(t, actors.Config{PassivateAfter: time.Minute})
+	n := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	a := n.next(t)
+	a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: 1})
+	f.obs.reached(t, id, persistence.JobFinished)
+	f.idleUntilPassivated(id, time.Minute, 1)
+	if live := f.coord.LiveJobActors(); live != 0 {
+		t.Fatalf("%d live job actors after passivation", live)
+	}
+	out, err := f.coord.CancelJobs([]ulid.ULID{id})
+	if err != nil || len(out.Cancelled) != 0 || out.Reached[id].State != persistence.JobFinished {
+		t.Fatalf("cancel of a passivated finished job: %+v, %v", out, err)
+	}
+	if live := f.coord.LiveJobActors(); live != 1 {
+		t.Fatalf("%d live job actors after a message, want the re-activated one", live)
+	}
+	f.idleUntilPassivated(id, time.Minute, 2)
+}
+
+// TestWebhookRetriesFollowTheBackoffOnTheInjectedClock: a failed delivery is tried again only
+// when the clock reaches its backoff (±20% jitter), with the same delivery id.
+func TestWebhookRetriesFollowTheBackoffOnTheInjectedClock(t *testing.T) {
+	f := newFixture(t, actors.Config{WebhookBackoff: []time.Duration{10 * time.Second, 40 * time.Second}})
+	var mu sync.Mutex
+	var calls []string
+	statuses := []int{500, 502, 200}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, r.Header.Get("X-Webhook-Id"))
+		w.WriteHeader(statuses[len(calls)-1])
+	}))
+	defer srv.Close()
+	callCount := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
+
+	n := f.attachTestNode("n1", 1)
+	var team persistence.Team // the webhook is signed with its team's secret
+	if err := f.store.Update(func(tx *persistence.Tx) (err error) { team, _, err = tx.EnsureTeam("t", f.ids); return err }); err != nil {
+		t.Fatal(err)
+	}
+	id := f.ids.New(f.clock.Now())
+	job := &persistence.Job{ID: id, TeamID: team.ID, Kind: persistence.KindRender, Engine: "test", State: persistence.JobQueued,
+		OutputName: "out.mp4", Spec: persistence.JobSpec{Webhook: &persistence.Webhook{URL: srv.URL}}}
+	if err := f.coord.CreateJobs([]*persistence.Job{job}); err != nil {
+		t.Fatal(err)
+	}
+	a := n.next(t)
+	a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: 1})
+	f.obs.until(t, "the first attempt", func() bool { return len(f.obs.hooks[id]) == 1 })
+	for i, backoff := range []time.Duration{10 * time.Second, 40 * time.Second} {
+		armed := <-f.clock.Armed
+		for armed < backoff*8/10 || armed > backoff*12/10 {
+			armed = <-f.clock.Armed
+		}
+		if got := callCount(); got != i+1 {
+			t.Fatalf("%d calls before the clock reached the backoff, want %d", got, i+1)
+		}
+		f.clock.Advance(armed)
+		f.obs.until(t, "the next attempt", func() bool { return len(f.obs.hooks[id]) == i+2 })
+	}
+	if got := f.obs.hooks[id]; !slices.Equal(got, []string{"retrying", "retrying", "delivered"}) {
+		t.Fatalf("attempts %v", got)
+	}
+	if calls[0] == "" || calls[0] != calls[1] || calls[1] != calls[2] {
+		t.Fatalf("delivery ids %v", calls)
+	}
+}

@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// docTable reads the rows of a table between <!-- name --> and <!-- /name --> in
+// STATE_MACHINE.md: event -> "from1, from2 -> to".
+func docTable(t *testing.T, name string) map[string]string {
+	raw, err := os.ReadFile("STATE_MACHINE.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?s)<!-- ` + name + ` -->(.*?)<!-- /` + name + ` -->`).FindSubmatch(raw)
+	if m == nil {
+		t.Fatalf("no %s in STATE_MACHINE.md", name)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(m[1]), "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 3 || strings.Contains(line, "---") || strings.TrimSpace(cells[0]) == "Event" {
+			continue
+		}
+		rows[strings.TrimSpace(cells[0])] = strings.TrimSpace(cells[1]) + " -> " + strings.TrimSpace(cells[2])
+	}
+	return rows
+}
+
+func TestStateMachineDocumentMatchesCode(t *testing.T) {
+	jobs := map[string]string{}
+	for _, tr := range jobTransitions {
+		from := make([]string, len(tr.from))
+		for i, s := range tr.from {
+			from[i] = s.String()
+		}
+		jobs[string(tr.event)] = strings.Join(from, ", ") + " -> " + tr.to.String()
+	}
+	templates := map[string]string{}
+	for _, tr := range templateTransitions {
+		from := make([]string, len(tr.from))
+		for i, s := range tr.from {
+			from[i] = string(s)
+		}
+		templates[string(tr.event)] = strings.Join(from, ", ") + " -> " + string(tr.to)
+	}
+	for name, code := range map[string]map[string]string{"job-table": jobs, "template-table": templates} {
+		doc := docTable(t, name)
+		for ev, want := range code {
+			if doc[ev] != want {
+				t.Errorf("%s %s: document says %q, code says %q", name, ev, doc[ev], want)
+			}
+		}
+		for ev := range doc {
+			if _, ok := code[ev]; !ok {
+				t.Errorf("%s: the document lists %s, the code does not", name, ev)
+			}
+		}
+	}
+}
+
+func TestIllegalTransitionsChangeNothing(t *testing.T) {
+	for _, s := range persistence.AllJobStates {
+		for _, tr := range jobTransitions {
+			j := &persistence.Job{State: s}
+			err := applyJobEvent(j, tr.event)
+			legal := false
+			for _, from := range tr.from {
+				legal = legal || from == s
+			}
+			switch {
+			case legal && (err != nil || j.State != tr.to):
+				t.Errorf("%s from %s: %v, state %s", tr.event, s, err, j.State)
+			case !legal && (err == nil || j.State != s):
+				t.Errorf("%s from %s was allowed (now %s)", tr.event, s, j.State)
+			}
+		}
+		if s.Terminal() {
+			for _, tr := range jobTransitions {
+				if applyJobEvent(&persistence.Job{State: s}, tr.event) == nil {
+					t.Errorf("%s left terminal state %s", tr.event, s)
+				}
+			}
+		}
+	}
+}
