@@ -67,6 +67,17 @@ func TestQuickStartFlow(t *testing.T) {
 		t.Fatalf("webhook headers %v", hook.Header)
 	}
 
+	c.waitFor("webhook", cr.ID, "delivered")
+	_, metrics := get(t, c.url+"/metrics")
+	for _, want := range []string{`framefarm_jobs{state="finished"} 1`, `framefarm_jobs_total{event="created"} 1`,
+		`framefarm_webhook_deliveries_total{result="delivered"} 1`, `framefarm_render_duration_seconds_count{engine="lottie"} 1`,
+		`framefarm_http_request_duration_seconds_count{code="200",method="POST",route="/api/v2/jobs"} 1`,
+		"framefarm_store_commit_duration_seconds_count", `framefarm_queue_depth{engine="lottie"} 0`, "framefarm_queue_oldest_age_seconds 0"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+
 	status, logs, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+cr.ID+"/logs", nil)
 	if status != http.StatusOK || !strings.Contains(string(logs), "dispatched to node") || !strings.Contains(string(logs), "test renderer") {
 		t.Fatalf("logs %d:\n%s", status, logs)

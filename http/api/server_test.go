@@ -1,0 +1,99 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// serveForTest runs the API over loopback on a real store, without actors.
+func serveForTest(t *testing.T, log io.Writer) (*Server, string) {
+	t.Helper()
+	store, err := persistence.Open(filepath.Join(t.TempDir(), "framefarm.db"), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s := New(Config{}, Deps{Store: store, Clock: clock.Real{}, Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(ln)
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s, "http://" + ln.Addr().String()
+}
+
+func TestDrainRefusesAPIRequestsButNotHealthOrFiles(t *testing.T) {
+	s, base := serveForTest(t, io.Discard)
+	s.Drain()
+	resp, err := http.Get(base + "/api/v2/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" || !strings.Contains(string(body), `"code":"unavailable"`) {
+		t.Fatalf("while draining: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/files/outputs/x/y.mp4": 403} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s while draining: %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+func TestRequestIDsReachTheLogAndTheAnswer(t *testing.T) {
+	var log lockedLog
+	_, base := serveForTest(t, &log)
+	req, _ := http.NewRequest(http.MethodGet, base+"/api/v2/jobs", nil)
+	req.Header.Set("X-Request-Id", "trace-42")
+	req.Header.Set("Authorization", "Bearer ff_secret_token_value")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("X-Request-Id") != "trace-42" {
+		t.Fatalf("status %d, request id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	}
+	resp, _ = http.Get(base + "/healthz")
+	resp.Body.Close()
+	if id := resp.Header.Get("X-Request-Id"); len(id) != 24 {
+		t.Fatalf("generated request id %q", id)
+	}
+	if !strings.Contains(log.String(), "request_id=trace-42") || strings.Contains(log.String(), "ff_secret_token_value") {
+		t.Fatalf("log:\n%s", log.String())
+	}
+}
+
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
