@@ -234,7 +234,7 @@ func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job
 		for _, j := range jobs {
 			if j.TemplateID != (ulid.ULID{}) {
 				// The template may have been deleted since validation; jobs must not outlive it.
-				if _, err := tx.Template(j.TeamID, j.TemplateID); err != nil {
+				if !tx.TemplateExists(j.TeamID, j.TemplateID) {
 					return fmt.Errorf("%w: template %s", ErrTemplateGone, j.TemplateID)
 				}
 			}

@@ -19,7 +19,6 @@ import (
 type jobActor struct {
 	c     *Coordinator
 	job   *persistence.Job
-	log   *slog.Logger
 	entry *registryEntry
 
 	// held keeps messages that arrive while a write is in flight.
@@ -34,7 +33,7 @@ type jobActor struct {
 }
 
 func newJobActor(c *Coordinator, job *persistence.Job, entry *registryEntry) *jobActor {
-	return &jobActor{c: c, job: job, entry: entry, log: c.log.With("job", job.ID.String())}
+	return &jobActor{c: c, job: job, entry: entry}
 }
 
 // jobProducer makes the actor of a job whose record the caller holds.
@@ -103,9 +102,12 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	case *relativeFailed:
 		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil)
 	default:
-		a.log.Warn("job actor ignored an unknown message", "type", fmt.Sprintf("%T", msg))
+		a.log().Warn("job actor ignored an unknown message", "type", fmt.Sprintf("%T", msg))
 	}
 }
+
+// log is the actor's logger (made when needed: most actors never log).
+func (a *jobActor) log() *slog.Logger { return a.c.log.With("job", a.job.ID.String()) }
 
 // start resumes the job from its stored state: a fresh job as created, or any job after a
 // restart of the coordinator.
@@ -165,7 +167,7 @@ func (a *jobActor) resumeWaiting(ctx actor.Context) {
 	})
 	switch {
 	case err != nil:
-		a.log.Error("cannot load the children of a pending job", "err", err)
+		a.log().Error("cannot load the children of a pending job", "err", err)
 	case failed != nil:
 		a.onChildFailed(ctx, &childFailed{child: failed.ID, reason: failed.Error})
 	case cancelled != nil:
@@ -207,7 +209,7 @@ func (a *jobActor) current(attempt int, what string) bool {
 	if a.job.State == persistence.JobRendering && attempt == a.job.Attempts {
 		return true
 	}
-	a.log.Warn("rejected a report from a stale attempt", "report", what, "attempt", attempt,
+	a.log().Warn("rejected a report from a stale attempt", "report", what, "attempt", attempt,
 		"current_attempt", a.job.Attempts, "state", a.job.State.String())
 	a.c.Observer.StaleReport()
 	return false
@@ -319,7 +321,7 @@ func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
 			ctx.Send(a.c.scheduler, &jobWithdrawn{jobID: a.job.ID})
 		}
 		if err != nil {
-			a.log.Error("cannot persist a cancellation", "err", err)
+			a.log().Error("cannot persist a cancellation", "err", err)
 		}
 		answer()
 	})
@@ -403,7 +405,7 @@ func (a *jobActor) transition(ctx actor.Context, ev JobEvent, edit func(*persist
 	extra func(*persistence.Tx) error, then func(error)) error {
 	next := a.job.Clone()
 	if err := applyJobEvent(next, ev); err != nil {
-		a.log.Error("refused a state change", "err", err)
+		a.log().Error("refused a state change", "err", err)
 		return err
 	}
 	if edit != nil {
@@ -460,7 +462,7 @@ func (a *jobActor) persist(ctx actor.Context, prev persistence.JobState, next *p
 
 func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 	if w.err != nil {
-		a.log.Error("cannot persist a job change", "err", w.err)
+		a.log().Error("cannot persist a job change", "err", w.err)
 	} else {
 		if w.next.State != a.job.State {
 			a.c.Observer.JobStateChanged(a.job.ID, a.job.State, w.next.State)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"iter"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -51,10 +50,14 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
 		ids = page(ids, q.Offset, q.Limit)
 	} else {
-		counted := len(q.Tags) == 0 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
+		counted := len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
 		if counted {
 			for s := range allowed {
-				total += t.JobCount(q.TeamID, s)
+				if len(q.Tags) == 1 {
+					total += t.TagCount(q.TeamID, q.Tags[0], s)
+				} else {
+					total += t.JobCount(q.TeamID, s)
+				}
 			}
 		}
 		n := 0
@@ -151,16 +154,12 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 			})
 		}
 	case len(q.Tags) > 0:
-		tagged := t.taggedJobs(q.TeamID, q.Tags, allowed, lo, hi)
-		ids := make([]ulid.ULID, 0, len(tagged))
-		for jobID := range tagged {
-			ids = append(ids, jobID)
+		prefixes := make([][]byte, len(q.Tags))
+		for i, tag := range q.Tags {
+			prefixes[i] = key(team, tagKey(tag))
 		}
-		slices.SortFunc(ids, func(a, b ulid.ULID) int { return a.Compare(b) })
-		if q.Sort == SortNewestFirst {
-			slices.Reverse(ids)
-		}
-		return slices.Values(ids)
+		return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, q.Sort == SortNewestFirst,
+			func(v []byte) bool { return allowed[JobState(v[0])] })
 	case len(allowed) == len(AllJobStates):
 		return func(yield func(ulid.ULID) bool) {
 			t.rangeScan(bucketJobsByTeam, team, lo, hi, q.Sort == SortNewestFirst, func(k, _ []byte) bool {
@@ -168,7 +167,13 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 			})
 		}
 	default:
-		return t.mergeStates(q.TeamID, allowed, lo, hi, q.Sort == SortNewestFirst)
+		var prefixes [][]byte
+		for _, s := range AllJobStates {
+			if allowed[s] {
+				prefixes = append(prefixes, key(team, stateKey(s)))
+			}
+		}
+		return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, q.Sort == SortNewestFirst, nil)
 	}
 }
 
@@ -190,18 +195,17 @@ func (t *Tx) taggedJobs(teamID ulid.ULID, tags []string, allowed map[JobState]bo
 	return set
 }
 
-// mergeStates yields, in id order, the jobs of every allowed state, merging the per-state
-// ranges of the state index.
-func (t *Tx) mergeStates(teamID ulid.ULID, allowed map[JobState]bool, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+// mergeRanges yields, in id order and each once, the job ids ending the keys under each prefix
+// whose value accept takes (nil takes all): a k-way merge of sorted index ranges.
+func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, reverse bool, accept func(v []byte) bool) iter.Seq[ulid.ULID] {
 	return func(yield func(ulid.ULID) bool) {
-		var streams []func() (ulid.ULID, bool)
-		for _, s := range AllJobStates {
-			if !allowed[s] {
-				continue
-			}
-			prefix := key(id(teamID), stateKey(s))
+		streams := make([]func() (ulid.ULID, bool), 0, len(prefixes))
+		for _, prefix := range prefixes {
 			next, stop := iter.Pull(func(yield func(ulid.ULID) bool) {
-				t.rangeScan(bucketJobsByTeamState, prefix, lo, hi, reverse, func(k, _ []byte) bool {
+				t.rangeScan(bucket, prefix, lo, hi, reverse, func(k, v []byte) bool {
+					if accept != nil && !accept(v) {
+						return true
+					}
 					return yield(ulidAt(k[len(prefix):]))
 				})
 			})
@@ -213,18 +217,23 @@ func (t *Tx) mergeStates(teamID ulid.ULID, allowed map[JobState]bool, lo, hi []b
 		for i, next := range streams {
 			heads[i], live[i] = next()
 		}
+		var last ulid.ULID
+		first := true
 		for {
 			best := -1
 			for i := range streams {
-				if !live[i] {
-					continue
-				}
-				if best < 0 || (heads[i].Compare(heads[best]) < 0) != reverse {
+				if live[i] && (best < 0 || (heads[i].Compare(heads[best]) < 0) != reverse) {
 					best = i
 				}
 			}
-			if best < 0 || !yield(heads[best]) {
+			if best < 0 {
 				return
+			}
+			if first || heads[best] != last {
+				if !yield(heads[best]) {
+					return
+				}
+				last, first = heads[best], false
 			}
 			heads[best], live[best] = streams[best]()
 		}

@@ -117,7 +117,15 @@ func (t *Tx) BatchJobs(batchID ulid.ULID) []BatchJob {
 
 // JobCount is how many of a team's jobs are in a state.
 func (t *Tx) JobCount(teamID ulid.ULID, s JobState) int {
-	raw := t.bucket(bucketJobCounts).Get(key(id(teamID), stateKey(s)))
+	return readCount(t.bucket(bucketJobCounts).Get(key(id(teamID), stateKey(s))))
+}
+
+// TagCount is how many of a team's jobs carrying a tag are in a state.
+func (t *Tx) TagCount(teamID ulid.ULID, tag string, s JobState) int {
+	return readCount(t.bucket(bucketTagCounts).Get(key(id(teamID), tagKey(tag), stateKey(s))))
+}
+
+func readCount(raw []byte) int {
 	if raw == nil {
 		return 0
 	}
@@ -134,9 +142,21 @@ func (t *Tx) JobCountsByState() map[JobState]int {
 	return counts
 }
 
-func (t *Tx) addJobCount(teamID ulid.ULID, s JobState, delta int) error {
-	b := t.bucket(bucketJobCounts)
-	k := key(id(teamID), stateKey(s))
+// addJobCounts moves the per-state counters of a job, overall and per tag.
+func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
+	if err := t.addCount(bucketJobCounts, key(id(j.TeamID), stateKey(s)), delta); err != nil {
+		return err
+	}
+	for _, tag := range j.Tags {
+		if err := t.addCount(bucketTagCounts, key(id(j.TeamID), tagKey(tag), stateKey(s)), delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tx) addCount(bucket, k []byte, delta int) error {
+	b := t.bucket(bucket)
 	var n uint64
 	if raw := b.Get(k); raw != nil {
 		n = binary.BigEndian.Uint64(raw)
@@ -187,7 +207,7 @@ func (t *Tx) writeJobIndexes(j *Job, s JobState) error {
 			return err
 		}
 	}
-	return t.addJobCount(j.TeamID, s, 1)
+	return t.addJobCounts(j, s, 1)
 }
 
 func (t *Tx) deleteJobIndexes(j *Job, s JobState) error {
@@ -196,5 +216,5 @@ func (t *Tx) deleteJobIndexes(j *Job, s JobState) error {
 			return err
 		}
 	}
-	return t.addJobCount(j.TeamID, s, -1)
+	return t.addJobCounts(j, s, -1)
 }

@@ -39,6 +39,8 @@ var (
 	bucketJobsByBatch = []byte("jobs_by_batch")
 	// team + state -> count
 	bucketJobCounts = []byte("job_counts")
+	// team + len(tag) + tag + state -> count
+	bucketTagCounts = []byte("tag_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
@@ -50,7 +52,7 @@ var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
 	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
-	bucketJobsByBatch, bucketJobCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
+	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
 }
 
 func createBuckets(tx *bolt.Tx) error {

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,36 @@ func (t *Tx) Template(teamID, templateID ulid.ULID) (*Template, error) {
 		err = ErrNotFound
 	}
 	return tpl, err
+}
+
+// TemplateExists reports whether a team has a template, without decoding it.
+func (t *Tx) TemplateExists(teamID, templateID ulid.ULID) bool {
+	return t.bucket(bucketTemplates).Get(key(id(teamID), id(templateID))) != nil
+}
+
+// SharedTemplate loads a template like Template, but may return a record shared with other
+// callers, decoded once for as long as its stored bytes do not change: callers must not modify it.
+func (t *Tx) SharedTemplate(teamID, templateID ulid.ULID) (*Template, error) {
+	raw := t.bucket(bucketTemplates).Get(key(id(teamID), id(templateID)))
+	if raw == nil {
+		return nil, ErrNotFound
+	}
+	if c, ok := t.cache.templates.Load(templateID); ok {
+		if entry := c.(*sharedTemplate); bytes.Equal(entry.raw, raw) {
+			return entry.tpl, nil
+		}
+	}
+	tpl := new(Template)
+	if err := json.Unmarshal(raw, tpl); err != nil {
+		return nil, fmt.Errorf("decode template record: %w", err)
+	}
+	t.cache.templates.Store(templateID, &sharedTemplate{raw: bytes.Clone(raw), tpl: tpl})
+	return tpl, nil
+}
+
+type sharedTemplate struct {
+	raw []byte
+	tpl *Template
 }
 
 // Templates lists a team's templates, oldest first.

@@ -45,6 +45,12 @@ type Store struct {
 	mu      sync.RWMutex // guards closed against concurrent submits
 	closed  bool
 	stopped chan struct{}
+	cache   *decodeCache
+}
+
+// decodeCache keeps decoded records that many requests read and few change.
+type decodeCache struct {
+	templates sync.Map // template id -> *sharedTemplate
 }
 
 // write is one caller's transaction function and how to answer it. fn may run more than once:
@@ -91,6 +97,7 @@ func Open(path string, opts Options) (*Store, error) {
 		onCommit: opts.OnCommit,
 		now:      opts.Now,
 		stopped:  make(chan struct{}),
+		cache:    &decodeCache{},
 	}
 	go s.commitLoop()
 	return s, nil
@@ -101,7 +108,7 @@ func (s *Store) Now() time.Time { return s.now() }
 
 // View runs fn in a read-only transaction.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now, cache: s.cache}) })
 }
 
 // Update runs fn in a group-committed transaction and returns once it is durable.
@@ -170,7 +177,7 @@ func (s *Store) commit(batch []*write) {
 		var failure error
 		var after []func()
 		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{tx: btx, now: s.now}
+			tx := &Tx{tx: btx, now: s.now, cache: s.cache}
 			for i, w := range batch {
 				if err := w.fn(tx); err != nil {
 					failed, failure = i, err
@@ -204,6 +211,7 @@ func (s *Store) commit(batch []*write) {
 type Tx struct {
 	tx          *bolt.Tx
 	now         func() time.Time
+	cache       *decodeCache
 	afterCommit []func()
 }
 

@@ -330,3 +330,26 @@ func newFileServer(t *testing.T, files map[string][]byte) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// TestPendingWebhookSurvivesARestart: a delivery waiting for its retry is in the outbox; after a
+// SIGKILL the new process delivers it, with the same delivery id.
+func TestPendingWebhookSurvivesARestart(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, webhookBackoff: `["1s"]`})
+	c.control.answerAll(finishAll)
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	hooks := newWebhookReceiver(t, 503)
+	b := renderJob(tplID)
+	b["webhook"] = map[string]any{"url": hooks.url}
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	first := hooks.next(t)
+	c.waitFor("webhook", cr.ID, "retrying") // durable: the retry is in the outbox, due in about 1s
+	c.kill()
+	c.restart()
+	retry := hooks.next(t)
+	if retry.Header.Get("X-Webhook-Id") != first.Header.Get("X-Webhook-Id") {
+		t.Fatal("the delivery id changed across the restart")
+	}
+	c.waitFor("webhook", cr.ID, "delivered")
+}

@@ -52,6 +52,12 @@ type options struct {
 	slots int
 	// rateLimit replaces the body of the [ratelimit] table.
 	rateLimit string
+	// webhookBackoff replaces webhooks.retry_backoff.
+	webhookBackoff string
+	// logLevel replaces log.level (debug by default: failing tests print the log).
+	logLevel string
+	// noJobSignals keeps the process from printing job transitions (benchmarks).
+	noJobSignals bool
 	// config is TOML appended to the harness's configuration (tables it does not set).
 	config string
 }
@@ -91,6 +97,12 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 		changed: make(chan struct{}), jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
 		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{},
 	}
+	if opts.logLevel == "" {
+		opts.logLevel = "debug"
+	}
+	if opts.webhookBackoff == "" {
+		opts.webhookBackoff = `["20ms", "40ms", "80ms"]`
+	}
 	if opts.rateLimit == "" {
 		opts.rateLimit = "requests_per_second = 100000\nburst = 100000"
 	}
@@ -101,15 +113,15 @@ allow_private_urls = true
 shutdown_timeout = "10s"
 
 [log]
-level = "debug"
+level = %q
 
 [ratelimit]
 %s
 
 [webhooks]
-retry_backoff = ["20ms", "40ms", "80ms"]
+retry_backoff = %s
 timeout = "2s"
-`, adminToken, opts.rateLimit) + opts.config
+`, adminToken, opts.logLevel, opts.rateLimit, opts.webhookBackoff) + opts.config
 	if err := os.WriteFile(filepath.Join(c.dir, "framefarm.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +143,9 @@ func (c *coordinator) launch(listen string) {
 	cmd := exec.Command(os.Args[0], "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
 		"--data-dir", c.dataDir(), "--listen", listen, "--local-slots", fmt.Sprint(c.opts.slots))
 	cmd.Env = append(os.Environ(), envRun+"=1", envControl+"="+c.control.url)
+	if c.opts.noJobSignals {
+		cmd.Env = append(cmd.Env, envJobSignals+"=0")
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)

@@ -36,18 +36,28 @@ func testPlugins() plugins {
 			&testRenderer{engine: renderer.EngineFFmpeg, control: control},
 		},
 		inspector: manifestInspector{},
-		observe:   func(o actors.Observer) actors.Observer { return &signalObserver{Observer: o} },
+		observe: func(o actors.Observer) actors.Observer {
+			return &signalObserver{Observer: o, jobs: os.Getenv(envJobSignals) != "0"}
+		},
 	}
 }
+
+// envJobSignals set to 0 silences job signals: benchmarks create jobs by the thousand and wait
+// on none of them.
+const envJobSignals = "FRAMEFARM_TEST_JOB_SIGNALS"
 
 // signalObserver prints a line for every durable job and template transition.
 type signalObserver struct {
 	actors.Observer
-	mu sync.Mutex
+	jobs bool
+	mu   sync.Mutex
 }
 
 func (s *signalObserver) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
 	s.Observer.JobStateChanged(id, from, to)
+	if !s.jobs {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(os.Stdout, "ffsignal job %s %s\n", id, to)

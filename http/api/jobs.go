@@ -36,7 +36,7 @@ func (c *catalog) Template(id string) (*persistence.Template, error) {
 	if !ok {
 		return nil, persistence.ErrNotFound
 	}
-	tpl, err := c.tx.Template(c.team, tid)
+	tpl, err := c.tx.SharedTemplate(c.team, tid)
 	if err != nil {
 		return nil, err
 	}
