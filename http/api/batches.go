@@ -103,22 +103,7 @@ type batchJobStatus struct {
 }
 
 func (s *Server) loadBatch(r *request) (*persistence.Batch, bool) {
-	idText, _ := r.ctx.UserValue("id").(string)
-	missing := notFound("batch", idText)
-	id, ok := r.pathID("id", missing)
-	if !ok {
-		return nil, false
-	}
-	var b *persistence.Batch
-	err := s.Store.View(func(tx *persistence.Tx) (err error) {
-		b, err = tx.TeamBatch(r.team, id)
-		return err
-	})
-	if err != nil {
-		r.failErr(err, missing)
-		return nil, false
-	}
-	return b, true
+	return teamRecord(r, false, func(id string) *apiError { return notFound("batch", id) }, (*persistence.Tx).TeamBatch)
 }
 
 // getBatch reports a batch's progress.

@@ -122,23 +122,15 @@ func (s *Server) uploadTemplateFile(r *request) {
 	if !s.verifySigned(r, http.MethodPut, templateUploadKey(teamID, id)) {
 		return
 	}
-	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > s.cfg.MaxTemplateBytes {
-		r.fail(r.tooLarge(s.cfg.MaxTemplateBytes))
+	var exists bool
+	s.Store.View(func(tx *persistence.Tx) error { exists = tx.TemplateExists(teamID, id); return nil })
+	if !exists {
+		r.fail(templateNotFound(idText))
 		return
 	}
-	var tpl *persistence.Template
-	if err := s.Store.View(func(tx *persistence.Tx) (err error) { tpl, err = tx.Template(teamID, id); return err }); err != nil {
-		r.failErr(err, templateNotFound(idText))
-		return
-	}
-	key := actors.TemplateFileKey(tpl.ID, s.IDs.New(s.Clock.Now()))
-	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), s.cfg.MaxTemplateBytes)
-	if errors.Is(err, blobs.ErrTooLarge) {
-		r.fail(r.tooLarge(s.cfg.MaxTemplateBytes))
-		return
-	}
-	if err != nil {
-		r.failErr(err, nil)
+	key := actors.TemplateFileKey(id, s.IDs.New(s.Clock.Now()))
+	file, ok := s.storeBody(r, key, s.cfg.MaxTemplateBytes)
+	if !ok {
 		return
 	}
 	if _, err := s.Coordinator.TemplateFileArrived(teamID, id, file); err != nil {
@@ -147,7 +139,6 @@ func (s *Server) uploadTemplateFile(r *request) {
 		return
 	}
 	r.ctx.Response.Header.Set("ETag", `"`+file.SHA256+`"`)
-	r.ctx.SetStatusCode(http.StatusOK)
 }
 
 // uploadOutput receives a render node's output through the signed URL of its assignment.
@@ -162,19 +153,25 @@ func (s *Server) uploadOutput(r *request) {
 	if !s.verifySigned(r, http.MethodPut, key) {
 		return
 	}
-	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > s.cfg.MaxOutputBytes {
-		r.fail(r.tooLarge(s.cfg.MaxOutputBytes))
-		return
+	if file, ok := s.storeBody(r, key, s.cfg.MaxOutputBytes); ok {
+		r.ctx.Response.Header.Set("ETag", `"`+file.SHA256+`"`)
 	}
-	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), s.cfg.MaxOutputBytes)
+}
+
+// storeBody streams the request body into the object at key, refusing it past limit.
+func (s *Server) storeBody(r *request, key string, limit int64) (persistence.StoredFile, bool) {
+	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit {
+		r.fail(r.tooLarge(limit))
+		return persistence.StoredFile{}, false
+	}
+	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), limit)
 	if errors.Is(err, blobs.ErrTooLarge) {
-		r.fail(r.tooLarge(s.cfg.MaxOutputBytes))
-		return
+		r.fail(r.tooLarge(limit))
+		return file, false
 	}
 	if err != nil {
 		r.failErr(err, nil)
-		return
+		return file, false
 	}
-	r.ctx.Response.Header.Set("ETag", `"`+file.SHA256+`"`)
-	r.ctx.SetStatusCode(http.StatusOK)
+	return file, true
 }

@@ -189,22 +189,7 @@ func (s *Server) getJob(r *request) {
 }
 
 func (s *Server) loadJob(r *request) (*persistence.Job, bool) {
-	idText, _ := r.ctx.UserValue("id").(string)
-	missing := notFound("job", idText)
-	id, ok := r.pathID("id", missing)
-	if !ok {
-		return nil, false
-	}
-	var j *persistence.Job
-	err := s.Store.View(func(tx *persistence.Tx) (err error) {
-		j, err = tx.TeamJob(r.team, id)
-		return err
-	})
-	if err != nil {
-		r.failErr(err, missing)
-		return nil, false
-	}
-	return j, true
+	return teamRecord(r, false, func(id string) *apiError { return notFound("job", id) }, (*persistence.Tx).TeamJob)
 }
 
 func (s *Server) jobLogs(r *request) {

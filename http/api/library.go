@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/secretbox"
@@ -133,28 +135,14 @@ func (s *Server) listFonts(r *request) {
 }
 
 func (s *Server) getFont(r *request) {
-	idText, _ := r.ctx.UserValue("id").(string)
-	id, ok := r.pathID("id", fontNotFound(idText))
-	if !ok {
-		return
+	if f, ok := teamRecord(r, false, fontNotFound, (*persistence.Tx).Font); ok {
+		r.json(http.StatusOK, fontViewOf(f))
 	}
-	var f *persistence.Font
-	if err := s.Store.View(func(tx *persistence.Tx) (err error) { f, err = tx.Font(r.team, id); return err }); err != nil {
-		r.failErr(err, fontNotFound(idText))
-		return
-	}
-	r.json(http.StatusOK, fontViewOf(f))
 }
 
 func (s *Server) deleteFont(r *request) {
-	idText, _ := r.ctx.UserValue("id").(string)
-	id, ok := r.pathID("id", fontNotFound(idText))
+	f, ok := teamRecord(r, true, fontNotFound, (*persistence.Tx).DeleteFont)
 	if !ok {
-		return
-	}
-	var f *persistence.Font
-	if err := s.Store.Update(func(tx *persistence.Tx) (err error) { f, err = tx.DeleteFont(r.team, id); return err }); err != nil {
-		r.failErr(err, fontNotFound(idText))
 		return
 	}
 	if err := s.Blobs.Delete(f.File.Key); err != nil {
@@ -220,15 +208,10 @@ func (s *Server) listSecrets(r *request) {
 }
 
 func (s *Server) deleteSecret(r *request) {
-	idText, _ := r.ctx.UserValue("id").(string)
-	missing := notFound("secret", idText)
-	id, ok := r.pathID("id", missing)
-	if !ok {
-		return
+	deleteSecret := func(tx *persistence.Tx, team, id ulid.ULID) (struct{}, error) {
+		return struct{}{}, tx.DeleteSecret(team, id)
 	}
-	if err := s.Store.Update(func(tx *persistence.Tx) error { return tx.DeleteSecret(r.team, id) }); err != nil {
-		r.failErr(err, missing)
-		return
+	if _, ok := teamRecord(r, true, func(id string) *apiError { return notFound("secret", id) }, deleteSecret); ok {
+		r.noContent()
 	}
-	r.noContent()
 }

@@ -146,14 +146,31 @@ func (r *request) decode(v any) bool {
 	return true
 }
 
-// pathID reads a ULID path parameter; a malformed id is simply not found.
-func (r *request) pathID(name string, notFound *apiError) (ulid.ULID, bool) {
-	s, _ := r.ctx.UserValue(name).(string)
-	id, ok := persistence.ParseID(s)
+// teamRecord reads the record named by the path's {id} for the request's team with read (in a
+// read transaction, or a write one when write is set); an id that is malformed, unknown or
+// another team's answers missing(id).
+func teamRecord[T any](r *request, write bool, missing func(id string) *apiError,
+	read func(tx *persistence.Tx, team, id ulid.ULID) (T, error)) (T, bool) {
+	var rec T
+	text, _ := r.ctx.UserValue("id").(string)
+	id, ok := persistence.ParseID(text)
 	if !ok {
-		r.fail(notFound)
+		r.fail(missing(text))
+		return rec, false
 	}
-	return id, ok
+	run := r.s.Store.View
+	if write {
+		run = r.s.Store.Update
+	}
+	err := run(func(tx *persistence.Tx) (err error) {
+		rec, err = read(tx, r.team, id)
+		return err
+	})
+	if err != nil {
+		r.failErr(err, missing(text))
+		return rec, false
+	}
+	return rec, true
 }
 
 func notFound(what, id string) *apiError {

@@ -80,22 +80,7 @@ func (s *Server) checkURL(field, raw string) *apiError {
 }
 
 func (s *Server) loadTemplate(r *request) (*persistence.Template, bool) {
-	idText, _ := r.ctx.UserValue("id").(string)
-	missing := templateNotFound(idText)
-	id, ok := r.pathID("id", missing)
-	if !ok {
-		return nil, false
-	}
-	var tpl *persistence.Template
-	err := s.Store.View(func(tx *persistence.Tx) (err error) {
-		tpl, err = tx.Template(r.team, id)
-		return err
-	})
-	if err != nil {
-		r.failErr(err, missing)
-		return nil, false
-	}
-	return tpl, true
+	return teamRecord(r, false, templateNotFound, (*persistence.Tx).Template)
 }
 
 func (s *Server) getTemplate(r *request) {
