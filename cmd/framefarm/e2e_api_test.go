@@ -87,7 +87,7 @@ func TestTemplateErrors(t *testing.T) {
 	}
 	// A real After Effects project passes the type check; this build's inspector reads manifests
 	// only, so it ends in error with the inspector's message, never with invented layers.
-	aep, err := os.ReadFile("../../../shared/fixtures/templates/nexrender_1layer.aep")
+	aep, err := os.ReadFile("../../renderer/testdata/fixtures/templates/nexrender_1layer.aep")
 	if err != nil {
 		t.Fatal(err)
 	}
