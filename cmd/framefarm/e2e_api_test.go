@@ -85,21 +85,28 @@ func TestTemplateErrors(t *testing.T) {
 	if tpl.Error == nil || !strings.Contains(*tpl.Error, "zip archive") || !strings.Contains(*tpl.Error, "aep") {
 		t.Fatalf("error %v", tpl.Error)
 	}
-	// A real After Effects project passes the type check; this build's inspector reads manifests
-	// only, so it ends in error with the inspector's message, never with invented layers.
+	// A damaged project ends in error with what is wrong; the template cannot be used.
 	aep, err := os.ReadFile("../../renderer/testdata/fixtures/templates/nexrender_1layer.aep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep", "displayName": "Real"}, http.StatusCreated, &tpl)
-	acme.put(tpl.UploadInfo.URL, aep, http.StatusOK)
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep", "displayName": "Damaged"}, http.StatusCreated, &tpl)
+	acme.put(tpl.UploadInfo.URL, aep[:len(aep)/2], http.StatusOK)
 	c.waitFor("template", tpl.ID, "error")
 	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
-	if tpl.Error == nil || strings.Contains(*tpl.Error, "zip archive") || len(tpl.Layers) != 0 {
-		t.Fatalf("aep template %+v", tpl)
+	if tpl.Error == nil || !strings.Contains(*tpl.Error, "damaged project") || len(tpl.Layers) != 0 {
+		t.Fatalf("damaged aep template %+v", tpl)
 	}
 	acme.fails(http.MethodGet, "/api/v2/templates/"+tpl.ID+"/compositions", nil, http.StatusConflict, "template_not_ready")
 	acme.fails(http.MethodPost, "/api/v2/jobs", renderJob(tpl.ID), http.StatusBadRequest, "template_not_ready")
+	// The whole project is read: compositions, layers, engines.
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "aep", "displayName": "Real"}, http.StatusCreated, &tpl)
+	acme.put(tpl.UploadInfo.URL, aep, http.StatusOK)
+	c.waitFor("template", tpl.ID, "uploaded")
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
+	if strings.Join(tpl.Compositions, ",") != "testcomp1" || strings.Join(tpl.Layers, ",") != "<empty text layer>" {
+		t.Fatalf("aep template %+v", tpl)
+	}
 }
 
 func TestTemplateFromSrc(t *testing.T) {

@@ -29,7 +29,7 @@ type plugins struct {
 }
 
 func productionPlugins() plugins {
-	return plugins{inspector: inspect.Unavailable{}}
+	return plugins{inspector: inspect.Inspector{}}
 }
 
 func main() {

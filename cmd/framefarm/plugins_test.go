@@ -23,6 +23,7 @@ import (
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/inspect"
 )
 
 // envControl names the URL of the test's render control server.
@@ -84,18 +85,19 @@ func (s *signalObserver) WebhookAttempt(jobID ulid.ULID, result string) {
 	fmt.Fprintf(os.Stdout, "ffsignal webhook %s %s\n", jobID, result)
 }
 
-// manifestInspector reads test templates: zips holding manifest.json, an Inspection.
+// manifestInspector reads test templates (zips holding manifest.json, an Inspection) and hands
+// every other file to the real inspector.
 type manifestInspector struct{}
 
-func (manifestInspector) Inspect(_ context.Context, _ string, path string) (*renderer.Inspection, error) {
+func (manifestInspector) Inspect(ctx context.Context, templateType string, path string) (*renderer.Inspection, error) {
 	zr, err := zip.OpenReader(path)
 	if err != nil {
-		return nil, err
+		return inspect.Inspector{}.Inspect(ctx, templateType, path)
 	}
 	defer zr.Close()
 	f, err := zr.Open("manifest.json")
 	if err != nil {
-		return nil, errors.New("test template without manifest.json")
+		return inspect.Inspector{}.Inspect(ctx, templateType, path)
 	}
 	defer f.Close()
 	var in renderer.Inspection

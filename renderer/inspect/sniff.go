@@ -5,7 +5,6 @@ package inspect
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -92,18 +91,4 @@ func MatchesType(templateType string, f Format) bool {
 		return f == FormatMogrt
 	}
 	return false
-}
-
-// ErrUnavailable is what Unavailable answers for every file.
-var ErrUnavailable = errors.New("template inspection is not available in this build of framefarm, " +
-	"so the compositions and layers of this file cannot be read")
-
-// Unavailable is the Inspector of a build without template inspection: every template ends in
-// error rather than with invented compositions.
-type Unavailable struct{}
-
-var _ renderer.Inspector = Unavailable{}
-
-func (Unavailable) Inspect(context.Context, string, string) (*renderer.Inspection, error) {
-	return nil, ErrUnavailable
 }

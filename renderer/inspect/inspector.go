@@ -1,0 +1,69 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Inspector reads template files: After Effects projects (.aep, .aepx), zip archives holding one
+// or a Lottie export, and motion graphics templates. It is pure Go and bounds what it reads.
+type Inspector struct {
+	Limits Limits
+}
+
+var _ renderer.Inspector = Inspector{}
+
+// Inspect reads the template file at p, declared as templateType.
+func (in Inspector) Inspect(ctx context.Context, templateType, p string) (*renderer.Inspection, error) {
+	limits := in.Limits.withDefaults()
+	format, err := Sniff(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	switch format {
+	case FormatAEP, FormatAEPX:
+		data, err := readCapped(p, limits.MaxProjectBytes)
+		if err != nil {
+			return nil, err
+		}
+		return inspectAEPBytes(data)
+	case FormatMogrt:
+		a, err := OpenArchive(p, limits)
+		if err != nil {
+			return nil, err
+		}
+		defer a.Close()
+		return inspectMogrt(a)
+	default:
+		a, err := OpenArchive(p, limits)
+		if err != nil {
+			return nil, err
+		}
+		defer a.Close()
+		_, kind, data, err := a.Project()
+		if err != nil {
+			return nil, err
+		}
+		if kind == ProjectLottie {
+			return inspectLottie(data)
+		}
+		return inspectAEPBytes(data)
+	}
+}
+
+func readCapped(p string, limit int64) ([]byte, error) {
+	info, err := os.Stat(p)
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > limit {
+		return nil, fmt.Errorf("the project file is %d bytes, more than the %d allowed", info.Size(), limit)
+	}
+	return os.ReadFile(p)
+}
