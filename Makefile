@@ -7,19 +7,27 @@ CONFIG   ?= config.example.toml
 FUZZTIME ?= 30s
 TEAM     ?= demo
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian packages the coordinator and its tests need.
-APT_PACKAGES := fonts-dejavu-core ca-certificates
+# Debian packages the coordinator, its built-in render node and the tests need; Node.js (for the
+# Lottie worker) comes from Debian only where no node is installed.
+APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
+LOTTIE_WORKER := renderer/lottie/worker
 
 .PHONY: setup build run token test check bench fuzz clean
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	$(GO) mod download
+	@$(MAKE) -s --no-print-directory $(LOTTIE_WORKER)/node_modules/.package-lock.json
+
+# npm ci again only when the pinned versions change.
+$(LOTTIE_WORKER)/node_modules/.package-lock.json: $(LOTTIE_WORKER)/package-lock.json $(LOTTIE_WORKER)/package.json
+	cd $(LOTTIE_WORKER) && npm ci --no-audit --no-fund --loglevel=error
 
 build: ## build bin/framefarm
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/framefarm ./cmd/framefarm

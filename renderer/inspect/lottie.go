@@ -96,11 +96,7 @@ func inspectLottie(b []byte) (*renderer.Inspection, error) {
 		if w < 1 || h < 1 {
 			w, h = doc.W, doc.H
 		}
-		compName := a.Nm
-		if compName == "" || compName == name {
-			compName = a.ID
-		}
-		in.Compositions = append(in.Compositions, lottieComposition(compName, w, h, doc.Fr, duration, a.Layers))
+		in.Compositions = append(in.Compositions, lottieComposition(LottiePrecompName(a.Nm, a.ID, name), w, h, doc.Fr, duration, a.Layers))
 	}
 	for _, f := range doc.Fonts.List {
 		family := f.FFamily
@@ -112,6 +108,15 @@ func inspectLottie(b []byte) (*renderer.Inspection, error) {
 		}
 	}
 	return in, nil
+}
+
+// LottiePrecompName is the composition name of a precomp asset: its name, or its id when it has
+// none or shares the root animation's name.
+func LottiePrecompName(nm, id, rootName string) string {
+	if nm == "" || nm == rootName {
+		return id
+	}
+	return nm
 }
 
 func lottieComposition(name string, w, h, fps, duration float64, layers []lottieLayer) renderer.Composition {

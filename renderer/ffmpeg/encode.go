@@ -1,0 +1,235 @@
+// Package ffmpeg turns rendered frames into the outputs jobs ask for (H.264 and ProRes videos,
+// PNG and JPEG stills, zips of frames), muxes audio in, probes media, and stitches joins.
+package ffmpeg
+
+import (
+	"archive/zip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Tools are the ffmpeg and ffprobe programs.
+type Tools struct {
+	FFmpeg  string
+	FFprobe string
+}
+
+// Find locates the programs: the configured paths, or the ones on PATH.
+func Find(ffmpegPath, ffprobePath string) (Tools, error) {
+	var t Tools
+	var err error
+	if t.FFmpeg, err = exec.LookPath(orDefault(ffmpegPath, "ffmpeg")); err != nil {
+		return t, fmt.Errorf("ffmpeg not found (install the ffmpeg package, or set engines.ffmpeg): %w", err)
+	}
+	if t.FFprobe, err = exec.LookPath(orDefault(ffprobePath, "ffprobe")); err != nil {
+		return t, fmt.Errorf("ffprobe not found (install the ffmpeg package, or set engines.ffprobe): %w", err)
+	}
+	return t, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// RawInput describes raw RGBA frames (premultiplied alpha) arriving on a pipe.
+type RawInput struct {
+	Path   string
+	Width  int
+	Height int
+	FPS    float64
+}
+
+// Encoder is a running ffmpeg that writes one job output.
+type Encoder struct {
+	cmd    *exec.Cmd
+	frames string // folder of a frame range, zipped into out at the end
+	out    string
+}
+
+// Start begins encoding raw frames from in into out, as the job's settings ask. draft trades
+// quality for speed.
+func Start(ctx context.Context, t Tools, in RawInput, s renderer.Settings, draft bool, out string, log io.Writer) (*Encoder, error) {
+	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
+		"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
+		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", in.Path}
+	e := &Encoder{out: out}
+	switch s.Type {
+	case renderer.OutputImage:
+		still := stillArgs(s.Codec)
+		if s.Frames != nil && s.Frames.Range {
+			e.frames = out + ".frames"
+			if err := os.MkdirAll(e.frames, 0o700); err != nil {
+				return nil, err
+			}
+			args = append(append(args, still...), filepath.Join(e.frames, "frame_%06d"+stillExt(s.Codec)))
+		} else {
+			args = append(append(args, still...), "-frames:v", "1", "-update", "1", out)
+		}
+	case renderer.OutputVideo, "":
+		filter, codecArgs := videoEncoding(s.Codec, draft)
+		if filter != "" {
+			args = append(args, "-vf", filter)
+		}
+		args = append(append(args, codecArgs...), "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64), out)
+	default:
+		return nil, fmt.Errorf("output type %q cannot be encoded by ffmpeg", s.Type)
+	}
+	e.cmd = exec.CommandContext(ctx, t.FFmpeg, args...)
+	e.cmd.Stdout, e.cmd.Stderr = log, log
+	if err := e.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("ffmpeg cannot start: %w", err)
+	}
+	return e, nil
+}
+
+// Wait waits for ffmpeg and finishes the output (zipping a frame range).
+func (e *Encoder) Wait() error {
+	if err := e.cmd.Wait(); err != nil {
+		return fmt.Errorf("ffmpeg failed: %w", err)
+	}
+	if e.frames == "" {
+		return nil
+	}
+	defer os.RemoveAll(e.frames)
+	return zipFolder(e.frames, e.out)
+}
+
+// Kill stops ffmpeg at once.
+func (e *Encoder) Kill() {
+	if e.cmd.Process != nil {
+		e.cmd.Process.Kill()
+	}
+}
+
+// videoEncoding returns the filter a codec needs on raw rendered frames ("" for none) and the
+// encoder arguments of a settings.codec.
+func videoEncoding(codec string, draft bool) (filter string, args []string) {
+	preset := "veryfast"
+	if draft {
+		preset = "ultrafast"
+	}
+	switch codec {
+	case "video_prores_422":
+		return "", []string{"-c:v", "prores_ks", "-profile:v", "2", "-pix_fmt", "yuv422p10le", "-vendor", "apl0"}
+	case "video_prores_4444":
+		// Rendered frames are premultiplied; ProRes 4444 stores straight alpha.
+		return "unpremultiply=inplace=1", []string{"-c:v", "prores_ks", "-profile:v", "4", "-pix_fmt", "yuva444p10le", "-vendor", "apl0"}
+	}
+	rate := "15"
+	cbr := false
+	if rest, ok := strings.CutPrefix(codec, "video_h264_"); ok {
+		mode, mbps, _ := strings.Cut(rest, "_")
+		cbr = mode == "cbr"
+		rate = strings.TrimSuffix(mbps, "mbps")
+	}
+	n, err := strconv.Atoi(rate)
+	if err != nil || n <= 0 {
+		n = 15
+	}
+	// yuv420p needs even sizes.
+	filter = "pad=ceil(iw/2)*2:ceil(ih/2)*2"
+	args = []string{"-c:v", "libx264", "-preset", preset, "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-b:v", fmt.Sprintf("%dM", n)}
+	if cbr {
+		return filter, append(args, "-minrate", fmt.Sprintf("%dM", n), "-maxrate", fmt.Sprintf("%dM", n), "-bufsize", fmt.Sprintf("%dM", n),
+			"-x264-params", "nal-hrd=cbr:force-cfr=1")
+	}
+	return filter, append(args, "-maxrate", fmt.Sprintf("%dM", n*3/2), "-bufsize", fmt.Sprintf("%dM", n*2))
+}
+
+func stillArgs(codec string) []string {
+	if codec == renderer.CodecJPEG {
+		return []string{"-c:v", "mjpeg", "-q:v", "2", "-pix_fmt", "yuvj444p"}
+	}
+	return []string{"-vf", "unpremultiply=inplace=1", "-c:v", "png"}
+}
+
+func stillExt(codec string) string {
+	if codec == renderer.CodecJPEG {
+		return ".jpg"
+	}
+	return ".png"
+}
+
+// zipFolder writes the files of dir, sorted, into a zip at out.
+func zipFolder(dir, out string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return errors.New("ffmpeg wrote no frames")
+	}
+	sort.Slice(entries, func(i, k int) bool { return entries[i].Name() < entries[k].Name() })
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	for _, e := range entries {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name(), Method: zip.Store})
+		if err != nil {
+			return err
+		}
+		src, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, src)
+		src.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// AudioTrack is an audio file placed at a time of the video.
+type AudioTrack struct {
+	Path  string
+	Start float64 // seconds
+}
+
+// MuxAudio writes video with the tracks mixed in at their start times into out.
+func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, out string, log io.Writer) error {
+	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y", "-i", video}
+	var filter strings.Builder
+	for i, tr := range tracks {
+		args = append(args, "-i", tr.Path)
+		ms := int(tr.Start * 1000)
+		fmt.Fprintf(&filter, "[%d:a]adelay=%d:all=1[a%d];", i+1, max(ms, 0), i)
+	}
+	for i := range tracks {
+		fmt.Fprintf(&filter, "[a%d]", i)
+	}
+	// apad and -shortest: the video keeps its length whatever the audio's.
+	fmt.Fprintf(&filter, "amix=inputs=%d:duration=longest:normalize=0,apad[mixed]", len(tracks))
+	codec := "aac"
+	if strings.HasSuffix(strings.ToLower(out), ".mov") {
+		codec = "pcm_s16le"
+	}
+	args = append(args, "-filter_complex", filter.String(), "-map", "0:v", "-map", "[mixed]",
+		"-c:v", "copy", "-c:a", codec, "-shortest", out)
+	cmd := exec.CommandContext(ctx, t.FFmpeg, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("muxing audio failed: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package ffmpeg
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// Media is what ffprobe tells of a file.
+type Media struct {
+	Width    int
+	Height   int
+	FPS      float64
+	Codec    string
+	Duration float64
+	HasAudio bool
+}
+
+// Probe reads a media file's first video stream, whether it has audio, and its duration.
+func Probe(ctx context.Context, t Tools, p string) (Media, error) {
+	out, err := exec.CommandContext(ctx, t.FFprobe, "-v", "error", "-print_format", "json", "-show_streams", "-show_format", p).Output()
+	if err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return Media{}, fmt.Errorf("not a readable media file: %s", strings.TrimSpace(string(exit.Stderr)))
+		}
+		return Media{}, err
+	}
+	var info struct {
+		Streams []struct {
+			CodecType    string `json:"codec_type"`
+			CodecName    string `json:"codec_name"`
+			Width        int    `json:"width"`
+			Height       int    `json:"height"`
+			AvgFrameRate string `json:"avg_frame_rate"`
+			RFrameRate   string `json:"r_frame_rate"`
+		} `json:"streams"`
+		Format struct {
+			Duration string `json:"duration"`
+		} `json:"format"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return Media{}, fmt.Errorf("ffprobe answered something unreadable: %w", err)
+	}
+	var m Media
+	found := false
+	for _, s := range info.Streams {
+		switch s.CodecType {
+		case "video":
+			if !found {
+				m.Width, m.Height, m.Codec, found = s.Width, s.Height, s.CodecName, true
+				if m.FPS = rate(s.AvgFrameRate); m.FPS == 0 {
+					m.FPS = rate(s.RFrameRate)
+				}
+			}
+		case "audio":
+			m.HasAudio = true
+		}
+	}
+	if !found {
+		return m, errors.New("the file has no video stream")
+	}
+	m.Duration, _ = strconv.ParseFloat(info.Format.Duration, 64)
+	return m, nil
+}
+
+// rate reads a frame rate written as a fraction ("30000/1001").
+func rate(s string) float64 {
+	num, den, ok := strings.Cut(s, "/")
+	n, err1 := strconv.ParseFloat(num, 64)
+	if !ok {
+		return n
+	}
+	d, err2 := strconv.ParseFloat(den, 64)
+	if err1 != nil || err2 != nil || d == 0 {
+		return 0
+	}
+	return math.Round(n/d*1000) / 1000
+}
+
+// Joiner stitches videos one after another: the engine of join jobs.
+type Joiner struct{ Tools Tools }
+
+var _ renderer.Renderer = (*Joiner)(nil)
+
+func (j *Joiner) Engine() string { return renderer.EngineFFmpeg }
+
+// Render concatenates the task's videos, in order, into one MP4. Clips that already agree in
+// size, frame rate, codec and audio are copied; otherwise everything is re-encoded to the size and
+// frame rate of the first clip, with silence where a clip has no audio.
+func (j *Joiner) Render(ctx context.Context, task *renderer.Task, report func(float64)) error {
+	var clips []string
+	var media []Media
+	for i, a := range task.Assets {
+		if a.LocalPath == "" {
+			return fmt.Errorf("assets[%d] has no file to join", i)
+		}
+		m, err := Probe(ctx, j.Tools, a.LocalPath)
+		if err != nil {
+			return fmt.Errorf("assets[%d]: %w", i, err)
+		}
+		clips, media = append(clips, a.LocalPath), append(media, m)
+	}
+	if len(clips) == 0 {
+		return errors.New("a join needs at least one video")
+	}
+	total := 0.0
+	for _, m := range media {
+		total += m.Duration
+	}
+	var args []string
+	if compatible(media) {
+		list := filepath.Join(task.WorkDir, "join.txt")
+		var b strings.Builder
+		for _, c := range clips {
+			fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(c, "'", `'\''`))
+		}
+		if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
+			return err
+		}
+		args = []string{"-f", "concat", "-safe", "0", "-i", list, "-c", "copy", "-movflags", "+faststart"}
+	} else {
+		args = reencodeArgs(clips, media, task.Settings.Codec)
+	}
+	fmt.Fprintf(task.Log, "joining %d clips (%.3fs)\n", len(clips), total)
+	return run(ctx, j.Tools, append(args, "-progress", "pipe:1", task.OutputPath), total, task.Log, report)
+}
+
+// compatible reports whether the clips can be concatenated without re-encoding.
+func compatible(media []Media) bool {
+	first := media[0]
+	for _, m := range media {
+		if m.Width != first.Width || m.Height != first.Height || m.FPS != first.FPS || m.Codec != first.Codec ||
+			m.HasAudio != first.HasAudio || m.Codec != "h264" {
+			return false
+		}
+	}
+	return true
+}
+
+func reencodeArgs(clips []string, media []Media, codec string) []string {
+	w, h, fps := media[0].Width+media[0].Width%2, media[0].Height+media[0].Height%2, media[0].FPS
+	if fps <= 0 {
+		fps = 30
+	}
+	audio := false
+	for _, m := range media {
+		audio = audio || m.HasAudio
+	}
+	var args []string
+	for _, c := range clips {
+		args = append(args, "-i", c)
+	}
+	var filter strings.Builder
+	for i, m := range media {
+		fmt.Fprintf(&filter, "[%d:v]scale=%d:%d:force_original_aspect_ratio=decrease,pad=%d:%d:(ow-iw)/2:(oh-ih)/2,setsar=1,fps=%s[v%d];",
+			i, w, h, w, h, strconv.FormatFloat(fps, 'f', -1, 64), i)
+		if !audio {
+			continue
+		}
+		if m.HasAudio {
+			fmt.Fprintf(&filter, "[%d:a]aformat=sample_rates=48000:channel_layouts=stereo,apad,atrim=duration=%s[a%d];", i, seconds(m.Duration), i)
+		} else {
+			fmt.Fprintf(&filter, "anullsrc=r=48000:cl=stereo,atrim=duration=%s[a%d];", seconds(m.Duration), i)
+		}
+	}
+	for i := range media {
+		fmt.Fprintf(&filter, "[v%d]", i)
+		if audio {
+			fmt.Fprintf(&filter, "[a%d]", i)
+		}
+	}
+	a := 0
+	if audio {
+		a = 1
+	}
+	fmt.Fprintf(&filter, "concat=n=%d:v=1:a=%d[v]", len(media), a)
+	if audio {
+		filter.WriteString("[a]")
+	}
+	args = append(args, "-filter_complex", filter.String(), "-map", "[v]")
+	if audio {
+		args = append(args, "-map", "[a]", "-c:a", "aac", "-b:a", "192k")
+	}
+	// The filter above already brought every clip to one even size.
+	_, video := videoEncoding(codec, false)
+	return append(args, video...)
+}
+
+func seconds(d float64) string { return strconv.FormatFloat(d, 'f', 3, 64) }
+
+// run runs ffmpeg, reporting progress from its -progress output against the total duration.
+func run(ctx context.Context, t Tools, args []string, total float64, log io.Writer, report func(float64)) error {
+	cmd := exec.CommandContext(ctx, t.FFmpeg, append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y"}, args...)...)
+	cmd.Stderr = log
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("ffmpeg cannot start: %w", err)
+	}
+	scanner := bufio.NewScanner(stdout)
+	for scanner.Scan() {
+		if v, ok := strings.CutPrefix(scanner.Text(), "out_time_us="); ok && total > 0 {
+			if us, err := strconv.ParseFloat(v, 64); err == nil && us >= 0 {
+				report(min(100, us/1e6/total*100))
+			}
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("ffmpeg failed: %w", err)
+	}
+	report(100)
+	return nil
+}

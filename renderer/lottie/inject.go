@@ -1,0 +1,587 @@
+package lottie
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/inspect"
+)
+
+// DataProperties are the layer properties a data asset may set on this engine (case does not
+// matter).
+var DataProperties = []string{"Source Text", "Opacity", "Position", "Scale", "Rotation", "Fill Color"}
+
+// Functions are the nx: functions this engine runs.
+var Functions = []string{"nx:layer-remove", "nx:layer-state-set", "nx:text-params-set", "nx:solid-color-set",
+	"nx:layer-start-set", "nx:layer-duration-set", "nx:comp-duration-set"}
+
+// AssetTypes are the asset types this engine applies; the others (video, essential, script) need
+// After Effects.
+var AssetTypes = []string{renderer.AssetText, renderer.AssetData, renderer.AssetImage, renderer.AssetAudio,
+	renderer.AssetStatic, renderer.AssetFunction, renderer.AssetJob}
+
+// Lottie layer types this file edits.
+const (
+	layerSolid = 1
+	layerImage = 2
+	layerShape = 4
+	layerText  = 5
+)
+
+// document is a Lottie animation being edited: the decoded JSON and where its files are.
+type document struct {
+	root map[string]any
+	dir  string // the animation's folder; asset paths are relative to it
+	fps  float64
+	// audio collects audio assets, muxed into the output after the render.
+	audio []audioTrack
+	// staged counts files copied next to the animation.
+	staged int
+}
+
+type audioTrack struct {
+	path  string
+	start float64
+}
+
+type obj = map[string]any
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
+	case float64:
+		return n, true
+	}
+	return 0, false
+}
+
+func (d *document) name() string {
+	if nm, _ := d.root["nm"].(string); nm != "" {
+		return nm
+	}
+	return "main"
+}
+
+// selectComposition makes the named composition the one rendered: the root animation, or a
+// precomp asset raised to the root.
+func (d *document) selectComposition(name string) error {
+	if name == "" || name == d.name() {
+		return nil
+	}
+	for _, a := range d.assets() {
+		if layers, ok := a["layers"].([]any); ok && d.precompName(a) == name {
+			d.root["layers"] = layers
+			if w, ok := number(a["w"]); ok && w >= 1 {
+				d.root["w"] = a["w"]
+			}
+			if h, ok := number(a["h"]); ok && h >= 1 {
+				d.root["h"] = a["h"]
+			}
+			d.root["nm"] = name
+			return nil
+		}
+	}
+	return fmt.Errorf("the animation has no composition named %q", name)
+}
+
+func (d *document) assets() []obj {
+	var out []obj
+	list, _ := d.root["assets"].([]any)
+	for _, a := range list {
+		if m, ok := a.(obj); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (d *document) precompName(a obj) string {
+	nm, _ := a["nm"].(string)
+	id, _ := a["id"].(string)
+	return inspect.LottiePrecompName(nm, id, d.name())
+}
+
+// layersOf returns the layer list of a composition ("" is the rendered one).
+func (d *document) layersOf(comp string) ([]any, func([]any), error) {
+	if comp == "" || comp == d.name() {
+		layers, _ := d.root["layers"].([]any)
+		return layers, func(l []any) { d.root["layers"] = l }, nil
+	}
+	for _, a := range d.assets() {
+		if layers, ok := a["layers"].([]any); ok && d.precompName(a) == comp {
+			return layers, func(l []any) { a["layers"] = l }, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("the animation has no composition named %q", comp)
+}
+
+// layers returns every layer named name in a composition.
+func (d *document) layers(comp, name string) ([]obj, error) {
+	list, _, err := d.layersOf(comp)
+	if err != nil {
+		return nil, err
+	}
+	var out []obj
+	for _, l := range list {
+		if m, ok := l.(obj); ok && m["nm"] == name {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		where := comp
+		if where == "" {
+			where = d.name()
+		}
+		return nil, fmt.Errorf("no layer named %q in composition %q", name, where)
+	}
+	return out, nil
+}
+
+func layerType(l obj) int {
+	n, _ := number(l["ty"])
+	return int(n)
+}
+
+var layerKinds = map[int]string{0: "precomp", 1: "solid", 2: "image", 3: "null", 4: "shape", 5: "text", 6: "audio"}
+
+func kindOf(l obj) string {
+	if k, ok := layerKinds[layerType(l)]; ok {
+		return k
+	}
+	return "footage"
+}
+
+// apply applies one asset. comp is the job's composition; the asset's own composition wins.
+func (d *document) apply(a renderer.Asset, fonts fontSet) error {
+	comp := a.Composition
+	switch a.Type {
+	case renderer.AssetText:
+		var text string
+		if err := json.Unmarshal(a.Value, &text); err != nil {
+			return errors.New("value must be a string")
+		}
+		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.setText(l, text, fonts) })
+	case renderer.AssetData:
+		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.setProperty(l, a.Property, a.Value, fonts) })
+	case renderer.AssetImage, renderer.AssetJob:
+		if a.LocalPath == "" {
+			return errors.New("the image was not staged")
+		}
+		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.replaceImage(l, a.LocalPath) })
+	case renderer.AssetVideo:
+		return errors.New("the lottie engine cannot place videos; use an image, or an After Effects engine")
+	case renderer.AssetAudio:
+		layers, err := d.layers(comp, a.LayerName)
+		if err != nil {
+			return err
+		}
+		ip, _ := number(layers[0]["ip"])
+		start, _ := number(d.root["ip"])
+		d.audio = append(d.audio, audioTrack{path: a.LocalPath, start: (ip - start) / d.fps})
+		return nil
+	case renderer.AssetStatic:
+		name := a.Name
+		if name == "" {
+			name = filepath.Base(a.LocalPath)
+		}
+		return copyFile(a.LocalPath, filepath.Join(d.dir, filepath.Base(name)))
+	case renderer.AssetFunction:
+		return d.function(comp, a.Name, a.Params)
+	}
+	return fmt.Errorf("%s assets need an After Effects engine", a.Type)
+}
+
+func (d *document) eachLayer(comp, name string, fn func(obj) error) error {
+	layers, err := d.layers(comp, name)
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		if err := fn(l); err != nil {
+			return fmt.Errorf("layer %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// textDocuments returns the keyframes of a text layer's document, dropping its expression.
+func textDocuments(l obj) ([]obj, error) {
+	if layerType(l) != layerText {
+		return nil, fmt.Errorf("it is a %s layer, not a text layer", kindOf(l))
+	}
+	t, _ := l["t"].(obj)
+	doc, _ := t["d"].(obj)
+	if doc == nil {
+		return nil, errors.New("the text layer has no text document")
+	}
+	delete(doc, "x")
+	var out []obj
+	keys, _ := doc["k"].([]any)
+	for _, k := range keys {
+		if kf, ok := k.(obj); ok {
+			if s, ok := kf["s"].(obj); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("the text layer has no text keyframes")
+	}
+	return out, nil
+}
+
+// setText replaces the text of every keyframe. Embedded glyphs (chars) win over fonts, so when
+// the layer's font is supplied and lacks glyphs for the new text, the glyphs are dropped.
+func (d *document) setText(l obj, text string, fonts fontSet) error {
+	docs, err := textDocuments(l)
+	if err != nil {
+		return err
+	}
+	text = strings.ReplaceAll(strings.ReplaceAll(text, "\r\n", "\r"), "\n", "\r")
+	for _, s := range docs {
+		s["t"] = text
+		font, _ := s["f"].(string)
+		if fonts.supplied(d.root, font) && !d.glyphsCover(font, text) {
+			delete(d.root, "chars")
+		}
+	}
+	return nil
+}
+
+// glyphsCover reports whether the embedded glyphs of a font cover the text (no glyphs: yes).
+func (d *document) glyphsCover(font, text string) bool {
+	chars, ok := d.root["chars"].([]any)
+	if !ok || len(chars) == 0 {
+		return true
+	}
+	family := fontFamily(d.root, font)
+	have := map[string]bool{}
+	for _, c := range chars {
+		if m, ok := c.(obj); ok && (m["fFamily"] == family || family == "") {
+			ch, _ := m["ch"].(string)
+			have[ch] = true
+		}
+	}
+	for _, r := range text {
+		if r == ' ' || r == '\r' || r == '\n' || r == '\t' {
+			continue
+		}
+		if !have[string(r)] {
+			return false
+		}
+	}
+	return true
+}
+
+// setProperty sets one of DataProperties.
+func (d *document) setProperty(l obj, property string, raw json.RawMessage, fonts fontSet) error {
+	ks, _ := l["ks"].(obj)
+	if ks == nil && !strings.EqualFold(property, "Source Text") && !strings.EqualFold(property, "Fill Color") {
+		return errors.New("the layer has no transform")
+	}
+	static := func(v any) obj { return obj{"a": 0, "k": v} }
+	switch strings.ToLower(property) {
+	case "source text":
+		var text string
+		if json.Unmarshal(raw, &text) != nil {
+			return errors.New("Source Text needs a string")
+		}
+		return d.setText(l, text, fonts)
+	case "opacity", "rotation":
+		var n float64
+		if json.Unmarshal(raw, &n) != nil {
+			return fmt.Errorf("%s needs a number", property)
+		}
+		ks[map[string]string{"opacity": "o", "rotation": "r"}[strings.ToLower(property)]] = static(n)
+	case "position":
+		var p []float64
+		if json.Unmarshal(raw, &p) != nil || len(p) < 2 || len(p) > 3 {
+			return errors.New("Position needs [x, y] or [x, y, z]")
+		}
+		ks["p"] = static(p)
+	case "scale":
+		var s []float64
+		var n float64
+		switch {
+		case json.Unmarshal(raw, &n) == nil:
+			s = []float64{n, n, 100}
+		case json.Unmarshal(raw, &s) == nil && len(s) >= 2 && len(s) <= 3:
+			s = append(s[:2], 100)
+		default:
+			return errors.New("Scale needs a percentage or [x, y]")
+		}
+		ks["s"] = static(s)
+	case "fill color":
+		rgb, err := parseColor(raw)
+		if err != nil {
+			return err
+		}
+		return setFill(l, rgb)
+	default:
+		return fmt.Errorf("the lottie engine cannot set %q; it sets %s", property, strings.Join(DataProperties, ", "))
+	}
+	return nil
+}
+
+// parseColor reads "#rrggbb" or [r, g, b] (0..1, or 0..255 when any part exceeds 1).
+func parseColor(raw json.RawMessage) ([3]float64, error) {
+	var hex string
+	if json.Unmarshal(raw, &hex) == nil {
+		hex = strings.TrimPrefix(hex, "#")
+		v, err := strconv.ParseUint(hex, 16, 32)
+		if len(hex) != 6 || err != nil {
+			return [3]float64{}, errors.New("a color is \"#rrggbb\" or [r, g, b]")
+		}
+		return [3]float64{float64(v>>16&0xff) / 255, float64(v>>8&0xff) / 255, float64(v&0xff) / 255}, nil
+	}
+	var c []float64
+	if json.Unmarshal(raw, &c) != nil || len(c) < 3 || len(c) > 4 {
+		return [3]float64{}, errors.New("a color is \"#rrggbb\" or [r, g, b]")
+	}
+	scale := 1.0
+	if c[0] > 1 || c[1] > 1 || c[2] > 1 {
+		scale = 255
+	}
+	var rgb [3]float64
+	for i := range rgb {
+		rgb[i] = math.Max(0, math.Min(1, c[i]/scale))
+	}
+	return rgb, nil
+}
+
+func colorHex(c [3]float64) string {
+	return fmt.Sprintf("#%02x%02x%02x", int(math.Round(c[0]*255)), int(math.Round(c[1]*255)), int(math.Round(c[2]*255)))
+}
+
+// setFill colors a solid, the fill of a text, or every fill of a shape layer.
+func setFill(l obj, c [3]float64) error {
+	switch layerType(l) {
+	case layerSolid:
+		l["sc"] = colorHex(c)
+	case layerText:
+		docs, err := textDocuments(l)
+		if err != nil {
+			return err
+		}
+		for _, s := range docs {
+			s["fc"] = []float64{c[0], c[1], c[2]}
+		}
+	case layerShape:
+		if n := fillShapes(l["shapes"], c); n == 0 {
+			return errors.New("the shape layer has no fill")
+		}
+	default:
+		return fmt.Errorf("a %s layer has no fill color", kindOf(l))
+	}
+	return nil
+}
+
+func fillShapes(v any, c [3]float64) int {
+	n := 0
+	list, _ := v.([]any)
+	for _, item := range list {
+		s, ok := item.(obj)
+		if !ok {
+			continue
+		}
+		switch s["ty"] {
+		case "fl":
+			s["c"] = obj{"a": 0, "k": []float64{c[0], c[1], c[2], 1}}
+			n++
+		case "gr":
+			n += fillShapes(s["it"], c)
+		}
+	}
+	return n
+}
+
+// replaceImage points an image layer at a staged file through an asset of its own, so other
+// layers sharing the old asset keep it. The asset keeps its size: Skottie scales the image to it.
+func (d *document) replaceImage(l obj, file string) error {
+	if layerType(l) != layerImage {
+		return fmt.Errorf("it is a %s layer, not an image layer", kindOf(l))
+	}
+	ref, _ := l["refId"].(string)
+	var old obj
+	for _, a := range d.assets() {
+		if a["id"] == ref {
+			old = a
+		}
+	}
+	if old == nil {
+		return fmt.Errorf("its image asset %q is missing", ref)
+	}
+	d.staged++
+	name := fmt.Sprintf("%d-%s", d.staged, filepath.Base(file))
+	if err := os.MkdirAll(filepath.Join(d.dir, "framefarm-assets"), 0o700); err != nil {
+		return err
+	}
+	if err := copyFile(file, filepath.Join(d.dir, "framefarm-assets", name)); err != nil {
+		return err
+	}
+	id := fmt.Sprintf("framefarm_%d", d.staged)
+	asset := obj{"id": id, "w": old["w"], "h": old["h"], "u": "framefarm-assets/", "p": name, "e": 0}
+	list, _ := d.root["assets"].([]any)
+	d.root["assets"] = append(list, asset)
+	l["refId"] = id
+	return nil
+}
+
+// function runs an nx: function; params.layerName names one layer (arrays were expanded at
+// creation).
+func (d *document) function(comp, name string, raw json.RawMessage) error {
+	var p map[string]json.RawMessage
+	if len(raw) > 0 && json.Unmarshal(raw, &p) != nil {
+		return errors.New("params must be an object")
+	}
+	var layerName string
+	json.Unmarshal(p["layerName"], &layerName)
+	num := func(key string) (float64, error) {
+		var n float64
+		if err := json.Unmarshal(p[key], &n); err != nil {
+			return 0, fmt.Errorf("params.%s must be a number", key)
+		}
+		return n, nil
+	}
+	switch name {
+	case "nx:layer-remove":
+		layers, set, err := d.layersOf(comp)
+		if err != nil {
+			return err
+		}
+		if _, err := d.layers(comp, layerName); err != nil {
+			return err
+		}
+		set(slices.DeleteFunc(slices.Clone(layers), func(l any) bool { m, _ := l.(obj); return m["nm"] == layerName }))
+		return nil
+	case "nx:layer-state-set":
+		var enabled bool
+		if err := json.Unmarshal(p["enabled"], &enabled); err != nil {
+			return errors.New("params.enabled must be true or false")
+		}
+		return d.eachLayer(comp, layerName, func(l obj) error { l["hd"] = !enabled; return nil })
+	case "nx:text-params-set":
+		return d.eachLayer(comp, layerName, func(l obj) error { return textParams(l, p) })
+	case "nx:solid-color-set":
+		c, err := parseColor(p["color"])
+		if err != nil {
+			return fmt.Errorf("params.color: %w", err)
+		}
+		return d.eachLayer(comp, layerName, func(l obj) error {
+			if layerType(l) != layerSolid {
+				return fmt.Errorf("it is a %s layer, not a solid", kindOf(l))
+			}
+			l["sc"] = colorHex(c)
+			return nil
+		})
+	case "nx:layer-start-set":
+		start, err := num("start")
+		if err != nil {
+			return err
+		}
+		return d.eachLayer(comp, layerName, func(l obj) error {
+			ip, _ := number(l["ip"])
+			shift := start*d.fps - ip
+			for _, k := range []string{"ip", "op", "st"} {
+				v, _ := number(l[k])
+				l[k] = v + shift
+			}
+			return nil
+		})
+	case "nx:layer-duration-set":
+		duration, err := num("duration")
+		if err != nil || duration <= 0 {
+			return errors.New("params.duration must be a number of seconds above 0")
+		}
+		return d.eachLayer(comp, layerName, func(l obj) error {
+			ip, _ := number(l["ip"])
+			l["op"] = ip + duration*d.fps
+			return nil
+		})
+	case "nx:comp-duration-set":
+		duration, err := num("duration")
+		if err != nil || duration <= 0 {
+			return errors.New("params.duration must be a number of seconds above 0")
+		}
+		ip, _ := number(d.root["ip"])
+		d.root["op"] = ip + duration*d.fps
+		return nil
+	}
+	return fmt.Errorf("the lottie engine has no function %q; it runs %s", name, strings.Join(Functions, ", "))
+}
+
+// textParams sets text document fields: fontSize, font, fillColor, tracking, justification
+// (left, right, center), lineHeight, text.
+func textParams(l obj, p map[string]json.RawMessage) error {
+	docs, err := textDocuments(l)
+	if err != nil {
+		return err
+	}
+	for _, s := range docs {
+		for key, raw := range p {
+			var n float64
+			var str string
+			switch key {
+			case "layerName":
+			case "fontSize", "tracking", "lineHeight":
+				if json.Unmarshal(raw, &n) != nil {
+					return fmt.Errorf("params.%s must be a number", key)
+				}
+				s[map[string]string{"fontSize": "s", "tracking": "tr", "lineHeight": "lh"}[key]] = n
+			case "font":
+				if json.Unmarshal(raw, &str) != nil {
+					return errors.New("params.font must be a font name")
+				}
+				s["f"] = str
+			case "text":
+				if json.Unmarshal(raw, &str) != nil {
+					return errors.New("params.text must be a string")
+				}
+				s["t"] = strings.ReplaceAll(str, "\n", "\r")
+			case "fillColor":
+				c, err := parseColor(raw)
+				if err != nil {
+					return fmt.Errorf("params.fillColor: %w", err)
+				}
+				s["fc"] = []float64{c[0], c[1], c[2]}
+			case "justification":
+				j := map[string]int{"left": 0, "right": 1, "center": 2}
+				if json.Unmarshal(raw, &str) != nil || !slices.Contains([]string{"left", "right", "center"}, str) {
+					return errors.New("params.justification must be left, right or center")
+				}
+				s["j"] = j[str]
+			default:
+				return fmt.Errorf("params.%s is not a text parameter (fontSize, font, fillColor, tracking, justification, lineHeight, text)", key)
+			}
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,214 @@
+// Package lottie is framefarm's built-in Linux engine: Lottie (Bodymovin) animations rendered by
+// Skia's Skottie in long-lived Node workers (the @napi-rs/canvas package), encoded by ffmpeg.
+// Everything but drawing frames happens in Go: extracting the template, injecting assets into
+// the animation JSON, fonts, encoding, audio.
+package lottie
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/ffmpeg"
+	"github.com/framefarm/framefarm/renderer/inspect"
+)
+
+// Config locates what the engine runs.
+type Config struct {
+	// Node is the node program ("" finds it on PATH).
+	Node string
+	// WorkerDir holds worker.js and its node_modules (installed with npm ci).
+	WorkerDir string
+	Tools     ffmpeg.Tools
+	Logger    *slog.Logger
+}
+
+// Renderer renders Lottie templates.
+type Renderer struct {
+	tools ffmpeg.Tools
+	pool  *pool
+}
+
+var _ renderer.Renderer = (*Renderer)(nil)
+
+// New checks that Node and the worker's modules are there and returns the engine.
+func New(cfg Config) (*Renderer, error) {
+	node, err := exec.LookPath(orDefault(cfg.Node, "node"))
+	if err != nil {
+		return nil, fmt.Errorf("node not found (install nodejs, or set engines.node): %w", err)
+	}
+	dir, err := filepath.Abs(cfg.WorkerDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, need := range []string{"worker.js", filepath.Join("node_modules", "@napi-rs", "canvas", "package.json")} {
+		if _, err := os.Stat(filepath.Join(dir, need)); err != nil {
+			return nil, fmt.Errorf("the lottie worker is not installed in %s (run make setup, which runs npm ci there): %w", dir, err)
+		}
+	}
+	return &Renderer{tools: cfg.Tools, pool: &pool{node: node, dir: dir, log: cfg.Logger}}, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func (r *Renderer) Engine() string { return renderer.EngineLottie }
+
+// Close stops the idle workers.
+func (r *Renderer) Close() { r.pool.close() }
+
+// Render extracts the template, applies the assets, renders the frames the settings ask for and
+// encodes them into task.OutputPath.
+func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(float64)) error {
+	doc, err := r.prepare(task)
+	if err != nil {
+		return err
+	}
+	width, height := intOf(doc.root["w"]), intOf(doc.root["h"])
+	draft := task.Preview || task.Settings.Quality == "draft"
+	if draft {
+		width, height = max(2, width/2), max(2, height/2)
+	}
+	ip, _ := number(doc.root["ip"])
+	op, _ := number(doc.root["op"])
+	from, to := 0, int(op-ip)-1
+	if f := task.Settings.Frames; f != nil {
+		from, to = f.Start, f.End
+	}
+	if to >= int(op-ip) || from > to {
+		return fmt.Errorf("frames %d to %d are outside the animation's %d frames", from, to, int(op-ip))
+	}
+	file := filepath.Join(doc.dir, ".framefarm-render.json")
+	data, err := json.Marshal(doc.root)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		return err
+	}
+	fifo := filepath.Join(task.WorkDir, "frames.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrRetryable, err)
+	}
+	video := task.OutputPath
+	if len(doc.audio) > 0 {
+		video = filepath.Join(task.WorkDir, "video"+filepath.Ext(task.OutputPath))
+	}
+	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %g fps\n", from, to, width, height, doc.fps)
+	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.RawInput{Path: fifo, Width: width, Height: height, FPS: doc.fps}, task.Settings, draft, video, task.Log)
+	if err != nil {
+		return err
+	}
+	// If ffmpeg stops early, the worker must not wait on the pipe for nobody.
+	renderCtx, stopRender := context.WithCancel(ctx)
+	defer stopRender()
+	encoded := make(chan error, 1)
+	go func() {
+		err := encoder.Wait()
+		if err != nil {
+			stopRender()
+		}
+		encoded <- err
+	}()
+	renderErr := r.renderFrames(renderCtx, renderRequest{File: file, Out: fifo, Width: width, Height: height, From: from, To: to}, report)
+	if renderErr != nil && renderCtx.Err() == nil {
+		// The worker failed on its own: its error is the story, ffmpeg's end is a consequence.
+		encoder.Kill()
+		<-encoded
+		return renderErr
+	}
+	encodeErr := <-encoded
+	switch {
+	case encodeErr != nil && ctx.Err() == nil:
+		return encodeErr
+	case renderErr != nil:
+		return renderErr
+	}
+	if len(doc.audio) == 0 {
+		return nil
+	}
+	tracks := make([]ffmpeg.AudioTrack, len(doc.audio))
+	for i, a := range doc.audio {
+		tracks[i] = ffmpeg.AudioTrack{Path: a.path, Start: a.start - float64(from)/doc.fps}
+	}
+	return ffmpeg.MuxAudio(ctx, r.tools, video, tracks, task.OutputPath, task.Log)
+}
+
+func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report func(float64)) error {
+	w, err := r.pool.get()
+	if err != nil {
+		return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+	}
+	defer r.pool.put(w)
+	total := float64(req.To - req.From + 1)
+	return w.render(ctx, req, func(frame int) { report(float64(frame-req.From+1) / total * 100) })
+}
+
+// prepare extracts the template next to the work and applies the job's assets to the animation.
+func (r *Renderer) prepare(task *renderer.Task) (*document, error) {
+	dir := filepath.Join(task.WorkDir, "template")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	a, err := inspect.OpenArchive(task.TemplatePath, inspect.Limits{})
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	entry, kind, _, err := a.Project()
+	if err != nil {
+		return nil, err
+	}
+	if kind != inspect.ProjectLottie {
+		return nil, errors.New("the template holds an After Effects project; the lottie engine renders Lottie exports")
+	}
+	if err := a.ExtractTo(dir); err != nil {
+		return nil, err
+	}
+	anim := filepath.Join(dir, filepath.FromSlash(entry.Name))
+	raw, err := os.ReadFile(anim)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	doc := &document{dir: filepath.Dir(anim)}
+	if err := dec.Decode(&doc.root); err != nil {
+		return nil, fmt.Errorf("the Lottie JSON cannot be read: %w", err)
+	}
+	if err := doc.selectComposition(task.Composition); err != nil {
+		return nil, err
+	}
+	fps, ok := number(doc.root["fr"])
+	if !ok || fps <= 0 {
+		return nil, errors.New("the animation has no frame rate")
+	}
+	doc.fps = fps
+	fonts := collectFonts(dir, task.Fonts)
+	for i, asset := range task.Assets {
+		if err := doc.apply(asset, fonts); err != nil {
+			return nil, fmt.Errorf("assets[%d]: %w", i, err)
+		}
+	}
+	if missing := embedFonts(doc.root, fonts); len(missing) > 0 {
+		fmt.Fprintf(task.Log, "fonts without a file, left to the system's fonts: %v\n", missing)
+	}
+	return doc, nil
+}
+
+func intOf(v any) int {
+	n, _ := number(v)
+	return int(n)
+}

@@ -1,0 +1,317 @@
+package lottie
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"image"
+	"image/jpeg"
+	"image/png"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/ffmpeg"
+)
+
+const fixtures = "../testdata/fixtures/lottie"
+
+func newTestRenderer(t testing.TB) (*Renderer, ffmpeg.Tools) {
+	t.Helper()
+	tools, err := ffmpeg.Find("", "")
+	if err != nil {
+		t.Fatal(err, " (make setup installs ffmpeg)")
+	}
+	r, err := New(Config{WorkerDir: "worker", Tools: tools, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r, tools
+}
+
+// zipDir makes a zip template of a fixture folder.
+func zipDir(t testing.TB, dir string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			w, _ := zw.Create(filepath.ToSlash(rel))
+			data, _ := os.ReadFile(p)
+			w.Write(data)
+		}
+		return nil
+	})
+	zw.Close()
+	p := filepath.Join(t.TempDir(), "template.zip")
+	os.WriteFile(p, buf.Bytes(), 0o600)
+	return p
+}
+
+func newTask(t testing.TB, template string, s renderer.Settings, assets ...renderer.Asset) *renderer.Task {
+	work := t.TempDir()
+	return &renderer.Task{JobID: "test", Attempt: 1, WorkDir: work, TemplatePath: template, TemplateType: renderer.TemplateZip,
+		Composition: "kenburns", Assets: assets, Settings: s, OutputPath: filepath.Join(work, "out"+renderer.OutputExtension(s)),
+		Log: &bytes.Buffer{}}
+}
+
+func TestRendersAVideo(t *testing.T) {
+	r, tools := newTestRenderer(t)
+	task := newTask(t, zipDir(t, filepath.Join(fixtures, "synthetic")), renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_vbr_5mbps", Frames: &renderer.Frames{Start: 0, End: 29, Range: true}})
+	var last float64
+	if err := r.Render(context.Background(), task, func(p float64) { last = p }); err != nil {
+		t.Fatalf("%v\n%s", err, task.Log)
+	}
+	m, err := ffmpeg.Probe(context.Background(), tools, task.OutputPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Width != 1920 || m.Height != 1080 || m.FPS != 30 || m.Codec != "h264" || m.Duration < 0.99 || m.Duration > 1.01 || last != 100 {
+		t.Fatalf("output %+v, last progress %v", m, last)
+	}
+}
+
+// renderStill renders one frame of a template to a PNG and decodes it.
+func renderStill(t *testing.T, r *Renderer, template, comp string, frame int, assets ...renderer.Asset) image.Image {
+	t.Helper()
+	task := newTask(t, template, renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Frames: &renderer.Frames{Start: frame, End: frame}}, assets...)
+	task.Composition = comp
+	if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+		t.Fatalf("%v\n%s", err, task.Log)
+	}
+	f, err := os.Open(task.OutputPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// difference is the mean absolute difference of two images inside rect, 0..255.
+func difference(a, b image.Image, rect image.Rectangle) float64 {
+	var sum, n float64
+	for y := rect.Min.Y; y < rect.Max.Y; y++ {
+		for x := rect.Min.X; x < rect.Max.X; x++ {
+			r1, g1, b1, _ := a.At(x, y).RGBA()
+			r2, g2, b2, _ := b.At(x, y).RGBA()
+			for _, d := range []int{int(r1) - int(r2), int(g1) - int(g2), int(b1) - int(b2)} {
+				sum += math.Abs(float64(d)) / 257
+			}
+			n += 3
+		}
+	}
+	return sum / n
+}
+
+// In kenburns.json the title sits in the bar at the bottom (y 780 to 960); the photo fills the
+// rest.
+var (
+	titleArea = image.Rect(300, 800, 1620, 960)
+	photoArea = image.Rect(0, 0, 1920, 700)
+)
+
+func TestAssetsChangeWhatIsDrawn(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
+	base := renderStill(t, r, template, "kenburns", 60)
+	if got := base.Bounds(); got.Dx() != 1920 || got.Dy() != 1080 {
+		t.Fatalf("frame is %v", got)
+	}
+	replacement, _ := filepath.Abs(filepath.Join(fixtures, "synthetic", "images", "replacement.jpg"))
+	cases := []struct {
+		name      string
+		asset     renderer.Asset
+		changed   image.Rectangle
+		unchanged image.Rectangle
+	}{
+		{"text", renderer.Asset{Type: renderer.AssetText, LayerName: "Title", Value: json.RawMessage(`"Zebra Quartz 42"`)}, titleArea, photoArea},
+		{"opacity", renderer.Asset{Type: renderer.AssetData, LayerName: "Bar", Property: "Opacity", Value: json.RawMessage(`0`)}, image.Rect(0, 780, 250, 960), photoArea},
+		{"image", renderer.Asset{Type: renderer.AssetImage, LayerName: "Photo", LocalPath: replacement}, photoArea, image.Rectangle{}},
+		{"fill color", renderer.Asset{Type: renderer.AssetData, LayerName: "Title", Property: "Fill Color", Value: json.RawMessage(`"#ff0000"`)}, titleArea, photoArea},
+		{"layer-remove", renderer.Asset{Type: renderer.AssetFunction, Name: "nx:layer-remove", Params: json.RawMessage(`{"layerName":"Title"}`)}, titleArea, photoArea},
+		{"solid-color-set", renderer.Asset{Type: renderer.AssetFunction, Name: "nx:solid-color-set", Params: json.RawMessage(`{"layerName":"Bar","color":[255,255,0]}`)}, image.Rect(0, 780, 250, 960), photoArea},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := renderStill(t, r, template, "kenburns", 60, c.asset)
+			if d := difference(base, got, c.changed); d < 2 {
+				t.Errorf("the area %v barely changed (mean difference %.2f)", c.changed, d)
+			}
+			if !c.unchanged.Empty() {
+				if d := difference(base, got, c.unchanged); d > 0.5 {
+					t.Errorf("the area %v changed (mean difference %.2f)", c.unchanged, d)
+				}
+			}
+		})
+	}
+}
+
+func TestBundledFontIsUsed(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	with := filepath.Join(fixtures, "EmbeddedFont.zip")
+	// The same template without its fonts/ folder falls back to a system font.
+	without := stripZip(t, with, "fonts/")
+	asset := renderer.Asset{Type: renderer.AssetText, LayerName: "NAME", Value: json.RawMessage(`"Hamburgefonts"`)}
+	a := renderStill(t, r, with, "", 0, asset)
+	b := renderStill(t, r, without, "", 0, asset)
+	if d := difference(a, b, a.Bounds()); d < 0.5 {
+		t.Fatalf("the bundled font made no difference (mean difference %.2f)", d)
+	}
+}
+
+// stripZip copies a zip without the entries under prefix.
+func stripZip(t *testing.T, src, prefix string) string {
+	t.Helper()
+	zr, err := zip.OpenReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range zr.File {
+		if strings.HasPrefix(f.Name, prefix) {
+			continue
+		}
+		rc, _ := f.Open()
+		w, _ := zw.Create(f.Name)
+		io.Copy(w, rc)
+		rc.Close()
+	}
+	zw.Close()
+	p := filepath.Join(t.TempDir(), "stripped.zip")
+	os.WriteFile(p, buf.Bytes(), 0o600)
+	return p
+}
+
+func TestImageOutputs(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
+	t.Run("jpeg", func(t *testing.T) {
+		task := newTask(t, template, renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecJPEG, Frames: &renderer.Frames{Start: 10, End: 10}})
+		if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+			t.Fatalf("%v\n%s", err, task.Log)
+		}
+		f, _ := os.Open(task.OutputPath)
+		defer f.Close()
+		cfg, err := jpeg.DecodeConfig(f)
+		if err != nil || cfg.Width != 1920 || cfg.Height != 1080 {
+			t.Fatalf("jpeg %+v, %v", cfg, err)
+		}
+	})
+	t.Run("range", func(t *testing.T) {
+		task := newTask(t, template, renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Quality: "draft", Frames: &renderer.Frames{Start: 3, End: 6, Range: true}})
+		if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+			t.Fatalf("%v\n%s", err, task.Log)
+		}
+		zr, err := zip.OpenReader(task.OutputPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		if len(zr.File) != 4 {
+			t.Fatalf("%d frames in the zip, want 4", len(zr.File))
+		}
+		rc, _ := zr.File[0].Open()
+		defer rc.Close()
+		cfg, err := png.DecodeConfig(rc)
+		if err != nil || cfg.Width != 960 || cfg.Height != 540 {
+			t.Fatalf("draft frame %+v, %v", cfg, err)
+		}
+	})
+}
+
+func TestProRes4444KeepsAlpha(t *testing.T) {
+	r, tools := newTestRenderer(t)
+	// CenteredText.json draws text on nothing: most of each frame is transparent.
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(fixtures, "CenteredText.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "CenteredText.json"), data, 0o600)
+	task := newTask(t, zipDir(t, dir), renderer.Settings{Type: renderer.OutputVideo, Codec: "video_prores_4444", Frames: &renderer.Frames{Start: 0, End: 4, Range: true}})
+	task.Composition = ""
+	if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+		t.Fatalf("%v\n%s", err, task.Log)
+	}
+	out, err := exec.Command(tools.FFprobe, "-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name,pix_fmt", "-of", "csv=p=0", task.OutputPath).Output()
+	if err != nil || strings.TrimSpace(string(out)) != "prores,yuva444p12le" && strings.TrimSpace(string(out)) != "prores,yuva444p10le" {
+		t.Fatalf("stream %q, %v", out, err)
+	}
+}
+
+func TestAudioIsMuxedAtTheLayer(t *testing.T) {
+	r, tools := newTestRenderer(t)
+	tone := filepath.Join(t.TempDir(), "tone.wav")
+	if out, err := exec.Command(tools.FFmpeg, "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=0.4", tone).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	task := newTask(t, zipDir(t, filepath.Join(fixtures, "synthetic")), renderer.Settings{Type: renderer.OutputVideo, Quality: "draft", Frames: &renderer.Frames{Start: 0, End: 29, Range: true}},
+		renderer.Asset{Type: renderer.AssetAudio, LayerName: "Bar", LocalPath: tone})
+	if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+		t.Fatalf("%v\n%s", err, task.Log)
+	}
+	m, err := ffmpeg.Probe(context.Background(), tools, task.OutputPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The audio is shorter than the video: the video keeps its length, padded with silence.
+	if !m.HasAudio || m.Width != 960 || m.Duration < 0.99 || m.Duration > 1.05 {
+		t.Fatalf("output %+v", m)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
+	still := renderer.Settings{Type: renderer.OutputImage, Frames: &renderer.Frames{}}
+	cases := []struct {
+		asset renderer.Asset
+		want  string
+	}{
+		{renderer.Asset{Type: renderer.AssetText, LayerName: "Nope", Value: json.RawMessage(`"x"`)}, `no layer named "Nope"`},
+		{renderer.Asset{Type: renderer.AssetText, LayerName: "Bar", Value: json.RawMessage(`"x"`)}, "not a text layer"},
+		{renderer.Asset{Type: renderer.AssetData, LayerName: "Bar", Property: "Effects.Blur", Value: json.RawMessage(`1`)}, `cannot set "Effects.Blur"`},
+		{renderer.Asset{Type: renderer.AssetVideo, LayerName: "Photo", LocalPath: "x.mp4"}, "cannot place videos"},
+		{renderer.Asset{Type: renderer.AssetFunction, Name: "nx:nope", Params: json.RawMessage(`{}`)}, `no function "nx:nope"`},
+	}
+	for _, c := range cases {
+		task := newTask(t, template, still, c.asset)
+		err := r.Render(context.Background(), task, func(float64) {})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: got %v, want an error with %q", c.asset, err, c.want)
+		}
+	}
+}
+
+func TestCancelStopsTheRenderAndTheNextOneWorks(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
+	ctx, cancel := context.WithCancel(context.Background())
+	task := newTask(t, template, renderer.Settings{Type: renderer.OutputVideo})
+	err := r.Render(ctx, task, func(p float64) {
+		if p > 0 {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	renderStill(t, r, template, "kenburns", 0)
+}
