@@ -200,32 +200,36 @@ func zipFolder(dir, out string) error {
 	return f.Close()
 }
 
-// AudioTrack is an audio file placed at a time of the video.
+// AudioTrack is the sound of a file placed on the video's timeline.
 type AudioTrack struct {
-	Path  string
-	Start float64 // seconds
+	Path string
+	// Start is where the file's time 0 falls, in seconds; before 0 its beginning is cut.
+	Start float64
 }
 
-// MuxAudio writes video with the tracks mixed in at their start times into out.
-func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, out string, log io.Writer) error {
+// MuxAudio writes video with the tracks mixed in at their start times into out, which lasts
+// duration seconds (the video's length) whatever the length of the sound.
+func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, duration float64, out string, log io.Writer) error {
 	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y", "-i", video}
 	var filter strings.Builder
 	for i, tr := range tracks {
 		args = append(args, "-i", tr.Path)
-		ms := int(tr.Start * 1000)
-		fmt.Fprintf(&filter, "[%d:a]adelay=%d:all=1[a%d];", i+1, max(ms, 0), i)
+		if tr.Start < 0 {
+			fmt.Fprintf(&filter, "[%d:a]atrim=start=%.6f,asetpts=PTS-STARTPTS[a%d];", i+1, -tr.Start, i)
+		} else {
+			fmt.Fprintf(&filter, "[%d:a]adelay=%d:all=1[a%d];", i+1, int(tr.Start*1000), i)
+		}
 	}
 	for i := range tracks {
 		fmt.Fprintf(&filter, "[a%d]", i)
 	}
-	// apad and -shortest: the video keeps its length whatever the audio's.
 	fmt.Fprintf(&filter, "amix=inputs=%d:duration=longest:normalize=0,apad[mixed]", len(tracks))
 	codec := "aac"
 	if strings.HasSuffix(strings.ToLower(out), ".mov") {
 		codec = "pcm_s16le"
 	}
 	args = append(args, "-filter_complex", filter.String(), "-map", "0:v", "-map", "[mixed]",
-		"-c:v", "copy", "-c:a", codec, "-shortest", out)
+		"-c:v", "copy", "-c:a", codec, "-t", strconv.FormatFloat(duration, 'f', 6, 64), out)
 	cmd := exec.CommandContext(ctx, t.FFmpeg, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {

@@ -25,6 +25,8 @@ type Media struct {
 	Codec    string
 	Duration float64
 	HasAudio bool
+	// Alpha says the video stream carries transparency.
+	Alpha bool
 }
 
 // Probe reads a media file's first video stream, whether it has audio, and its duration.
@@ -45,6 +47,7 @@ func Probe(ctx context.Context, t Tools, p string) (Media, error) {
 			Height       int    `json:"height"`
 			AvgFrameRate string `json:"avg_frame_rate"`
 			RFrameRate   string `json:"r_frame_rate"`
+			PixFmt       string `json:"pix_fmt"`
 		} `json:"streams"`
 		Format struct {
 			Duration string `json:"duration"`
@@ -60,6 +63,7 @@ func Probe(ctx context.Context, t Tools, p string) (Media, error) {
 		case "video":
 			if !found {
 				m.Width, m.Height, m.Codec, found = s.Width, s.Height, s.CodecName, true
+				m.Alpha = hasAlpha(s.PixFmt)
 				if m.FPS = rate(s.AvgFrameRate); m.FPS == 0 {
 					m.FPS = rate(s.RFrameRate)
 				}
@@ -73,6 +77,16 @@ func Probe(ctx context.Context, t Tools, p string) (Media, error) {
 	}
 	m.Duration, _ = strconv.ParseFloat(info.Format.Duration, 64)
 	return m, nil
+}
+
+// hasAlpha reads ffmpeg's pixel format names: yuva420p, rgba, argb, bgra, gbrap, ya8 and so on.
+func hasAlpha(pixFmt string) bool {
+	for _, p := range []string{"yuva", "rgba", "argb", "bgra", "abgr", "gbrap", "ya"} {
+		if strings.HasPrefix(pixFmt, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // rate reads a frame rate written as a fraction ("30000/1001").

@@ -1,6 +1,7 @@
 package lottie
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/ffmpeg"
 	"github.com/framefarm/framefarm/renderer/inspect"
 )
 
@@ -24,17 +26,18 @@ var DataProperties = []string{"Source Text", "Opacity", "Position", "Scale", "Ro
 var Functions = []string{"nx:layer-remove", "nx:layer-state-set", "nx:text-params-set", "nx:solid-color-set",
 	"nx:layer-start-set", "nx:layer-duration-set", "nx:comp-duration-set"}
 
-// AssetTypes are the asset types this engine applies; the others (video, essential, script) need
-// After Effects.
-var AssetTypes = []string{renderer.AssetText, renderer.AssetData, renderer.AssetImage, renderer.AssetAudio,
-	renderer.AssetStatic, renderer.AssetFunction, renderer.AssetJob}
+// AssetTypes are the asset types this engine applies; the others (essential, script) need After
+// Effects.
+var AssetTypes = []string{renderer.AssetText, renderer.AssetData, renderer.AssetImage, renderer.AssetVideo,
+	renderer.AssetAudio, renderer.AssetStatic, renderer.AssetFunction, renderer.AssetJob}
 
 // Lottie layer types this file edits.
 const (
-	layerSolid = 1
-	layerImage = 2
-	layerShape = 4
-	layerText  = 5
+	layerPrecomp = 0
+	layerSolid   = 1
+	layerImage   = 2
+	layerShape   = 4
+	layerText    = 5
 )
 
 // document is a Lottie animation being edited: the decoded JSON and where its files are.
@@ -42,15 +45,13 @@ type document struct {
 	root map[string]any
 	dir  string // the animation's folder; asset paths are relative to it
 	fps  float64
-	// audio collects audio assets, muxed into the output after the render.
-	audio []audioTrack
+	// audio collects the sound of audio and video assets, muxed into the output after the
+	// render; Start is relative to the animation's first frame.
+	audio []ffmpeg.AudioTrack
 	// staged counts files copied next to the animation.
 	staged int
-}
-
-type audioTrack struct {
-	path  string
-	start float64
+	// tools extract the frames of placed videos.
+	tools ffmpeg.Tools
 }
 
 type obj = map[string]any
@@ -163,7 +164,7 @@ func kindOf(l obj) string {
 }
 
 // apply applies one asset. comp is the job's composition; the asset's own composition wins.
-func (d *document) apply(a renderer.Asset, fonts fontSet) error {
+func (d *document) apply(ctx context.Context, a renderer.Asset, fonts fontSet) error {
 	comp := a.Composition
 	switch a.Type {
 	case renderer.AssetText:
@@ -174,21 +175,21 @@ func (d *document) apply(a renderer.Asset, fonts fontSet) error {
 		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.setText(l, text, fonts) })
 	case renderer.AssetData:
 		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.setProperty(l, a.Property, a.Value, fonts) })
-	case renderer.AssetImage, renderer.AssetJob:
+	case renderer.AssetImage, renderer.AssetVideo, renderer.AssetJob:
 		if a.LocalPath == "" {
-			return errors.New("the image was not staged")
+			return fmt.Errorf("the %s was not staged", a.Type)
 		}
-		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.replaceImage(l, a.LocalPath) })
-	case renderer.AssetVideo:
-		return errors.New("the lottie engine cannot place videos; use an image, or an After Effects engine")
+		place := d.replaceImage
+		if a.Type == renderer.AssetVideo || a.Type == renderer.AssetJob && isVideo(a.LocalPath) {
+			place = func(l obj, file string) error { return d.placeVideo(ctx, l, file) }
+		}
+		return d.eachLayer(comp, a.LayerName, func(l obj) error { return place(l, a.LocalPath) })
 	case renderer.AssetAudio:
 		layers, err := d.layers(comp, a.LayerName)
 		if err != nil {
 			return err
 		}
-		ip, _ := number(layers[0]["ip"])
-		start, _ := number(d.root["ip"])
-		d.audio = append(d.audio, audioTrack{path: a.LocalPath, start: (ip - start) / d.fps})
+		d.addSound(layers[0], a.LocalPath)
 		return nil
 	case renderer.AssetStatic:
 		name := a.Name
@@ -406,34 +407,57 @@ func fillShapes(v any, c [3]float64) int {
 	return n
 }
 
+// addSound plays a file's audio from the layer's start time, as After Effects plays footage.
+func (d *document) addSound(l obj, file string) {
+	st, _ := number(l["st"])
+	first, _ := number(d.root["ip"])
+	d.audio = append(d.audio, ffmpeg.AudioTrack{Path: file, Start: (st - first) / d.fps})
+}
+
+// imageAsset returns the asset an image layer shows.
+func (d *document) imageAsset(l obj) (obj, error) {
+	if layerType(l) != layerImage {
+		return nil, fmt.Errorf("it is a %s layer, not an image layer", kindOf(l))
+	}
+	ref, _ := l["refId"].(string)
+	for _, a := range d.assets() {
+		if a["id"] == ref {
+			return a, nil
+		}
+	}
+	return nil, fmt.Errorf("its image asset %q is missing", ref)
+}
+
+// addAsset appends an asset to the animation.
+func (d *document) addAsset(a obj) {
+	list, _ := d.root["assets"].([]any)
+	d.root["assets"] = append(list, a)
+}
+
+// stagingDir is a new folder next to the animation for the files of one injected asset.
+func (d *document) stagingDir() (rel string, err error) {
+	d.staged++
+	rel = fmt.Sprintf("framefarm-assets/%d/", d.staged)
+	return rel, os.MkdirAll(filepath.Join(d.dir, filepath.FromSlash(rel)), 0o700)
+}
+
 // replaceImage points an image layer at a staged file through an asset of its own, so other
 // layers sharing the old asset keep it. The asset keeps its size: Skottie scales the image to it.
 func (d *document) replaceImage(l obj, file string) error {
-	if layerType(l) != layerImage {
-		return fmt.Errorf("it is a %s layer, not an image layer", kindOf(l))
-	}
-	ref, _ := l["refId"].(string)
-	var old obj
-	for _, a := range d.assets() {
-		if a["id"] == ref {
-			old = a
-		}
-	}
-	if old == nil {
-		return fmt.Errorf("its image asset %q is missing", ref)
-	}
-	d.staged++
-	name := fmt.Sprintf("%d-%s", d.staged, filepath.Base(file))
-	if err := os.MkdirAll(filepath.Join(d.dir, "framefarm-assets"), 0o700); err != nil {
+	old, err := d.imageAsset(l)
+	if err != nil {
 		return err
 	}
-	if err := copyFile(file, filepath.Join(d.dir, "framefarm-assets", name)); err != nil {
+	rel, err := d.stagingDir()
+	if err != nil {
+		return err
+	}
+	name := filepath.Base(file)
+	if err := copyFile(file, filepath.Join(d.dir, filepath.FromSlash(rel), name)); err != nil {
 		return err
 	}
 	id := fmt.Sprintf("framefarm_%d", d.staged)
-	asset := obj{"id": id, "w": old["w"], "h": old["h"], "u": "framefarm-assets/", "p": name, "e": 0}
-	list, _ := d.root["assets"].([]any)
-	d.root["assets"] = append(list, asset)
+	d.addAsset(obj{"id": id, "w": old["w"], "h": old["h"], "u": rel, "p": name, "e": 0})
 	l["refId"] = id
 	return nil
 }

@@ -3,6 +3,7 @@ package lottie
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -77,7 +78,7 @@ func TestTextInjectionDropsExpressionsAndUncoveredGlyphs(t *testing.T) {
 			d := loadDocument(t, raw)
 			fonts := collectFonts(d.dir, c.fonts)
 			asset := renderer.Asset{Type: renderer.AssetText, LayerName: "City", Value: json.RawMessage(`"` + c.text + `"`)}
-			if err := d.apply(asset, fonts); err != nil {
+			if err := d.apply(context.Background(), asset, fonts); err != nil {
 				t.Fatal(err)
 			}
 			text, doc := textOf(t, d, "", "City")
@@ -104,7 +105,7 @@ func TestAssetCompositionOverride(t *testing.T) {
 	d := loadDocument(t, []byte(precompDoc))
 	must := func(a renderer.Asset) {
 		t.Helper()
-		if err := d.apply(a, fontSet{}); err != nil {
+		if err := d.apply(context.Background(), a, fontSet{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,7 +122,7 @@ func TestAssetCompositionOverride(t *testing.T) {
 	if got, _ := textOf(t, d, "Lower Third", "Name"); got != "precomp" {
 		t.Fatalf("precomp text %q", got)
 	}
-	if err := d.apply(renderer.Asset{Type: renderer.AssetText, LayerName: "Name", Composition: "Nope", Value: json.RawMessage(`"x"`)}, fontSet{}); err == nil {
+	if err := d.apply(context.Background(), renderer.Asset{Type: renderer.AssetText, LayerName: "Name", Composition: "Nope", Value: json.RawMessage(`"x"`)}, fontSet{}); err == nil {
 		t.Fatal("an unknown composition was accepted")
 	}
 }
@@ -130,7 +131,7 @@ func TestFunctions(t *testing.T) {
 	d := loadDocument(t, []byte(precompDoc))
 	run := func(name, params string) {
 		t.Helper()
-		if err := d.apply(renderer.Asset{Type: renderer.AssetFunction, Name: name, Params: json.RawMessage(params)}, fontSet{}); err != nil {
+		if err := d.apply(context.Background(), renderer.Asset{Type: renderer.AssetFunction, Name: name, Params: json.RawMessage(params)}, fontSet{}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
@@ -161,7 +162,7 @@ func TestFunctions(t *testing.T) {
 	if _, err := d.layers("", "LT"); err == nil {
 		t.Fatal("the layer is still there")
 	}
-	if err := d.apply(renderer.Asset{Type: renderer.AssetFunction, Name: "nx:text-params-set", Params: json.RawMessage(`{"layerName":"Name","kerning":1}`)}, fontSet{}); err == nil {
+	if err := d.apply(context.Background(), renderer.Asset{Type: renderer.AssetFunction, Name: "nx:text-params-set", Params: json.RawMessage(`{"layerName":"Name","kerning":1}`)}, fontSet{}); err == nil {
 		t.Fatal("an unknown text parameter was accepted")
 	}
 }
@@ -203,7 +204,7 @@ func FuzzApply(f *testing.F) {
 		}
 		a := renderer.Asset{Type: typ, LayerName: layer, Composition: comp, Property: nameOrProperty, Name: nameOrProperty,
 			Value: json.RawMessage(value), Params: json.RawMessage(params), LocalPath: image}
-		_ = d.apply(a, fontSet{})
+		_ = d.apply(context.Background(), a, fontSet{})
 		embedFonts(d.root, fontSet{})
 		if _, err := json.Marshal(d.root); err != nil {
 			t.Fatalf("the edited animation cannot be written: %v", err)

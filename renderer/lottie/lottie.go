@@ -72,7 +72,7 @@ func (r *Renderer) Close() { r.pool.close() }
 // Render extracts the template, applies the assets, renders the frames the settings ask for and
 // encodes them into task.OutputPath.
 func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(float64)) error {
-	doc, err := r.prepare(task)
+	doc, err := r.prepare(ctx, task)
 	if err != nil {
 		return err
 	}
@@ -101,6 +101,10 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	fifo := filepath.Join(task.WorkDir, "frames.fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrRetryable, err)
+	}
+	// Stills have no sound.
+	if task.Settings.Type == renderer.OutputImage {
+		doc.audio = nil
 	}
 	video := task.OutputPath
 	if len(doc.audio) > 0 {
@@ -139,11 +143,10 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if len(doc.audio) == 0 {
 		return nil
 	}
-	tracks := make([]ffmpeg.AudioTrack, len(doc.audio))
-	for i, a := range doc.audio {
-		tracks[i] = ffmpeg.AudioTrack{Path: a.path, Start: a.start - float64(from)/doc.fps}
+	for i := range doc.audio {
+		doc.audio[i].Start -= float64(from) / doc.fps
 	}
-	return ffmpeg.MuxAudio(ctx, r.tools, video, tracks, task.OutputPath, task.Log)
+	return ffmpeg.MuxAudio(ctx, r.tools, video, doc.audio, float64(to-from+1)/doc.fps, task.OutputPath, task.Log)
 }
 
 func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report func(float64)) error {
@@ -157,7 +160,7 @@ func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report f
 }
 
 // prepare extracts the template next to the work and applies the job's assets to the animation.
-func (r *Renderer) prepare(task *renderer.Task) (*document, error) {
+func (r *Renderer) prepare(ctx context.Context, task *renderer.Task) (*document, error) {
 	dir := filepath.Join(task.WorkDir, "template")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -184,7 +187,7 @@ func (r *Renderer) prepare(task *renderer.Task) (*document, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	doc := &document{dir: filepath.Dir(anim)}
+	doc := &document{dir: filepath.Dir(anim), tools: r.tools}
 	if err := dec.Decode(&doc.root); err != nil {
 		return nil, fmt.Errorf("the Lottie JSON cannot be read: %w", err)
 	}
@@ -198,7 +201,7 @@ func (r *Renderer) prepare(task *renderer.Task) (*document, error) {
 	doc.fps = fps
 	fonts := collectFonts(dir, task.Fonts)
 	for i, asset := range task.Assets {
-		if err := doc.apply(asset, fonts); err != nil {
+		if err := doc.apply(ctx, asset, fonts); err != nil {
 			return nil, fmt.Errorf("assets[%d]: %w", i, err)
 		}
 	}

@@ -277,6 +277,41 @@ func TestAudioIsMuxedAtTheLayer(t *testing.T) {
 	}
 }
 
+func TestVideoIsPlacedFrameByFrame(t *testing.T) {
+	r, tools := newTestRenderer(t)
+	clip := filepath.Join(t.TempDir(), "clip.mp4")
+	// A moving test pattern with a tone, 2 s at 25 fps: the engine resamples it to the
+	// animation's 30 fps.
+	if out, err := exec.Command(tools.FFmpeg, "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "testsrc2=size=640x360:rate=25:duration=2",
+		"-f", "lavfi", "-i", "sine=frequency=440:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-c:a", "aac", clip).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
+	video := renderer.Asset{Type: renderer.AssetVideo, LayerName: "Photo", LocalPath: clip}
+	base := renderStill(t, r, template, "kenburns", 10)
+	early := renderStill(t, r, template, "kenburns", 10, video)
+	late := renderStill(t, r, template, "kenburns", 40, video)
+	if d := difference(base, early, photoArea); d < 5 {
+		t.Fatalf("the video did not replace the photo (mean difference %.2f)", d)
+	}
+	if d := difference(early, late, photoArea); d < 1 {
+		t.Fatalf("the video does not move between frames 10 and 40 (mean difference %.2f)", d)
+	}
+	// After the clip's 2 s the layer shows nothing: the photo is gone, the background is empty.
+	after := renderStill(t, r, template, "kenburns", 75, video)
+	if d := difference(after, image.NewRGBA(after.Bounds()), image.Rect(0, 0, 1920, 600)); d > 1 {
+		t.Fatalf("the layer still shows something after the video ended (mean difference %.2f)", d)
+	}
+	task := newTask(t, template, renderer.Settings{Type: renderer.OutputVideo, Quality: "draft", Frames: &renderer.Frames{Start: 0, End: 44, Range: true}}, video)
+	if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+		t.Fatalf("%v\n%s", err, task.Log)
+	}
+	m, err := ffmpeg.Probe(context.Background(), tools, task.OutputPath)
+	if err != nil || !m.HasAudio || m.Duration < 1.49 || m.Duration > 1.55 {
+		t.Fatalf("output %+v, %v", m, err)
+	}
+}
+
 func TestRefusals(t *testing.T) {
 	r, _ := newTestRenderer(t)
 	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
@@ -288,7 +323,8 @@ func TestRefusals(t *testing.T) {
 		{renderer.Asset{Type: renderer.AssetText, LayerName: "Nope", Value: json.RawMessage(`"x"`)}, `no layer named "Nope"`},
 		{renderer.Asset{Type: renderer.AssetText, LayerName: "Bar", Value: json.RawMessage(`"x"`)}, "not a text layer"},
 		{renderer.Asset{Type: renderer.AssetData, LayerName: "Bar", Property: "Effects.Blur", Value: json.RawMessage(`1`)}, `cannot set "Effects.Blur"`},
-		{renderer.Asset{Type: renderer.AssetVideo, LayerName: "Photo", LocalPath: "x.mp4"}, "cannot place videos"},
+		{renderer.Asset{Type: renderer.AssetVideo, LayerName: "Title", LocalPath: "x.mp4"}, "a video replaces an image layer"},
+		{renderer.Asset{Type: renderer.AssetVideo, LayerName: "Photo", LocalPath: "lottie_test.go"}, "not a readable media file"},
 		{renderer.Asset{Type: renderer.AssetFunction, Name: "nx:nope", Params: json.RawMessage(`{}`)}, `no function "nx:nope"`},
 	}
 	for _, c := range cases {

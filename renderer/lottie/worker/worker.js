@@ -19,7 +19,11 @@ function send(msg) {
   process.stdout.write(JSON.stringify(msg) + '\n')
 }
 
-function render(req) {
+// Each frame's pixels are a fresh native buffer that Node frees only from the event loop, so the
+// loop yields after every frame; rendering synchronously would hold every frame in memory.
+const yieldToEventLoop = () => new Promise((resolve) => setImmediate(resolve))
+
+async function render(req) {
   const animation = LottieAnimation.loadFromFile(req.file)
   const width = req.width || animation.width
   const height = req.height || animation.height
@@ -44,27 +48,32 @@ function render(req) {
         written += fs.writeSync(out, pixels, written, pixels.length - written)
       }
       send({ id: req.id, type: 'frame', frame })
+      await yieldToEventLoop()
     }
   } finally {
     fs.closeSync(out)
   }
 }
 
-const lines = readline.createInterface({ input: process.stdin })
-lines.on('line', (line) => {
-  let req
-  try {
-    req = JSON.parse(line)
-  } catch (e) {
-    send({ type: 'error', message: 'request is not JSON: ' + e.message })
-    return
+async function serve() {
+  send({ type: 'ready', versions: { node: process.versions.node } })
+  // Requests are served one at a time, in order: the Go side sends the next after an answer.
+  for await (const line of readline.createInterface({ input: process.stdin })) {
+    let req
+    try {
+      req = JSON.parse(line)
+    } catch (e) {
+      send({ type: 'error', message: 'request is not JSON: ' + e.message })
+      continue
+    }
+    try {
+      await render(req)
+      send({ id: req.id, type: 'done' })
+    } catch (e) {
+      send({ id: req.id, type: 'error', message: String(e && e.message ? e.message : e) })
+    }
   }
-  try {
-    render(req)
-    send({ id: req.id, type: 'done' })
-  } catch (e) {
-    send({ id: req.id, type: 'error', message: String(e && e.message ? e.message : e) })
-  }
-})
-lines.on('close', () => process.exit(0))
-send({ type: 'ready', versions: { node: process.versions.node } })
+  process.exit(0)
+}
+
+serve()
