@@ -3,7 +3,6 @@ package renderer
 import (
 	"context"
 	"encoding/json"
-	"slices"
 )
 
 // Template file types clients declare.
@@ -81,9 +80,14 @@ func (in *Inspection) Composition(name string) *Composition {
 	return nil
 }
 
-// HasLayer reports whether the composition has a layer with exactly this name.
-func (c *Composition) HasLayer(name string) bool {
-	return slices.ContainsFunc(c.Layers, func(l Layer) bool { return l.Name == name })
+// Layer returns the first layer with exactly this name, or nil.
+func (c *Composition) Layer(name string) *Layer {
+	for i := range c.Layers {
+		if c.Layers[i].Name == name {
+			return &c.Layers[i]
+		}
+	}
+	return nil
 }
 
 // CompositionNames lists composition names in project order.

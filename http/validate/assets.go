@@ -11,6 +11,7 @@ import (
 
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/lottie"
 )
 
 // assetFields says, per asset type, which fields it takes ("!" marks required ones).
@@ -26,9 +27,6 @@ var assetFields = map[string][]string{
 	renderer.AssetFunction:  {"name!", "composition", "params"},
 	renderer.AssetJob:       {"layerName!", "composition", "template!", "assets", "preview", "settings", "fonts"},
 }
-
-// afterEffectsOnly are asset types the built-in Lottie engine cannot apply.
-var afterEffectsOnly = map[string]bool{renderer.AssetScript: true, renderer.AssetEssential: true}
 
 var functionNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}:[a-z][a-z0-9_.-]{0,63}$`)
 
@@ -86,9 +84,6 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 			c.add(CodeValidation, at(path, name), "is not used by assets of type %s", ra.Type)
 		}
 	}
-	if afterEffectsOnly[ra.Type] && job.Engine == renderer.EngineLottie {
-		c.add(CodeValidation, at(path, "type"), "%s assets need an After Effects engine; this job renders with lottie", ra.Type)
-	}
 	a := renderer.Asset{Type: ra.Type}
 	a.Composition = c.str(ra.Composition, at(path, "composition"))
 	a.Property = c.str(ra.Property, at(path, "property"))
@@ -99,7 +94,11 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 	assetComp := c.assetComposition(tpl, comp, a.Composition, at(path, "composition"))
 	if ra.LayerName != nil {
 		a.LayerName = c.str(ra.LayerName, at(path, "layerName"))
-		c.layer(assetComp, a.LayerName, at(path, "layerName"))
+		if l := c.layer(assetComp, a.LayerName, at(path, "layerName")); l != nil && job.Engine == renderer.EngineLottie {
+			if want := lottie.LayerTypeFor(a.Type); want != "" && l.Type != want {
+				c.add(CodeValidation, at(path, "layerName"), "layer %q is a %s layer; the lottie engine puts %s assets in %s layers", l.Name, l.Type, a.Type, want)
+			}
+		}
 	}
 	a.Value = c.value(ra, path)
 	if ra.Src != nil {
@@ -118,7 +117,18 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 		c.child(job, a, ra, path, depth)
 		return
 	}
+	c.engineCheck(job, a, path)
 	job.Spec.Assets = append(job.Spec.Assets, a)
+}
+
+// engineCheck refuses, at creation, what the job's engine cannot apply.
+func (c *checker) engineCheck(job *Job, a renderer.Asset, path string) {
+	if job.Engine != renderer.EngineLottie {
+		return
+	}
+	if err := lottie.Check(a); err != nil {
+		c.add(CodeValidation, at(path, err.Field), "%s (this job renders with the lottie engine)", err.Err)
+	}
 }
 
 func (c *checker) str(s *string, path string) string {
@@ -143,14 +153,20 @@ func (c *checker) assetComposition(tpl *persistence.Template, jobComp *renderer.
 	return comp
 }
 
-func (c *checker) layer(comp *renderer.Composition, name, path string) {
+// layer checks a layer name against the composition, when it is known, and returns the layer.
+func (c *checker) layer(comp *renderer.Composition, name, path string) *renderer.Layer {
 	if name == "" {
 		c.add(CodeValidation, path, "must not be empty")
-		return
+		return nil
 	}
-	if comp != nil && !comp.HasLayer(name) {
+	if comp == nil {
+		return nil
+	}
+	l := comp.Layer(name)
+	if l == nil {
 		c.add(CodeLayerNotFound, path, "no layer named %q in composition %q", name, comp.Name)
 	}
+	return l
 }
 
 func (c *checker) value(ra *rawAsset, path string) json.RawMessage {
@@ -198,6 +214,7 @@ func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp
 	}
 	a.Params = c.params(raw, at(path, "params"))
 	if a.Params == nil {
+		c.engineCheck(job, a, path)
 		job.Spec.Assets = append(job.Spec.Assets, a)
 		return
 	}
@@ -205,6 +222,7 @@ func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp
 	json.Unmarshal(a.Params, &params)
 	layerRaw, hasLayer := params["layerName"]
 	if !hasLayer {
+		c.engineCheck(job, a, path)
 		job.Spec.Assets = append(job.Spec.Assets, a)
 		return
 	}
@@ -223,6 +241,10 @@ func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp
 		params["layerName"], _ = json.Marshal(name)
 		expanded := a
 		expanded.Params, _ = json.Marshal(params)
+		if i == 0 {
+			// The expanded calls differ only in their layer: one check says it for all.
+			c.engineCheck(job, expanded, path)
+		}
 		job.Spec.Assets = append(job.Spec.Assets, expanded)
 	}
 }
@@ -265,8 +287,11 @@ func (c *checker) child(job *Job, a renderer.Asset, ra *rawAsset, path string, d
 		return
 	}
 	child := c.job(&rawJob{Template: ra.Template, Assets: ra.Assets, Preview: ra.Preview, Settings: ra.Settings, Fonts: ra.Fonts}, path, depth+1)
-	if t := child.Spec.Settings.Type; t != renderer.OutputVideo && t != renderer.OutputImage {
-		c.add(CodeValidation, at(path, "settings.type"), "a child job renders a video or an image, not %q", t)
+	switch s := child.Spec.Settings; {
+	case s.Type != renderer.OutputVideo && s.Type != renderer.OutputImage:
+		c.add(CodeValidation, at(path, "settings.type"), "a child job renders a video or an image, not %q", s.Type)
+	case s.Type == renderer.OutputImage && s.Frames != nil && s.Frames.Range:
+		c.add(CodeValidation, at(path, "settings.frames"), "a child job's image is one frame; a range renders a zip, which no layer can show")
 	}
 	child.Priority, child.Tags = job.Priority, job.Tags
 	job.Children = append(job.Children, child)

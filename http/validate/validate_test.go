@@ -122,6 +122,14 @@ func TestRejectsWithFieldAndCode(t *testing.T) {
 		"function name":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "function", "name": "layer-remove"}]}`, CodeValidation, "assets[0].name"},
 		"function layers":    {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "function", "name": "nx:layer-remove", "params": {"layerName": ["Title", "Gone"]}}]}`, CodeLayerNotFound, "assets[0].params.layerName[1]"},
 		"image child frames": {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "job", "layerName": "Photo", "template": {"id": "` + aeID + `", "composition": "end"}, "assets": [], "settings": {"type": "aep"}}]}`, CodeValidation, "assets[0].settings.type"},
+		"lottie expression":  {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "data", "layerName": "Title", "property": "Opacity", "expression": "time"}]}`, CodeValidation, "assets[0].expression"},
+		"lottie property":    {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "data", "layerName": "Title", "property": "Effects.Glow.Radius", "value": 3}]}`, CodeValidation, "assets[0].property"},
+		"lottie value":       {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "data", "layerName": "Title", "property": "position", "value": "left"}]}`, CodeValidation, "assets[0].value"},
+		"lottie function":    {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "function", "name": "nx:render-settings-set"}]}`, CodeValidation, "assets[0].name"},
+		"lottie params":      {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "function", "name": "nx:layer-start-set", "params": {"layerName": ["Title", "Photo"], "start": "soon"}}]}`, CodeValidation, "assets[0].params"},
+		"lottie script":      {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "script", "src": "https://example.com/a.jsx"}]}`, CodeValidation, "assets[0].type"},
+		"lottie image kind":  {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "video", "layerName": "Title", "src": "https://example.com/a.mp4"}]}`, CodeValidation, "assets[0].layerName"},
+		"child zip":          {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "job", "layerName": "Photo", "template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [], "settings": {"type": "image", "frames": [0, 5]}}]}`, CodeValidation, "assets[0].settings.frames"},
 		"localhost webhook":  {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "webhook": {"url": "http://localhost:9/x"}}`, CodeValidation, "webhook.url"},
 		"trailing data":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": []} {}`, CodeInvalidJSON, ""},
 		"private src":        {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "image", "layerName": "Photo", "src": "http://10.0.0.7/a.png"}]}`, CodeValidation, "assets[0].src"},
@@ -188,7 +196,7 @@ func checkAccepted(t *testing.T, job *Job, cat memoryCatalog) {
 		if a.Composition != "" {
 			comp = a.Composition
 		}
-		if c := job.Template.Inspection.Composition(comp); c == nil || !c.HasLayer(a.LayerName) {
+		if c := job.Template.Inspection.Composition(comp); c == nil || c.Layer(a.LayerName) == nil {
 			t.Fatalf("accepted layer %q absent from composition %q", a.LayerName, comp)
 		}
 	}
@@ -270,4 +278,15 @@ func FuzzParseBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLottieAcceptsWhatItRenders(t *testing.T) {
+	_, err := parse(t, `{"template": {"id": "`+lottieID+`", "composition": "main"}, "assets": [
+		{"type": "video", "layerName": "Photo", "src": "https://example.com/a.mp4"},
+		{"type": "data", "layerName": "Title", "property": "fill color", "value": "#ff8800"},
+		{"type": "function", "name": "nx:text-params-set", "params": {"layerName": "Title", "fontSize": 30}},
+		{"type": "job", "layerName": "Photo", "template": {"id": "`+lottieID+`", "composition": "end"}, "assets": [{"type": "text", "layerName": "Credits", "value": "x"}]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -17,19 +16,6 @@ import (
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
 	"github.com/framefarm/framefarm/renderer/inspect"
 )
-
-// DataProperties are the layer properties a data asset may set on this engine (case does not
-// matter).
-var DataProperties = []string{"Source Text", "Opacity", "Position", "Scale", "Rotation", "Fill Color"}
-
-// Functions are the nx: functions this engine runs.
-var Functions = []string{"nx:layer-remove", "nx:layer-state-set", "nx:text-params-set", "nx:solid-color-set",
-	"nx:layer-start-set", "nx:layer-duration-set", "nx:comp-duration-set"}
-
-// AssetTypes are the asset types this engine applies; the others (essential, script) need After
-// Effects.
-var AssetTypes = []string{renderer.AssetText, renderer.AssetData, renderer.AssetImage, renderer.AssetVideo,
-	renderer.AssetAudio, renderer.AssetStatic, renderer.AssetFunction, renderer.AssetJob}
 
 // Lottie layer types this file edits.
 const (
@@ -167,14 +153,12 @@ func kindOf(l obj) string {
 func (d *document) apply(ctx context.Context, a renderer.Asset, fonts fontSet) error {
 	comp := a.Composition
 	switch a.Type {
-	case renderer.AssetText:
-		var text string
-		if err := json.Unmarshal(a.Value, &text); err != nil {
-			return errors.New("value must be a string")
+	case renderer.AssetText, renderer.AssetData:
+		set, err := parseLayerEdit(a)
+		if err != nil {
+			return err
 		}
-		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.setText(l, text, fonts) })
-	case renderer.AssetData:
-		return d.eachLayer(comp, a.LayerName, func(l obj) error { return d.setProperty(l, a.Property, a.Value, fonts) })
+		return d.eachLayer(comp, a.LayerName, func(l obj) error { return set(d, l, fonts) })
 	case renderer.AssetImage, renderer.AssetVideo, renderer.AssetJob:
 		if a.LocalPath == "" {
 			return fmt.Errorf("the %s was not staged", a.Type)
@@ -198,7 +182,11 @@ func (d *document) apply(ctx context.Context, a renderer.Asset, fonts fontSet) e
 		}
 		return copyFile(a.LocalPath, filepath.Join(d.dir, filepath.Base(name)))
 	case renderer.AssetFunction:
-		return d.function(comp, a.Name, a.Params)
+		run, err := parseFunction(a.Name, a.Params)
+		if err != nil {
+			return err
+		}
+		return run(d, comp)
 	}
 	return fmt.Errorf("%s assets need an After Effects engine", a.Type)
 }
@@ -283,56 +271,6 @@ func (d *document) glyphsCover(font, text string) bool {
 		}
 	}
 	return true
-}
-
-// setProperty sets one of DataProperties.
-func (d *document) setProperty(l obj, property string, raw json.RawMessage, fonts fontSet) error {
-	ks, _ := l["ks"].(obj)
-	if ks == nil && !strings.EqualFold(property, "Source Text") && !strings.EqualFold(property, "Fill Color") {
-		return errors.New("the layer has no transform")
-	}
-	static := func(v any) obj { return obj{"a": 0, "k": v} }
-	switch strings.ToLower(property) {
-	case "source text":
-		var text string
-		if json.Unmarshal(raw, &text) != nil {
-			return errors.New("Source Text needs a string")
-		}
-		return d.setText(l, text, fonts)
-	case "opacity", "rotation":
-		var n float64
-		if json.Unmarshal(raw, &n) != nil {
-			return fmt.Errorf("%s needs a number", property)
-		}
-		ks[map[string]string{"opacity": "o", "rotation": "r"}[strings.ToLower(property)]] = static(n)
-	case "position":
-		var p []float64
-		if json.Unmarshal(raw, &p) != nil || len(p) < 2 || len(p) > 3 {
-			return errors.New("Position needs [x, y] or [x, y, z]")
-		}
-		ks["p"] = static(p)
-	case "scale":
-		var s []float64
-		var n float64
-		switch {
-		case json.Unmarshal(raw, &n) == nil:
-			s = []float64{n, n, 100}
-		case json.Unmarshal(raw, &s) == nil && len(s) >= 2 && len(s) <= 3:
-			s = append(s[:2], 100)
-		default:
-			return errors.New("Scale needs a percentage or [x, y]")
-		}
-		ks["s"] = static(s)
-	case "fill color":
-		rgb, err := parseColor(raw)
-		if err != nil {
-			return err
-		}
-		return setFill(l, rgb)
-	default:
-		return fmt.Errorf("the lottie engine cannot set %q; it sets %s", property, strings.Join(DataProperties, ", "))
-	}
-	return nil
 }
 
 // parseColor reads "#rrggbb" or [r, g, b] (0..1, or 0..255 when any part exceeds 1).
@@ -459,137 +397,6 @@ func (d *document) replaceImage(l obj, file string) error {
 	id := fmt.Sprintf("framefarm_%d", d.staged)
 	d.addAsset(obj{"id": id, "w": old["w"], "h": old["h"], "u": rel, "p": name, "e": 0})
 	l["refId"] = id
-	return nil
-}
-
-// function runs an nx: function; params.layerName names one layer (arrays were expanded at
-// creation).
-func (d *document) function(comp, name string, raw json.RawMessage) error {
-	var p map[string]json.RawMessage
-	if len(raw) > 0 && json.Unmarshal(raw, &p) != nil {
-		return errors.New("params must be an object")
-	}
-	var layerName string
-	json.Unmarshal(p["layerName"], &layerName)
-	num := func(key string) (float64, error) {
-		var n float64
-		if err := json.Unmarshal(p[key], &n); err != nil {
-			return 0, fmt.Errorf("params.%s must be a number", key)
-		}
-		return n, nil
-	}
-	switch name {
-	case "nx:layer-remove":
-		layers, set, err := d.layersOf(comp)
-		if err != nil {
-			return err
-		}
-		if _, err := d.layers(comp, layerName); err != nil {
-			return err
-		}
-		set(slices.DeleteFunc(slices.Clone(layers), func(l any) bool { m, _ := l.(obj); return m["nm"] == layerName }))
-		return nil
-	case "nx:layer-state-set":
-		var enabled bool
-		if err := json.Unmarshal(p["enabled"], &enabled); err != nil {
-			return errors.New("params.enabled must be true or false")
-		}
-		return d.eachLayer(comp, layerName, func(l obj) error { l["hd"] = !enabled; return nil })
-	case "nx:text-params-set":
-		return d.eachLayer(comp, layerName, func(l obj) error { return textParams(l, p) })
-	case "nx:solid-color-set":
-		c, err := parseColor(p["color"])
-		if err != nil {
-			return fmt.Errorf("params.color: %w", err)
-		}
-		return d.eachLayer(comp, layerName, func(l obj) error {
-			if layerType(l) != layerSolid {
-				return fmt.Errorf("it is a %s layer, not a solid", kindOf(l))
-			}
-			l["sc"] = colorHex(c)
-			return nil
-		})
-	case "nx:layer-start-set":
-		start, err := num("start")
-		if err != nil {
-			return err
-		}
-		return d.eachLayer(comp, layerName, func(l obj) error {
-			ip, _ := number(l["ip"])
-			shift := start*d.fps - ip
-			for _, k := range []string{"ip", "op", "st"} {
-				v, _ := number(l[k])
-				l[k] = v + shift
-			}
-			return nil
-		})
-	case "nx:layer-duration-set":
-		duration, err := num("duration")
-		if err != nil || duration <= 0 {
-			return errors.New("params.duration must be a number of seconds above 0")
-		}
-		return d.eachLayer(comp, layerName, func(l obj) error {
-			ip, _ := number(l["ip"])
-			l["op"] = ip + duration*d.fps
-			return nil
-		})
-	case "nx:comp-duration-set":
-		duration, err := num("duration")
-		if err != nil || duration <= 0 {
-			return errors.New("params.duration must be a number of seconds above 0")
-		}
-		ip, _ := number(d.root["ip"])
-		d.root["op"] = ip + duration*d.fps
-		return nil
-	}
-	return fmt.Errorf("the lottie engine has no function %q; it runs %s", name, strings.Join(Functions, ", "))
-}
-
-// textParams sets text document fields: fontSize, font, fillColor, tracking, justification
-// (left, right, center), lineHeight, text.
-func textParams(l obj, p map[string]json.RawMessage) error {
-	docs, err := textDocuments(l)
-	if err != nil {
-		return err
-	}
-	for _, s := range docs {
-		for key, raw := range p {
-			var n float64
-			var str string
-			switch key {
-			case "layerName":
-			case "fontSize", "tracking", "lineHeight":
-				if json.Unmarshal(raw, &n) != nil {
-					return fmt.Errorf("params.%s must be a number", key)
-				}
-				s[map[string]string{"fontSize": "s", "tracking": "tr", "lineHeight": "lh"}[key]] = n
-			case "font":
-				if json.Unmarshal(raw, &str) != nil {
-					return errors.New("params.font must be a font name")
-				}
-				s["f"] = str
-			case "text":
-				if json.Unmarshal(raw, &str) != nil {
-					return errors.New("params.text must be a string")
-				}
-				s["t"] = strings.ReplaceAll(str, "\n", "\r")
-			case "fillColor":
-				c, err := parseColor(raw)
-				if err != nil {
-					return fmt.Errorf("params.fillColor: %w", err)
-				}
-				s["fc"] = []float64{c[0], c[1], c[2]}
-			case "justification":
-				j := map[string]int{"left": 0, "right": 1, "center": 2}
-				if json.Unmarshal(raw, &str) != nil || !slices.Contains([]string{"left", "right", "center"}, str) {
-					return errors.New("params.justification must be left, right or center")
-				}
-				s["j"] = j[str]
-			default:
-				return fmt.Errorf("params.%s is not a text parameter (fontSize, font, fillColor, tracking, justification, lineHeight, text)", key)
-			}
-		}
-	}
 	return nil
 }
 
