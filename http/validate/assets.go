@@ -3,9 +3,9 @@ package validate
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -27,8 +27,6 @@ var assetFields = map[string][]string{
 	renderer.AssetFunction:  {"name!", "composition", "params"},
 	renderer.AssetJob:       {"layerName!", "composition", "template!", "assets", "preview", "settings", "fonts"},
 }
-
-var functionNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}:[a-z][a-z0-9_.-]{0,63}$`)
 
 // Size caps of asset fields.
 const (
@@ -209,44 +207,41 @@ func (c *checker) params(raw json.RawMessage, path string) json.RawMessage {
 // function checks a function asset; an array params.layerName becomes one asset per layer, in
 // place, keeping the order of the assets.
 func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp *renderer.Composition, path string) {
-	if a.Name != "" && !functionNamePattern.MatchString(a.Name) {
-		c.add(CodeValidation, at(path, "name"), "must be a namespaced function name such as \"nx:layer-remove\", not %q", a.Name)
-	}
 	a.Params = c.params(raw, at(path, "params"))
-	if a.Params == nil {
-		c.engineCheck(job, a, path)
-		job.Spec.Assets = append(job.Spec.Assets, a)
-		return
-	}
 	var params map[string]json.RawMessage
 	json.Unmarshal(a.Params, &params)
-	layerRaw, hasLayer := params["layerName"]
-	if !hasLayer {
-		c.engineCheck(job, a, path)
-		job.Spec.Assets = append(job.Spec.Assets, a)
-		return
-	}
-	var one string
-	var many []string
-	switch {
-	case json.Unmarshal(layerRaw, &one) == nil:
-		many = []string{one}
-	case json.Unmarshal(layerRaw, &many) == nil && len(many) > 0:
-	default:
-		c.add(CodeValidation, at(path, "params.layerName"), "must be a layer name or a non-empty array of layer names")
-		return
-	}
-	for i, name := range many {
-		c.layer(comp, name, fmt.Sprintf("%s[%d]", at(path, "params.layerName"), i))
-		params["layerName"], _ = json.Marshal(name)
-		expanded := a
-		expanded.Params, _ = json.Marshal(params)
-		if i == 0 {
-			// The expanded calls differ only in their layer: one check says it for all.
-			c.engineCheck(job, expanded, path)
+	var names []string
+	if layerRaw, ok := params["layerName"]; ok {
+		var one string
+		switch {
+		case json.Unmarshal(layerRaw, &one) == nil:
+			names = []string{one}
+		case json.Unmarshal(layerRaw, &names) == nil && len(names) > 0:
+		default:
+			c.add(CodeValidation, at(path, "params.layerName"), "must be a layer name or a non-empty array of layer names")
+			return
 		}
-		job.Spec.Assets = append(job.Spec.Assets, expanded)
 	}
+	calls := []renderer.Asset{a}
+	if names != nil {
+		calls = calls[:0]
+		for i, name := range names {
+			c.layer(comp, name, fmt.Sprintf("%s[%d]", at(path, "params.layerName"), i))
+			params["layerName"], _ = json.Marshal(name)
+			expanded := a
+			expanded.Params, _ = json.Marshal(params)
+			calls = append(calls, expanded)
+		}
+	}
+	// The expanded calls differ only in their layer: one check speaks for all.
+	if _, err := renderer.ParseFunction(calls[0].Name, calls[0].Params); err != nil {
+		var fe *renderer.FunctionError
+		if errors.As(err, &fe) {
+			c.add(CodeValidation, at(path, fe.Field), "%s", fe.Err)
+		}
+		return
+	}
+	job.Spec.Assets = append(job.Spec.Assets, calls...)
 }
 
 // essential checks a mogrt's essential values against the controls it exposes.

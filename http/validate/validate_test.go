@@ -70,7 +70,7 @@ func TestAcceptsTheContractsForms(t *testing.T) {
 			{"type": "data", "layerName": "Title", "property": "Opacity", "expression": "time*10"},
 			{"type": "image", "layerName": "Credits", "composition": "end", "src": "https://cdn.example.com/a.png"},
 			{"type": "script", "src": "https://cdn.example.com/a.jsx", "params": {"k": 1}},
-			{"type": "function", "name": "nx:text-params-set", "params": {"layerName": ["Title", "Photo"], "size": 3}},
+			{"type": "function", "name": "nx:text-params-set", "params": {"layerName": ["Title", "Photo"], "fontSize": 3}},
 			{"type": "static", "src": "https://cdn.example.com/data.csv"}
 		],
 		"fonts": ["Brand.ttf", "Other.ttf", "Brand.ttf"],
@@ -94,7 +94,7 @@ func TestAcceptsTheContractsForms(t *testing.T) {
 	}
 	var p map[string]any
 	json.Unmarshal(job.Spec.Assets[5].Params, &p)
-	if p["layerName"] != "Photo" || p["size"] != 3.0 {
+	if p["layerName"] != "Photo" || p["fontSize"] != 3.0 {
 		t.Fatalf("second expansion params %s", job.Spec.Assets[5].Params)
 	}
 }

@@ -44,13 +44,16 @@ func orDefault(v, def string) string {
 	return v
 }
 
-// RawInput describes raw RGBA frames (premultiplied alpha) arriving on a pipe.
-type RawInput struct {
+// Input is what an encoder reads: raw RGBA frames with premultiplied alpha arriving on a pipe
+// (Width, Height and FPS set), or a media file (Width zero) such as After Effects' render.
+type Input struct {
 	Path   string
 	Width  int
 	Height int
 	FPS    float64
 }
+
+func (in Input) raw() bool { return in.Width > 0 }
 
 // Encoder is a running ffmpeg that writes one job output.
 type Encoder struct {
@@ -59,16 +62,18 @@ type Encoder struct {
 	out    string
 }
 
-// Start begins encoding raw frames from in into out, as the job's settings ask. draft trades
-// quality for speed.
-func Start(ctx context.Context, t Tools, in RawInput, s renderer.Settings, draft bool, out string, log io.Writer) (*Encoder, error) {
-	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
-		"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
-		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", in.Path}
+// Start begins encoding in into out, as the job's settings ask. draft trades quality for speed.
+func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bool, out string, log io.Writer) (*Encoder, error) {
+	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y"}
+	if in.raw() {
+		args = append(args, "-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
+			"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64))
+	}
+	args = append(args, "-i", in.Path)
 	e := &Encoder{out: out}
 	switch s.Type {
 	case renderer.OutputImage:
-		still := stillArgs(s.Codec)
+		still := stillArgs(s.Codec, in.raw())
 		if s.Frames != nil && s.Frames.Range {
 			e.frames = out + ".frames"
 			if err := os.MkdirAll(e.frames, 0o700); err != nil {
@@ -79,11 +84,17 @@ func Start(ctx context.Context, t Tools, in RawInput, s renderer.Settings, draft
 			args = append(append(args, still...), "-frames:v", "1", "-update", "1", out)
 		}
 	case renderer.OutputVideo, "":
-		filter, codecArgs := videoEncoding(s.Codec, draft)
+		filter, codecArgs := videoEncoding(s.Codec, draft, in.raw())
 		if filter != "" {
 			args = append(args, "-vf", filter)
 		}
-		args = append(append(args, codecArgs...), "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64), out)
+		args = append(args, codecArgs...)
+		if in.raw() {
+			args = append(args, "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64))
+		} else {
+			args = append(args, audioArgs(out)...)
+		}
+		args = append(args, out)
 	default:
 		return nil, fmt.Errorf("output type %q cannot be encoded by ffmpeg", s.Type)
 	}
@@ -93,6 +104,23 @@ func Start(ctx context.Context, t Tools, in RawInput, s renderer.Settings, draft
 		return nil, fmt.Errorf("ffmpeg cannot start: %w", err)
 	}
 	return e, nil
+}
+
+// Transcode encodes a media file into out as the settings ask, and waits for it.
+func Transcode(ctx context.Context, t Tools, file string, s renderer.Settings, draft bool, out string, log io.Writer) error {
+	e, err := Start(ctx, t, Input{Path: file}, s, draft, out, log)
+	if err != nil {
+		return err
+	}
+	return e.Wait()
+}
+
+// audioArgs encode sound for a container: AAC in MP4, PCM in QuickTime.
+func audioArgs(out string) []string {
+	if strings.HasSuffix(strings.ToLower(out), ".mov") {
+		return []string{"-c:a", "pcm_s16le"}
+	}
+	return []string{"-c:a", "aac", "-b:a", "192k"}
 }
 
 // Wait waits for ffmpeg and finishes the output (zipping a frame range).
@@ -114,9 +142,9 @@ func (e *Encoder) Kill() {
 	}
 }
 
-// videoEncoding returns the filter a codec needs on raw rendered frames ("" for none) and the
-// encoder arguments of a settings.codec.
-func videoEncoding(codec string, draft bool) (filter string, args []string) {
+// videoEncoding returns the filter a codec needs on its input ("" for none) and the encoder
+// arguments of a settings.codec. premultiplied says the input's alpha is premultiplied.
+func videoEncoding(codec string, draft, premultiplied bool) (filter string, args []string) {
 	preset := "veryfast"
 	if draft {
 		preset = "ultrafast"
@@ -125,8 +153,11 @@ func videoEncoding(codec string, draft bool) (filter string, args []string) {
 	case "video_prores_422":
 		return "", []string{"-c:v", "prores_ks", "-profile:v", "2", "-pix_fmt", "yuv422p10le", "-vendor", "apl0"}
 	case "video_prores_4444":
-		// Rendered frames are premultiplied; ProRes 4444 stores straight alpha.
-		return "unpremultiply=inplace=1", []string{"-c:v", "prores_ks", "-profile:v", "4", "-pix_fmt", "yuva444p10le", "-vendor", "apl0"}
+		// ProRes 4444 stores straight alpha.
+		if premultiplied {
+			filter = "unpremultiply=inplace=1"
+		}
+		return filter, []string{"-c:v", "prores_ks", "-profile:v", "4", "-pix_fmt", "yuva444p10le", "-vendor", "apl0"}
 	}
 	rate := "15"
 	cbr := false
@@ -149,11 +180,14 @@ func videoEncoding(codec string, draft bool) (filter string, args []string) {
 	return filter, append(args, "-maxrate", fmt.Sprintf("%dM", n*3/2), "-bufsize", fmt.Sprintf("%dM", n*2))
 }
 
-func stillArgs(codec string) []string {
+func stillArgs(codec string, premultiplied bool) []string {
 	if codec == renderer.CodecJPEG {
-		return []string{"-c:v", "mjpeg", "-q:v", "2", "-pix_fmt", "yuvj444p"}
+		return []string{"-an", "-c:v", "mjpeg", "-q:v", "2", "-pix_fmt", "yuvj444p"}
 	}
-	return []string{"-vf", "unpremultiply=inplace=1", "-c:v", "png"}
+	if premultiplied {
+		return []string{"-an", "-vf", "unpremultiply=inplace=1", "-c:v", "png"}
+	}
+	return []string{"-an", "-c:v", "png"}
 }
 
 func stillExt(codec string) string {
@@ -224,12 +258,8 @@ func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, d
 		fmt.Fprintf(&filter, "[a%d]", i)
 	}
 	fmt.Fprintf(&filter, "amix=inputs=%d:duration=longest:normalize=0,apad[mixed]", len(tracks))
-	codec := "aac"
-	if strings.HasSuffix(strings.ToLower(out), ".mov") {
-		codec = "pcm_s16le"
-	}
-	args = append(args, "-filter_complex", filter.String(), "-map", "0:v", "-map", "[mixed]",
-		"-c:v", "copy", "-c:a", codec, "-t", strconv.FormatFloat(duration, 'f', 6, 64), out)
+	args = append(args, "-filter_complex", filter.String(), "-map", "0:v", "-map", "[mixed]", "-c:v", "copy")
+	args = append(append(args, audioArgs(out)...), "-t", strconv.FormatFloat(duration, 'f', 6, 64), out)
 	cmd := exec.CommandContext(ctx, t.FFmpeg, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {

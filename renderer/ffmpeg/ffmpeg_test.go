@@ -94,7 +94,7 @@ func TestVideoCodecs(t *testing.T) {
 		"video_prores_422":     {"prores_ks", "yuv422p10le"},
 	}
 	for codec, want := range cases {
-		_, args := videoEncoding(codec, false)
+		_, args := videoEncoding(codec, false, true)
 		for _, w := range want {
 			found := false
 			for _, a := range args {

@@ -205,10 +205,10 @@ func reencodeArgs(clips []string, media []Media, codec string) []string {
 	}
 	args = append(args, "-filter_complex", filter.String(), "-map", "[v]")
 	if audio {
-		args = append(args, "-map", "[a]", "-c:a", "aac", "-b:a", "192k")
+		args = append(append(args, "-map", "[a]"), audioArgs(".mp4")...)
 	}
 	// The filter above already brought every clip to one even size.
-	_, video := videoEncoding(codec, false)
+	_, video := videoEncoding(codec, false, false)
 	return append(args, video...)
 }
 

@@ -365,3 +365,34 @@ func FuzzZipTemplate(f *testing.F) {
 		inspectMogrt(a)
 	})
 }
+
+func TestExtractProject(t *testing.T) {
+	cases := []struct {
+		file, project string
+		kind          ProjectKind
+	}{
+		{"templates/nexrender_1layer.aep", "template.aep", ProjectAfterEffects},
+		{"templates/nexrender_test.aepx", "template.aepx", ProjectAfterEffects},
+		{"templates/vonstring_ae.mogrt", "", ProjectAfterEffects},
+		{"lottie/EmbeddedFont.zip", "name.json", ProjectLottie},
+	}
+	for _, c := range cases {
+		dir := t.TempDir()
+		p, kind, err := ExtractProject(filepath.Join(fixtures, c.file), dir, Limits{})
+		if err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if kind != c.kind || (c.project != "" && filepath.Base(p) != c.project) {
+			t.Fatalf("%s: project %s, kind %s", c.file, p, kind)
+		}
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s: %v", c.file, err)
+		}
+		if rel, err := filepath.Rel(dir, p); err != nil || strings.HasPrefix(rel, "..") {
+			t.Fatalf("%s: project %s outside %s", c.file, p, dir)
+		}
+	}
+	if _, _, err := ExtractProject(filepath.Join(fixtures, "templates/vonstring_premiere.mogrt"), t.TempDir(), Limits{}); err == nil {
+		t.Fatal("a Premiere mogrt gave an After Effects project")
+	}
+}

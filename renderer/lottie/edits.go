@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -15,10 +14,6 @@ import (
 // matter).
 var DataProperties = []string{"Source Text", "Opacity", "Position", "Scale", "Rotation", "Fill Color"}
 
-// Functions are the nx: functions this engine runs.
-var Functions = []string{"nx:layer-remove", "nx:layer-state-set", "nx:text-params-set", "nx:solid-color-set",
-	"nx:layer-start-set", "nx:layer-duration-set", "nx:comp-duration-set"}
-
 // CheckError says which field of an asset the engine cannot take, and why.
 type CheckError struct {
 	Field string
@@ -28,9 +23,9 @@ type CheckError struct {
 func (e *CheckError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 // Check tells, before any render, whether this engine can apply an asset: its type, and for
-// text, data and function assets their values and parameters. The same parsing applies the
-// asset at render time, so what Check accepts renders. Layer and composition names are checked
-// by the caller against the template's inspection.
+// text and data assets their values. The same parsing applies the asset at render time, so what
+// Check accepts renders. Function assets are checked by renderer.ParseFunction, layer and
+// composition names by the caller against the template's inspection.
 func Check(a renderer.Asset) *CheckError {
 	var err error
 	field := "value"
@@ -45,12 +40,6 @@ func Check(a renderer.Asset) *CheckError {
 			field = "property"
 		}
 		_, err = parseLayerEdit(a)
-	case renderer.AssetFunction:
-		field = "params"
-		if !slices.Contains(Functions, a.Name) {
-			field = "name"
-		}
-		_, err = parseFunction(a.Name, a.Params)
 	case renderer.AssetEssential, renderer.AssetScript:
 		field, err = "type", fmt.Errorf("%s assets are an After Effects feature; the lottie engine cannot apply them", a.Type)
 	}
@@ -123,7 +112,7 @@ func parseData(property string, raw json.RawMessage) (layerEdit, error) {
 		}
 		return transform("s", s), nil
 	case "fill color":
-		rgb, err := parseColor(raw)
+		rgb, err := renderer.ParseColor(raw)
 		if err != nil {
 			return nil, err
 		}
@@ -132,98 +121,45 @@ func parseData(property string, raw json.RawMessage) (layerEdit, error) {
 	return nil, fmt.Errorf("the lottie engine cannot set %q; it sets %s", property, strings.Join(DataProperties, ", "))
 }
 
-// functionCall runs a checked function on the composition comp of a document.
-type functionCall func(d *document, comp string) error
-
-// parseFunction checks an nx: function and its params; params.layerName names one layer (arrays
-// were expanded at creation).
-func parseFunction(name string, raw json.RawMessage) (functionCall, error) {
-	var p map[string]json.RawMessage
-	if len(raw) > 0 && json.Unmarshal(raw, &p) != nil {
-		return nil, errors.New("params must be an object")
-	}
-	var layerName string
-	if _, ok := p["layerName"]; ok && json.Unmarshal(p["layerName"], &layerName) != nil {
-		return nil, errors.New("params.layerName must be a layer name")
-	}
-	needLayer := func() error {
-		if layerName == "" {
-			return fmt.Errorf("%s needs params.layerName", name)
-		}
-		return nil
-	}
-	seconds := func(key string) (float64, error) {
-		var n float64
-		if err := json.Unmarshal(p[key], &n); err != nil {
-			return 0, fmt.Errorf("params.%s must be a number of seconds", key)
-		}
-		return n, nil
-	}
-	onLayers := func(edit func(d *document, l obj) error) (functionCall, error) {
-		if err := needLayer(); err != nil {
-			return nil, err
-		}
-		return func(d *document, comp string) error {
-			return d.eachLayer(comp, layerName, func(l obj) error { return edit(d, l) })
-		}, nil
-	}
-	switch name {
+// function runs a checked function call on the composition comp of the document.
+func (d *document) function(comp string, call *renderer.FunctionCall) error {
+	onLayers := func(edit func(l obj) error) error { return d.eachLayer(comp, call.LayerName, edit) }
+	switch call.Name {
 	case "nx:layer-remove":
-		if err := needLayer(); err != nil {
-			return nil, err
-		}
-		return func(d *document, comp string) error {
-			layers, set, err := d.layersOf(comp)
-			if err != nil {
-				return err
-			}
-			if _, err := d.layers(comp, layerName); err != nil {
-				return err
-			}
-			set(slices.DeleteFunc(slices.Clone(layers), func(l any) bool { m, _ := l.(obj); return m["nm"] == layerName }))
-			return nil
-		}, nil
-	case "nx:layer-state-set":
-		var enabled bool
-		if err := json.Unmarshal(p["enabled"], &enabled); err != nil {
-			return nil, errors.New("params.enabled must be true or false")
-		}
-		return onLayers(func(_ *document, l obj) error { l["hd"] = !enabled; return nil })
-	case "nx:text-params-set":
-		set, err := parseTextParams(p)
+		layers, set, err := d.layersOf(comp)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return onLayers(func(_ *document, l obj) error {
+		if _, err := d.layers(comp, call.LayerName); err != nil {
+			return err
+		}
+		set(slices.DeleteFunc(slices.Clone(layers), func(l any) bool { m, _ := l.(obj); return m["nm"] == call.LayerName }))
+		return nil
+	case "nx:layer-state-set":
+		return onLayers(func(l obj) error { l["hd"] = !call.Enabled; return nil })
+	case "nx:text-params-set":
+		return onLayers(func(l obj) error {
 			docs, err := textDocuments(l)
 			if err != nil {
 				return err
 			}
 			for _, s := range docs {
-				set(s)
+				setTextParams(s, call.Text)
 			}
 			return nil
 		})
 	case "nx:solid-color-set":
-		c, err := parseColor(p["color"])
-		if err != nil {
-			return nil, fmt.Errorf("params.color: %w", err)
-		}
-		return onLayers(func(_ *document, l obj) error {
+		return onLayers(func(l obj) error {
 			if layerType(l) != layerSolid {
 				return fmt.Errorf("it is a %s layer, not a solid", kindOf(l))
 			}
-			l["sc"] = colorHex(c)
+			l["sc"] = colorHex(call.Color)
 			return nil
 		})
 	case "nx:layer-start-set":
-		start, err := seconds("start")
-		if err != nil {
-			return nil, err
-		}
-		return onLayers(func(d *document, l obj) error {
+		return onLayers(func(l obj) error {
 			ip, _ := number(l["ip"])
-			shift := start*d.fps - ip
+			shift := call.Seconds*d.fps - ip
 			for _, k := range []string{"ip", "op", "st"} {
 				v, _ := number(l[k])
 				l[k] = v + shift
@@ -231,77 +167,42 @@ func parseFunction(name string, raw json.RawMessage) (functionCall, error) {
 			return nil
 		})
 	case "nx:layer-duration-set":
-		duration, err := seconds("duration")
-		if err != nil || duration <= 0 {
-			return nil, errors.New("params.duration must be a number of seconds above 0")
-		}
-		return onLayers(func(d *document, l obj) error {
+		return onLayers(func(l obj) error {
 			ip, _ := number(l["ip"])
-			l["op"] = ip + duration*d.fps
+			l["op"] = ip + call.Seconds*d.fps
 			return nil
 		})
 	case "nx:comp-duration-set":
-		duration, err := seconds("duration")
-		if err != nil || duration <= 0 {
-			return nil, errors.New("params.duration must be a number of seconds above 0")
-		}
-		return func(d *document, _ string) error {
-			ip, _ := number(d.root["ip"])
-			d.root["op"] = ip + duration*d.fps
-			return nil
-		}, nil
+		ip, _ := number(d.root["ip"])
+		d.root["op"] = ip + call.Seconds*d.fps
+		return nil
 	}
-	return nil, fmt.Errorf("the lottie engine has no function %q; it runs %s", name, strings.Join(Functions, ", "))
+	return fmt.Errorf("the lottie engine has no function %q", call.Name)
 }
 
-// parseTextParams reads the text document fields nx:text-params-set sets: fontSize, font,
-// fillColor, tracking, justification (left, right, center), lineHeight, text.
-func parseTextParams(p map[string]json.RawMessage) (func(doc obj), error) {
-	var sets []func(doc obj)
-	for _, key := range slices.Sorted(maps.Keys(p)) {
-		raw := p[key]
-		var n float64
-		var str string
-		switch key {
-		case "layerName":
-		case "fontSize", "tracking", "lineHeight":
-			if json.Unmarshal(raw, &n) != nil {
-				return nil, fmt.Errorf("params.%s must be a number", key)
-			}
-			field := map[string]string{"fontSize": "s", "tracking": "tr", "lineHeight": "lh"}[key]
-			sets = append(sets, func(doc obj) { doc[field] = n })
-		case "font":
-			if json.Unmarshal(raw, &str) != nil {
-				return nil, errors.New("params.font must be a font name")
-			}
-			sets = append(sets, func(doc obj) { doc["f"] = str })
-		case "text":
-			if json.Unmarshal(raw, &str) != nil {
-				return nil, errors.New("params.text must be a string")
-			}
-			text := strings.ReplaceAll(str, "\n", "\r")
-			sets = append(sets, func(doc obj) { doc["t"] = text })
-		case "fillColor":
-			c, err := parseColor(raw)
-			if err != nil {
-				return nil, fmt.Errorf("params.fillColor: %w", err)
-			}
-			sets = append(sets, func(doc obj) { doc["fc"] = []float64{c[0], c[1], c[2]} })
-		case "justification":
-			j := map[string]int{"left": 0, "right": 1, "center": 2}
-			if json.Unmarshal(raw, &str) != nil || !slices.Contains([]string{"left", "right", "center"}, str) {
-				return nil, errors.New("params.justification must be left, right or center")
-			}
-			sets = append(sets, func(doc obj) { doc["j"] = j[str] })
-		default:
-			return nil, fmt.Errorf("params.%s is not a text parameter (fontSize, font, fillColor, tracking, justification, lineHeight, text)", key)
-		}
+// setTextParams writes nx:text-params-set's fields into a Lottie text document.
+func setTextParams(doc obj, t renderer.TextParams) {
+	if t.FontSize != nil {
+		doc["s"] = *t.FontSize
 	}
-	return func(doc obj) {
-		for _, set := range sets {
-			set(doc)
-		}
-	}, nil
+	if t.Tracking != nil {
+		doc["tr"] = *t.Tracking
+	}
+	if t.LineHeight != nil {
+		doc["lh"] = *t.LineHeight
+	}
+	if t.Font != nil {
+		doc["f"] = *t.Font
+	}
+	if t.Text != nil {
+		doc["t"] = strings.ReplaceAll(*t.Text, "\n", "\r")
+	}
+	if c := t.FillColor; c != nil {
+		doc["fc"] = []float64{c[0], c[1], c[2]}
+	}
+	if t.Justification != nil {
+		doc["j"] = map[string]int{"left": 0, "right": 1, "center": 2}[*t.Justification]
+	}
 }
 
 // LayerTypeFor is the layer type (as inspection names it) an asset type replaces on this engine,

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -182,11 +181,11 @@ func (d *document) apply(ctx context.Context, a renderer.Asset, fonts fontSet) e
 		}
 		return copyFile(a.LocalPath, filepath.Join(d.dir, filepath.Base(name)))
 	case renderer.AssetFunction:
-		run, err := parseFunction(a.Name, a.Params)
+		call, err := renderer.ParseFunction(a.Name, a.Params)
 		if err != nil {
 			return err
 		}
-		return run(d, comp)
+		return d.function(comp, call)
 	}
 	return fmt.Errorf("%s assets need an After Effects engine", a.Type)
 }
@@ -271,32 +270,6 @@ func (d *document) glyphsCover(font, text string) bool {
 		}
 	}
 	return true
-}
-
-// parseColor reads "#rrggbb" or [r, g, b] (0..1, or 0..255 when any part exceeds 1).
-func parseColor(raw json.RawMessage) ([3]float64, error) {
-	var hex string
-	if json.Unmarshal(raw, &hex) == nil {
-		hex = strings.TrimPrefix(hex, "#")
-		v, err := strconv.ParseUint(hex, 16, 32)
-		if len(hex) != 6 || err != nil {
-			return [3]float64{}, errors.New("a color is \"#rrggbb\" or [r, g, b]")
-		}
-		return [3]float64{float64(v>>16&0xff) / 255, float64(v>>8&0xff) / 255, float64(v&0xff) / 255}, nil
-	}
-	var c []float64
-	if json.Unmarshal(raw, &c) != nil || len(c) < 3 || len(c) > 4 {
-		return [3]float64{}, errors.New("a color is \"#rrggbb\" or [r, g, b]")
-	}
-	scale := 1.0
-	if c[0] > 1 || c[1] > 1 || c[2] > 1 {
-		scale = 255
-	}
-	var rgb [3]float64
-	for i := range rgb {
-		rgb[i] = math.Max(0, math.Min(1, c[i]/scale))
-	}
-	return rgb, nil
 }
 
 func colorHex(c [3]float64) string {

@@ -111,7 +111,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 		video = filepath.Join(task.WorkDir, "video"+filepath.Ext(task.OutputPath))
 	}
 	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %g fps\n", from, to, width, height, doc.fps)
-	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.RawInput{Path: fifo, Width: width, Height: height, FPS: doc.fps}, task.Settings, draft, video, task.Log)
+	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, task.Settings, draft, video, task.Log)
 	if err != nil {
 		return err
 	}
@@ -165,22 +165,13 @@ func (r *Renderer) prepare(ctx context.Context, task *renderer.Task) (*document,
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	a, err := inspect.OpenArchive(task.TemplatePath, inspect.Limits{})
-	if err != nil {
-		return nil, err
-	}
-	defer a.Close()
-	entry, kind, _, err := a.Project()
+	anim, kind, err := inspect.ExtractProject(task.TemplatePath, dir, inspect.Limits{})
 	if err != nil {
 		return nil, err
 	}
 	if kind != inspect.ProjectLottie {
 		return nil, errors.New("the template holds an After Effects project; the lottie engine renders Lottie exports")
 	}
-	if err := a.ExtractTo(dir); err != nil {
-		return nil, err
-	}
-	anim := filepath.Join(dir, filepath.FromSlash(entry.Name))
 	raw, err := os.ReadFile(anim)
 	if err != nil {
 		return nil, err
