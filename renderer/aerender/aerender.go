@@ -1,0 +1,319 @@
+// Package aerender renders After Effects templates (aep, aepx, zip, mogrt) through Adobe's
+// command-line renderer, aerender, on nodes where After Effects is installed (Windows or macOS).
+// The job's assets are applied by a generated ExtendScript file aerender runs before rendering;
+// aerender writes a lossless intermediate that ffmpeg encodes as the job's settings ask.
+package aerender
+
+import (
+	"archive/zip"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/ffmpeg"
+	"github.com/framefarm/framefarm/renderer/inspect"
+)
+
+// Config says where one After Effects version is and how to drive it.
+type Config struct {
+	// Engine is the engine name this installation serves: ae2025 or ae2026.
+	Engine string
+	// Aerender is the path of the aerender program.
+	Aerender string
+	// OutputModule is the output module template of the intermediate render, and Extension
+	// its file extension; the intermediate must keep alpha and sound for every output to be
+	// made from it.
+	OutputModule string
+	Extension    string
+	// RenderSettings and DraftSettings are render settings templates for final and draft
+	// (quality: draft, preview: true) renders.
+	RenderSettings string
+	DraftSettings  string
+	// FontsDir is where fonts are installed for the user running After Effects.
+	FontsDir string
+	Tools    ffmpeg.Tools
+}
+
+// Defaults of the templates: those After Effects installs.
+const (
+	DefaultOutputModule   = "Lossless with Alpha"
+	DefaultExtension      = ".mov"
+	DefaultRenderSettings = "Best Settings"
+	DefaultDraftSettings  = "Draft Settings"
+)
+
+// Renderer drives one After Effects installation.
+type Renderer struct{ cfg Config }
+
+var _ renderer.Renderer = (*Renderer)(nil)
+
+// New checks that aerender is there.
+func New(cfg Config) (*Renderer, error) {
+	if cfg.Engine != renderer.EngineAE2025 && cfg.Engine != renderer.EngineAE2026 {
+		return nil, fmt.Errorf("%q is not an After Effects engine", cfg.Engine)
+	}
+	info, err := os.Stat(cfg.Aerender)
+	if err != nil {
+		return nil, fmt.Errorf("aerender for %s: %w", cfg.Engine, err)
+	}
+	if info.IsDir() {
+		return nil, fmt.Errorf("aerender for %s: %s is a folder, not the aerender program", cfg.Engine, cfg.Aerender)
+	}
+	cfg.OutputModule = or(cfg.OutputModule, DefaultOutputModule)
+	cfg.Extension = or(cfg.Extension, DefaultExtension)
+	cfg.RenderSettings = or(cfg.RenderSettings, DefaultRenderSettings)
+	cfg.DraftSettings = or(cfg.DraftSettings, DefaultDraftSettings)
+	return &Renderer{cfg: cfg}, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func (r *Renderer) Engine() string { return r.cfg.Engine }
+
+// Render unpacks the template, stages the assets and fonts, has aerender apply the assets and
+// render, then encodes the result into task.OutputPath.
+func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(float64)) error {
+	projectDir := filepath.Join(task.WorkDir, "project")
+	if err := os.MkdirAll(projectDir, 0o700); err != nil {
+		return err
+	}
+	project, kind, err := inspect.ExtractProject(task.TemplatePath, projectDir, inspect.Limits{})
+	if err != nil {
+		return err
+	}
+	if kind != inspect.ProjectAfterEffects {
+		return errors.New("the template is a Lottie export; After Effects renders .aep, .aepx and mogrt templates")
+	}
+	if err := r.installFonts(projectDir, task); err != nil {
+		return err
+	}
+	assets, err := stageAssets(projectDir, task.Assets)
+	if err != nil {
+		return err
+	}
+	p := plan{Composition: task.Composition, Assets: assets, FailureFile: filepath.Join(task.WorkDir, "script-failure.txt")}
+	comp := task.Composition
+	for _, a := range assets {
+		if a.Type == renderer.AssetEssential && (a.Composition == "" || a.Composition == task.Composition) {
+			p.EssentialComp = "framefarm essential " + task.Composition
+			comp = p.EssentialComp
+		}
+	}
+	aepOutput := task.Settings.Type == renderer.OutputAEP
+	if aepOutput {
+		p.SaveTo = filepath.Join(projectDir, strings.TrimSuffix(filepath.Base(project), filepath.Ext(project))+"-framefarm.aep")
+	}
+	jsx, err := script(p)
+	if err != nil {
+		return err
+	}
+	scriptFile := filepath.Join(task.WorkDir, "framefarm.jsx")
+	if err := os.WriteFile(scriptFile, jsx, 0o600); err != nil {
+		return err
+	}
+	intermediate := filepath.Join(task.WorkDir, "render"+r.cfg.Extension)
+	args := []string{"-project", project, "-comp", comp, "-output", intermediate,
+		"-RStemplate", r.renderSettings(task), "-OMtemplate", r.cfg.OutputModule, "-r", scriptFile, "-v", "ERRORS_AND_PROGRESS"}
+	switch f := task.Settings.Frames; {
+	case aepOutput:
+		// The project is what is wanted; one frame proves it opens and renders.
+		args = append(args, "-s", "0", "-e", "0")
+	case f != nil:
+		args = append(args, "-s", strconv.Itoa(f.Start), "-e", strconv.Itoa(f.End))
+	}
+	if err := r.run(ctx, args, task.Log, report); err != nil {
+		if failure, readErr := os.ReadFile(p.FailureFile); readErr == nil {
+			return fmt.Errorf("applying the assets failed: %s", strings.TrimSpace(string(failure)))
+		}
+		return err
+	}
+	if failure, err := os.ReadFile(p.FailureFile); err == nil {
+		return fmt.Errorf("applying the assets failed: %s", strings.TrimSpace(string(failure)))
+	}
+	if aepOutput {
+		if _, err := os.Stat(p.SaveTo); err != nil {
+			return errors.New("After Effects did not save the project")
+		}
+		return zipFolder(projectDir, task.OutputPath)
+	}
+	if _, err := os.Stat(intermediate); err != nil {
+		return errors.New("aerender finished without writing its output")
+	}
+	fmt.Fprintf(task.Log, "encoding %s\n", renderer.OutputExtension(task.Settings))
+	return ffmpeg.Transcode(ctx, r.cfg.Tools, intermediate, task.Settings, false, task.OutputPath, task.Log)
+}
+
+func (r *Renderer) renderSettings(task *renderer.Task) string {
+	if task.Preview || task.Settings.Quality == "draft" {
+		return r.cfg.DraftSettings
+	}
+	return r.cfg.RenderSettings
+}
+
+// stageAssets moves the job's files into the project folder, so a collected project (aep output)
+// carries them, and returns the assets pointing there.
+func stageAssets(projectDir string, assets []renderer.Asset) ([]renderer.Asset, error) {
+	dir := filepath.Join(projectDir, "framefarm-assets")
+	out := make([]renderer.Asset, len(assets))
+	for i, a := range assets {
+		out[i] = a
+		if a.LocalPath == "" {
+			continue
+		}
+		name := filepath.Base(a.LocalPath)
+		target := filepath.Join(dir, fmt.Sprintf("%d-%s", i, name))
+		if a.Type == renderer.AssetStatic {
+			// Static files go next to the project, under the name the job gave.
+			target = filepath.Join(projectDir, filepath.Base(or(a.Name, name)))
+		}
+		if err := os.MkdirAll(filepath.Dir(target), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Rename(a.LocalPath, target); err != nil {
+			return nil, fmt.Errorf("assets[%d] cannot be staged: %w", i, err)
+		}
+		out[i].LocalPath = target
+	}
+	return out, nil
+}
+
+// installFonts copies the template's bundled fonts and the job's team fonts into the user's font
+// folder, where After Effects finds them.
+func (r *Renderer) installFonts(projectDir string, task *renderer.Task) error {
+	fonts := append([]renderer.FontFile(nil), task.Fonts...)
+	filepath.WalkDir(projectDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			switch strings.ToLower(filepath.Ext(p)) {
+			case ".ttf", ".otf", ".ttc":
+				fonts = append(fonts, renderer.FontFile{FileName: d.Name(), Path: p})
+			}
+		}
+		return nil
+	})
+	if len(fonts) == 0 {
+		return nil
+	}
+	if r.cfg.FontsDir == "" {
+		fmt.Fprintf(task.Log, "%d fonts not installed: no font folder is configured\n", len(fonts))
+		return nil
+	}
+	if err := os.MkdirAll(r.cfg.FontsDir, 0o755); err != nil {
+		return fmt.Errorf("%w: the font folder cannot be made: %w", renderer.ErrRetryable, err)
+	}
+	for _, f := range fonts {
+		target := filepath.Join(r.cfg.FontsDir, filepath.Base(f.FileName))
+		if _, err := os.Stat(target); err == nil {
+			continue
+		}
+		if err := copyFile(f.Path, target); err != nil {
+			return fmt.Errorf("%w: font %s cannot be installed: %w", renderer.ErrRetryable, f.FileName, err)
+		}
+		fmt.Fprintf(task.Log, "installed font %s\n", f.FileName)
+	}
+	return nil
+}
+
+// run runs aerender, forwarding its output to the log and its progress to report. Every line
+// counts as a sign of life: the node stops a render whose engine stays silent too long.
+func (r *Renderer) run(ctx context.Context, args []string, log io.Writer, report func(float64)) error {
+	cmd := exec.CommandContext(ctx, r.cfg.Aerender, args...)
+	cmd.WaitDelay = 10 * time.Second
+	killTree(cmd)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = log
+	fmt.Fprintf(log, "aerender %s\n", strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%w: aerender cannot start: %w", renderer.ErrRetryable, err)
+	}
+	var progress progressParser
+	scanner := bufio.NewScanner(stdout)
+	scanner.Buffer(make([]byte, 64<<10), 1<<20)
+	for scanner.Scan() {
+		line := scanner.Text()
+		fmt.Fprintln(log, line)
+		report(progress.line(line))
+	}
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(progress.errors) > 0 {
+		return fmt.Errorf("aerender: %s", strings.Join(progress.errors, "; "))
+	}
+	if err != nil {
+		return fmt.Errorf("aerender failed: %w", err)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// zipFolder writes the files under dir into a zip at out, with paths relative to dir.
+func zipFolder(dir, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		w, err := zw.Create(filepath.ToSlash(rel))
+		if err != nil {
+			return err
+		}
+		src, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = io.Copy(w, src)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
