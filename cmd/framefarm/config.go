@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/framefarm/framefarm/renderer/aerender"
 )
 
 // Config is framefarm.toml; config.example.toml documents every key with its default.
@@ -16,6 +18,7 @@ type Config struct {
 	Server    ServerConfig    `toml:"server"`
 	Log       LogConfig       `toml:"log"`
 	Node      NodeConfig      `toml:"node"`
+	Engines   EnginesConfig   `toml:"engines"`
 	Jobs      JobsConfig      `toml:"jobs"`
 	Templates TemplatesConfig `toml:"templates"`
 	Outputs   OutputsConfig   `toml:"outputs"`
@@ -44,6 +47,26 @@ type NodeConfig struct {
 	LocalSlots     int      `toml:"local_slots"`
 	SilenceTimeout Duration `toml:"silence_timeout"`
 	MaxRenderTime  Duration `toml:"max_render_time"`
+}
+
+// EnginesConfig locates what the render engines of a node run.
+type EnginesConfig struct {
+	FFmpeg       string   `toml:"ffmpeg"`
+	FFprobe      string   `toml:"ffprobe"`
+	Node         string   `toml:"node"`
+	LottieWorker string   `toml:"lottie_worker"`
+	FontsDir     string   `toml:"fonts_dir"`
+	AE2025       AEConfig `toml:"ae2025"`
+	AE2026       AEConfig `toml:"ae2026"`
+}
+
+// AEConfig is one After Effects installation.
+type AEConfig struct {
+	Aerender       string `toml:"aerender"`
+	OutputModule   string `toml:"output_module"`
+	Extension      string `toml:"extension"`
+	RenderSettings string `toml:"render_settings"`
+	DraftSettings  string `toml:"draft_settings"`
 }
 
 type JobsConfig struct {
@@ -107,6 +130,7 @@ func defaultConfig() Config {
 		Server:    ServerConfig{Listen: "127.0.0.1:8080", DataDir: "./data", ShutdownTimeout: dur(30 * time.Second), MaxBodyBytes: 16 << 20},
 		Log:       LogConfig{Format: "text", Level: "info"},
 		Node:      NodeConfig{LocalSlots: 2, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour)},
+		Engines:   EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
 		Jobs:      JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second)},
 		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour)},
 		Outputs:   OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
@@ -117,6 +141,11 @@ func defaultConfig() Config {
 		},
 		Store: StoreConfig{MaxBatch: 512},
 	}
+}
+
+func defaultAEConfig() AEConfig {
+	return AEConfig{OutputModule: aerender.DefaultOutputModule, Extension: aerender.DefaultExtension,
+		RenderSettings: aerender.DefaultRenderSettings, DraftSettings: aerender.DefaultDraftSettings}
 }
 
 // loadConfig reads path over the defaults; an unknown key is an error, so a typo is not silently

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/aerender/aerendertest"
 )
 
 // envRun makes this test binary run as framefarm itself, with the test plugins.
@@ -60,6 +61,9 @@ type options struct {
 	noJobSignals bool
 	// config is TOML appended to the harness's configuration (tables it does not set).
 	config string
+	// realEngines runs the production engines: Lottie, ffmpeg, and After Effects (ae2025)
+	// through the stand-in aerender.
+	realEngines bool
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -80,6 +84,8 @@ type coordinator struct {
 	templates map[string]map[string]bool
 	webhooks  map[string]map[string]bool
 	progress  map[string]map[string]bool
+	// firstSignal is when the first signal of each kind and id arrived ("progress id").
+	firstSignal map[string]time.Time
 }
 
 func startCoordinator(t testing.TB, opts options) *coordinator {
@@ -95,7 +101,7 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 	c := &coordinator{
 		t: t, dir: t.TempDir(), opts: opts, control: newRenderControl(t), stderr: &lockedBuffer{},
 		changed: make(chan struct{}), jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
-		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{},
+		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{}, firstSignal: map[string]time.Time{},
 	}
 	if opts.logLevel == "" {
 		opts.logLevel = "debug"
@@ -122,6 +128,14 @@ level = %q
 retry_backoff = %s
 timeout = "2s"
 `, adminToken, opts.logLevel, opts.rateLimit, opts.webhookBackoff) + opts.config
+	if opts.realEngines {
+		worker, err := filepath.Abs("../../renderer/lottie/worker")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg += fmt.Sprintf("\n[engines]\nlottie_worker = %q\nfonts_dir = %q\n\n[engines.ae2025]\naerender = %q\n",
+			worker, filepath.Join(c.dir, "fonts"), aerendertest.BuildStandIn(t))
+	}
 	if err := os.WriteFile(filepath.Join(c.dir, "framefarm.toml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +159,9 @@ func (c *coordinator) launch(listen string) {
 	cmd.Env = append(os.Environ(), envRun+"=1", envControl+"="+c.control.url)
 	if c.opts.noJobSignals {
 		cmd.Env = append(cmd.Env, envJobSignals+"=0")
+	}
+	if c.opts.realEngines {
+		cmd.Env = append(cmd.Env, envRealEngines+"=1")
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -199,6 +216,7 @@ func (c *coordinator) signal(kind, id, state string) {
 	m := c.signals(kind)
 	if m[id] == nil {
 		m[id] = map[string]bool{}
+		c.firstSignal[kind+" "+id] = time.Now()
 	}
 	m[id][state] = true
 	close(c.changed)
@@ -273,6 +291,26 @@ func (c *coordinator) waitFor(kind, id string, states ...string) string {
 }
 
 func (c *coordinator) waitJob(id, state string) { c.t.Helper(); c.waitFor("job", id, state) }
+
+// waitFirst waits for the first signal of a kind about id and returns when it arrived.
+func (c *coordinator) waitFirst(kind, id string) time.Time {
+	c.t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		c.mu.Lock()
+		at, ok := c.firstSignal[kind+" "+id]
+		changed := c.changed
+		c.mu.Unlock()
+		if ok {
+			return at
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			c.t.Fatalf("no %s signal for %s within %s\n%s", kind, id, waitLimit, c.stderr.tail(40))
+		}
+	}
+}
 
 // client calls the API with one token.
 type client struct {
@@ -377,8 +415,11 @@ type (
 		Status       string   `json:"status"`
 		Compositions []string `json:"compositions"`
 		Layers       []string `json:"layers"`
-		Error        *string  `json:"error"`
-		UploadInfo   *struct {
+		Mogrt        *struct {
+			Composition string `json:"composition"`
+		} `json:"mogrt"`
+		Error      *string `json:"error"`
+		UploadInfo *struct {
 			URL       string            `json:"url"`
 			Method    string            `json:"method"`
 			ExpiresIn float64           `json:"expiresIn"`

@@ -20,16 +20,16 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-// plugins are the engines and the template inspector this build has. observe, when set, wraps
-// the metrics observer (tests use it to be told of transitions instead of polling).
+// plugins are the engines and the template inspector a coordinator runs with. observe, when set,
+// wraps the metrics observer (tests use it to be told of transitions instead of polling).
 type plugins struct {
-	renderers []renderer.Renderer
+	engines   func(EnginesConfig, *slog.Logger) (engines []renderer.Renderer, stop func())
 	inspector renderer.Inspector
 	observe   func(actors.Observer) actors.Observer
 }
 
 func productionPlugins() plugins {
-	return plugins{inspector: inspect.Inspector{}}
+	return plugins{engines: startEngines, inspector: inspect.Inspector{}}
 }
 
 func main() {

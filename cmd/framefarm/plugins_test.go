@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"sync"
@@ -29,12 +30,21 @@ import (
 // envControl names the URL of the test's render control server.
 const envControl = "FRAMEFARM_TEST_CONTROL"
 
+// envRealEngines set to 1 gives the embedded node the production engines (Lottie, ffmpeg, and
+// After Effects through the stand-in aerender) instead of the test-driven renderer.
+const envRealEngines = "FRAMEFARM_TEST_REAL_ENGINES"
+
 func testPlugins() plugins {
 	control := os.Getenv(envControl)
 	return plugins{
-		renderers: []renderer.Renderer{
-			&testRenderer{engine: renderer.EngineLottie, control: control},
-			&testRenderer{engine: renderer.EngineFFmpeg, control: control},
+		engines: func(cfg EnginesConfig, log *slog.Logger) ([]renderer.Renderer, func()) {
+			if os.Getenv(envRealEngines) == "1" {
+				return startEngines(cfg, log)
+			}
+			return []renderer.Renderer{
+				&testRenderer{engine: renderer.EngineLottie, control: control},
+				&testRenderer{engine: renderer.EngineFFmpeg, control: control},
+			}, func() {}
 		},
 		inspector: manifestInspector{},
 		observe: func(o actors.Observer) actors.Observer {

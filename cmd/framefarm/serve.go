@@ -64,7 +64,7 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 
 // serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
 // Retry-After, readyz fails); the embedded node interrupts its renders (they are queued again at
-// the next start, without counting as failed attempts); the HTTP server lets requests in flight
+// the next start, without counting as failed attempts) and stops its engines; the HTTP server lets requests in flight
 // finish; the actors stop (scheduler, template processor, webhook dispatcher); the store commits
 // what it holds and closes.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
@@ -161,9 +161,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if err := coord.Start(); err != nil {
 		return err
 	}
-	var agent *node.Agent
+	stopNode := func() {}
 	if cfg.Node.LocalSlots > 0 {
-		agent, err = startEmbeddedNode(coord, cfg, dataDir, guarded, clk, log, p)
+		stopNode, err = startEmbeddedNode(coord, cfg, dataDir, guarded, clk, log, p)
 		if err != nil {
 			coord.Stop(context.Background())
 			return err
@@ -184,9 +184,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	}
 	log.Info("shutting down")
 	server.Drain()
-	if agent != nil {
-		agent.Stop()
-	}
+	stopNode()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)
 	defer cancel()
 	if err := server.Shutdown(shutdownCtx); err != nil {
@@ -198,25 +196,33 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 }
 
 // startEmbeddedNode runs a render node inside the coordinator; it reaches the coordinator's files
-// over loopback, exactly as a remote node would over the network.
+// over loopback, exactly as a remote node would over the network. stop interrupts its renders,
+// then ends its engines.
 func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, guarded *http.Client,
-	clk clock.Clock, log *slog.Logger, p plugins) (*node.Agent, error) {
+	clk clock.Clock, log *slog.Logger, p plugins) (stop func(), err error) {
 	hostname, _ := os.Hostname()
+	engines, stopEngines := p.engines(cfg.Engines, log)
 	agent, err := node.New(node.Config{
 		NodeID:  "embedded-" + hostname,
 		Slots:   cfg.Node.LocalSlots,
 		Version: buildVersion(),
 		DataDir: filepath.Join(dataDir, "node"),
-	}, p.renderers, node.Transfers{Internal: &http.Client{}, External: guarded}, clk, log)
+	}, engines, node.Transfers{Internal: &http.Client{}, External: guarded}, clk, log)
 	if err != nil {
+		stopEngines()
 		return nil, err
+	}
+	stop = func() {
+		agent.Stop()
+		stopEngines()
 	}
 	pid := coord.ActorSystem().Root.Spawn(agent.Props())
 	if err := coord.AttachNode(agent.Hello(), pid); err != nil {
+		stop()
 		return nil, err
 	}
 	log.Info("embedded render node started", "engines", agent.Hello().Engines, "slots", cfg.Node.LocalSlots)
-	return agent, nil
+	return stop, nil
 }
 
 func durations(ds []Duration) []time.Duration {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -234,17 +235,21 @@ func (r *Renderer) run(ctx context.Context, args []string, log io.Writer, report
 	cmd := exec.CommandContext(ctx, r.cfg.Aerender, args...)
 	cmd.WaitDelay = 10 * time.Second
 	killTree(cmd)
-	stdout, err := cmd.StdoutPipe()
+	// One pipe for both streams: their lines reach the log in order, from this goroutine only.
+	output, outputWriter, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	cmd.Stderr = log
+	defer output.Close()
+	cmd.Stdout, cmd.Stderr = outputWriter, outputWriter
 	fmt.Fprintf(log, "aerender %s\n", strings.Join(args, " "))
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	outputWriter.Close()
+	if err != nil {
 		return fmt.Errorf("%w: aerender cannot start: %w", renderer.ErrRetryable, err)
 	}
 	var progress progressParser
-	scanner := bufio.NewScanner(stdout)
+	scanner := bufio.NewScanner(output)
 	scanner.Buffer(make([]byte, 64<<10), 1<<20)
 	for scanner.Scan() {
 		line := scanner.Text()
@@ -316,4 +321,19 @@ func zipFolder(dir, out string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// DefaultFontsDir is the folder of fonts installed for the current user, where After Effects
+// looks: ~/Library/Fonts on macOS, %LOCALAPPDATA%\Microsoft\Windows\Fonts on Windows,
+// ~/.local/share/fonts elsewhere.
+func DefaultFontsDir() string {
+	switch goruntime.GOOS {
+	case "windows":
+		return filepath.Join(os.Getenv("LOCALAPPDATA"), "Microsoft", "Windows", "Fonts")
+	case "darwin":
+		home, _ := os.UserHomeDir()
+		return filepath.Join(home, "Library", "Fonts")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "fonts")
 }

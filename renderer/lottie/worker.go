@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,10 @@ type worker struct {
 	stdin  io.WriteCloser
 	lines  *bufio.Scanner
 	nextID int
-	dead   bool
+	// dead is set once the process is killed or failed; kill may come from the cancelling
+	// context's goroutine.
+	dead     atomic.Bool
+	killOnce sync.Once
 }
 
 type renderRequest struct {
@@ -102,13 +106,13 @@ func (w *worker) render(ctx context.Context, req renderRequest, frame func(n int
 	defer stop()
 	line, _ := json.Marshal(req)
 	if _, err := w.stdin.Write(append(line, '\n')); err != nil {
-		w.dead = true
+		w.dead.Store(true)
 		return fmt.Errorf("the lottie worker is gone: %w", err)
 	}
 	for {
 		msg, err := w.read()
 		if err != nil {
-			w.dead = true
+			w.dead.Store(true)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -129,12 +133,14 @@ func (w *worker) render(ctx context.Context, req renderRequest, frame func(n int
 }
 
 func (w *worker) kill() {
-	w.dead = true
-	if w.cmd.Process != nil {
-		w.cmd.Process.Kill()
-	}
-	w.stdin.Close()
-	go w.cmd.Wait()
+	w.dead.Store(true)
+	w.killOnce.Do(func() {
+		if w.cmd.Process != nil {
+			w.cmd.Process.Kill()
+		}
+		w.stdin.Close()
+		go w.cmd.Wait()
+	})
 }
 
 // pool keeps idle workers for reuse: starting Node and loading Skia is the slow part.
@@ -159,7 +165,7 @@ func (p *pool) get() (*worker, error) {
 
 // put returns a worker after a render; a worker that failed is dropped.
 func (p *pool) put(w *worker) {
-	if w.dead {
+	if w.dead.Load() {
 		w.kill()
 		return
 	}
