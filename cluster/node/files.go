@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/renderer"
@@ -208,30 +210,38 @@ func (f *fileMover) put(ctx context.Context, putURL, file string) error {
 	return nil
 }
 
+// uploadS3 puts the output into the job's bucket: AWS S3 by region, or any S3-compatible service
+// at endpoint (path-style addressing, which they all understand).
 func (f *fileMover) uploadS3(ctx context.Context, t *protocol.S3Target, file string) error {
-	endpoint, secure, lookup := "s3."+t.Region+".amazonaws.com", true, minio.BucketLookupAuto
+	opts := s3.Options{
+		Region:      t.Region,
+		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(t.AccessKeyID, t.SecretAccessKey, "")),
+		HTTPClient:  f.External,
+		// Checksums only where the operation requires one: not every S3-compatible server takes
+		// the newer trailing checksums.
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+	}
 	if t.Endpoint != "" {
-		u, err := url.Parse(t.Endpoint)
-		if err != nil || u.Host == "" {
+		if u, err := url.Parse(t.Endpoint); err != nil || u.Host == "" {
 			return errors.New("upload.params.endpoint is not a URL")
 		}
-		endpoint, secure, lookup = u.Host, u.Scheme == "https", minio.BucketLookupPath
+		opts.BaseEndpoint, opts.UsePathStyle = aws.String(t.Endpoint), true
 	}
-	client, err := minio.New(endpoint, &minio.Options{
-		Creds:        credentials.NewStaticV4(t.AccessKeyID, t.SecretAccessKey, ""),
-		Secure:       secure,
-		Region:       t.Region,
-		BucketLookup: lookup,
-		Transport:    f.External.Transport,
-	})
+	body, err := os.Open(file)
 	if err != nil {
 		return err
 	}
-	opts := minio.PutObjectOptions{ContentType: renderer.ContentType(path.Ext(t.Key))}
-	if t.ACL != "" {
-		opts.UserMetadata = map[string]string{"x-amz-acl": t.ACL}
+	defer body.Close()
+	info, err := body.Stat()
+	if err != nil {
+		return err
 	}
-	_, err = client.FPutObject(ctx, t.Bucket, t.Key, file, opts)
+	in := &s3.PutObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(t.Key), Body: body,
+		ContentLength: aws.Int64(info.Size()), ContentType: aws.String(renderer.ContentType(path.Ext(t.Key)))}
+	if t.ACL != "" {
+		in.ACL = types.ObjectCannedACL(t.ACL)
+	}
+	_, err = s3.New(opts).PutObject(ctx, in)
 	return err
 }
 

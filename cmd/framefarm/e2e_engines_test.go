@@ -11,7 +11,6 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
+	"github.com/framefarm/framefarm/renderer/framediff"
 )
 
 const fixtureDir = "../../renderer/testdata/fixtures"
@@ -120,30 +120,11 @@ func frameOf(t *testing.T, video []byte, n int) image.Image {
 		"-frames:v", "1", out).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, msg)
 	}
-	f, err := os.Open(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := framediff.Load(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return img
-}
-
-// meanDifference compares two images inside rect, 0..255.
-func meanDifference(a, b image.Image, rect image.Rectangle) float64 {
-	var sum, n float64
-	for y := rect.Min.Y; y < rect.Max.Y; y += 2 {
-		for x := rect.Min.X; x < rect.Max.X; x += 2 {
-			r1, g1, b1, _ := a.At(x, y).RGBA()
-			r2, g2, b2, _ := b.At(x, y).RGBA()
-			sum += (math.Abs(float64(r1)-float64(r2)) + math.Abs(float64(g1)-float64(g2)) + math.Abs(float64(b1)-float64(b2))) / 257
-			n += 3
-		}
-	}
-	return sum / n
 }
 
 // kenburnsJob renders the first two seconds of the synthetic Lottie fixture.
@@ -178,10 +159,10 @@ func TestLottieJobsRenderRealVideos(t *testing.T) {
 		t.Fatalf("video %+v", m)
 	}
 	text, base := frameOf(t, textVideo, 45), frameOf(t, baseVideo, 45)
-	if d := meanDifference(text, base, image.Rect(300, 820, 1620, 960)); d < 3 {
+	if d := framediff.Mean(text, base, image.Rect(300, 820, 1620, 960)); d < 3 {
 		t.Fatalf("the title area barely differs (mean %.2f): the text was not injected", d)
 	}
-	if d := meanDifference(text, base, image.Rect(0, 0, 1920, 700)); d > 1.5 {
+	if d := framediff.Mean(text, base, image.Rect(0, 0, 1920, 700)); d > 1.5 {
 		t.Fatalf("the photo area differs (mean %.2f) though only the text changed", d)
 	}
 	if textJob.Progress != 100 || textJob.Stats.RenderDuration == nil {
@@ -211,7 +192,7 @@ func TestLottieJobsRenderRealVideos(t *testing.T) {
 	if err != nil || img.Bounds().Dx() != 1920 {
 		t.Fatalf("the still: %v", err)
 	}
-	if d := meanDifference(img, text, image.Rect(0, 0, 1920, 1080)); d > 3 {
+	if d := framediff.Mean(img, text, image.Rect(0, 0, 1920, 1080)); d > 3 {
 		t.Fatalf("the still of frame 45 differs from the video's frame 45 (mean %.2f)", d)
 	}
 }
@@ -259,7 +240,7 @@ func TestTeamFontReachesTheLottieEngine(t *testing.T) {
 	if err1 != nil || err2 != nil {
 		t.Fatal(err1, err2)
 	}
-	if d := meanDifference(a, b, a.Bounds()); d < 0.3 {
+	if d := framediff.Mean(a, b, a.Bounds()); d < 0.3 {
 		t.Fatalf("the team font made no difference (mean %.2f)", d)
 	}
 }
@@ -282,7 +263,7 @@ func TestNestedVideoAndJoinOfOutputs(t *testing.T) {
 	if len(parent.Children) != 1 || acme.job(parent.Children[0]).Status != "finished" {
 		t.Fatalf("parent %+v", parent)
 	}
-	if d := meanDifference(frameOf(t, nested, 15), frameOf(t, base, 15), image.Rect(0, 0, 1920, 700)); d < 3 {
+	if d := framediff.Mean(frameOf(t, nested, 15), frameOf(t, base, 15), image.Rect(0, 0, 1920, 700)); d < 3 {
 		t.Fatalf("the child's video is not in the parent (mean difference %.2f)", d)
 	}
 

@@ -23,6 +23,7 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
 	"github.com/framefarm/framefarm/renderer/inspect"
+	"github.com/framefarm/framefarm/renderer/workfiles"
 )
 
 // Config says where one After Effects version is and how to drive it.
@@ -150,7 +151,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 		if _, err := os.Stat(p.SaveTo); err != nil {
 			return errors.New("After Effects did not save the project")
 		}
-		return zipFolder(projectDir, task.OutputPath)
+		return workfiles.Zip(projectDir, task.OutputPath, zip.Deflate)
 	}
 	if _, err := os.Stat(intermediate); err != nil {
 		return errors.New("aerender finished without writing its output")
@@ -221,7 +222,7 @@ func (r *Renderer) installFonts(projectDir string, task *renderer.Task) error {
 		if _, err := os.Stat(target); err == nil {
 			continue
 		}
-		if err := copyFile(f.Path, target); err != nil {
+		if err := workfiles.Copy(f.Path, target, 0); err != nil {
 			return fmt.Errorf("%w: font %s cannot be installed: %w", renderer.ErrRetryable, f.FileName, err)
 		}
 		fmt.Fprintf(task.Log, "installed font %s\n", f.FileName)
@@ -267,60 +268,6 @@ func (r *Renderer) run(ctx context.Context, args []string, log io.Writer, report
 		return fmt.Errorf("aerender failed: %w", err)
 	}
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// zipFolder writes the files under dir into a zip at out, with paths relative to dir.
-func zipFolder(dir, out string) error {
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zw := zip.NewWriter(f)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		w, err := zw.Create(filepath.ToSlash(rel))
-		if err != nil {
-			return err
-		}
-		src, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		_, err = io.Copy(w, src)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // DefaultFontsDir is the folder of fonts installed for the current user, where After Effects

@@ -5,17 +5,16 @@ package ffmpeg
 import (
 	"archive/zip"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/workfiles"
 )
 
 // Tools are the ffmpeg and ffprobe programs.
@@ -132,7 +131,7 @@ func (e *Encoder) Wait() error {
 		return nil
 	}
 	defer os.RemoveAll(e.frames)
-	return zipFolder(e.frames, e.out)
+	return workfiles.Zip(e.frames, e.out, zip.Store)
 }
 
 // Kill stops ffmpeg at once.
@@ -195,43 +194,6 @@ func stillExt(codec string) string {
 		return ".jpg"
 	}
 	return ".png"
-}
-
-// zipFolder writes the files of dir, sorted, into a zip at out.
-func zipFolder(dir, out string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	if len(entries) == 0 {
-		return errors.New("ffmpeg wrote no frames")
-	}
-	sort.Slice(entries, func(i, k int) bool { return entries[i].Name() < entries[k].Name() })
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	zw := zip.NewWriter(f)
-	for _, e := range entries {
-		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.Name(), Method: zip.Store})
-		if err != nil {
-			return err
-		}
-		src, err := os.Open(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(w, src)
-		src.Close()
-		if err != nil {
-			return err
-		}
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // AudioTrack is the sound of a file placed on the video's timeline.

@@ -3,10 +3,10 @@ package inspect
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"path/filepath"
+
+	"github.com/framefarm/framefarm/renderer/workfiles"
 )
 
 // ExtractProject unpacks a template file into dir, an existing empty folder, for a render, and
@@ -22,7 +22,7 @@ func ExtractProject(file, dir string, limits Limits) (string, ProjectKind, error
 	switch format {
 	case FormatAEP, FormatAEPX:
 		dst := filepath.Join(dir, "template."+string(format))
-		return dst, ProjectAfterEffects, copyCapped(file, dst, limits.MaxProjectBytes)
+		return dst, ProjectAfterEffects, workfiles.Copy(file, dst, limits.MaxProjectBytes)
 	case FormatMogrt:
 		a, err := OpenArchive(file, limits)
 		if err != nil {
@@ -63,24 +63,4 @@ func extractArchive(a *Archive, dir string) (string, ProjectKind, error) {
 		return "", "", err
 	}
 	return filepath.Join(dir, filepath.FromSlash(path.Clean(entry.Name))), kind, nil
-}
-
-func copyCapped(src, dst string, limit int64) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	n, err := io.Copy(out, io.LimitReader(in, limit+1))
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && n > limit {
-		err = fmt.Errorf("the project is larger than the %d bytes allowed", limit)
-	}
-	return err
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
 	"github.com/framefarm/framefarm/renderer/inspect"
+	"github.com/framefarm/framefarm/renderer/workfiles"
 )
 
 // Lottie layer types this file edits.
@@ -179,7 +179,7 @@ func (d *document) apply(ctx context.Context, a renderer.Asset, fonts fontSet) e
 		if name == "" {
 			name = filepath.Base(a.LocalPath)
 		}
-		return copyFile(a.LocalPath, filepath.Join(d.dir, filepath.Base(name)))
+		return workfiles.Copy(a.LocalPath, filepath.Join(d.dir, filepath.Base(name)), 0)
 	case renderer.AssetFunction:
 		call, err := renderer.ParseFunction(a.Name, a.Params)
 		if err != nil {
@@ -364,28 +364,11 @@ func (d *document) replaceImage(l obj, file string) error {
 		return err
 	}
 	name := filepath.Base(file)
-	if err := copyFile(file, filepath.Join(d.dir, filepath.FromSlash(rel), name)); err != nil {
+	if err := workfiles.Copy(file, filepath.Join(d.dir, filepath.FromSlash(rel), name), 0); err != nil {
 		return err
 	}
 	id := fmt.Sprintf("framefarm_%d", d.staged)
 	d.addAsset(obj{"id": id, "w": old["w"], "h": old["h"], "u": rel, "p": name, "e": 0})
 	l["refId"] = id
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -12,7 +12,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
+	"github.com/framefarm/framefarm/renderer/framediff"
 )
 
 const fixtures = "../testdata/fixtures/lottie"
@@ -90,32 +90,11 @@ func renderStill(t *testing.T, r *Renderer, template, comp string, frame int, as
 	if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
 		t.Fatalf("%v\n%s", err, task.Log)
 	}
-	f, err := os.Open(task.OutputPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
+	img, err := framediff.Load(task.OutputPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return img
-}
-
-// difference is the mean absolute difference of two images inside rect, 0..255.
-func difference(a, b image.Image, rect image.Rectangle) float64 {
-	var sum, n float64
-	for y := rect.Min.Y; y < rect.Max.Y; y++ {
-		for x := rect.Min.X; x < rect.Max.X; x++ {
-			r1, g1, b1, _ := a.At(x, y).RGBA()
-			r2, g2, b2, _ := b.At(x, y).RGBA()
-			for _, d := range []int{int(r1) - int(r2), int(g1) - int(g2), int(b1) - int(b2)} {
-				sum += math.Abs(float64(d)) / 257
-			}
-			n += 3
-		}
-	}
-	return sum / n
 }
 
 // In kenburns.json the title sits in the bar at the bottom (y 780 to 960); the photo fills the
@@ -149,11 +128,11 @@ func TestAssetsChangeWhatIsDrawn(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := renderStill(t, r, template, "kenburns", 60, c.asset)
-			if d := difference(base, got, c.changed); d < 2 {
+			if d := framediff.Mean(base, got, c.changed); d < 2 {
 				t.Errorf("the area %v barely changed (mean difference %.2f)", c.changed, d)
 			}
 			if !c.unchanged.Empty() {
-				if d := difference(base, got, c.unchanged); d > 0.5 {
+				if d := framediff.Mean(base, got, c.unchanged); d > 0.5 {
 					t.Errorf("the area %v changed (mean difference %.2f)", c.unchanged, d)
 				}
 			}
@@ -169,7 +148,7 @@ func TestBundledFontIsUsed(t *testing.T) {
 	asset := renderer.Asset{Type: renderer.AssetText, LayerName: "NAME", Value: json.RawMessage(`"Hamburgefonts"`)}
 	a := renderStill(t, r, with, "", 0, asset)
 	b := renderStill(t, r, without, "", 0, asset)
-	if d := difference(a, b, a.Bounds()); d < 0.5 {
+	if d := framediff.Mean(a, b, a.Bounds()); d < 0.5 {
 		t.Fatalf("the bundled font made no difference (mean difference %.2f)", d)
 	}
 }
@@ -291,15 +270,15 @@ func TestVideoIsPlacedFrameByFrame(t *testing.T) {
 	base := renderStill(t, r, template, "kenburns", 10)
 	early := renderStill(t, r, template, "kenburns", 10, video)
 	late := renderStill(t, r, template, "kenburns", 40, video)
-	if d := difference(base, early, photoArea); d < 5 {
+	if d := framediff.Mean(base, early, photoArea); d < 5 {
 		t.Fatalf("the video did not replace the photo (mean difference %.2f)", d)
 	}
-	if d := difference(early, late, photoArea); d < 1 {
+	if d := framediff.Mean(early, late, photoArea); d < 1 {
 		t.Fatalf("the video does not move between frames 10 and 40 (mean difference %.2f)", d)
 	}
 	// After the clip's 2 s the layer shows nothing: the photo is gone, the background is empty.
 	after := renderStill(t, r, template, "kenburns", 75, video)
-	if d := difference(after, image.NewRGBA(after.Bounds()), image.Rect(0, 0, 1920, 600)); d > 1 {
+	if d := framediff.Mean(after, image.NewRGBA(after.Bounds()), image.Rect(0, 0, 1920, 600)); d > 1 {
 		t.Fatalf("the layer still shows something after the video ended (mean difference %.2f)", d)
 	}
 	task := newTask(t, template, renderer.Settings{Type: renderer.OutputVideo, Quality: "draft", Frames: &renderer.Frames{Start: 0, End: 44, Range: true}}, video)
