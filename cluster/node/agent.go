@@ -34,6 +34,8 @@ type Config struct {
 	ProgressInterval time.Duration
 	// MaxDownloadBytes caps any one file the node downloads [2 GiB].
 	MaxDownloadBytes int64
+	// DownloadTimeout bounds the download of any one file, body included [30m].
+	DownloadTimeout time.Duration
 	// MaxLogLines caps the render log lines sent with a report [2000].
 	MaxLogLines int
 }
@@ -65,6 +67,9 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	if cfg.MaxDownloadBytes == 0 {
 		cfg.MaxDownloadBytes = 2 << 30
 	}
+	if cfg.DownloadTimeout == 0 {
+		cfg.DownloadTimeout = 30 * time.Minute
+	}
 	if cfg.MaxLogLines == 0 {
 		cfg.MaxLogLines = 2000
 	}
@@ -80,7 +85,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	ctx, shutdown := context.WithCancel(context.Background())
 	return &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
-		files: &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes},
+		files: &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout},
 		ctx:   ctx, shutdown: shutdown, running: make(map[string]bool),
 	}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -35,6 +36,7 @@ type fileMover struct {
 	Transfers
 	cacheDir string
 	maxBytes int64
+	timeout  time.Duration
 }
 
 // fetchedTypes are the asset types whose src is a file to download.
@@ -133,13 +135,21 @@ func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) 
 	if src.Internal {
 		client = f.Internal
 	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	timedOut := func(err error) error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fail("the download took longer than the %s allowed", f.timeout)
+		}
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src.URL, nil)
 	if err != nil {
 		return fail("cannot make the request: %v", err)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fail("download failed: %v", redactURLError(err))
+		return timedOut(fail("download failed: %v", redactURLError(err)))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
@@ -156,7 +166,7 @@ func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) 
 	hash := sha256.New()
 	n, err := io.Copy(io.MultiWriter(out, hash), io.LimitReader(resp.Body, f.maxBytes+1))
 	if err != nil {
-		return fail("download interrupted: %v", redactURLError(err))
+		return timedOut(fail("download interrupted: %v", redactURLError(err)))
 	}
 	if n > f.maxBytes {
 		return fail("the file is more than the %d bytes allowed", f.maxBytes)

@@ -44,9 +44,11 @@ type LogConfig struct {
 }
 
 type NodeConfig struct {
-	LocalSlots     int      `toml:"local_slots"`
-	SilenceTimeout Duration `toml:"silence_timeout"`
-	MaxRenderTime  Duration `toml:"max_render_time"`
+	LocalSlots       int      `toml:"local_slots"`
+	SilenceTimeout   Duration `toml:"silence_timeout"`
+	MaxRenderTime    Duration `toml:"max_render_time"`
+	MaxDownloadBytes int64    `toml:"max_download_bytes"`
+	DownloadTimeout  Duration `toml:"download_timeout"`
 }
 
 // EnginesConfig locates what the render engines of a node run.
@@ -127,9 +129,10 @@ func dur(d time.Duration) Duration { return Duration{d} }
 // defaultConfig holds every default; config.example.toml repeats them.
 func defaultConfig() Config {
 	return Config{
-		Server:    ServerConfig{Listen: "127.0.0.1:8080", DataDir: "./data", ShutdownTimeout: dur(30 * time.Second), MaxBodyBytes: 16 << 20},
-		Log:       LogConfig{Format: "text", Level: "info"},
-		Node:      NodeConfig{LocalSlots: 2, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour)},
+		Server: ServerConfig{Listen: "127.0.0.1:8080", DataDir: "./data", ShutdownTimeout: dur(30 * time.Second), MaxBodyBytes: 16 << 20},
+		Log:    LogConfig{Format: "text", Level: "info"},
+		Node: NodeConfig{LocalSlots: 2, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour),
+			MaxDownloadBytes: 2 << 30, DownloadTimeout: dur(30 * time.Minute)},
 		Engines:   EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
 		Jobs:      JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second)},
 		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour)},

@@ -316,3 +316,31 @@ func TestAfterEffectsPathRunsThroughAerender(t *testing.T) {
 		t.Fatalf("refusal %+v", e)
 	}
 }
+
+// TestStalledAssetDownloadFailsTheJob: an asset server that sends headers and then nothing holds
+// the job only until node.download_timeout.
+func TestStalledAssetDownloadFailsTheJob(t *testing.T) {
+	stalled := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		w.Write([]byte("partial"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-stalled:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(stalled)
+	c := startCoordinator(t, options{slots: 1, config: "\n[node]\ndownload_timeout = \"300ms\"\n"})
+	c.control.answerAll(finishAll)
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo", "src": srv.URL + "/slow.png"}), http.StatusOK, &cr)
+	c.waitJob(cr.ID, "error")
+	if j := acme.job(cr.ID); j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "took longer than the 300ms allowed") {
+		t.Fatalf("job %+v", j.Stats)
+	}
+}

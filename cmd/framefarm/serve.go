@@ -203,10 +203,12 @@ func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, gu
 	hostname, _ := os.Hostname()
 	engines, stopEngines := p.engines(cfg.Engines, log)
 	agent, err := node.New(node.Config{
-		NodeID:  "embedded-" + hostname,
-		Slots:   cfg.Node.LocalSlots,
-		Version: buildVersion(),
-		DataDir: filepath.Join(dataDir, "node"),
+		NodeID:           "embedded-" + hostname,
+		Slots:            cfg.Node.LocalSlots,
+		Version:          buildVersion(),
+		DataDir:          filepath.Join(dataDir, "node"),
+		MaxDownloadBytes: cfg.Node.MaxDownloadBytes,
+		DownloadTimeout:  cfg.Node.DownloadTimeout.Duration,
 	}, engines, node.Transfers{Internal: &http.Client{}, External: guarded}, clk, log)
 	if err != nil {
 		stopEngines()
