@@ -315,6 +315,17 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+func TestHugeAnimationsAreRefused(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "huge.json"), []byte(`{"v":"5.7.0","nm":"huge","fr":30,"ip":0,"op":10,"w":100000,"h":100000,"layers":[]}`), 0o600)
+	task := newTask(t, zipDir(t, dir), renderer.Settings{Type: renderer.OutputVideo})
+	task.Composition = ""
+	if err := r.Render(context.Background(), task, func(float64) {}); err == nil || !strings.Contains(err.Error(), "1 to 8192 pixels a side") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestCancelStopsTheRenderAndTheNextOneWorks(t *testing.T) {
 	r, _ := newTestRenderer(t)
 	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
