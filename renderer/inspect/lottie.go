@@ -56,6 +56,10 @@ var lottieKinds = map[int]string{
 }
 
 // ParseLottie reads a Lottie export and checks it is one.
+// MaxLottieSide caps a Lottie composition's width and height (8K is 7680 wide): a frame is
+// width*height*4 bytes in the renderer, the pipe and ffmpeg.
+const MaxLottieSide = 8192
+
 func ParseLottie(b []byte) (*LottieDoc, error) {
 	var doc LottieDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
@@ -66,8 +70,8 @@ func ParseLottie(b []byte) (*LottieDoc, error) {
 		return nil, errors.New("the JSON is not a Lottie export: it has no layers")
 	case doc.Fr <= 0 || doc.Fr > 1000 || math.IsNaN(doc.Fr):
 		return nil, fmt.Errorf("the Lottie export has an invalid frame rate %v", doc.Fr)
-	case doc.W < 1 || doc.H < 1 || doc.W > 16384 || doc.H > 16384:
-		return nil, fmt.Errorf("the Lottie export has an invalid size %vx%v (1 to 16384 pixels)", doc.W, doc.H)
+	case doc.W < 1 || doc.H < 1 || doc.W > MaxLottieSide || doc.H > MaxLottieSide:
+		return nil, fmt.Errorf("the Lottie export has an invalid size %vx%v (1 to %d pixels a side)", doc.W, doc.H, MaxLottieSide)
 	case doc.Op <= doc.Ip:
 		return nil, fmt.Errorf("the Lottie export ends (op %v) before it starts (ip %v)", doc.Op, doc.Ip)
 	}

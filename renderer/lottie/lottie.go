@@ -31,10 +31,6 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
-// maxSide caps a frame's width and height (8K is 7680 wide): a frame is width*height*4 bytes in
-// the worker, the pipe and ffmpeg.
-const maxSide = 8192
-
 // Renderer renders Lottie templates.
 type Renderer struct {
 	tools ffmpeg.Tools
@@ -81,8 +77,9 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 		return err
 	}
 	width, height := intOf(doc.root["w"]), intOf(doc.root["h"])
-	if width < 1 || height < 1 || width > maxSide || height > maxSide {
-		return fmt.Errorf("the animation is %dx%d; the lottie engine renders 1 to %d pixels a side", width, height, maxSide)
+	// Precomps are not capped by inspection; the selected one may be huge.
+	if width < 1 || height < 1 || width > inspect.MaxLottieSide || height > inspect.MaxLottieSide {
+		return fmt.Errorf("the composition is %dx%d; the lottie engine renders 1 to %d pixels a side", width, height, inspect.MaxLottieSide)
 	}
 	draft := task.Preview || task.Settings.Quality == "draft"
 	if draft {

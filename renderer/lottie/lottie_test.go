@@ -318,9 +318,10 @@ func TestRefusals(t *testing.T) {
 func TestHugeAnimationsAreRefused(t *testing.T) {
 	r, _ := newTestRenderer(t)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "huge.json"), []byte(`{"v":"5.7.0","nm":"huge","fr":30,"ip":0,"op":10,"w":100000,"h":100000,"layers":[]}`), 0o600)
+	os.WriteFile(filepath.Join(dir, "huge.json"), []byte(`{"v":"5.7.0","nm":"main","fr":30,"ip":0,"op":10,"w":100,"h":100,"layers":[],
+		"assets":[{"id":"comp_0","nm":"huge","w":100000,"h":100000,"layers":[]}]}`), 0o600)
 	task := newTask(t, zipDir(t, dir), renderer.Settings{Type: renderer.OutputVideo})
-	task.Composition = ""
+	task.Composition = "huge"
 	if err := r.Render(context.Background(), task, func(float64) {}); err == nil || !strings.Contains(err.Error(), "1 to 8192 pixels a side") {
 		t.Fatalf("got %v", err)
 	}
