@@ -73,6 +73,12 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	if cfg.MaxLogLines == 0 {
 		cfg.MaxLogLines = 2000
 	}
+	// Engines hand paths to programs running elsewhere (the Lottie worker, After Effects).
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DataDir = dataDir
 	for _, dir := range []string{workRoot(cfg), cacheRoot(cfg)} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err

@@ -90,7 +90,12 @@ func (r *Renderer) Engine() string { return r.cfg.Engine }
 // Render unpacks the template, stages the assets and fonts, has aerender apply the assets and
 // render, then encodes the result into task.OutputPath.
 func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(float64)) error {
-	projectDir := filepath.Join(task.WorkDir, "project")
+	// After Effects resolves every path the script and the arguments give on its own: absolute.
+	work, err := filepath.Abs(task.WorkDir)
+	if err != nil {
+		return err
+	}
+	projectDir := filepath.Join(work, "project")
 	if err := os.MkdirAll(projectDir, 0o700); err != nil {
 		return err
 	}
@@ -108,7 +113,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if err != nil {
 		return err
 	}
-	p := plan{Composition: task.Composition, Assets: assets, FailureFile: filepath.Join(task.WorkDir, "script-failure.txt")}
+	p := plan{Composition: task.Composition, Assets: assets, FailureFile: filepath.Join(work, "script-failure.txt")}
 	comp := task.Composition
 	for _, a := range assets {
 		if a.Type == renderer.AssetEssential && (a.Composition == "" || a.Composition == task.Composition) {
@@ -124,11 +129,11 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if err != nil {
 		return err
 	}
-	scriptFile := filepath.Join(task.WorkDir, "framefarm.jsx")
+	scriptFile := filepath.Join(work, "framefarm.jsx")
 	if err := os.WriteFile(scriptFile, jsx, 0o600); err != nil {
 		return err
 	}
-	intermediate := filepath.Join(task.WorkDir, "render"+r.cfg.Extension)
+	intermediate := filepath.Join(work, "render"+r.cfg.Extension)
 	args := []string{"-project", project, "-comp", comp, "-output", intermediate,
 		"-RStemplate", r.renderSettings(task), "-OMtemplate", r.cfg.OutputModule, "-r", scriptFile, "-v", "ERRORS_AND_PROGRESS"}
 	switch f := task.Settings.Frames; {

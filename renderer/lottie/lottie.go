@@ -154,6 +154,14 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 }
 
 func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report func(float64)) error {
+	// The worker runs in its own folder: it needs absolute paths.
+	var err error
+	if req.File, err = filepath.Abs(req.File); err != nil {
+		return err
+	}
+	if req.Out, err = filepath.Abs(req.Out); err != nil {
+		return err
+	}
 	w, err := r.pool.get()
 	if err != nil {
 		return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)

@@ -315,6 +315,21 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+func TestRelativeWorkingFolder(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	template, err := filepath.Abs(zipDir(t, filepath.Join(fixtures, "synthetic")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	os.Mkdir("work", 0o700)
+	task := &renderer.Task{WorkDir: "work", TemplatePath: template, Composition: "kenburns", OutputPath: filepath.Join("work", "out.png"),
+		Settings: renderer.Settings{Type: renderer.OutputImage, Frames: &renderer.Frames{}}, Log: &bytes.Buffer{}}
+	if err := r.Render(context.Background(), task, func(float64) {}); err != nil {
+		t.Fatalf("%v\n%s", err, task.Log)
+	}
+}
+
 func TestHugeAnimationsAreRefused(t *testing.T) {
 	r, _ := newTestRenderer(t)
 	dir := t.TempDir()
