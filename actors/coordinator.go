@@ -55,6 +55,8 @@ type Config struct {
 	NodeURLTTL time.Duration
 	// TemplateMaxBytes caps a template file fetched from a src URL [2 GiB].
 	TemplateMaxBytes int64
+	// TemplateDownloadTimeout bounds the fetch of a template's src [30m].
+	TemplateDownloadTimeout time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -71,6 +73,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.WebhookConcurrency, 16)
 	setDefault(&c.NodeURLTTL, 24*time.Hour)
 	setDefault(&c.TemplateMaxBytes, 2<<30)
+	setDefault(&c.TemplateDownloadTimeout, 30*time.Minute)
 }
 
 func setDefault[T comparable](v *T, def T) {

@@ -247,6 +247,16 @@ func (p *templateProcessor) startDownload(ctx actor.Context, tpl *persistence.Te
 }
 
 func (p *templateProcessor) download(ctx context.Context, id ulid.ULID, src string) (persistence.StoredFile, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.c.cfg.TemplateDownloadTimeout)
+	defer cancel()
+	file, err := p.fetch(ctx, id, src)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return file, fmt.Errorf("downloading src took longer than the %s allowed", p.c.cfg.TemplateDownloadTimeout)
+	}
+	return file, err
+}
+
+func (p *templateProcessor) fetch(ctx context.Context, id ulid.ULID, src string) (persistence.StoredFile, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
 		return persistence.StoredFile{}, fmt.Errorf("src is not a usable URL: %w", err)

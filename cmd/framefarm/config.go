@@ -79,8 +79,9 @@ type JobsConfig struct {
 }
 
 type TemplatesConfig struct {
-	MaxFileBytes int64    `toml:"max_file_bytes"`
-	UploadURLTTL Duration `toml:"upload_url_ttl"`
+	MaxFileBytes    int64    `toml:"max_file_bytes"`
+	UploadURLTTL    Duration `toml:"upload_url_ttl"`
+	DownloadTimeout Duration `toml:"download_timeout"`
 }
 
 type OutputsConfig struct {
@@ -135,7 +136,7 @@ func defaultConfig() Config {
 			MaxDownloadBytes: 2 << 30, DownloadTimeout: dur(30 * time.Minute)},
 		Engines:   EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
 		Jobs:      JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second)},
-		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour)},
+		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour), DownloadTimeout: dur(30 * time.Minute)},
 		Outputs:   OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
 		RateLimit: RateLimitConfig{RequestsPerSecond: 50, Burst: 200},
 		Webhooks: WebhooksConfig{

@@ -203,8 +203,6 @@ func TestTeamFontReachesTheLottieEngine(t *testing.T) {
 	acme := c.team("acme")
 	// CenteredText.json uses Helvetica, which is not installed: the text falls back to a
 	// system font unless the job supplies one under that name.
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "CenteredText.json"), fixture(t, "lottie/CenteredText.json"), 0o600)
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	w, _ := zw.Create("CenteredText.json")
@@ -227,7 +225,7 @@ func TestTeamFontReachesTheLottieEngine(t *testing.T) {
 	job := func(fonts ...string) map[string]any {
 		b := map[string]any{"template": map[string]any{"id": tpl.ID, "composition": tpl.Compositions[0]},
 			"assets":   []map[string]any{{"type": "text", "layerName": "Text", "value": "Hamburgefonts"}},
-			"settings": map[string]any{"type": "image", "frames": 0}}
+			"settings": map[string]any{"type": "video", "frames": []int{0, 4}}}
 		if fonts != nil {
 			b["fonts"] = fonts
 		}
@@ -235,11 +233,11 @@ func TestTeamFontReachesTheLottieEngine(t *testing.T) {
 	}
 	_, withFont := acme.render(job("Helvetica.ttf"))
 	_, without := acme.render(job())
-	a, err1 := png.Decode(bytes.NewReader(withFont))
-	b, err2 := png.Decode(bytes.NewReader(without))
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
+	// 375x375, padded to even sizes as H.264 in yuv420p needs.
+	if m := probe(t, withFont, ".mp4"); m.Width != 376 || m.Height != 376 || m.Codec != "h264" {
+		t.Fatalf("video %+v", m)
 	}
+	a, b := frameOf(t, withFont, 2), frameOf(t, without, 2)
 	if d := framediff.Mean(a, b, a.Bounds()); d < 0.3 {
 		t.Fatalf("the team font made no difference (mean %.2f)", d)
 	}
@@ -317,9 +315,8 @@ func TestAfterEffectsPathRunsThroughAerender(t *testing.T) {
 	}
 }
 
-// TestStalledAssetDownloadFailsTheJob: an asset server that sends headers and then nothing holds
-// the job only until node.download_timeout.
-func TestStalledAssetDownloadFailsTheJob(t *testing.T) {
+// stalledServer sends headers and a few bytes, then nothing until the test ends.
+func stalledServer(t *testing.T) string {
 	stalled := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "1000")
@@ -331,14 +328,28 @@ func TestStalledAssetDownloadFailsTheJob(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	defer srv.Close()
-	defer close(stalled)
-	c := startCoordinator(t, options{slots: 1, config: "\n[node]\ndownload_timeout = \"300ms\"\n"})
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stalled) })
+	return srv.URL
+}
+
+// TestStalledDownloadsEndInErrors: a template src or an asset served by a server that stalls
+// holds the template or the job only until its download timeout.
+func TestStalledDownloadsEndInErrors(t *testing.T) {
+	slow := stalledServer(t)
+	c := startCoordinator(t, options{slots: 1, config: "\n[node]\ndownload_timeout = \"300ms\"\n\n[templates]\ndownload_timeout = \"300ms\"\n"})
 	c.control.answerAll(finishAll)
 	acme := c.team("acme")
+	var tpl templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "slow", "src": slow + "/t.zip"}, http.StatusCreated, &tpl)
+	c.waitFor("template", tpl.ID, "error")
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
+	if tpl.Error == nil || !strings.Contains(*tpl.Error, "took longer than the 300ms allowed") {
+		t.Fatalf("template %+v", tpl)
+	}
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo", "src": srv.URL + "/slow.png"}), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo", "src": slow + "/slow.png"}), http.StatusOK, &cr)
 	c.waitJob(cr.ID, "error")
 	if j := acme.job(cr.ID); j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "took longer than the 300ms allowed") {
 		t.Fatalf("job %+v", j.Stats)

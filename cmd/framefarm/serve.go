@@ -124,14 +124,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
 
 	coord := actors.New(actors.Config{
-		MaxAttempts:        cfg.Jobs.MaxAttempts,
-		ProgressInterval:   cfg.Jobs.ProgressInterval.Duration,
-		SilenceTimeout:     cfg.Node.SilenceTimeout.Duration,
-		MaxRenderTime:      cfg.Node.MaxRenderTime.Duration,
-		WebhookBackoff:     durations(cfg.Webhooks.RetryBackoff),
-		WebhookTimeout:     cfg.Webhooks.Timeout.Duration,
-		WebhookConcurrency: cfg.Webhooks.Concurrency,
-		TemplateMaxBytes:   cfg.Templates.MaxFileBytes,
+		MaxAttempts:             cfg.Jobs.MaxAttempts,
+		ProgressInterval:        cfg.Jobs.ProgressInterval.Duration,
+		SilenceTimeout:          cfg.Node.SilenceTimeout.Duration,
+		MaxRenderTime:           cfg.Node.MaxRenderTime.Duration,
+		WebhookBackoff:          durations(cfg.Webhooks.RetryBackoff),
+		WebhookTimeout:          cfg.Webhooks.Timeout.Duration,
+		WebhookConcurrency:      cfg.Webhooks.Concurrency,
+		TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
+		TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
 	}, actors.Deps{
 		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(localURL, urlKey), Secrets: box,
 		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
