@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestListingFiltersAndSorts(t *testing.T) {
@@ -60,9 +61,14 @@ func TestListingFiltersAndSorts(t *testing.T) {
 	var all []job
 	acme.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, &all)
 	bound := all[2].Stats.CreatedAt
+	boundTime, err := time.Parse(time.RFC3339Nano, bound)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var from, to []string
 	for _, j := range all {
-		if j.Stats.CreatedAt >= bound {
+		// Compared as times: RFC 3339 drops trailing zeros, so ".61Z" is before ".614Z".
+		if created, err := time.Parse(time.RFC3339Nano, j.Stats.CreatedAt); err == nil && !created.Before(boundTime) {
 			from = append(from, j.ID)
 		} else {
 			to = append(to, j.ID)
