@@ -85,3 +85,29 @@ func TestScriptRefusesWhatItCannotApply(t *testing.T) {
 		}
 	}
 }
+
+// FuzzScriptCalls feeds hostile values to the script generator: whatever a job carries stays
+// inside its string or literal, so every generated line is a comment or one runtime call.
+func FuzzScriptCalls(f *testing.F) {
+	f.Add("text", "Title", "main", `"Hello"`, "", "")
+	f.Add("data", "Title", "", `[1, 2]`, "Transform.Position", "")
+	f.Add("data", "Ti\"tle", "c\u2028omp", ``, "Opacity", "\"); app.quit(); (\"")
+	f.Add("function", "", "", ``, "nx:layer-remove", `{"layerName": "a\nb"}`)
+	f.Add("essential", "", "main", `{"a\u2029": "</script>"}`, "", "")
+	f.Fuzz(func(t *testing.T, typ, layer, comp, value, property, extra string) {
+		a := renderer.Asset{Type: typ, LayerName: layer, Composition: comp, Value: json.RawMessage(value), Property: property,
+			Name: property, Params: json.RawMessage(extra), Expression: extra, LocalPath: layer}
+		out, err := assetCalls(plan{Composition: "main", Assets: []renderer.Asset{a}, EssentialComp: "framefarm essential main"})
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+			if !strings.HasPrefix(line, "    // ") && !(strings.HasPrefix(line, "    framefarm.") && strings.HasSuffix(line, ");")) {
+				t.Fatalf("line %q escapes its call", line)
+			}
+			if strings.ContainsAny(line, "\r\u2028\u2029") {
+				t.Fatalf("line %q carries a raw line break", line)
+			}
+		}
+	})
+}
