@@ -64,9 +64,9 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 
 // serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
 // Retry-After, readyz fails); the embedded node interrupts its renders (they are queued again at
-// the next start, without counting as failed attempts) and stops its engines; the HTTP server lets requests in flight
-// finish; the actors stop (scheduler, template processor, webhook dispatcher); the store commits
-// what it holds and closes.
+// the next start, without counting as failed attempts) and stops its engines; the HTTP server
+// lets requests in flight finish; the actors stop (scheduler, template processor, webhook
+// dispatcher); the store commits what it holds and closes.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
 	cfg, err := serveConfig(args, stderr)
 	if err != nil {

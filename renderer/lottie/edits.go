@@ -14,19 +14,17 @@ import (
 // matter).
 var DataProperties = []string{"Source Text", "Opacity", "Position", "Scale", "Rotation", "Fill Color"}
 
-// CheckError says which field of an asset the engine cannot take, and why.
-type CheckError struct {
+// Refusal says which field of an asset the engine cannot take, and why.
+type Refusal struct {
 	Field string
 	Err   error
 }
-
-func (e *CheckError) Error() string { return e.Field + ": " + e.Err.Error() }
 
 // Check tells, before any render, whether this engine can apply an asset: its type, and for
 // text and data assets their values. The same parsing applies the asset at render time, so what
 // Check accepts renders. Function assets are checked by renderer.ParseFunction, layer and
 // composition names by the caller against the template's inspection.
-func Check(a renderer.Asset) *CheckError {
+func Check(a renderer.Asset) *Refusal {
 	var err error
 	field := "value"
 	switch a.Type {
@@ -44,7 +42,7 @@ func Check(a renderer.Asset) *CheckError {
 		field, err = "type", fmt.Errorf("%s assets are an After Effects feature; the lottie engine cannot apply them", a.Type)
 	}
 	if err != nil {
-		return &CheckError{Field: field, Err: err}
+		return &Refusal{Field: field, Err: err}
 	}
 	return nil
 }
