@@ -180,19 +180,14 @@ func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) 
 // upload sends the output where the job wants it. Failures are retryable: the render itself
 // succeeded.
 func (f *fileMover) upload(ctx context.Context, out protocol.Output, file string) error {
-	var err error
-	if out.S3 != nil {
-		err = f.uploadS3(ctx, out.S3, file)
-	} else {
-		err = f.put(ctx, out.PutURL, file)
-	}
+	err := f.sendFile(ctx, out, file)
 	if err != nil {
 		return fmt.Errorf("%w: uploading the output failed: %w", renderer.ErrRetryable, err)
 	}
 	return nil
 }
 
-func (f *fileMover) put(ctx context.Context, putURL, file string) error {
+func (f *fileMover) sendFile(ctx context.Context, out protocol.Output, file string) error {
 	body, err := os.Open(file)
 	if err != nil {
 		return err
@@ -202,11 +197,18 @@ func (f *fileMover) put(ctx context.Context, putURL, file string) error {
 	if err != nil {
 		return err
 	}
+	if out.S3 != nil {
+		return f.uploadS3(ctx, out.S3, body, info.Size())
+	}
+	return f.put(ctx, out.PutURL, body, info.Size())
+}
+
+func (f *fileMover) put(ctx context.Context, putURL string, body io.Reader, size int64) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, putURL, body)
 	if err != nil {
 		return err
 	}
-	req.ContentLength = info.Size()
+	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/octet-stream")
 	resp, err := f.Internal.Do(req)
 	if err != nil {
@@ -222,7 +224,7 @@ func (f *fileMover) put(ctx context.Context, putURL, file string) error {
 
 // uploadS3 puts the output into the job's bucket: AWS S3 by region, or any S3-compatible service
 // at endpoint (path-style addressing, which they all understand).
-func (f *fileMover) uploadS3(ctx context.Context, t *protocol.S3Target, file string) error {
+func (f *fileMover) uploadS3(ctx context.Context, t *protocol.S3Target, body io.ReadSeeker, size int64) error {
 	opts := s3.Options{
 		Region:      t.Region,
 		Credentials: aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(t.AccessKeyID, t.SecretAccessKey, "")),
@@ -237,21 +239,12 @@ func (f *fileMover) uploadS3(ctx context.Context, t *protocol.S3Target, file str
 		}
 		opts.BaseEndpoint, opts.UsePathStyle = aws.String(t.Endpoint), true
 	}
-	body, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer body.Close()
-	info, err := body.Stat()
-	if err != nil {
-		return err
-	}
 	in := &s3.PutObjectInput{Bucket: aws.String(t.Bucket), Key: aws.String(t.Key), Body: body,
-		ContentLength: aws.Int64(info.Size()), ContentType: aws.String(renderer.ContentType(path.Ext(t.Key)))}
+		ContentLength: aws.Int64(size), ContentType: aws.String(renderer.ContentType(path.Ext(t.Key)))}
 	if t.ACL != "" {
 		in.ACL = types.ObjectCannedACL(t.ACL)
 	}
-	_, err = s3.New(opts).PutObject(ctx, in)
+	_, err := s3.New(opts).PutObject(ctx, in)
 	return err
 }
 

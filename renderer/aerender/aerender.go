@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,14 +142,13 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	case f != nil:
 		args = append(args, "-s", strconv.Itoa(f.Start), "-e", strconv.Itoa(f.End))
 	}
-	if err := r.run(ctx, args, task.Log, report); err != nil {
-		if failure, readErr := os.ReadFile(p.FailureFile); readErr == nil {
-			return fmt.Errorf("applying the assets failed: %s", strings.TrimSpace(string(failure)))
-		}
-		return err
-	}
+	runErr := r.run(ctx, args, task.Log, report)
+	// A failing asset is the story even when aerender went on and failed later for it.
 	if failure, err := os.ReadFile(p.FailureFile); err == nil {
 		return fmt.Errorf("applying the assets failed: %s", strings.TrimSpace(string(failure)))
+	}
+	if runErr != nil {
+		return runErr
 	}
 	if aepOutput {
 		if _, err := os.Stat(p.SaveTo); err != nil {
@@ -203,15 +201,9 @@ func stageAssets(projectDir string, assets []renderer.Asset) ([]renderer.Asset, 
 // folder, where After Effects finds them.
 func (r *Renderer) installFonts(projectDir string, task *renderer.Task) error {
 	fonts := append([]renderer.FontFile(nil), task.Fonts...)
-	filepath.WalkDir(projectDir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			switch strings.ToLower(filepath.Ext(p)) {
-			case ".ttf", ".otf", ".ttc":
-				fonts = append(fonts, renderer.FontFile{FileName: d.Name(), Path: p})
-			}
-		}
-		return nil
-	})
+	for _, p := range workfiles.Find(projectDir, ".ttf", ".otf", ".ttc") {
+		fonts = append(fonts, renderer.FontFile{FileName: filepath.Base(p), Path: p})
+	}
 	if len(fonts) == 0 {
 		return nil
 	}

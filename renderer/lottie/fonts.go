@@ -2,13 +2,13 @@ package lottie
 
 import (
 	"encoding/base64"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/fontfile"
+	"github.com/framefarm/framefarm/renderer/workfiles"
 )
 
 // maxFontBytes caps a font file embedded into an animation.
@@ -38,15 +38,9 @@ func (f fontSet) add(path, fileName string) {
 // win, the job named them.
 func collectFonts(dir string, team []renderer.FontFile) fontSet {
 	f := fontSet{}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			switch strings.ToLower(filepath.Ext(p)) {
-			case ".ttf", ".otf":
-				f.add(p, d.Name())
-			}
-		}
-		return nil
-	})
+	for _, p := range workfiles.Find(dir, ".ttf", ".otf") {
+		f.add(p, filepath.Base(p))
+	}
 	for _, tf := range team {
 		f.add(tf.Path, tf.FileName)
 	}

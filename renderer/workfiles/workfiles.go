@@ -10,6 +10,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // Copy copies src to a new file dst of at most limit bytes (limit <= 0: no limit).
@@ -78,4 +80,17 @@ func Zip(dir, out string, method uint16) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Find lists the files under dir whose extension is one of exts (lower case, with the dot),
+// whatever the case of their names.
+func Find(dir string, exts ...string) []string {
+	var found []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && slices.Contains(exts, strings.ToLower(filepath.Ext(p))) {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
 }

@@ -46,3 +46,19 @@ func TestZipKeepsRelativePathsInOrder(t *testing.T) {
 		t.Fatal("an empty folder was zipped")
 	}
 }
+
+func TestFindByExtension(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"fonts/A.TTF", "fonts/b.otf", "c.ttc", "readme.txt"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o700)
+		os.WriteFile(filepath.Join(dir, name), nil, 0o600)
+	}
+	var got []string
+	for _, p := range Find(dir, ".ttf", ".otf") {
+		rel, _ := filepath.Rel(dir, p)
+		got = append(got, filepath.ToSlash(rel))
+	}
+	if strings.Join(got, ",") != "fonts/A.TTF,fonts/b.otf" {
+		t.Fatalf("found %v", got)
+	}
+}
