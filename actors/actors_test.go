@@ -92,6 +92,18 @@ func (f *fixture) queue(team ulid.ULID, priority, n int) []ulid.ULID {
 	return out
 }
 
+// runAgent connects a real node agent to the coordinator, in the coordinator's actor system.
+func (f *fixture) runAgent(agent *node.Agent) {
+	f.t.Helper()
+	if err := agent.Start(f.coord.ActorSystem(), "agent-"+ulid.Make().String()); err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	agent.Connect(f.coord.NodeGateway())
+	go agent.Run(ctx)
+}
+
 // advanceWhenArmed waits until a timer of duration d is set, then moves the clock past it.
 func (f *fixture) advanceWhenArmed(d time.Duration) {
 	f.t.Helper()
@@ -197,7 +209,7 @@ func (r *recorder) JobActorStopped(id ulid.ULID) {
 	r.notify()
 }
 
-func (r *recorder) StaleReport() {
+func (r *recorder) StaleReport(ulid.ULID, int, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stale++
@@ -235,7 +247,8 @@ func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobStat
 	r.until(t, fmt.Sprintf("job %s to be %s", id, state), func() bool { return slices.Contains(r.states[id], state) })
 }
 
-// testNode is a render node speaking the real protocol, driven by the test.
+// testNode is a render node speaking the real protocol through the coordinator's gateway,
+// driven by the test. It sends no heartbeats: tests that move the clock set a long lease.
 type testNode struct {
 	assigned chan assignment
 }
@@ -248,14 +261,34 @@ type assignment struct {
 func (f *fixture) attachTestNode(id string, slots int) *testNode {
 	f.t.Helper()
 	n := &testNode{assigned: make(chan assignment, 1000)}
-	pid := f.coord.ActorSystem().Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(*protocol.Assign); ok {
-			sender, system := ctx.Sender(), ctx.ActorSystem()
-			n.assigned <- assignment{msg: m, reply: func(x any) { system.Root.Send(sender, x) }}
+	system, gateway := f.coord.ActorSystem(), f.coord.NodeGateway()
+	reply := func(x any) {
+		switch m := x.(type) {
+		case *protocol.Progress:
+			m.NodeID = id
+		case *protocol.Done:
+			m.NodeID = id
+		case *protocol.Failed:
+			m.NodeID = id
+		}
+		system.Root.Send(gateway, protocol.Wrap(x))
+	}
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if env, ok := ctx.Message().(*protocol.Envelope); ok {
+			if m, err := protocol.Open(env); err == nil {
+				if a, ok := m.(*protocol.Assign); ok {
+					n.assigned <- assignment{msg: a, reply: reply}
+				}
+			}
 		}
 	}))
-	if err := f.coord.AttachNode(protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots}, pid); err != nil {
+	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: pid.Address, AgentID: pid.Id, Incarnation: "1"}
+	res, err := system.Root.RequestFuture(gateway, protocol.Wrap(hello), wait).Result()
+	if err != nil {
 		f.t.Fatal(err)
+	}
+	if w, err := protocol.Open(res.(*protocol.Envelope)); err != nil || !w.(*protocol.Welcome).Accepted {
+		f.t.Fatalf("node refused: %v %+v", err, w)
 	}
 	return n
 }
@@ -435,7 +468,7 @@ func (r *hangingRenderer) Render(ctx context.Context, task *renderer.Task, _ fun
 // TestSilentRenderIsRequeuedOnTheInjectedClock: a render that reports nothing for the silence
 // limit is stopped and its job queued again; no test time passes.
 func TestSilentRenderIsRequeuedOnTheInjectedClock(t *testing.T) {
-	f := newFixture(t, actors.Config{SilenceTimeout: 10 * time.Minute, MaxAttempts: 3})
+	f := newFixture(t, actors.Config{SilenceTimeout: 10 * time.Minute, MaxAttempts: 3, NodeLease: 24 * time.Hour})
 	r := &hangingRenderer{started: make(chan *renderer.Task, 10), results: make(chan error, 10)}
 	agent, err := node.New(node.Config{NodeID: "embedded", Slots: 1, DataDir: t.TempDir()}, []renderer.Renderer{r},
 		node.Transfers{Internal: http.DefaultClient, External: http.DefaultClient}, f.clock, slog.New(slog.DiscardHandler))
@@ -443,9 +476,7 @@ func TestSilentRenderIsRequeuedOnTheInjectedClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(agent.Stop)
-	if err := f.coord.AttachNode(agent.Hello(), f.coord.ActorSystem().Root.Spawn(agent.Props())); err != nil {
-		t.Fatal(err)
-	}
+	f.runAgent(agent)
 	id := f.queue(f.team, 0, 1)[0]
 	first := <-r.started
 	f.advanceWhenArmed(10 * time.Minute)

@@ -57,6 +57,16 @@ type Config struct {
 	TemplateMaxBytes int64
 	// TemplateDownloadTimeout bounds the fetch of a template's src [30m].
 	TemplateDownloadTimeout time.Duration
+	// HeartbeatInterval is how often render nodes send a heartbeat [1s].
+	HeartbeatInterval time.Duration
+	// NodeLease is how long a node may go without a heartbeat before it is lost and its attempts
+	// run elsewhere [5s].
+	NodeLease time.Duration
+	// NodeFailureLimit is how many renders in a row may fail on one node before it is
+	// quarantined until an operator clears it [3].
+	NodeFailureLimit int
+	// ClusterKey is the key nodes prove they hold when they join (empty: no proof asked).
+	ClusterKey []byte
 }
 
 func (c *Config) setDefaults() {
@@ -74,6 +84,9 @@ func (c *Config) setDefaults() {
 	setDefault(&c.NodeURLTTL, 24*time.Hour)
 	setDefault(&c.TemplateMaxBytes, 2<<30)
 	setDefault(&c.TemplateDownloadTimeout, 30*time.Minute)
+	setDefault(&c.HeartbeatInterval, time.Second)
+	setDefault(&c.NodeLease, 5*time.Second)
+	setDefault(&c.NodeFailureLimit, 3)
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -94,9 +107,20 @@ type Observer interface {
 	// TemplateStatusChanged reports a durable template status.
 	TemplateStatusChanged(templateID ulid.ULID, status persistence.TemplateStatus)
 	RenderFinished(engine string, d time.Duration)
-	// StaleReport counts a node report rejected because its attempt is no longer current.
-	StaleReport()
+	// StaleReport reports a node's report rejected because its attempt is no longer current
+	// (what is "progress", "done" or "failure").
+	StaleReport(jobID ulid.ULID, attempt int, what string)
 	Requeued()
+	// Assigned reports an assignment sent to a node, with how long its job waited in the queue.
+	Assigned(queued time.Duration)
+	// NodeStateChanged reports a render node's new state; from is "" for a new node.
+	NodeStateChanged(nodeID, from, to string)
+	// NodeRender reports a render a node finished (ok) or failed.
+	NodeRender(nodeID string, ok bool)
+	// LeaseExpired counts a node lost because its heartbeats stopped.
+	LeaseExpired()
+	// NodeMessageRefused counts a node message that could not be opened (unknown kind, bad data).
+	NodeMessageRefused(kind string)
 	// WebhookAttempt reports one recorded delivery attempt: "delivered", "retrying" or "failed".
 	WebhookAttempt(jobID ulid.ULID, result string)
 }
@@ -130,6 +154,7 @@ type Coordinator struct {
 	batches *registry
 
 	scheduler *actor.PID
+	gateway   *actor.PID
 	webhooks  *actor.PID
 	templates *actor.PID
 	nodes     *nodeDirectory
@@ -173,6 +198,10 @@ func (c *Coordinator) Start() error {
 		return err
 	}
 	c.scheduler = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newScheduler(c) }))
+	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &nodeGateway{c: c} }), GatewayName)
+	if err != nil {
+		return fmt.Errorf("node gateway: %w", err)
+	}
 	c.webhooks = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newWebhookDispatcher(c) }))
 	c.templates = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTemplateProcessor(c) }))
 	resumed := 0
@@ -190,12 +219,13 @@ func (c *Coordinator) Start() error {
 	return nil
 }
 
-// Stop stops the actors in order: the scheduler first (no new dispatches), then the template
+// Stop stops the actors in order: the node gateway and the scheduler first (no node reports
+// taken, no new dispatches), then the template
 // processor and the webhook dispatcher (unfinished work stays in the store and resumes at the
 // next start), and finally records that the shutdown was clean. The caller stops HTTP intake and
 // render nodes before, and closes the store after.
 func (c *Coordinator) Stop(ctx context.Context) {
-	for _, pid := range []*actor.PID{c.scheduler, c.templates, c.webhooks} {
+	for _, pid := range []*actor.PID{c.gateway, c.scheduler, c.templates, c.webhooks} {
 		if err := c.system.Root.StopFuture(pid).Wait(); err != nil {
 			c.log.Warn("actor did not stop cleanly", "pid", pid.String(), "err", err)
 		}

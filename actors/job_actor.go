@@ -140,7 +140,14 @@ func (a *jobActor) restartIdle(ctx actor.Context) {
 }
 
 func (a *jobActor) enqueue(ctx actor.Context) {
-	ctx.Send(a.c.scheduler, &jobQueued{jobID: a.job.ID, teamID: a.job.TeamID, engine: a.job.Engine, priority: a.job.Priority})
+	var avoid []string
+	for _, f := range a.job.Failures {
+		if !slices.Contains(avoid, f.Node) {
+			avoid = append(avoid, f.Node)
+		}
+	}
+	ctx.Send(a.c.scheduler, &jobQueued{jobID: a.job.ID, teamID: a.job.TeamID, engine: a.job.Engine, tags: a.job.Tags,
+		priority: a.job.Priority, avoid: avoid})
 }
 
 // resumeWaiting loads a pending parent's children and acts on what they already did.
@@ -196,7 +203,7 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 				return
 			}
 			ctx.Send(a.c.scheduler, &offerClaimed{jobID: a.job.ID})
-			ctx.Send(o.node, &assign{job: a.job})
+			ctx.Send(o.node, &assign{job: a.job, queuedAt: o.queuedAt})
 		})
 	if err != nil {
 		ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
@@ -204,19 +211,29 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 }
 
 // current reports whether a node's report belongs to the attempt now rendering; anything else is
-// a stale attempt and is rejected.
-func (a *jobActor) current(attempt int, what string) bool {
+// a stale attempt and is rejected. A stale result is recorded in the job's log.
+func (a *jobActor) current(attempt int, what, node string) bool {
 	if a.job.State == persistence.JobRendering && attempt == a.job.Attempts {
 		return true
 	}
-	a.log().Warn("rejected a report from a stale attempt", "report", what, "attempt", attempt,
+	a.log().Warn("rejected a report from a stale attempt", "report", what, "attempt", attempt, "node", node,
 		"current_attempt", a.job.Attempts, "state", a.job.State.String())
-	a.c.Observer.StaleReport()
+	a.c.Observer.StaleReport(a.job.ID, attempt, what)
+	if what != "progress" {
+		line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
+			what, attempt, node, a.job.State, a.job.Attempts)
+		jobID := a.job.ID
+		a.c.Store.UpdateAsync(func(tx *persistence.Tx) error { return tx.AppendLog(jobID, line) }, func(err error) {
+			if err != nil {
+				a.c.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
+			}
+		})
+	}
 	return false
 }
 
 func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
-	if !a.current(p.attempt, "progress") {
+	if !a.current(p.attempt, "progress", "") {
 		return
 	}
 	percent := min(max(p.percent, 0), 100)
@@ -235,7 +252,7 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 }
 
 func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
-	if !a.current(d.attempt, "done") {
+	if !a.current(d.attempt, "done", d.node) {
 		return
 	}
 	now := a.c.Clock.Now()
@@ -254,7 +271,7 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 }
 
 func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
-	if !a.current(f.attempt, "failure") {
+	if !a.current(f.attempt, "failure", f.node) {
 		return
 	}
 	now := a.c.Clock.Now()

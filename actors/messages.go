@@ -13,8 +13,9 @@ import (
 type (
 	// offer: the scheduler reserved a slot on a node for this job.
 	offer struct {
-		node   *actor.PID
-		nodeID string
+		node     *actor.PID
+		nodeID   string
+		queuedAt time.Time
 	}
 	// renderProgress, renderDone, renderFailed: a node's reports, forwarded by its NodeActor.
 	renderProgress struct {
@@ -69,7 +70,10 @@ type (
 		jobID    ulid.ULID
 		teamID   ulid.ULID
 		engine   string
+		tags     []string
 		priority int
+		// avoid are the nodes the job failed on.
+		avoid []string
 	}
 	jobWithdrawn  struct{ jobID ulid.ULID }
 	offerClaimed  struct{ jobID ulid.ULID }
@@ -78,17 +82,16 @@ type (
 		nodeID string
 		jobID  ulid.ULID
 	}
+	// nodeReady: the node takes work; busy are the attempts it holds, by job, with their teams.
 	nodeReady struct {
-		nodeID  string
-		pid     *actor.PID
-		engines []string
-		slots   int
+		nodeID      string
+		pid         *actor.PID
+		engines     []string
+		slots       int
+		requireTags []string
+		busy        map[ulid.ULID]ulid.ULID
 	}
-	nodeGone struct{ nodeID string }
-)
-
-// Messages to a NodeActor.
-type (
-	// assign asks the node to render the job (already moved to render:dorender).
-	assign struct{ job *persistence.Job }
+	// nodePaused: the node keeps what it holds but takes no new work.
+	nodePaused struct{ nodeID string }
+	nodeGone   struct{ nodeID string }
 )

@@ -1,203 +1,413 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/persistence"
 )
 
-// Node states as the coordinator sees them.
-const (
-	NodeReady    = "ready"
-	NodeDraining = "draining"
-	NodeLeft     = "left"
-)
-
-// nodeActor stands for one render node inside the coordinator: it hands the node its
-// assignments, forwards the node's reports to the jobs, and frees the node's slots.
+// nodeActor stands for one render node inside the coordinator. It holds the node's lease: every
+// heartbeat renews it, and when none came for Config.NodeLease (the node died, hung, or is cut
+// off) every attempt the node held is lost and its job queued again under a new attempt number.
+// Its states are in STATE_MACHINE.md ("Render nodes"); setState is the one place they change.
 type nodeActor struct {
 	c     *Coordinator
 	hello protocol.Hello
 	agent *actor.PID
 	log   *slog.Logger
-	// running maps the jobs this node renders to their attempt and team.
-	running map[ulid.ULID]runningAttempt
+	state string
+	// why says what put the node in its state (lost, quarantined, drained).
+	why string
+	// seq numbers the assignments sent to the node's current incarnation.
+	seq           uint64
+	running       map[ulid.ULID]*heldAttempt
+	lastHeartbeat time.Time
+	// failStreak holds the distinct jobs that failed on the node since its last finished
+	// render: one broken job failing again is not the node's fault, many different ones are.
+	failStreak map[ulid.ULID]bool
+	// adminDrain: an operator drained the node; it is told so at its next heartbeat.
+	adminDrain bool
+	tick       interface{ Stop() bool }
 }
 
-type runningAttempt struct {
+type heldAttempt struct {
 	attempt int
 	team    ulid.ULID
+	seq     uint64
+	percent float64
+	// progressAt is when the attempt last moved; a render that stays still past the silence
+	// limit is taken back even if the node keeps sending heartbeats.
+	progressAt time.Time
 }
 
-// nodeLeft tells a NodeActor its node is gone; its attempts are lost.
-type nodeLeft struct{ reason string }
+// Messages to a NodeActor.
+type (
+	// assign asks the node to render the job (already moved to render:dorender).
+	assign struct {
+		job      *persistence.Job
+		queuedAt time.Time
+	}
+	// fromNode is a message of the node, with whom to answer.
+	fromNode struct {
+		msg    any
+		sender *actor.PID
+	}
+	// leaseTick makes the actor check its node's lease.
+	leaseTick struct{}
+	// nodeLeft tells a NodeActor membership saw an incarnation of its node leave or die.
+	nodeLeft struct{ incarnation, reason string }
+	// nodeCommand is an operator's drain or clear; it answers with the node's NodeInfo.
+	nodeCommand struct{ drain bool }
+)
+
+func newNodeActor(c *Coordinator, hello *protocol.Hello) *nodeActor {
+	n := &nodeActor{c: c, hello: *hello, log: c.log.With("node", hello.NodeID), running: map[ulid.ULID]*heldAttempt{},
+		failStreak: map[ulid.ULID]bool{}, state: NodeJoined}
+	// An operator's quarantine or drain outlives the node's restarts and the coordinator's.
+	c.Store.View(func(tx *persistence.Tx) error {
+		if why := tx.Meta(nodeHoldKey(hello.NodeID)); why != "" {
+			n.state, n.why = NodeQuarantined, why
+			if strings.HasPrefix(why, drainedByOperator) {
+				n.state, n.adminDrain = NodeDraining, true
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+const drainedByOperator = "drained by an operator"
+
+func nodeHoldKey(nodeID string) string { return "node_hold/" + nodeID }
 
 func (n *nodeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		n.publish(NodeReady, ctx)
-		ctx.Send(n.c.scheduler, &nodeReady{nodeID: n.hello.NodeID, pid: ctx.Self(), engines: n.hello.Engines, slots: n.hello.Slots})
+		n.scheduleTick(ctx)
+	case *actor.Stopping:
+		if n.tick != nil {
+			n.tick.Stop()
+		}
+	case *fromNode:
+		n.fromNode(ctx, m)
 	case *assign:
 		n.assign(ctx, m)
-	case *protocol.Progress:
-		n.c.tellJob(n.jobID(m.JobID), &renderProgress{attempt: m.Attempt, percent: m.Percent})
-		n.publish(NodeReady, ctx)
-	case *protocol.Done:
-		jobID := n.jobID(m.JobID)
-		n.c.tellJob(jobID, &renderDone{attempt: m.Attempt, node: n.hello.NodeID, duration: m.Duration, log: m.Log})
-		n.finish(ctx, jobID, m.Attempt)
-	case *protocol.Failed:
-		jobID := n.jobID(m.JobID)
-		n.c.tellJob(jobID, &renderFailed{attempt: m.Attempt, node: n.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log})
-		n.finish(ctx, jobID, m.Attempt)
+	case *leaseTick:
+		n.checkLease(ctx)
+		n.scheduleTick(ctx)
 	case *nodeLeft:
-		for jobID, r := range n.running {
-			n.c.tellJob(jobID, &renderFailed{attempt: r.attempt, node: n.hello.NodeID, err: "render node left: " + m.reason, retryable: true})
+		if n.state != NodeLeft && n.state != NodeLost && m.incarnation == n.hello.Incarnation {
+			n.lose(ctx, m.reason)
+			n.publish()
 		}
-		n.running = map[ulid.ULID]runningAttempt{}
-		ctx.Send(n.c.scheduler, &nodeGone{nodeID: n.hello.NodeID})
-		n.c.nodes.remove(n.hello.NodeID)
-		ctx.Stop(ctx.Self())
+	case *nodeCommand:
+		n.command(ctx, m)
 	}
 }
 
-func (n *nodeActor) jobID(s string) ulid.ULID {
-	id, err := ulid.ParseStrict(s)
-	if err != nil {
-		n.log.Warn("node reported on an invalid job id", "job", s)
-	}
-	return id
+func (n *nodeActor) scheduleTick(ctx actor.Context) {
+	self, system := ctx.Self(), ctx.ActorSystem()
+	n.tick = n.c.Clock.AfterFunc(n.c.cfg.HeartbeatInterval, func() { system.Root.Send(self, &leaseTick{}) })
 }
+
+func (n *nodeActor) fromNode(ctx actor.Context, m *fromNode) {
+	answer := func(msg any) {
+		if m.sender != nil {
+			ctx.Send(m.sender, protocol.Wrap(msg))
+		}
+	}
+	switch msg := m.msg.(type) {
+	case *protocol.Hello:
+		answer(n.onHello(ctx, msg))
+	case *protocol.Heartbeat:
+		answer(n.onHeartbeat(ctx, msg))
+	case *protocol.Progress:
+		if r := n.running[n.jobID(msg.JobID)]; r != nil && r.attempt == msg.Attempt && msg.Percent != r.percent {
+			r.percent, r.progressAt = msg.Percent, n.c.Clock.Now()
+		}
+		n.c.tellJob(n.jobID(msg.JobID), &renderProgress{attempt: msg.Attempt, percent: msg.Percent})
+	case *protocol.Done:
+		jobID := n.jobID(msg.JobID)
+		n.c.tellJob(jobID, &renderDone{attempt: msg.Attempt, node: n.hello.NodeID, duration: msg.Duration, log: msg.Log})
+		if n.release(ctx, jobID, msg.Attempt) {
+			clear(n.failStreak)
+			n.c.Observer.NodeRender(n.hello.NodeID, true)
+		}
+		answer(&protocol.FinalAck{JobID: msg.JobID, Attempt: msg.Attempt})
+	case *protocol.Failed:
+		jobID := n.jobID(msg.JobID)
+		n.c.tellJob(jobID, &renderFailed{attempt: msg.Attempt, node: n.hello.NodeID, err: msg.Error,
+			retryable: msg.Retryable, log: msg.Log, countless: msg.NotStarted})
+		if n.release(ctx, jobID, msg.Attempt) && !msg.NotStarted {
+			n.c.Observer.NodeRender(n.hello.NodeID, false)
+			n.failStreak[jobID] = true
+			if len(n.failStreak) >= n.c.cfg.NodeFailureLimit && n.state == NodeReady {
+				n.hold(ctx, NodeQuarantined, fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(n.failStreak), msg.Error))
+			}
+		}
+		answer(&protocol.FinalAck{JobID: msg.JobID, Attempt: msg.Attempt})
+	case *protocol.Drain:
+		if n.state == NodeReady || n.state == NodeSuspect {
+			n.setState(ctx, NodeDraining, "the node is stopping")
+		}
+	case *protocol.Bye:
+		n.lose(ctx, "the node left the farm")
+		n.setState(ctx, NodeLeft, "the node left the farm")
+	}
+	n.publish()
+}
+
+// onHello (re)admits the node. A new incarnation has lost what the previous one held; attempts
+// the node holds but the coordinator has moved past are abandoned.
+func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welcome {
+	if h.Incarnation != n.hello.Incarnation || n.state == NodeLost || n.state == NodeLeft {
+		n.loseAttempts(ctx, "the render node restarted", func(id ulid.ULID, r *heldAttempt) bool {
+			return !slices.ContainsFunc(h.Running, func(s protocol.AttemptStatus) bool { return s.JobID == id.String() && s.Attempt == r.attempt })
+		})
+		n.seq = 0
+	}
+	n.hello = *h
+	n.agent = actor.NewPID(h.AgentAddress, h.AgentID)
+	n.log = n.c.log.With("node", h.NodeID)
+	n.lastHeartbeat = n.c.Clock.Now()
+	n.abandonUnknown(ctx, h.Running)
+	switch {
+	case h.Draining:
+		n.setState(ctx, NodeDraining, "the node is stopping")
+	case n.state == NodeQuarantined || (n.state == NodeDraining && n.adminDrain):
+		n.setState(ctx, n.state, n.why)
+	default:
+		n.setState(ctx, NodeReady, "")
+	}
+	n.log.Info("render node joined", "engines", h.Engines, "slots", h.Slots, "version", h.Version, "state", n.state)
+	return &protocol.Welcome{Accepted: true, HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease}
+}
+
+func (n *nodeActor) onHeartbeat(ctx actor.Context, hb *protocol.Heartbeat) *protocol.HeartbeatAck {
+	if hb.Incarnation != n.hello.Incarnation || n.state == NodeLost || n.state == NodeLeft || n.state == NodeJoined {
+		return &protocol.HeartbeatAck{Known: false}
+	}
+	now := n.c.Clock.Now()
+	n.lastHeartbeat = now
+	if n.state == NodeSuspect {
+		n.setState(ctx, NodeReady, "")
+	}
+	for _, s := range hb.Running {
+		if r := n.running[n.jobID(s.JobID)]; r != nil && r.attempt == s.Attempt && s.Percent != r.percent {
+			r.percent, r.progressAt = s.Percent, now
+		}
+	}
+	// An assignment the node has seen but no longer holds ended without a result reaching us.
+	n.loseAttempts(ctx, "the render node no longer holds the attempt", func(id ulid.ULID, r *heldAttempt) bool {
+		return r.seq <= hb.Seq && !slices.ContainsFunc(hb.Running, func(s protocol.AttemptStatus) bool { return s.JobID == id.String() && s.Attempt == r.attempt })
+	})
+	return &protocol.HeartbeatAck{Known: true, Abandon: n.abandonList(hb.Running), Drain: n.adminDrain}
+}
+
+// abandonList names the attempts the node holds that are not (or no longer) its assignments.
+func (n *nodeActor) abandonList(held []protocol.AttemptStatus) []protocol.Abandon {
+	var out []protocol.Abandon
+	for _, s := range held {
+		if r := n.running[n.jobID(s.JobID)]; r == nil || r.attempt != s.Attempt {
+			if s.Percent >= 100 {
+				continue // a result on its way: it is acked (and fenced) when it arrives
+			}
+			out = append(out, protocol.Abandon{JobID: s.JobID, Attempt: s.Attempt, Reason: "the attempt is no longer the job's current one"})
+		}
+	}
+	return out
+}
+
+func (n *nodeActor) abandonUnknown(ctx actor.Context, held []protocol.AttemptStatus) {
+	for _, a := range n.abandonList(held) {
+		ctx.Send(n.agent, protocol.Wrap(&a))
+	}
+}
+
+func (n *nodeActor) jobID(s string) ulid.ULID { return parseJobID(s) }
 
 func (n *nodeActor) assign(ctx actor.Context, m *assign) {
 	job := m.job
+	if n.state != NodeReady {
+		// The offer raced the node's loss or drain: the attempt never started.
+		n.c.tellJob(job.ID, &renderFailed{attempt: job.Attempts, node: n.hello.NodeID, err: "the render node is " + n.state,
+			retryable: true, countless: true})
+		ctx.Send(n.c.scheduler, &slotFreed{nodeID: n.hello.NodeID, jobID: job.ID})
+		return
+	}
 	task, err := n.c.buildTask(job)
 	if err != nil {
 		n.c.tellJob(job.ID, &renderFailed{attempt: job.Attempts, node: n.hello.NodeID, err: err.Error()})
 		ctx.Send(n.c.scheduler, &slotFreed{nodeID: n.hello.NodeID, jobID: job.ID})
 		return
 	}
-	n.running[job.ID] = runningAttempt{attempt: job.Attempts, team: job.TeamID}
-	ctx.Request(n.agent, &protocol.Assign{JobID: job.ID.String(), Attempt: job.Attempts, Task: task})
-	n.publish(NodeReady, ctx)
+	n.seq++
+	now := n.c.Clock.Now()
+	n.running[job.ID] = &heldAttempt{attempt: job.Attempts, team: job.TeamID, seq: n.seq, progressAt: now}
+	ctx.Send(n.agent, protocol.Wrap(&protocol.Assign{Seq: n.seq, JobID: job.ID.String(), Attempt: job.Attempts, Task: task}))
+	n.c.Observer.Assigned(now.Sub(m.queuedAt))
+	n.publish()
 }
 
-// finish frees the slot of an attempt that ended; a report for an attempt the node no longer
-// runs frees nothing.
-func (n *nodeActor) finish(ctx actor.Context, jobID ulid.ULID, attempt int) {
-	if r, ok := n.running[jobID]; ok && r.attempt == attempt {
-		delete(n.running, jobID)
-		ctx.Send(n.c.scheduler, &slotFreed{nodeID: n.hello.NodeID, jobID: jobID})
+// release frees the slot of an attempt that ended; a report for an attempt the node no longer
+// holds frees nothing and returns false.
+func (n *nodeActor) release(ctx actor.Context, jobID ulid.ULID, attempt int) bool {
+	r, ok := n.running[jobID]
+	if !ok || r.attempt != attempt {
+		return false
 	}
-	n.publish(NodeReady, ctx)
+	delete(n.running, jobID)
+	ctx.Send(n.c.scheduler, &slotFreed{nodeID: n.hello.NodeID, jobID: jobID})
+	return true
 }
 
-func (n *nodeActor) publish(state string, _ actor.Context) {
+// loseAttempts fails the held attempts lost says are lost; their jobs are queued again.
+func (n *nodeActor) loseAttempts(ctx actor.Context, reason string, lost func(ulid.ULID, *heldAttempt) bool) {
+	for jobID, r := range n.running {
+		if lost(jobID, r) {
+			n.log.Warn("attempt lost", "job", jobID.String(), "attempt", r.attempt, "reason", reason)
+			n.c.tellJob(jobID, &renderFailed{attempt: r.attempt, node: n.hello.NodeID, err: reason, retryable: true})
+			n.release(ctx, jobID, r.attempt)
+		}
+	}
+}
+
+// checkLease declares the node suspect after two missed heartbeats and lost once its lease
+// expired; it also takes back attempts that stopped moving for the silence limit.
+func (n *nodeActor) checkLease(ctx actor.Context) {
+	now := n.c.Clock.Now()
+	since := now.Sub(n.lastHeartbeat)
+	switch n.state {
+	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect:
+	default:
+		return
+	}
+	if since > n.c.cfg.NodeLease {
+		n.c.Observer.LeaseExpired()
+		n.lose(ctx, fmt.Sprintf("no heartbeat for %s (lease expired)", since.Round(time.Millisecond)))
+		n.publish()
+		return
+	}
+	if since > 2*n.c.cfg.HeartbeatInterval && n.state == NodeReady {
+		n.setState(ctx, NodeSuspect, fmt.Sprintf("no heartbeat for %s", since.Round(time.Millisecond)))
+	}
+	limit := n.c.cfg.SilenceTimeout + n.c.cfg.NodeLease
+	for jobID, r := range n.running {
+		if now.Sub(r.progressAt) > limit {
+			ctx.Send(n.agent, protocol.Wrap(&protocol.Abandon{JobID: jobID.String(), Attempt: r.attempt, Reason: "no progress"}))
+		}
+	}
+	n.loseAttempts(ctx, fmt.Sprintf("the render made no progress for %s", limit), func(_ ulid.ULID, r *heldAttempt) bool {
+		return now.Sub(r.progressAt) > limit
+	})
+	n.publish()
+}
+
+// lose ends the node's lease: everything it held is queued again elsewhere, and anything it
+// still reports of those attempts is fenced off.
+func (n *nodeActor) lose(ctx actor.Context, reason string) {
+	n.log.Warn("render node lost", "reason", reason, "attempts", len(n.running))
+	n.loseAttempts(ctx, "render node lost: "+reason, func(ulid.ULID, *heldAttempt) bool { return true })
+	n.setState(ctx, NodeLost, reason)
+}
+
+// hold quarantines or drains the node on the coordinator's side, durably.
+func (n *nodeActor) hold(ctx actor.Context, state, why string) {
+	err := n.c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(nodeHoldKey(n.hello.NodeID), why) })
+	if err != nil {
+		n.log.Error("cannot record the node's hold", "err", err)
+	}
+	n.log.Warn("render node takes no more work", "state", state, "reason", why)
+	n.setState(ctx, state, why)
+}
+
+func (n *nodeActor) command(ctx actor.Context, m *nodeCommand) {
+	switch {
+	case m.drain:
+		n.adminDrain = true
+		n.hold(ctx, NodeDraining, drainedByOperator)
+		ctx.Send(n.agent, protocol.Wrap(&protocol.Drain{NodeID: n.hello.NodeID}))
+	case n.state == NodeQuarantined || n.state == NodeDraining:
+		if err := n.c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(nodeHoldKey(n.hello.NodeID), "") }); err != nil {
+			n.log.Error("cannot clear the node's hold", "err", err)
+		}
+		n.adminDrain = false
+		clear(n.failStreak)
+		if !n.hello.Draining {
+			n.setState(ctx, NodeReady, "")
+		}
+	}
+	n.publish()
+	ctx.Respond(n.info())
+}
+
+// setState is the one place a node's state changes; the scheduler hears of it.
+func (n *nodeActor) setState(ctx actor.Context, state, why string) {
+	prev := n.state
+	n.state, n.why = state, why
+	switch {
+	case state == NodeReady:
+		busy := make(map[ulid.ULID]ulid.ULID, len(n.running))
+		for id, r := range n.running {
+			busy[id] = r.team
+		}
+		ctx.Send(n.c.scheduler, &nodeReady{nodeID: n.hello.NodeID, pid: ctx.Self(), engines: n.hello.Engines,
+			slots: n.hello.Slots, requireTags: n.hello.RequireTags, busy: busy})
+	case state == NodeLost || state == NodeLeft:
+		ctx.Send(n.c.scheduler, &nodeGone{nodeID: n.hello.NodeID})
+	default:
+		ctx.Send(n.c.scheduler, &nodePaused{nodeID: n.hello.NodeID})
+	}
+	if prev != state {
+		n.c.Observer.NodeStateChanged(n.hello.NodeID, prev, state)
+	}
+}
+
+func (n *nodeActor) info() NodeInfo {
 	jobs := make([]string, 0, len(n.running))
 	for id := range n.running {
 		jobs = append(jobs, id.String())
 	}
 	sort.Strings(jobs)
-	n.c.nodes.put(NodeInfo{
+	return NodeInfo{
 		ID:            n.hello.NodeID,
 		Engines:       slices.Clone(n.hello.Engines),
 		Slots:         n.hello.Slots,
-		State:         state,
+		State:         n.state,
+		Reason:        n.why,
 		Version:       n.hello.Version,
 		Labels:        n.hello.Labels,
+		RequireTags:   n.hello.RequireTags,
 		CurrentJobs:   jobs,
-		LastHeartbeat: n.c.Clock.Now(),
-	})
+		LastHeartbeat: n.lastHeartbeat,
+		FailStreak:    len(n.failStreak),
+	}
 }
+
+func (n *nodeActor) publish() { n.c.nodes.put(n.info()) }
 
 // NodeInfo is what GET /nodes shows of a node.
 type NodeInfo struct {
-	ID            string            `json:"id"`
-	Engines       []string          `json:"engines"`
-	Slots         int               `json:"slots"`
-	State         string            `json:"state"`
+	ID      string   `json:"id"`
+	Engines []string `json:"engines"`
+	Slots   int      `json:"slots"`
+	State   string   `json:"state"`
+	// Reason says why the node is in its state (lost, quarantined, draining).
+	Reason        string            `json:"reason,omitempty"`
 	Version       string            `json:"version"`
 	Labels        map[string]string `json:"labels,omitempty"`
+	RequireTags   []string          `json:"requireTags,omitempty"`
 	CurrentJobs   []string          `json:"currentJobs"`
 	LastHeartbeat time.Time         `json:"lastHeartbeat"`
+	// FailStreak counts the different jobs that failed on the node since its last success.
+	FailStreak int `json:"failStreak"`
 }
-
-// nodeDirectory keeps the latest NodeInfo of each node for readers outside the actors.
-type nodeDirectory struct {
-	mu    sync.Mutex
-	nodes map[string]NodeInfo
-	pids  map[string]*actor.PID
-}
-
-func newNodeDirectory() *nodeDirectory {
-	return &nodeDirectory{nodes: make(map[string]NodeInfo), pids: make(map[string]*actor.PID)}
-}
-
-func (d *nodeDirectory) put(info NodeInfo) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.nodes[info.ID] = info
-}
-
-func (d *nodeDirectory) remove(id string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.nodes, id)
-	delete(d.pids, id)
-}
-
-// Nodes lists the known render nodes, by id.
-func (c *Coordinator) Nodes() []NodeInfo {
-	c.nodes.mu.Lock()
-	defer c.nodes.mu.Unlock()
-	out := make([]NodeInfo, 0, len(c.nodes.nodes))
-	for _, n := range c.nodes.nodes {
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
-	return out
-}
-
-// ErrNodeExists is returned when a node id is already attached.
-var ErrNodeExists = errors.New("a node with this id is attached")
-
-// AttachNode brings a render node into the farm: agent is the node's actor that takes
-// assignments and answers with reports.
-func (c *Coordinator) AttachNode(hello protocol.Hello, agent *actor.PID) error {
-	if hello.NodeID == "" || hello.Slots < 0 {
-		return fmt.Errorf("invalid node hello: id %q, %d slots", hello.NodeID, hello.Slots)
-	}
-	c.nodes.mu.Lock()
-	defer c.nodes.mu.Unlock()
-	if c.nodes.pids[hello.NodeID] != nil {
-		return fmt.Errorf("%w: %s", ErrNodeExists, hello.NodeID)
-	}
-	c.nodes.pids[hello.NodeID] = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &nodeActor{c: c, hello: hello, agent: agent, log: c.log.With("node", hello.NodeID), running: map[ulid.ULID]runningAttempt{}}
-	}))
-	return nil
-}
-
-// DetachNode takes a node out of the farm; the attempts it was running are lost and their jobs
-// are queued again.
-func (c *Coordinator) DetachNode(nodeID, reason string) {
-	c.nodes.mu.Lock()
-	pid := c.nodes.pids[nodeID]
-	c.nodes.mu.Unlock()
-	if pid != nil {
-		c.system.Root.Send(pid, &nodeLeft{reason: reason})
-	}
-}
-
-// ActorSystem is the system the coordinator's actors run in; an embedded render node spawns
-// its agent there.
-func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,9 +15,15 @@ import (
 // scheduler matches queued jobs to free node slots. It pushes: every event that can make a match
 // possible (a job queued, a slot freed, a node ready) runs a dispatch round at once.
 //
-// Pickup order: among the jobs a free slot's node can render (engine must match), the highest
-// priority wins; among equal priorities, the team holding the fewest slots (so one team's large
-// batch cannot starve another's single job); then the oldest job.
+// Pickup order: among the jobs a free slot's node can render (engine must match, and the job
+// must carry every tag the node requires), the highest priority wins; among equal priorities,
+// the team holding the fewest slots (so one team's large batch cannot starve another's single
+// job); then the oldest job. A job is not given to a node it already failed on while another
+// ready node could take it.
+//
+// Queues are per engine and tag set, each holding one heap per team; a pick looks at the heads
+// only. So a team's head job that avoids a node holds that team's later jobs back from that
+// node for the round (they go to other nodes).
 type scheduler struct {
 	c       *Coordinator
 	queues  map[string]*engineQueue
@@ -30,14 +37,25 @@ type scheduler struct {
 type queuedJob struct {
 	id       ulid.ULID
 	team     ulid.ULID
-	engine   string
+	queue    string
 	priority int
-	index    int
+	queuedAt time.Time
+	// avoid are the nodes the job failed on.
+	avoid []string
+	index int
 }
 
+// engineQueue holds the queued jobs of one engine and one tag set.
 type engineQueue struct {
-	teams map[ulid.ULID]*teamQueue
-	size  int
+	engine string
+	tags   []string
+	teams  map[ulid.ULID]*teamQueue
+	size   int
+}
+
+// queueKey names the queue of an engine and a sorted tag set.
+func queueKey(engine string, tags []string) string {
+	return engine + "\x00" + strings.Join(tags, "\x00")
 }
 
 // teamQueue is one team's queued jobs for one engine, best first.
@@ -68,15 +86,36 @@ func (q *teamQueue) Pop() any {
 }
 
 type schedNode struct {
-	id      string
-	pid     *actor.PID
-	engines []string
-	total   int
+	id          string
+	pid         *actor.PID
+	engines     []string
+	requireTags []string
+	total       int
+	// paused nodes (draining, quarantined, suspect) keep their busy slots but take no work.
+	paused bool
 	// busy maps the jobs holding this node's slots to their teams.
 	busy map[ulid.ULID]ulid.ULID
 }
 
-func (n *schedNode) free() int { return n.total - len(n.busy) }
+func (n *schedNode) free() int {
+	if n.paused {
+		return 0
+	}
+	return max(n.total-len(n.busy), 0)
+}
+
+// takes reports whether the node may render a queue's jobs.
+func (n *schedNode) takes(q *engineQueue) bool {
+	if !slices.Contains(n.engines, q.engine) {
+		return false
+	}
+	for _, t := range n.requireTags {
+		if _, ok := slices.BinarySearch(q.tags, t); !ok {
+			return false
+		}
+	}
+	return true
+}
 
 func newScheduler(c *Coordinator) *scheduler {
 	return &scheduler{
@@ -119,6 +158,10 @@ func (s *scheduler) Receive(ctx actor.Context) {
 		}
 	case *nodeReady:
 		s.addNode(m)
+	case *nodePaused:
+		if n := s.nodes[m.nodeID]; n != nil {
+			n.paused = true
+		}
 	case *nodeGone:
 		if n := s.nodes[m.nodeID]; n != nil {
 			for jobID := range n.busy {
@@ -139,17 +182,21 @@ func (s *scheduler) enqueue(m *jobQueued) {
 	if s.queued[m.jobID] != nil {
 		return
 	}
-	q := s.queues[m.engine]
+	tags := slices.Clone(m.tags)
+	slices.Sort(tags)
+	tags = slices.Compact(tags)
+	key := queueKey(m.engine, tags)
+	q := s.queues[key]
 	if q == nil {
-		q = &engineQueue{teams: make(map[ulid.ULID]*teamQueue)}
-		s.queues[m.engine] = q
+		q = &engineQueue{engine: m.engine, tags: tags, teams: make(map[ulid.ULID]*teamQueue)}
+		s.queues[key] = q
 	}
 	tq := q.teams[m.teamID]
 	if tq == nil {
 		tq = &teamQueue{}
 		q.teams[m.teamID] = tq
 	}
-	j := &queuedJob{id: m.jobID, team: m.teamID, engine: m.engine, priority: m.priority}
+	j := &queuedJob{id: m.jobID, team: m.teamID, queue: key, priority: m.priority, queuedAt: s.c.Clock.Now(), avoid: m.avoid}
 	heap.Push(tq, j)
 	q.size++
 	s.queued[m.jobID] = j
@@ -161,13 +208,15 @@ func (s *scheduler) remove(jobID ulid.ULID) {
 		return
 	}
 	delete(s.queued, jobID)
-	q := s.queues[j.engine]
+	q := s.queues[j.queue]
 	tq := q.teams[j.team]
 	heap.Remove(tq, j.index)
 	if tq.Len() == 0 {
 		delete(q.teams, j.team)
 	}
-	q.size--
+	if q.size--; q.size == 0 {
+		delete(s.queues, j.queue)
+	}
 }
 
 func (s *scheduler) release(n *schedNode, jobID ulid.ULID) {
@@ -187,7 +236,21 @@ func (s *scheduler) addNode(m *nodeReady) {
 		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID)}
 		s.nodes[m.nodeID] = n
 	}
-	n.pid, n.engines, n.total = m.pid, slices.Clone(m.engines), m.slots
+	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, false
+	n.requireTags = slices.Clone(m.requireTags)
+	slices.Sort(n.requireTags)
+	// The node's own account of what it holds replaces ours (it rejoined, or was paused).
+	for jobID := range n.busy {
+		if _, still := m.busy[jobID]; !still {
+			s.release(n, jobID)
+		}
+	}
+	for jobID, team := range m.busy {
+		if _, ok := n.busy[jobID]; !ok {
+			n.busy[jobID] = team
+			s.holding[team]++
+		}
+	}
 }
 
 // dispatch fills free slots, one job per node per pass so work spreads over nodes, until no
@@ -216,7 +279,7 @@ func (s *scheduler) dispatch() {
 			if n.free() == 0 {
 				continue
 			}
-			j := s.pick(n.engines)
+			j := s.pick(n)
 			if j == nil {
 				continue
 			}
@@ -224,27 +287,41 @@ func (s *scheduler) dispatch() {
 			n.busy[j.id] = j.team
 			s.holding[j.team]++
 			s.offered[j.id] = n
-			s.c.tellJob(j.id, &offer{node: n.pid, nodeID: n.id})
+			s.c.tellJob(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: j.queuedAt})
 			progress = true
 		}
 	}
 }
 
-// pick returns the best queued job for a node with these engines, or nil.
-func (s *scheduler) pick(engines []string) *queuedJob {
+// pick returns the best queued job for a node, or nil.
+func (s *scheduler) pick(n *schedNode) *queuedJob {
 	var best *queuedJob
-	for _, e := range engines {
-		q := s.queues[e]
-		if q == nil {
+	for _, q := range s.queues {
+		if !n.takes(q) {
 			continue
 		}
 		for _, tq := range q.teams {
-			if head := (*tq)[0]; best == nil || s.better(head, best) {
+			head := (*tq)[0]
+			if slices.Contains(head.avoid, n.id) && s.anotherNodeTakes(q, head.avoid) {
+				continue
+			}
+			if best == nil || s.better(head, best) {
 				best = head
 			}
 		}
 	}
 	return best
+}
+
+// anotherNodeTakes reports whether a node outside avoid could render the queue's jobs now or
+// once a slot frees.
+func (s *scheduler) anotherNodeTakes(q *engineQueue, avoid []string) bool {
+	for _, n := range s.nodes {
+		if !n.paused && !slices.Contains(avoid, n.id) && n.takes(q) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *scheduler) better(a, b *queuedJob) bool {
@@ -260,8 +337,13 @@ func (s *scheduler) better(a, b *queuedJob) bool {
 func (s *scheduler) stats() QueueStats {
 	st := QueueStats{Depth: make(map[string]int)}
 	var oldest ulid.ULID
-	for engine, q := range s.queues {
-		st.Depth[engine] = q.size
+	for _, n := range s.nodes {
+		for _, e := range n.engines {
+			st.Depth[e] += 0 // every engine a node offers shows, queued or not
+		}
+	}
+	for _, q := range s.queues {
+		st.Depth[q.engine] += q.size
 	}
 	for id := range s.queued {
 		if oldest == (ulid.ULID{}) || id.Compare(oldest) < 0 {
@@ -294,10 +376,10 @@ func (s *scheduler) publish() {
 			capacity[e] = c
 		}
 	}
-	for e, q := range s.queues {
-		c := capacity[e]
-		c.Queued = q.size
-		capacity[e] = c
+	for _, q := range s.queues {
+		c := capacity[q.engine]
+		c.Queued += q.size
+		capacity[q.engine] = c
 	}
 	s.c.capacity.Store(&capacity)
 }
@@ -311,6 +393,14 @@ func (c *Coordinator) EngineCapacity(engine string) Capacity {
 		return (*m)[engine]
 	}
 	return Capacity{}
+}
+
+// Capacities returns the latest published capacity of every engine.
+func (c *Coordinator) Capacities() map[string]Capacity {
+	if m := c.capacity.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // QueueStats asks the scheduler for queue depth per engine and the oldest queued job.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -223,8 +224,12 @@ func (j *Job) WithProgress(percent float64) *Job {
 	return &c
 }
 
-// OutputKey is the object store key of a job's output.
-func (j *Job) OutputKey() string { return "outputs/" + j.ID.String() + "/" + j.OutputName }
+// OutputKey is the object store key of the output of the job's current attempt. Each attempt
+// uploads under its own key, so a late upload from an attempt the job has moved past can never
+// replace the output of the attempt that finished.
+func (j *Job) OutputKey() string {
+	return "outputs/" + j.ID.String() + "/" + strconv.Itoa(j.Attempts) + "/" + j.OutputName
+}
 
 // AttemptFailure is one attempt that ended without output.
 type AttemptFailure struct {

@@ -12,10 +12,13 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/actors/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
@@ -28,7 +31,11 @@ type Config struct {
 	Slots   int
 	Version string
 	Labels  map[string]string
-	// DataDir holds the node's working directories and template cache.
+	// RequireTags makes the node take only jobs tagged with every one of them.
+	RequireTags []string
+	// ClusterKey proves the node's membership to the coordinator (empty when it runs alone).
+	ClusterKey []byte
+	// DataDir holds the node's working directories, template cache and attempt markers.
 	DataDir string
 	// ProgressInterval is the most often progress is reported [250ms].
 	ProgressInterval time.Duration
@@ -40,26 +47,55 @@ type Config struct {
 	MaxLogLines int
 }
 
-// Agent runs renders for the coordinator.
+// Agent runs renders for the coordinator. Its actor takes the coordinator's messages (Assign,
+// Abandon, Drain); Run keeps the link alive (Hello, heartbeats, resending results until acked).
 type Agent struct {
-	cfg       Config
-	renderers map[string]renderer.Renderer
-	files     *fileMover
-	clock     clock.Clock
-	log       *slog.Logger
+	cfg         Config
+	renderers   map[string]renderer.Renderer
+	files       *fileMover
+	clock       clock.Clock
+	log         *slog.Logger
+	incarnation string
 
-	// ctx ends when the node shuts down; renders it interrupts are not reported (the
-	// coordinator requeues them when it sees the node or itself restart).
+	// ctx ends when the node shuts down; renders it interrupts are not reported (their markers
+	// stay, and the next start of the node reports them as lost).
 	ctx      context.Context
 	shutdown context.CancelFunc
 	wg       sync.WaitGroup
-	mu       sync.Mutex
-	running  map[string]bool
+
+	system *actor.ActorSystem
+	self   *actor.PID
+	// wake makes Run act at once (coordinator found, result to send, drain asked).
+	wake chan struct{}
+
+	mu          sync.Mutex
+	coordinator *actor.PID
+	welcomed    bool
+	interval    time.Duration
+	draining    bool
+	seq         uint64
+	running     map[attemptKey]*attemptRun
+	// finals are results not yet acknowledged by the coordinator.
+	finals map[attemptKey]any
+	// idle is signalled whenever the node holds no attempt (Drain waits on it).
+	idle chan struct{}
+}
+
+type attemptKey struct {
+	jobID   string
+	attempt int
+}
+
+type attemptRun struct {
+	cancel    context.CancelCauseFunc
+	percent   float64
+	abandoned bool
 }
 
 // New makes an agent for the given renderers. internal fetches from and uploads to the
 // coordinator; external reaches the URLs users gave and refuses private addresses unless
-// configured otherwise.
+// configured otherwise. Attempts a previous run of the node left unfinished are queued as lost,
+// to be reported once the coordinator is reached.
 func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.Clock, log *slog.Logger) (*Agent, error) {
 	if cfg.ProgressInterval == 0 {
 		cfg.ProgressInterval = 250 * time.Millisecond
@@ -73,13 +109,16 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	if cfg.MaxLogLines == 0 {
 		cfg.MaxLogLines = 2000
 	}
+	if cfg.NodeID == "" || cfg.Slots < 1 {
+		return nil, fmt.Errorf("a render node needs an id and at least one slot (id %q, %d slots)", cfg.NodeID, cfg.Slots)
+	}
 	// Engines hand paths to programs running elsewhere (the Lottie worker, After Effects).
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	cfg.DataDir = dataDir
-	for _, dir := range []string{workRoot(cfg), cacheRoot(cfg)} {
+	for _, dir := range []string{workRoot(cfg), cacheRoot(cfg), markerRoot(cfg)} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
@@ -89,29 +128,97 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 		byEngine[r.Engine()] = r
 	}
 	ctx, shutdown := context.WithCancel(context.Background())
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
-		files: &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout},
-		ctx:   ctx, shutdown: shutdown, running: make(map[string]bool),
-	}, nil
+		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout},
+		incarnation: ulid.Make().String(),
+		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1),
+		interval: time.Second, running: make(map[attemptKey]*attemptRun), finals: make(map[attemptKey]any),
+	}
+	if err := a.recoverMarkers(); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
-func workRoot(cfg Config) string  { return filepath.Join(cfg.DataDir, "work") }
-func cacheRoot(cfg Config) string { return filepath.Join(cfg.DataDir, "cache", "templates") }
+func workRoot(cfg Config) string   { return filepath.Join(cfg.DataDir, "work") }
+func cacheRoot(cfg Config) string  { return filepath.Join(cfg.DataDir, "cache", "templates") }
+func markerRoot(cfg Config) string { return filepath.Join(cfg.DataDir, "attempts") }
+
+// markerPath is the file that says an attempt is held by this node; it outlives a crash.
+func (a *Agent) markerPath(k attemptKey) string {
+	return filepath.Join(markerRoot(a.cfg), fmt.Sprintf("%s.%d", safeName(k.jobID), k.attempt))
+}
+
+// recoverMarkers turns the attempts a crashed run of the node held into lost-attempt reports.
+func (a *Agent) recoverMarkers() error {
+	entries, err := os.ReadDir(markerRoot(a.cfg))
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		jobID, attemptText, ok := strings.Cut(e.Name(), ".")
+		attempt, err := strconv.Atoi(attemptText)
+		if !ok || err != nil || attempt < 1 {
+			os.Remove(filepath.Join(markerRoot(a.cfg), e.Name()))
+			continue
+		}
+		k := attemptKey{jobID, attempt}
+		a.finals[k] = &protocol.Failed{NodeID: a.cfg.NodeID, JobID: jobID, Attempt: attempt, Retryable: true,
+			Error: "the render node restarted during the render"}
+		a.log.Warn("an attempt was interrupted by the node's restart; reporting it lost", "job", jobID, "attempt", attempt)
+	}
+	return nil
+}
+
+// Incarnation names this run of the node process.
+func (a *Agent) Incarnation() string { return a.incarnation }
 
 // Hello is how the node introduces itself.
-func (a *Agent) Hello() protocol.Hello {
+func (a *Agent) Hello() *protocol.Hello {
 	engines := make([]string, 0, len(a.renderers))
 	for e := range a.renderers {
 		engines = append(engines, e)
 	}
 	sort.Strings(engines)
-	return protocol.Hello{NodeID: a.cfg.NodeID, Engines: engines, Slots: a.cfg.Slots, Version: a.cfg.Version, Labels: a.cfg.Labels}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h := &protocol.Hello{
+		NodeID: a.cfg.NodeID, Incarnation: a.incarnation, Engines: engines, Slots: a.cfg.Slots,
+		Version: a.cfg.Version, Labels: a.cfg.Labels, RequireTags: a.cfg.RequireTags,
+		Running: a.heldLocked(), KeyProof: protocol.KeyProof(a.cfg.ClusterKey, a.cfg.NodeID), Draining: a.draining,
+	}
+	if a.self != nil {
+		h.AgentAddress, h.AgentID = a.self.Address, a.self.Id
+	}
+	return h
 }
 
-// Props makes the agent's actor.
-func (a *Agent) Props() *actor.Props {
-	return actor.PropsFromFunc(a.receive)
+// heldLocked lists the attempts the node renders or holds an unacknowledged result for.
+func (a *Agent) heldLocked() []protocol.AttemptStatus {
+	out := make([]protocol.AttemptStatus, 0, len(a.running)+len(a.finals))
+	for k, r := range a.running {
+		if !r.abandoned {
+			out = append(out, protocol.AttemptStatus{JobID: k.jobID, Attempt: k.attempt, Percent: r.percent})
+		}
+	}
+	for k := range a.finals {
+		out = append(out, protocol.AttemptStatus{JobID: k.jobID, Attempt: k.attempt, Percent: 100})
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].JobID < out[k].JobID })
+	return out
+}
+
+// Start spawns the agent's actor in system under name (so a remote coordinator can address it).
+func (a *Agent) Start(system *actor.ActorSystem, name string) error {
+	pid, err := system.Root.SpawnNamed(actor.PropsFromFunc(a.receive), name)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.system, a.self = system, pid
+	a.mu.Unlock()
+	return nil
 }
 
 // Stop interrupts every render and waits for them to end.
@@ -121,71 +228,132 @@ func (a *Agent) Stop() {
 }
 
 func (a *Agent) receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*protocol.Assign)
+	env, ok := ctx.Message().(*protocol.Envelope)
 	if !ok {
+		return // the actor's own lifecycle messages
+	}
+	msg, err := protocol.Open(env)
+	if err != nil {
+		a.log.Warn("refused a message from the coordinator", "err", err)
+		if ctx.Sender() != nil {
+			ctx.Respond(protocol.Wrap(&protocol.Error{Kind: env.GetKind(), Message: err.Error()}))
+		}
 		return
 	}
-	coordinator := ctx.Sender()
-	report := func(msg any) { ctx.ActorSystem().Root.Send(coordinator, msg) }
+	switch m := msg.(type) {
+	case *protocol.Assign:
+		a.assign(m)
+	case *protocol.Abandon:
+		a.abandon(m)
+	case *protocol.Drain:
+		a.startDrain()
+	default:
+		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
+	}
+}
+
+func (a *Agent) assign(m *protocol.Assign) {
+	k := attemptKey{m.JobID, m.Attempt}
 	r := a.renderers[m.Task.Engine]
-	key := fmt.Sprintf("%s-%d", m.JobID, m.Attempt)
 	a.mu.Lock()
-	busy, full := a.running[key], len(a.running) >= a.cfg.Slots
-	if r != nil && !busy && !full {
-		a.running[key] = true
-	}
-	a.mu.Unlock()
+	a.seq = max(a.seq, m.Seq)
+	_, busy := a.running[k]
+	refusal := ""
 	switch {
-	case r == nil:
-		report(&protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: fmt.Sprintf("this node has no %q engine", m.Task.Engine), Retryable: true})
-		return
 	case busy:
+		a.mu.Unlock()
 		return // the same attempt assigned twice: the first one reports
-	case full:
-		report(&protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "the node has no free render slot", Retryable: true})
+	case r == nil:
+		refusal = fmt.Sprintf("this node has no %q engine", m.Task.Engine)
+	case a.draining:
+		refusal = "the node is draining"
+	case len(a.running) >= a.cfg.Slots:
+		refusal = "the node has no free render slot"
+	}
+	if refusal != "" {
+		a.mu.Unlock()
+		a.finish(k, &protocol.Failed{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Error: refusal, Retryable: true, NotStarted: true})
 		return
+	}
+	ctx, cancel := context.WithCancelCause(a.ctx)
+	a.running[k] = &attemptRun{cancel: cancel}
+	a.mu.Unlock()
+	if err := os.WriteFile(a.markerPath(k), nil, 0o600); err != nil {
+		a.log.Warn("cannot record an attempt marker", "err", err)
 	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		defer func() {
-			a.mu.Lock()
-			delete(a.running, key)
-			a.mu.Unlock()
-		}()
-		if msg := a.run(m, r, report); msg != nil && a.ctx.Err() == nil {
-			report(msg)
+		defer cancel(nil)
+		final := a.run(ctx, cancel, m, r)
+		a.mu.Lock()
+		abandoned := a.running[k].abandoned
+		delete(a.running, k)
+		a.mu.Unlock()
+		switch {
+		case a.ctx.Err() != nil:
+			// The node is stopping: the marker stays, the next start reports the attempt lost.
+		case abandoned || final == nil:
+			os.Remove(a.markerPath(k))
+			a.signalIdle()
+		default:
+			a.finish(k, final)
 		}
 	}()
 }
 
-// Render failure causes the node detects itself.
+// abandon stops an attempt the coordinator no longer wants; nothing more is reported of it.
+func (a *Agent) abandon(m *protocol.Abandon) {
+	k := attemptKey{m.JobID, m.Attempt}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.running[k]; r != nil && !r.abandoned {
+		r.abandoned = true
+		r.cancel(errAbandoned)
+		a.log.Info("abandoning an attempt", "job", m.JobID, "attempt", m.Attempt, "reason", m.Reason)
+	}
+	if _, ok := a.finals[k]; ok {
+		delete(a.finals, k)
+		os.Remove(a.markerPath(k))
+	}
+}
+
+// report sends a message to the coordinator without waiting for an answer.
+func (a *Agent) report(msg any) {
+	a.mu.Lock()
+	coordinator, system := a.coordinator, a.system
+	a.mu.Unlock()
+	if coordinator != nil {
+		system.Root.Send(coordinator, protocol.Wrap(msg))
+	}
+}
+
+// Render failure causes the node detects itself, and the coordinator's withdrawal.
 var (
-	errSilent  = errors.New("render went silent")
-	errTooLong = errors.New("render ran too long")
+	errSilent    = errors.New("render went silent")
+	errTooLong   = errors.New("render ran too long")
+	errAbandoned = errors.New("the coordinator abandoned the attempt")
 )
 
-// run performs one attempt and returns its final report (nil when the node is shutting down).
-func (a *Agent) run(m *protocol.Assign, r renderer.Renderer, report func(any)) any {
+// run performs one attempt and returns its final report (nil when it was interrupted).
+func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *protocol.Assign, r renderer.Renderer) any {
 	started := a.clock.Now()
 	log := newLogCapture(a.cfg.MaxLogLines)
-	ctx, cancel := context.WithCancelCause(a.ctx)
-	defer cancel(nil)
-	work, err := os.MkdirTemp(workRoot(a.cfg), m.JobID+"-")
+	work, err := os.MkdirTemp(workRoot(a.cfg), safeName(m.JobID)+"-")
 	if err != nil {
-		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
+		return &protocol.Failed{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
 	}
 	defer os.RemoveAll(work)
 
 	task, err := a.files.stage(ctx, m, work, log)
 	if err == nil {
-		err = a.render(ctx, cancel, m, r, task, log, report)
+		err = a.render(ctx, cancel, m, r, task, log)
 	}
 	if err == nil {
 		log.Printf("uploading the output (%s)", m.Task.Output.Name)
 		err = a.files.upload(ctx, m.Task.Output, task.OutputPath)
 	}
-	if a.ctx.Err() != nil {
+	if ctx.Err() != nil && (a.ctx.Err() != nil || errors.Is(context.Cause(ctx), errAbandoned)) {
 		return nil
 	}
 	if err != nil {
@@ -197,15 +365,15 @@ func (a *Agent) run(m *protocol.Assign, r renderer.Renderer, report func(any)) a
 		case errors.Is(cause, errTooLong):
 			message = fmt.Sprintf("the render ran longer than the %s allowed", m.Task.MaxDuration)
 		}
-		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: log.Lines()}
+		return &protocol.Failed{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: log.Lines()}
 	}
-	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: log.Lines()}
+	return &protocol.Done{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: log.Lines()}
 }
 
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and
 // total duration (MaxDuration). Progress reaches the coordinator at most every ProgressInterval.
 func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *protocol.Assign, r renderer.Renderer,
-	task *renderer.Task, log *logCapture, report func(any)) error {
+	task *renderer.Task, log *logCapture) error {
 	var mu sync.Mutex
 	var silence clock.Timer
 	armSilence := func() {
@@ -231,9 +399,15 @@ func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *p
 		defer deadline.Stop()
 	}
 	var lastSent time.Time
+	k := attemptKey{m.JobID, m.Attempt}
 	progress := func(percent float64) {
 		armSilence()
 		now := a.clock.Now()
+		a.mu.Lock()
+		if run := a.running[k]; run != nil {
+			run.percent = percent
+		}
+		a.mu.Unlock()
 		mu.Lock()
 		due := now.Sub(lastSent) >= a.cfg.ProgressInterval || percent >= 100
 		if due {
@@ -241,7 +415,7 @@ func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *p
 		}
 		mu.Unlock()
 		if due {
-			report(&protocol.Progress{JobID: m.JobID, Attempt: m.Attempt, Percent: percent})
+			a.report(&protocol.Progress{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Percent: percent})
 		}
 	}
 	log.Printf("rendering with the %s engine", r.Engine())

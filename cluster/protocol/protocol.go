@@ -1,7 +1,17 @@
-// Package protocol holds the messages a render node and the coordinator's NodeActor exchange.
-// They cross processes when nodes are remote, so every field is plain data and every report
+// Package protocol holds the messages a render node and the coordinator exchange. They cross
+// processes inside one Envelope type (codec.go), so every field is plain data, and every report
 // names the attempt it belongs to: the coordinator rejects reports from attempts it has moved
 // past (fencing).
+//
+//	node                                   coordinator (gateway actor "framefarm-nodes")
+//	Hello ──────────────────────────────>  Welcome (accepted, heartbeat interval, lease)
+//	Heartbeat (running attempts, seq) ───>  HeartbeatAck (known?, abandon these, drain?)
+//	                           <─────────── Assign (seq, attempt, task)   [from the NodeActor]
+//	Progress ───────────────────────────>  (no answer)
+//	Done | Failed ──────────────────────>  FinalAck (resent with each heartbeat until acked)
+//	                           <─────────── Abandon (attempt withdrawn or no longer current)
+//	Drain ──────────────────────────────>  (takes no new work)    Bye ──> (left the farm)
+//	anything of an unknown kind ────────>  Error
 package protocol
 
 import (
@@ -10,17 +20,76 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 )
 
-// Hello announces a node and what it can render.
+// Hello announces a node and what it can render; the coordinator answers with a Welcome. A
+// node says Hello when it starts, when the coordinator (re)appears, and whenever a heartbeat
+// answer says the coordinator does not know it.
 type Hello struct {
-	NodeID  string            `json:"nodeId"`
-	Engines []string          `json:"engines"`
-	Slots   int               `json:"slots"`
-	Version string            `json:"version"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	NodeID string `json:"nodeId"`
+	// AgentAddress and AgentID name the node's actor, where assignments go.
+	AgentAddress string `json:"agentAddress"`
+	AgentID      string `json:"agentId"`
+	// Incarnation changes at every start of the node process: a new incarnation has lost every
+	// attempt the previous one ran.
+	Incarnation string            `json:"incarnation"`
+	Engines     []string          `json:"engines"`
+	Slots       int               `json:"slots"`
+	Version     string            `json:"version"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	// RequireTags, when set, makes the node take only jobs tagged with every one of them.
+	RequireTags []string `json:"requireTags,omitempty"`
+	// Running are the attempts the node still renders or has unacknowledged results for.
+	Running []AttemptStatus `json:"running,omitempty"`
+	// KeyProof proves the node holds the cluster key (HMAC of the node id; see KeyProof).
+	KeyProof string `json:"keyProof,omitempty"`
+	Draining bool   `json:"draining,omitempty"`
 }
 
-// Assign gives a node one attempt at one job.
+// Welcome answers a Hello.
+type Welcome struct {
+	Accepted bool   `json:"accepted"`
+	Reason   string `json:"reason,omitempty"`
+	// HeartbeatInterval is how often the node must send a Heartbeat; Lease is how long the
+	// coordinator waits for one before it declares the node lost and runs its attempts elsewhere.
+	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
+	Lease             time.Duration `json:"lease"`
+}
+
+// Heartbeat renews the node's lease on all its attempts.
+type Heartbeat struct {
+	NodeID      string `json:"nodeId"`
+	Incarnation string `json:"incarnation"`
+	// Seq is the highest Assign sequence number the node has received.
+	Seq     uint64          `json:"seq"`
+	Running []AttemptStatus `json:"running,omitempty"`
+}
+
+// AttemptStatus is one attempt a node holds.
+type AttemptStatus struct {
+	JobID   string  `json:"jobId"`
+	Attempt int     `json:"attempt"`
+	Percent float64 `json:"percent"`
+}
+
+// HeartbeatAck answers a Heartbeat. Known false asks the node to say Hello again.
+type HeartbeatAck struct {
+	Known   bool      `json:"known"`
+	Abandon []Abandon `json:"abandon,omitempty"`
+	// Drain tells the node an operator drained it: it finishes its renders and asks for no more.
+	Drain bool `json:"drain,omitempty"`
+}
+
+// Abandon tells a node to stop an attempt and report nothing more of it: the job was withdrawn
+// or the attempt is no longer the job's current one.
+type Abandon struct {
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+// Assign gives a node one attempt at one job. Seq numbers a node's assignments in the order the
+// coordinator sent them, so a heartbeat tells which assignments it already accounts for.
 type Assign struct {
+	Seq     uint64 `json:"seq"`
 	JobID   string `json:"jobId"`
 	Attempt int    `json:"attempt"`
 	Task    Task   `json:"task"`
@@ -86,6 +155,7 @@ type S3Target struct {
 
 // Progress reports how far an attempt has come.
 type Progress struct {
+	NodeID  string  `json:"nodeId"`
 	JobID   string  `json:"jobId"`
 	Attempt int     `json:"attempt"`
 	Percent float64 `json:"percent"`
@@ -93,6 +163,7 @@ type Progress struct {
 
 // Done reports an attempt whose output is stored.
 type Done struct {
+	NodeID   string        `json:"nodeId"`
 	JobID    string        `json:"jobId"`
 	Attempt  int           `json:"attempt"`
 	Size     int64         `json:"size"`
@@ -101,11 +172,38 @@ type Done struct {
 }
 
 // Failed reports an attempt that ended without output. Retryable failures say nothing about the
-// job (the node is stopping, the render went silent) and the job may run again.
+// job (the node is stopping, the render went silent) and the job may run again. NotStarted
+// failures are refusals (no free slot, no such engine, draining): the attempt never began, so
+// it counts against neither the job nor the node.
 type Failed struct {
-	JobID     string   `json:"jobId"`
-	Attempt   int      `json:"attempt"`
-	Error     string   `json:"error"`
-	Retryable bool     `json:"retryable"`
-	Log       []string `json:"log,omitempty"`
+	NodeID     string   `json:"nodeId"`
+	JobID      string   `json:"jobId"`
+	Attempt    int      `json:"attempt"`
+	Error      string   `json:"error"`
+	Retryable  bool     `json:"retryable"`
+	NotStarted bool     `json:"notStarted,omitempty"`
+	Log        []string `json:"log,omitempty"`
+}
+
+// FinalAck tells a node the coordinator has its Done or Failed; until then the node resends it.
+type FinalAck struct {
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"`
+}
+
+// Drain says a node takes no new work: sent by a node told to stop (SIGTERM), and by the
+// coordinator when an operator drains the node.
+type Drain struct {
+	NodeID string `json:"nodeId"`
+}
+
+// Bye says a drained node leaves the farm; the coordinator keeps no lease for it.
+type Bye struct {
+	NodeID string `json:"nodeId"`
+}
+
+// Error answers a message the receiver could not take (an unknown kind, a bad payload).
+type Error struct {
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/framefarm/framefarm/cluster/membership"
+	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/renderer/aerender"
 )
 
@@ -26,6 +28,55 @@ type Config struct {
 	Webhooks  WebhooksConfig  `toml:"webhooks"`
 	Secrets   SecretsConfig   `toml:"secrets"`
 	Store     StoreConfig     `toml:"store"`
+	// Cluster is set when the file has a [cluster] table: the coordinator then takes remote
+	// render nodes. Without it the coordinator runs alone with its embedded node.
+	Cluster *ClusterConfig `toml:"cluster"`
+}
+
+// ClusterConfig is the [cluster] table, read by `serve` and by `node`.
+type ClusterConfig struct {
+	// Bind and Advertise are the gossip (membership) address; ActorsBind and ActorsAdvertise
+	// the Proto.Actor remote endpoint. Advertise addresses default to the bound ones.
+	Bind            string `toml:"bind"`
+	Advertise       string `toml:"advertise"`
+	ActorsBind      string `toml:"actors_bind"`
+	ActorsAdvertise string `toml:"actors_advertise"`
+	// Seeds are members to join through: a node lists the coordinator's gossip address.
+	Seeds []string `toml:"seeds"`
+	// Key is the shared cluster key (at least 16 characters): it encrypts gossip, and a node
+	// without it can join neither the membership nor the coordinator.
+	Key string `toml:"key"`
+	// HeartbeatInterval is how often nodes send a heartbeat; Lease how long the coordinator
+	// waits for one before the node's renders run elsewhere.
+	HeartbeatInterval Duration `toml:"heartbeat_interval"`
+	Lease             Duration `toml:"lease"`
+	// NodeFailureLimit: renders failing in a row on one node before it is quarantined.
+	NodeFailureLimit int           `toml:"node_failure_limit"`
+	TLS              remoting.TLS `toml:"tls"`
+}
+
+func defaultClusterConfig() ClusterConfig {
+	return ClusterConfig{Bind: "0.0.0.0:7946", ActorsBind: "0.0.0.0:7947", HeartbeatInterval: dur(time.Second),
+		Lease: dur(5 * time.Second), NodeFailureLimit: 3}
+}
+
+func (c *ClusterConfig) check() []error {
+	var errs []error
+	for name, addr := range map[string]string{"bind": c.Bind, "actors_bind": c.ActorsBind} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			errs = append(errs, fmt.Errorf("cluster.%s %q is not HOST:PORT", name, addr))
+		}
+	}
+	if len(c.Key) < membership.MinKeyLength {
+		errs = append(errs, fmt.Errorf("cluster.key must be at least %d characters (for example: openssl rand -hex 32)", membership.MinKeyLength))
+	}
+	if c.HeartbeatInterval.Duration <= 0 || c.Lease.Duration < 2*c.HeartbeatInterval.Duration {
+		errs = append(errs, errors.New("cluster.lease must be at least twice cluster.heartbeat_interval, which must be positive"))
+	}
+	if c.NodeFailureLimit < 1 {
+		errs = append(errs, errors.New("cluster.node_failure_limit must be at least 1"))
+	}
+	return errs
 }
 
 type ServerConfig struct {
@@ -167,6 +218,14 @@ func loadConfig(path string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
+	if md.IsDefined("cluster") {
+		// Decode again over the defaults of the table, now that it is known to be there.
+		cluster := defaultClusterConfig()
+		cfg.Cluster = &cluster
+		if md, err = toml.Decode(string(raw), &cfg); err != nil {
+			return cfg, fmt.Errorf("%s: %w", path, err)
+		}
+	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		keys := make([]string, len(undecoded))
 		for i, k := range undecoded {
@@ -203,6 +262,9 @@ func (c *Config) check() error {
 	}
 	if c.RateLimit.RequestsPerSecond <= 0 || c.RateLimit.Burst < 1 {
 		errs = append(errs, errors.New("ratelimit.requests_per_second and ratelimit.burst must be positive"))
+	}
+	if c.Cluster != nil {
+		errs = append(errs, c.Cluster.check()...)
 	}
 	return errors.Join(errs...)
 }

@@ -1,5 +1,6 @@
-// Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm token
-// create` makes API tokens, `framefarm version` tells the build.
+// Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
+// runs a render node that joins it, `framefarm token create` makes API tokens, `framefarm
+// version` tells the build.
 package main
 
 import (
@@ -41,6 +42,10 @@ func main() {
 const usage = `usage:
   framefarm serve [--config FILE] [--data-dir DIR] [--listen HOST:PORT] [--public-url URL]
                   [--local-slots N] [--allow-private-urls]
+  framefarm node --join HOST:PORT[,HOST:PORT] [--config FILE] [--id ID] [--engines lottie,ae2026]
+                 [--slots N] [--bind HOST:PORT] [--advertise HOST:PORT] [--actors-bind HOST:PORT]
+                 [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--key KEY]
+  framefarm node list|drain ID|clear ID [--url URL] [--admin-token TOKEN]
   framefarm token create --team NAME [--data-dir DIR] [--config FILE]
   framefarm version
 `
@@ -55,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 	switch args[0] {
 	case "serve":
 		err = serve(ctx, args[1:], stdout, stderr, p)
+	case "node":
+		err = nodeCommand(ctx, args[1:], stdout, stderr, p)
 	case "token":
 		if len(args) < 2 || args[1] != "create" {
 			fmt.Fprint(stderr, usage)

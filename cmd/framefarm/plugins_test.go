@@ -88,6 +88,21 @@ func (s *signalObserver) JobProgressSaved(jobID ulid.ULID, percent float64) {
 	fmt.Fprintf(os.Stdout, "ffsignal progress %s %g\n", jobID, percent)
 }
 
+// StaleReport signals a fenced report: "ffsignal fenced JOB ATTEMPT:WHAT".
+func (s *signalObserver) StaleReport(jobID ulid.ULID, attempt int, what string) {
+	s.Observer.StaleReport(jobID, attempt, what)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(os.Stdout, "ffsignal fenced %s %d:%s\n", jobID, attempt, what)
+}
+
+func (s *signalObserver) NodeStateChanged(nodeID, from, to string) {
+	s.Observer.NodeStateChanged(nodeID, from, to)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(os.Stdout, "ffsignal node %s %s\n", nodeID, to)
+}
+
 func (s *signalObserver) WebhookAttempt(jobID ulid.ULID, result string) {
 	s.Observer.WebhookAttempt(jobID, result)
 	s.mu.Lock()
@@ -117,8 +132,12 @@ func (manifestInspector) Inspect(ctx context.Context, templateType string, path 
 	return &in, nil
 }
 
+// envNodeName names, in a render node process of the tests, the node its renders run on.
+const envNodeName = "FRAMEFARM_TEST_NODE"
+
 // renderCall is what the test renderer tells the control server at each step of a render.
 type renderCall struct {
+	Node        string            `json:"node"`
 	JobID       string            `json:"jobId"`
 	Attempt     int               `json:"attempt"`
 	Engine      string            `json:"engine"`
@@ -159,7 +178,7 @@ type testRenderer struct {
 func (r *testRenderer) Engine() string { return r.engine }
 
 func (r *testRenderer) Render(ctx context.Context, task *renderer.Task, report func(float64)) error {
-	call := renderCall{JobID: task.JobID, Attempt: task.Attempt, Engine: r.engine, Composition: task.Composition, Settings: task.Settings}
+	call := renderCall{Node: os.Getenv(envNodeName), JobID: task.JobID, Attempt: task.Attempt, Engine: r.engine, Composition: task.Composition, Settings: task.Settings}
 	if task.TemplatePath != "" {
 		call.TemplateSHA, _ = fileDigest(task.TemplatePath)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/http/api"
 	"github.com/framefarm/framefarm/http/metrics"
@@ -64,7 +65,8 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 
 // serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
 // Retry-After, readyz fails); the embedded node interrupts its renders (they are queued again at
-// the next start, without counting as failed attempts) and stops its engines; the HTTP server
+// the next start, without counting as failed attempts) and stops its engines; the coordinator
+// leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP server
 // lets requests in flight finish; the actors stop (scheduler, template processor, webhook
 // dispatcher); the store commits what it holds and closes.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
@@ -122,6 +124,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	clk := clock.Real{}
 	ids := persistence.NewIDs()
 	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
+	// Nodes on other machines fetch and upload through the public URL; alone, loopback will do.
+	nodeURLBase := localURL
+	var clusterKey []byte
+	heartbeat, lease, failureLimit := time.Duration(0), time.Duration(0), 0
+	if cfg.Cluster != nil {
+		nodeURLBase = publicURL
+		clusterKey = []byte(cfg.Cluster.Key)
+		heartbeat, lease, failureLimit = cfg.Cluster.HeartbeatInterval.Duration, cfg.Cluster.Lease.Duration, cfg.Cluster.NodeFailureLimit
+	}
 
 	coord := actors.New(actors.Config{
 		MaxAttempts:             cfg.Jobs.MaxAttempts,
@@ -133,8 +144,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		WebhookConcurrency:      cfg.Webhooks.Concurrency,
 		TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
 		TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
+		HeartbeatInterval:       heartbeat,
+		NodeLease:               lease,
+		NodeFailureLimit:        failureLimit,
+		ClusterKey:              clusterKey,
 	}, actors.Deps{
-		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(localURL, urlKey), Secrets: box,
+		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
 		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
 	})
 	server := api.New(api.Config{
@@ -162,10 +177,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if err := coord.Start(); err != nil {
 		return err
 	}
+	leaveCluster := func() {}
+	if cfg.Cluster != nil {
+		hostname, _ := os.Hostname()
+		cm, err := joinCluster(coord.ActorSystem(), *cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, log)
+		if err != nil {
+			coord.Stop(context.Background())
+			return err
+		}
+		clusterCtx, stopCluster := context.WithCancel(context.Background())
+		go cm.member.Run(clusterCtx)
+		go watchNodes(clusterCtx, cm.member, coord, log)
+		leaveCluster = func() {
+			stopCluster()
+			cm.leave()
+		}
+		fmt.Fprintf(stdout, "framefarm cluster gossip on %s, actors on %s\n", cm.member.Addr(), cm.actors)
+	}
 	stopNode := func() {}
 	if cfg.Node.LocalSlots > 0 {
 		stopNode, err = startEmbeddedNode(coord, cfg, dataDir, guarded, clk, log, p)
 		if err != nil {
+			leaveCluster()
 			coord.Stop(context.Background())
 			return err
 		}
@@ -186,6 +219,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	log.Info("shutting down")
 	server.Drain()
 	stopNode()
+	leaveCluster()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)
 	defer cancel()
 	if err := server.Shutdown(shutdownCtx); err != nil {
@@ -203,10 +237,15 @@ func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, gu
 	clk clock.Clock, log *slog.Logger, p plugins) (stop func(), err error) {
 	hostname, _ := os.Hostname()
 	engines, stopEngines := p.engines(cfg.Engines, log)
+	var key []byte
+	if cfg.Cluster != nil {
+		key = []byte(cfg.Cluster.Key)
+	}
 	agent, err := node.New(node.Config{
 		NodeID:           "embedded-" + hostname,
 		Slots:            cfg.Node.LocalSlots,
 		Version:          buildVersion(),
+		ClusterKey:       key,
 		DataDir:          filepath.Join(dataDir, "node"),
 		MaxDownloadBytes: cfg.Node.MaxDownloadBytes,
 		DownloadTimeout:  cfg.Node.DownloadTimeout.Duration,
@@ -215,14 +254,17 @@ func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, gu
 		stopEngines()
 		return nil, err
 	}
+	if err := agent.Start(coord.ActorSystem(), "embedded-node"); err != nil {
+		stopEngines()
+		return nil, err
+	}
+	ctx, stopLink := context.WithCancel(context.Background())
+	agent.Connect(coord.NodeGateway())
+	go agent.Run(ctx)
 	stop = func() {
+		stopLink()
 		agent.Stop()
 		stopEngines()
-	}
-	pid := coord.ActorSystem().Root.Spawn(agent.Props())
-	if err := coord.AttachNode(agent.Hello(), pid); err != nil {
-		stop()
-		return nil, err
 	}
 	log.Info("embedded render node started", "engines", agent.Hello().Engines, "slots", cfg.Node.LocalSlots)
 	return stop, nil

@@ -144,9 +144,10 @@ func (s *Server) uploadTemplateFile(r *request) {
 // uploadOutput receives a render node's output through the signed URL of its assignment.
 func (s *Server) uploadOutput(r *request) {
 	jobText, _ := r.ctx.UserValue("job").(string)
+	attempt, _ := r.ctx.UserValue("attempt").(string)
 	name, _ := r.ctx.UserValue("name").(string)
-	key := "outputs/" + jobText + "/" + name
-	if blobs.CheckKey(key) != nil || strings.Count(key, "/") != 2 {
+	key := "outputs/" + jobText + "/" + attempt + "/" + name
+	if blobs.CheckKey(key) != nil || strings.Count(key, "/") != 3 {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "no such file"))
 		return
 	}

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
 )
 
@@ -48,12 +50,14 @@ func (s *Server) routesV2() {
 	v2(http.MethodGet, "/team", authTeam, s.getTeam)
 	v2(http.MethodPost, "/admin/tokens", authAdmin, s.createToken)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
+	v2(http.MethodPost, "/nodes/{node}/drain", authAdmin, s.nodeCommand(true))
+	v2(http.MethodPost, "/nodes/{node}/clear", authAdmin, s.nodeCommand(false))
 	v2(http.MethodGet, "/openapi.json", authNone, s.openAPI)
 
 	s.handle(http.MethodGet, "/files/{key:*}", authNone, s.getFile)
 	s.handle(http.MethodHead, "/files/{key:*}", authNone, s.getFile)
 	s.handle(http.MethodPut, "/files/uploads/templates/{team}/{id}", authNone, s.uploadTemplateFile)
-	s.handle(http.MethodPut, "/files/outputs/{job}/{name}", authNone, s.uploadOutput)
+	s.handle(http.MethodPut, "/files/outputs/{job}/{attempt}/{name}", authNone, s.uploadOutput)
 
 	s.handle(http.MethodGet, "/healthz", authNone, func(r *request) { r.json(http.StatusOK, map[string]string{"status": "ok"}) })
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
@@ -132,3 +136,24 @@ func (s *Server) createToken(r *request) {
 }
 
 func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }
+
+// nodeCommand answers an operator's drain or clear of a node with the node as it is now.
+func (s *Server) nodeCommand(drain bool) func(*request) {
+	return func(r *request) {
+		nodeID, _ := r.ctx.UserValue("node").(string)
+		command := s.Coordinator.ClearNode
+		if drain {
+			command = s.Coordinator.DrainNode
+		}
+		info, err := command(nodeID)
+		if errors.Is(err, actors.ErrNoSuchNode) {
+			r.fail(newError(http.StatusNotFound, codeNotFound, "%v", err))
+			return
+		}
+		if err != nil {
+			r.failErr(err, nil)
+			return
+		}
+		r.json(http.StatusOK, info)
+	}
+}

@@ -93,6 +93,8 @@ type Coordinator interface {
 	TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error)
 	EngineCapacity(engine string) actors.Capacity
 	Nodes() []actors.NodeInfo
+	DrainNode(nodeID string) (actors.NodeInfo, error)
+	ClearNode(nodeID string) (actors.NodeInfo, error)
 }
 
 var _ Coordinator = (*actors.Coordinator)(nil)

@@ -45,7 +45,7 @@ func TestDrainRefusesAPIRequestsButNotHealthOrFiles(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" || !strings.Contains(string(body), `"code":"unavailable"`) {
 		t.Fatalf("while draining: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/files/outputs/x/y.mp4": 403} {
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 503, "/files/outputs/x/1/y.mp4": 403} {
 		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,8 @@
 // Package metrics exposes the coordinator's Prometheus metrics: jobs by state, created /
 // finished / failed / cancelled counters, queue depth and oldest queued age, render durations,
-// HTTP latency by route and code, webhook deliveries, and store commit latency.
+// HTTP latency by route and code, webhook deliveries, store commit latency, and the render
+// nodes: nodes by state, slots per engine, assignment latency, lease expiries, fenced reports,
+// requeues, renders per node.
 package metrics
 
 import (
@@ -32,6 +34,11 @@ type Metrics struct {
 	requeues       prometheus.Counter
 	templates      *prometheus.CounterVec
 	passivations   prometheus.Counter
+	nodes          *prometheus.GaugeVec
+	assignLatency  prometheus.Histogram
+	leaseExpiries  prometheus.Counter
+	nodeRenders    *prometheus.CounterVec
+	refused        prometheus.Counter
 }
 
 var (
@@ -79,12 +86,32 @@ func New() *Metrics {
 		templates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framefarm_template_transitions_total", Help: "Templates that reached a status.",
 		}, []string{"status"}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "framefarm_nodes", Help: "Render nodes by state.",
+		}, []string{"state"}),
+		assignLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "framefarm_assignment_latency_seconds", Help: "Time from a job queued to its assignment sent to a node.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30, 300},
+		}),
+		leaseExpiries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framefarm_node_lease_expiries_total", Help: "Render nodes lost because their heartbeats stopped.",
+		}),
+		nodeRenders: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_node_renders_total", Help: "Renders each node finished or failed.",
+		}, []string{"node", "result"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framefarm_node_messages_refused_total", Help: "Node messages that could not be opened (unknown kind, bad payload).",
+		}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
 		m.commitWrites, m.staleReports, m.requeues, m.templates, m.passivations,
+		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
 		m.jobs.WithLabelValues(s.String())
+	}
+	for _, st := range actors.NodeStates {
+		m.nodes.WithLabelValues(st)
 	}
 	for _, ev := range []string{"created", "finished", "failed", "cancelled"} {
 		m.transitions.WithLabelValues(ev)
@@ -134,9 +161,30 @@ func (m *Metrics) RenderFinished(engine string, d time.Duration) {
 	m.renderDuration.WithLabelValues(engine).Observe(d.Seconds())
 }
 
-func (m *Metrics) StaleReport() { m.staleReports.Inc() }
+func (m *Metrics) StaleReport(ulid.ULID, int, string) { m.staleReports.Inc() }
 
 func (m *Metrics) Requeued() { m.requeues.Inc() }
+
+func (m *Metrics) Assigned(queued time.Duration) { m.assignLatency.Observe(queued.Seconds()) }
+
+func (m *Metrics) NodeStateChanged(_ string, from, to string) {
+	if from != "" {
+		m.nodes.WithLabelValues(from).Dec()
+	}
+	m.nodes.WithLabelValues(to).Inc()
+}
+
+func (m *Metrics) NodeRender(nodeID string, ok bool) {
+	result := "failed"
+	if ok {
+		result = "finished"
+	}
+	m.nodeRenders.WithLabelValues(nodeID, result).Inc()
+}
+
+func (m *Metrics) LeaseExpired() { m.leaseExpiries.Inc() }
+
+func (m *Metrics) NodeMessageRefused(string) { m.refused.Inc() }
 
 func (m *Metrics) WebhookAttempt(_ ulid.ULID, result string) {
 	m.webhooks.WithLabelValues(result).Inc()
@@ -153,10 +201,11 @@ func (m *Metrics) ObserveCommit(d time.Duration, writes int) {
 	m.commitWrites.Observe(float64(writes))
 }
 
-// QueueSource reports the queue at scrape time.
+// QueueSource reports the queue and the render slots at scrape time.
 type QueueSource interface {
 	QueueStats() (actors.QueueStats, error)
 	LiveJobActors() int
+	Capacities() map[string]actors.Capacity
 }
 
 // WatchQueue adds the queue depth, oldest queued age and live actor gauges, read at scrape time.
@@ -168,6 +217,7 @@ var (
 	queueDepthDesc = prometheus.NewDesc("framefarm_queue_depth", "Queued jobs by engine.", []string{"engine"}, nil)
 	oldestDesc     = prometheus.NewDesc("framefarm_queue_oldest_age_seconds", "Age of the oldest queued job.", nil, nil)
 	liveDesc       = prometheus.NewDesc("framefarm_job_actors_live", "Job actors in memory (terminal jobs are passivated).", nil, nil)
+	slotsDesc      = prometheus.NewDesc("framefarm_slots", "Render slots of ready nodes by engine: total and busy.", []string{"engine", "kind"}, nil)
 )
 
 type queueCollector struct {
@@ -179,10 +229,15 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- oldestDesc
 	ch <- liveDesc
+	ch <- slotsDesc
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(liveDesc, prometheus.GaugeValue, float64(c.src.LiveJobActors()))
+	for engine, cp := range c.src.Capacities() {
+		ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(cp.Slots), engine, "total")
+		ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(cp.Slots-cp.Free), engine, "busy")
+	}
 	stats, err := c.src.QueueStats()
 	if err != nil {
 		return

@@ -1,0 +1,211 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+)
+
+// Node states as the coordinator sees them (STATE_MACHINE.md, "Render nodes").
+const (
+	NodeJoined      = "joined"
+	NodeReady       = "ready"
+	NodeSuspect     = "suspect"
+	NodeDraining    = "draining"
+	NodeQuarantined = "quarantined"
+	NodeLost        = "lost"
+	NodeLeft        = "left"
+)
+
+// NodeStates lists every node state, for metrics.
+var NodeStates = []string{NodeJoined, NodeReady, NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}
+
+// GatewayName is the name of the actor every node message goes to, in-process or remote.
+const GatewayName = "framefarm-nodes"
+
+// maxNodeSlots caps the slots one node may announce.
+const maxNodeSlots = 4096
+
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// nodeGateway receives every message from render nodes, opens its envelope and routes it to the
+// node's NodeActor. It answers what it cannot route: a heartbeat from a node it does not know
+// (say Hello again), a result of a node it forgot (the job fences it; the node gets its ack), and
+// a message of a kind this version does not know (an Error, never a crash).
+type nodeGateway struct{ c *Coordinator }
+
+func (g *nodeGateway) Receive(ctx actor.Context) {
+	env, ok := ctx.Message().(*protocol.Envelope)
+	if !ok {
+		return
+	}
+	answer := func(msg any) {
+		if ctx.Sender() != nil {
+			ctx.Respond(protocol.Wrap(msg))
+		}
+	}
+	msg, err := protocol.Open(env)
+	if err != nil {
+		g.c.log.Warn("refused a render node message", "kind", env.GetKind(), "version", env.GetVersion(), "err", err)
+		g.c.Observer.NodeMessageRefused(env.GetKind())
+		answer(&protocol.Error{Kind: env.GetKind(), Message: err.Error()})
+		return
+	}
+	if h, ok := msg.(*protocol.Hello); ok {
+		if reason := g.c.checkHello(h); reason != "" {
+			g.c.log.Warn("refused a render node", "node", h.NodeID, "reason", reason)
+			answer(&protocol.Welcome{Accepted: false, Reason: reason})
+			return
+		}
+		ctx.Send(g.c.nodes.actorFor(h, g.c), &fromNode{msg: msg, sender: ctx.Sender()})
+		return
+	}
+	nodeID := reportingNode(msg)
+	if pid := g.c.nodes.pid(nodeID); pid != nil {
+		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender()})
+		return
+	}
+	switch m := msg.(type) {
+	case *protocol.Heartbeat:
+		answer(&protocol.HeartbeatAck{Known: false})
+	case *protocol.Done:
+		g.c.tellJob(parseJobID(m.JobID), &renderDone{attempt: m.Attempt, node: nodeID, duration: m.Duration})
+		answer(&protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt})
+	case *protocol.Failed:
+		g.c.tellJob(parseJobID(m.JobID), &renderFailed{attempt: m.Attempt, node: nodeID, err: m.Error, retryable: true})
+		answer(&protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt})
+	default:
+		g.c.log.Debug("message from an unknown render node", "node", nodeID, "kind", env.GetKind())
+	}
+}
+
+// parseJobID reads a job id a node sent; an invalid one gives the zero id, which reaches no job.
+func parseJobID(s string) ulid.ULID {
+	id, _ := ulid.ParseStrict(s)
+	return id
+}
+
+// reportingNode names the node a message comes from.
+func reportingNode(msg any) string {
+	switch m := msg.(type) {
+	case *protocol.Heartbeat:
+		return m.NodeID
+	case *protocol.Progress:
+		return m.NodeID
+	case *protocol.Done:
+		return m.NodeID
+	case *protocol.Failed:
+		return m.NodeID
+	case *protocol.Drain:
+		return m.NodeID
+	case *protocol.Bye:
+		return m.NodeID
+	}
+	return ""
+}
+
+// checkHello says why a node may not join ("" when it may).
+func (c *Coordinator) checkHello(h *protocol.Hello) string {
+	switch {
+	case !nodeIDPattern.MatchString(h.NodeID):
+		return fmt.Sprintf("node id %q must be 1 to 128 letters, digits, dots, dashes or underscores", h.NodeID)
+	case h.Slots < 1 || h.Slots > maxNodeSlots:
+		return fmt.Sprintf("slots must be between 1 and %d, not %d", maxNodeSlots, h.Slots)
+	case h.AgentAddress == "" || h.AgentID == "" || h.Incarnation == "":
+		return "the hello names no agent actor or incarnation"
+	case !protocol.CheckKeyProof(c.cfg.ClusterKey, h.NodeID, h.KeyProof):
+		return "the node does not hold this cluster's key"
+	}
+	return ""
+}
+
+// nodeDirectory keeps each node's actor and latest NodeInfo for readers outside the actors.
+type nodeDirectory struct {
+	mu    sync.Mutex
+	nodes map[string]NodeInfo
+	pids  map[string]*actor.PID
+}
+
+func newNodeDirectory() *nodeDirectory {
+	return &nodeDirectory{nodes: make(map[string]NodeInfo), pids: make(map[string]*actor.PID)}
+}
+
+func (d *nodeDirectory) put(info NodeInfo) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.nodes[info.ID] = info
+}
+
+func (d *nodeDirectory) pid(nodeID string) *actor.PID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pids[nodeID]
+}
+
+// actorFor returns the node's actor, spawning it at the node's first hello.
+func (d *nodeDirectory) actorFor(h *protocol.Hello, c *Coordinator) *actor.PID {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if pid := d.pids[h.NodeID]; pid != nil {
+		return pid
+	}
+	pid := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newNodeActor(c, h) }))
+	d.pids[h.NodeID] = pid
+	return pid
+}
+
+// Nodes lists the known render nodes, by id.
+func (c *Coordinator) Nodes() []NodeInfo {
+	c.nodes.mu.Lock()
+	defer c.nodes.mu.Unlock()
+	out := make([]NodeInfo, 0, len(c.nodes.nodes))
+	for _, n := range c.nodes.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out
+}
+
+// NodeGateway is the actor render nodes talk to; remote nodes reach it by GatewayName.
+func (c *Coordinator) NodeGateway() *actor.PID { return c.gateway }
+
+// ErrNoSuchNode is returned for an operator command on a node the coordinator never saw.
+var ErrNoSuchNode = errors.New("no such render node")
+
+// DrainNode stops a node taking new work; its renders finish. ClearNode returns a drained or
+// quarantined node to work. Both hold across restarts of the node and of the coordinator.
+func (c *Coordinator) DrainNode(nodeID string) (NodeInfo, error) { return c.nodeCommand(nodeID, true) }
+
+// ClearNode: see DrainNode.
+func (c *Coordinator) ClearNode(nodeID string) (NodeInfo, error) { return c.nodeCommand(nodeID, false) }
+
+func (c *Coordinator) nodeCommand(nodeID string, drain bool) (NodeInfo, error) {
+	pid := c.nodes.pid(nodeID)
+	if pid == nil {
+		return NodeInfo{}, fmt.Errorf("%w: %s", ErrNoSuchNode, nodeID)
+	}
+	res, err := c.system.Root.RequestFuture(pid, &nodeCommand{drain: drain}, c.cfg.AskTimeout).Result()
+	if err != nil {
+		return NodeInfo{}, ErrUnavailable
+	}
+	return res.(NodeInfo), nil
+}
+
+// NodeLeft tells the coordinator cluster membership saw an incarnation of a node leave or die:
+// its lease ends now instead of at its expiry. A later incarnation (the node restarted) is kept.
+func (c *Coordinator) NodeLeft(nodeID, incarnation, reason string) {
+	if pid := c.nodes.pid(nodeID); pid != nil {
+		c.system.Root.Send(pid, &nodeLeft{incarnation: incarnation, reason: reason})
+	}
+}
+
+// ActorSystem is the system the coordinator's actors run in; an embedded render node spawns
+// its agent there.
+func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }

@@ -1,0 +1,200 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+)
+
+// Connect points the node at the coordinator's gateway actor (at start, and whenever cluster
+// membership shows the coordinator at a new address); Run then says Hello.
+func (a *Agent) Connect(gateway *actor.PID) {
+	a.mu.Lock()
+	changed := a.coordinator == nil || !a.coordinator.Equal(gateway)
+	a.coordinator = gateway
+	if changed {
+		a.welcomed = false
+	}
+	a.mu.Unlock()
+	a.nudge()
+}
+
+// Reconnect makes the node say Hello again (the coordinator restarted at the same address).
+func (a *Agent) Reconnect() {
+	a.mu.Lock()
+	a.welcomed = false
+	a.mu.Unlock()
+	a.nudge()
+}
+
+func (a *Agent) nudge() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) signalIdle() {
+	a.mu.Lock()
+	idle := len(a.running) == 0 && len(a.finals) == 0
+	a.mu.Unlock()
+	if idle {
+		select {
+		case a.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// finish records an attempt's result and sends it; Run resends it until the coordinator acks.
+func (a *Agent) finish(k attemptKey, final any) {
+	a.mu.Lock()
+	a.finals[k] = final
+	a.mu.Unlock()
+	a.nudge()
+}
+
+// Run keeps the node's link to the coordinator: Hello until welcomed, then a heartbeat every
+// interval the coordinator asked for, and every unacknowledged result sent again. It returns
+// when ctx ends.
+func (a *Agent) Run(ctx context.Context) {
+	for {
+		a.tick()
+		a.mu.Lock()
+		interval := a.interval
+		a.mu.Unlock()
+		timer := a.clock.AfterFunc(interval, a.nudge)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-a.wake:
+		}
+		timer.Stop()
+	}
+}
+
+// tick does one round of the link's work.
+func (a *Agent) tick() {
+	a.mu.Lock()
+	coordinator, system, welcomed, interval := a.coordinator, a.system, a.welcomed, a.interval
+	a.mu.Unlock()
+	if coordinator == nil || system == nil {
+		return
+	}
+	ask := func(msg any) (any, error) {
+		res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(msg), max(interval, time.Second)).Result()
+		if err != nil {
+			return nil, err
+		}
+		env, ok := res.(*protocol.Envelope)
+		if !ok {
+			return nil, errors.New("the coordinator answered with something that is not an envelope")
+		}
+		return protocol.Open(env)
+	}
+	if !welcomed {
+		res, err := ask(a.Hello())
+		if err != nil {
+			a.log.Debug("the coordinator did not answer the hello", "err", err)
+			return
+		}
+		w, ok := res.(*protocol.Welcome)
+		if !ok || !w.Accepted {
+			reason := "unexpected answer"
+			if ok {
+				reason = w.Reason
+			}
+			a.log.Error("the coordinator refused this node", "reason", reason)
+			return
+		}
+		a.mu.Lock()
+		a.welcomed = true
+		a.interval = w.HeartbeatInterval
+		a.mu.Unlock()
+		a.log.Info("joined the coordinator", "coordinator", coordinator.Address, "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
+	}
+	a.mu.Lock()
+	hb := &protocol.Heartbeat{NodeID: a.cfg.NodeID, Incarnation: a.incarnation, Seq: a.seq, Running: a.heldLocked()}
+	a.mu.Unlock()
+	res, err := ask(hb)
+	if err != nil {
+		a.log.Debug("heartbeat unanswered", "err", err)
+		return
+	}
+	if ack, ok := res.(*protocol.HeartbeatAck); ok {
+		if !ack.Known {
+			a.Reconnect()
+			return
+		}
+		for i := range ack.Abandon {
+			a.abandon(&ack.Abandon[i])
+		}
+		if ack.Drain {
+			a.startDrain()
+		}
+	}
+	a.sendFinals(ask)
+}
+
+// sendFinals sends every unacknowledged result; an acknowledged one is forgotten with its marker.
+func (a *Agent) sendFinals(ask func(any) (any, error)) {
+	a.mu.Lock()
+	pending := make(map[attemptKey]any, len(a.finals))
+	for k, f := range a.finals {
+		pending[k] = f
+	}
+	a.mu.Unlock()
+	for k, final := range pending {
+		res, err := ask(final)
+		if err != nil {
+			return // the coordinator is unreachable: the next tick tries again
+		}
+		if _, ok := res.(*protocol.FinalAck); !ok {
+			continue
+		}
+		a.mu.Lock()
+		delete(a.finals, k)
+		a.mu.Unlock()
+		os.Remove(a.markerPath(k))
+	}
+	a.signalIdle()
+}
+
+// startDrain stops the node taking new work and tells the coordinator so.
+func (a *Agent) startDrain() {
+	a.mu.Lock()
+	already := a.draining
+	a.draining = true
+	a.mu.Unlock()
+	if !already {
+		a.log.Info("draining: finishing current renders, taking no new ones")
+		a.report(&protocol.Drain{NodeID: a.cfg.NodeID})
+	}
+}
+
+// Drain finishes the node's renders and delivers their results, taking no new work, then says
+// Bye. It returns early, with ctx's error, when ctx ends first.
+func (a *Agent) Drain(ctx context.Context) error {
+	a.startDrain()
+	a.signalIdle()
+	for {
+		a.mu.Lock()
+		idle := len(a.running) == 0 && len(a.finals) == 0
+		a.mu.Unlock()
+		if idle {
+			a.report(&protocol.Bye{NodeID: a.cfg.NodeID})
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.idle:
+		}
+	}
+}

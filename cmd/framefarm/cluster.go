@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/membership"
+	"github.com/framefarm/framefarm/cluster/remoting"
+)
+
+// clusterMember is this process's place in the farm: its Proto.Actor remote endpoint and its
+// membership.
+type clusterMember struct {
+	remote *remote.Remote
+	member *membership.Member
+	// actors is the address others reach this process's actors at.
+	actors string
+}
+
+// joinCluster starts the remote endpoint of system and the membership, with meta completed by
+// the actors address. Run the membership with member.Run; leave with leave.
+func joinCluster(system *actor.ActorSystem, cfg ClusterConfig, name string, meta membership.Meta, log *slog.Logger) (*clusterMember, error) {
+	advertise, err := actorsAdvertise(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, addr, err := remoting.Start(system, cfg.ActorsBind, advertise, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	meta.Actors = addr
+	member, err := membership.Start(membership.Config{
+		Name: name, Bind: cfg.Bind, Advertise: cfg.Advertise, Seeds: cfg.Seeds, Key: cfg.Key, Meta: meta, Fast: true, Logger: log,
+	})
+	if err != nil {
+		r.Shutdown(false)
+		return nil, err
+	}
+	log.Info("joined the cluster", "gossip", member.Addr(), "actors", addr, "seeds", cfg.Seeds)
+	return &clusterMember{remote: r, member: member, actors: addr}, nil
+}
+
+// leave says goodbye to the membership, then stops the remote endpoint.
+func (c *clusterMember) leave() {
+	c.member.Leave(2 * time.Second)
+	c.remote.Shutdown(true)
+}
+
+// actorsAdvertise is the actors address other members dial: actors_advertise, or the host of
+// advertise (or of a specific actors_bind) with actors_bind's port. Empty keeps the bound
+// address, which is right when it names a host.
+func actorsAdvertise(cfg ClusterConfig) (string, error) {
+	if cfg.ActorsAdvertise != "" {
+		return cfg.ActorsAdvertise, nil
+	}
+	bindHost, port, err := net.SplitHostPort(cfg.ActorsBind)
+	if err != nil {
+		return "", fmt.Errorf("cluster.actors_bind %q: %w", cfg.ActorsBind, err)
+	}
+	if ip := net.ParseIP(bindHost); bindHost != "" && (ip == nil || !ip.IsUnspecified()) {
+		return "", nil
+	}
+	if cfg.Advertise == "" {
+		return "", fmt.Errorf("cluster.actors_bind %q binds every interface: set cluster.advertise (or --advertise) to the address other machines reach this one at", cfg.ActorsBind)
+	}
+	host, _, err := net.SplitHostPort(cfg.Advertise)
+	if err != nil {
+		return "", fmt.Errorf("cluster.advertise %q: %w", cfg.Advertise, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// watchNodes tells the coordinator of render nodes that membership saw leave or die, until ctx
+// ends: their leases end at once instead of at expiry.
+func watchNodes(ctx context.Context, member *membership.Member, coord *actors.Coordinator, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-member.Events():
+			if ev.Meta.Role != membership.RoleNode || ev.Alive {
+				continue
+			}
+			reason := "cluster membership declared it dead"
+			if ev.Left {
+				reason = "it left the cluster"
+			}
+			log.Info("render node gone from the cluster", "node", ev.Meta.NodeID, "reason", reason)
+			coord.NodeLeft(ev.Meta.NodeID, ev.Meta.Incarnation, reason)
+		}
+	}
+}

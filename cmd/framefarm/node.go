@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/membership"
+	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/http/outbound"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// envClusterKey may hold the cluster key instead of the configuration file or a flag (which
+// other users of the machine could read in the process list).
+const envClusterKey = "FRAMEFARM_CLUSTER_KEY"
+
+// envAdminToken may hold the admin token for `framefarm node list|drain|clear`.
+const envAdminToken = "FRAMEFARM_ADMIN_TOKEN"
+
+// nodeCommand dispatches `framefarm node ...`: a render node, or an operator command.
+func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "list", "drain", "clear":
+			return nodeAdmin(args[0], args[1:], stdout, stderr)
+		}
+	}
+	return runNode(ctx, args, stdout, stderr, p)
+}
+
+// nodeSettings are what `framefarm node` runs with.
+type nodeSettings struct {
+	cfg         Config
+	id          string
+	engines     []string
+	slots       int
+	requireTags []string
+}
+
+// nodeConfig reads the flags of `framefarm node` over the configuration file.
+func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "configuration file (TOML): [engines], [node], [cluster]")
+	join := fs.String("join", "", "coordinator gossip address(es) to join, HOST:PORT[,HOST:PORT]")
+	nodeID := fs.String("id", "", "node id, unique in the farm (default: the host name)")
+	engineList := fs.String("engines", "", "engines to offer, e.g. lottie,ffmpeg,ae2026 (default: every engine this machine can run)")
+	slotCount := fs.Int("slots", 1, "renders run at once")
+	bind := fs.String("bind", "", "gossip bind address HOST:PORT (default cluster.bind, 0.0.0.0:7946)")
+	advertise := fs.String("advertise", "", "gossip address other machines reach this node at, HOST:PORT")
+	actorsBind := fs.String("actors-bind", "", "actors (remote) bind address HOST:PORT (default cluster.actors_bind, 0.0.0.0:7947)")
+	actorsAdvertise := fs.String("actors-advertise", "", "actors address other machines reach this node at")
+	dataDir := fs.String("data-dir", "./node-data", "working files, template cache, attempt markers")
+	requireTags := fs.String("require-tags", "", "take only jobs tagged with all of these (comma-separated)")
+	key := fs.String("key", "", "cluster key (default cluster.key or $"+envClusterKey+")")
+	allowPrivate := fs.Bool("allow-private-urls", false, "let asset downloads reach loopback and private addresses")
+	if err := fs.Parse(args); err != nil {
+		return ns, err
+	}
+	if fs.NArg() > 0 {
+		return ns, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return ns, err
+	}
+	if cfg.Cluster == nil {
+		c := defaultClusterConfig()
+		cfg.Cluster = &c
+	}
+	c := cfg.Cluster
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&c.Bind, *bind)
+	set(&c.Advertise, *advertise)
+	set(&c.ActorsBind, *actorsBind)
+	set(&c.ActorsAdvertise, *actorsAdvertise)
+	set(&c.Key, os.Getenv(envClusterKey))
+	set(&c.Key, *key)
+	if *join != "" {
+		c.Seeds = strings.Split(*join, ",")
+	}
+	if *allowPrivate {
+		cfg.Server.AllowPrivateURLs = true
+	}
+	if *requireTags != "" {
+		ns.requireTags = strings.Split(*requireTags, ",")
+	}
+	cfg.Server.DataDir = *dataDir
+	ns.id = *nodeID
+	if ns.id == "" {
+		ns.id, _ = os.Hostname()
+	}
+	var errs []error
+	if len(c.Seeds) == 0 {
+		errs = append(errs, errors.New("--join HOST:PORT (the coordinator's cluster.bind) is required"))
+	}
+	if *slotCount < 1 {
+		errs = append(errs, errors.New("--slots must be at least 1"))
+	}
+	if *engineList != "" {
+		ns.engines = strings.Split(*engineList, ",")
+	}
+	errs = append(errs, c.check()...)
+	ns.cfg, ns.slots = cfg, *slotCount
+	return ns, errors.Join(errs...)
+}
+
+// runNode is `framefarm node`: a render node that joins the farm, renders what the coordinator
+// assigns, and on SIGTERM drains (finishes its renders, takes no new ones) and leaves. A second
+// SIGTERM or SIGINT stops it at once; its interrupted renders run again elsewhere.
+func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
+	ns, err := nodeConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	cfg, id, slots := ns.cfg, ns.id, ns.slots
+	log, err := newLogger(stderr, cfg.Log)
+	if err != nil {
+		return err
+	}
+	engines, stopEngines := p.engines(cfg.Engines, log)
+	defer stopEngines()
+	if engines, err = pickEngines(engines, ns.engines); err != nil {
+		return err
+	}
+	clusterCfg := *cfg.Cluster
+	agent, err := node.New(node.Config{
+		NodeID: id, Slots: slots, Version: buildVersion(), RequireTags: ns.requireTags,
+		ClusterKey: []byte(clusterCfg.Key), DataDir: cfg.Server.DataDir,
+		MaxDownloadBytes: cfg.Node.MaxDownloadBytes, DownloadTimeout: cfg.Node.DownloadTimeout.Duration,
+	}, engines, node.Transfers{Internal: &http.Client{}, External: outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})},
+		clock.Real{}, log)
+	if err != nil {
+		return err
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return log.With("component", "protoactor")
+	}))
+	defer system.Shutdown()
+	cm, err := joinCluster(system, clusterCfg, id, membership.Meta{Role: membership.RoleNode, NodeID: id, Incarnation: agent.Incarnation()}, log)
+	if err != nil {
+		return err
+	}
+	if err := agent.Start(system, "framefarm-agent"); err != nil {
+		cm.leave()
+		return err
+	}
+	linkCtx, stopLink := context.WithCancel(context.Background())
+	go cm.member.Run(linkCtx)
+	go agent.Run(linkCtx)
+	go followCoordinator(linkCtx, cm.member, agent)
+	log.Info("render node started", "node", id, "engines", agent.Hello().Engines, "slots", slots)
+	fmt.Fprintf(stdout, "framefarm node %s started, gossip on %s, actors on %s\n", id, cm.member.Addr(), cm.actors)
+
+	<-ctx.Done()
+	log.Info("draining: finishing current renders before leaving (signal again to stop at once)")
+	drainCtx, stopDrain := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err = agent.Drain(drainCtx)
+	stopDrain()
+	if err != nil {
+		log.Warn("stopped before the renders finished; they will run again elsewhere")
+	}
+	stopLink()
+	agent.Stop()
+	cm.leave()
+	log.Info("render node stopped")
+	return nil
+}
+
+// followCoordinator points the agent at the coordinator's gateway wherever membership shows it.
+func followCoordinator(ctx context.Context, member *membership.Member, agent *node.Agent) {
+	connect := func(meta membership.Meta) {
+		agent.Connect(actor.NewPID(meta.Actors, actors.GatewayName))
+	}
+	for _, meta := range member.Alive(membership.RoleCoordinator) {
+		connect(meta)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-member.Events():
+			if ev.Meta.Role == membership.RoleCoordinator && ev.Alive {
+				connect(ev.Meta)
+			}
+		}
+	}
+}
+
+// pickEngines keeps the engines asked for; an engine asked for that this machine cannot run is
+// an error, so a node never joins announcing less than its operator meant.
+func pickEngines(all []renderer.Renderer, want []string) ([]renderer.Renderer, error) {
+	if len(want) == 0 {
+		if len(all) == 0 {
+			return nil, errors.New("this machine can run no engine (see the warnings above)")
+		}
+		return all, nil
+	}
+	var out []renderer.Renderer
+	for _, name := range want {
+		i := slices.IndexFunc(all, func(r renderer.Renderer) bool { return r.Engine() == name })
+		if i < 0 {
+			return nil, fmt.Errorf("engine %q is not available on this machine (see the warnings above)", name)
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// nodeAdmin runs `framefarm node list|drain ID|clear ID` against a coordinator's API.
+func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("node "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("url", "http://127.0.0.1:8080", "the coordinator's API base URL")
+	token := fs.String("admin-token", "", "admin token (default $"+envAdminToken+")")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *token == "" {
+		*token = os.Getenv(envAdminToken)
+	}
+	method, path := http.MethodGet, "/api/v2/nodes"
+	if verb != "list" {
+		if fs.NArg() != 1 {
+			return fmt.Errorf("usage: framefarm node %s NODE_ID [--url URL] [--admin-token TOKEN]", verb)
+		}
+		method, path = http.MethodPost, "/api/v2/nodes/"+url.PathEscape(fs.Arg(0))+"/"+verb
+	} else if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	req, err := http.NewRequest(method, strings.TrimRight(*base, "/")+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+*token)
+	client := &http.Client{Timeout: 30 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var nodes []actors.NodeInfo
+	if verb == "list" {
+		err = json.Unmarshal(body, &nodes)
+	} else {
+		var one actors.NodeInfo
+		err = json.Unmarshal(body, &one)
+		nodes = append(nodes, one)
+	}
+	if err != nil {
+		return fmt.Errorf("unexpected answer: %w", err)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tSTATE\tENGINES\tSLOTS\tJOBS\tLAST HEARTBEAT\tREASON")
+	for _, n := range nodes {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.ID, n.State, strings.Join(n.Engines, ","), n.Slots,
+			len(n.CurrentJobs), n.LastHeartbeat.Format(time.RFC3339), n.Reason)
+	}
+	return w.Flush()
+}
