@@ -218,17 +218,19 @@ func (a *jobActor) current(attempt int, what, node string) bool {
 	}
 	a.log().Warn("rejected a report from a stale attempt", "report", what, "attempt", attempt, "node", node,
 		"current_attempt", a.job.Attempts, "state", a.job.State.String())
-	a.c.Observer.StaleReport(a.job.ID, attempt, what)
-	if what != "progress" {
-		line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
-			what, attempt, node, a.job.State, a.job.Attempts)
-		jobID := a.job.ID
-		a.c.Store.UpdateAsync(func(tx *persistence.Tx) error { return tx.AppendLog(jobID, line) }, func(err error) {
-			if err != nil {
-				a.c.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
-			}
-		})
+	jobID := a.job.ID
+	if what == "progress" {
+		a.c.Observer.StaleReport(jobID, attempt, what)
+		return false
 	}
+	line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
+		what, attempt, node, a.job.State, a.job.Attempts)
+	a.c.Store.UpdateAsync(func(tx *persistence.Tx) error { return tx.AppendLog(jobID, line) }, func(err error) {
+		if err != nil {
+			a.c.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
+		}
+		a.c.Observer.StaleReport(jobID, attempt, what)
+	})
 	return false
 }
 

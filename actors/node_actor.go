@@ -34,7 +34,7 @@ type nodeActor struct {
 	// failStreak holds the distinct jobs that failed on the node since its last finished
 	// render: one broken job failing again is not the node's fault, many different ones are.
 	failStreak map[ulid.ULID]bool
-	// adminDrain: an operator drained the node; it is told so at its next heartbeat.
+	// adminDrain: an operator drained the node (a hold the node's own restarts keep).
 	adminDrain bool
 	tick       interface{ Stop() bool }
 }
@@ -210,7 +210,7 @@ func (n *nodeActor) onHeartbeat(ctx actor.Context, hb *protocol.Heartbeat) *prot
 	n.loseAttempts(ctx, "the render node no longer holds the attempt", func(id ulid.ULID, r *heldAttempt) bool {
 		return r.seq <= hb.Seq && !slices.ContainsFunc(hb.Running, func(s protocol.AttemptStatus) bool { return s.JobID == id.String() && s.Attempt == r.attempt })
 	})
-	return &protocol.HeartbeatAck{Known: true, Abandon: n.abandonList(hb.Running), Drain: n.adminDrain}
+	return &protocol.HeartbeatAck{Known: true, Abandon: n.abandonList(hb.Running)}
 }
 
 // abandonList names the attempts the node holds that are not (or no longer) its assignments.
@@ -333,9 +333,9 @@ func (n *nodeActor) hold(ctx actor.Context, state, why string) {
 func (n *nodeActor) command(ctx actor.Context, m *nodeCommand) {
 	switch {
 	case m.drain:
+		// The node itself need not know: it finishes what it holds and is given nothing new.
 		n.adminDrain = true
 		n.hold(ctx, NodeDraining, drainedByOperator)
-		ctx.Send(n.agent, protocol.Wrap(&protocol.Drain{NodeID: n.hello.NodeID}))
 	case n.state == NodeQuarantined || n.state == NodeDraining:
 		if err := n.c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(nodeHoldKey(n.hello.NodeID), "") }); err != nil {
 			n.log.Error("cannot clear the node's hold", "err", err)

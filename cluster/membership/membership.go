@@ -17,6 +17,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -76,6 +77,11 @@ type Member struct {
 	list   *memberlist.Memberlist
 	events chan Event
 	log    *slog.Logger
+
+	// alive is this member's view of the others, kept from memberlist's events: the nodes
+	// Members() returns are shared with memberlist's goroutines and cannot be read safely.
+	mu    sync.Mutex
+	alive map[string]Meta
 }
 
 // GossipKey derives the 32-byte gossip encryption key from a cluster key.
@@ -112,7 +118,7 @@ func Start(cfg Config) (*Member, error) {
 	mc.DeadNodeReclaimTime = time.Nanosecond
 	log := cfg.Logger.With("component", "membership")
 	mc.Logger = stdlog.New(logAdapter{log}, "", 0)
-	m := &Member{cfg: cfg, events: make(chan Event, 1024), log: log}
+	m := &Member{cfg: cfg, events: make(chan Event, 1024), log: log, alive: make(map[string]Meta)}
 	meta, err := json.Marshal(cfg.Meta)
 	if err != nil {
 		return nil, err
@@ -140,14 +146,12 @@ func (m *Member) Addr() string {
 
 // Alive returns the metadata of the alive members with a role, by name.
 func (m *Member) Alive(role string) map[string]Meta {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	out := make(map[string]Meta)
-	for _, n := range m.list.Members() {
-		if n.State != memberlist.StateAlive || n.Name == m.cfg.Name {
-			continue
-		}
-		var meta Meta
-		if json.Unmarshal(n.Meta, &meta) == nil && meta.Role == role {
-			out[n.Name] = meta
+	for name, meta := range m.alive {
+		if meta.Role == role {
+			out[name] = meta
 		}
 	}
 	return out
@@ -205,6 +209,13 @@ func (e *eventDelegate) emit(n *memberlist.Node, alive bool) {
 		e.m.log.Warn("a member sent unreadable metadata", "member", n.Name, "err", err)
 		return
 	}
+	e.m.mu.Lock()
+	if alive {
+		e.m.alive[n.Name] = meta
+	} else {
+		delete(e.m.alive, n.Name)
+	}
+	e.m.mu.Unlock()
 	e.m.events <- Event{Name: n.Name, Meta: meta, Alive: alive, Left: n.State == memberlist.StateLeft}
 }
 

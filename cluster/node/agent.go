@@ -48,7 +48,7 @@ type Config struct {
 }
 
 // Agent runs renders for the coordinator. Its actor takes the coordinator's messages (Assign,
-// Abandon, Drain); Run keeps the link alive (Hello, heartbeats, resending results until acked).
+// Abandon); Run keeps the link alive (Hello, heartbeats, resending results until acked).
 type Agent struct {
 	cfg         Config
 	renderers   map[string]renderer.Renderer
@@ -245,8 +245,6 @@ func (a *Agent) receive(ctx actor.Context) {
 		a.assign(m)
 	case *protocol.Abandon:
 		a.abandon(m)
-	case *protocol.Drain:
-		a.startDrain()
 	default:
 		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
 	}
@@ -267,7 +265,7 @@ func (a *Agent) assign(m *protocol.Assign) {
 		refusal = fmt.Sprintf("this node has no %q engine", m.Task.Engine)
 	case a.draining:
 		refusal = "the node is draining"
-	case len(a.running) >= a.cfg.Slots:
+	case a.busySlotsLocked() >= a.cfg.Slots:
 		refusal = "the node has no free render slot"
 	}
 	if refusal != "" {
@@ -302,6 +300,18 @@ func (a *Agent) assign(m *protocol.Assign) {
 	}()
 }
 
+// busySlotsLocked counts the renders holding a slot; an abandoned one gives its slot back at
+// once, while its process winds down.
+func (a *Agent) busySlotsLocked() int {
+	n := 0
+	for _, r := range a.running {
+		if !r.abandoned {
+			n++
+		}
+	}
+	return n
+}
+
 // abandon stops an attempt the coordinator no longer wants; nothing more is reported of it.
 func (a *Agent) abandon(m *protocol.Abandon) {
 	k := attemptKey{m.JobID, m.Attempt}
@@ -310,11 +320,13 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 	if r := a.running[k]; r != nil && !r.abandoned {
 		r.abandoned = true
 		r.cancel(errAbandoned)
-		a.log.Info("abandoning an attempt", "job", m.JobID, "attempt", m.Attempt, "reason", m.Reason)
+		a.log.Info("abandoned an attempt: its render stops", "job", m.JobID, "attempt", m.Attempt, "reason", m.Reason)
 	}
+	// A result the render just produced is dropped unsent: the coordinator would reject it.
 	if _, ok := a.finals[k]; ok {
 		delete(a.finals, k)
 		os.Remove(a.markerPath(k))
+		a.log.Info("abandoned an attempt: its result is dropped", "job", m.JobID, "attempt", m.Attempt, "reason", m.Reason)
 	}
 }
 

@@ -135,9 +135,6 @@ func (a *Agent) tick() {
 		for i := range ack.Abandon {
 			a.abandon(&ack.Abandon[i])
 		}
-		if ack.Drain {
-			a.startDrain()
-		}
 	}
 	a.sendFinals(ask)
 }

@@ -10,7 +10,7 @@
 //	Progress ───────────────────────────>  (no answer)
 //	Done | Failed ──────────────────────>  FinalAck (resent with each heartbeat until acked)
 //	                           <─────────── Abandon (attempt withdrawn or no longer current)
-//	Drain ──────────────────────────────>  (takes no new work)    Bye ──> (left the farm)
+//	Drain ──────────────────────────────>  (gives no new work)     Bye ──> (left the farm)
 //	anything of an unknown kind ────────>  Error
 package protocol
 
@@ -74,8 +74,6 @@ type AttemptStatus struct {
 type HeartbeatAck struct {
 	Known   bool      `json:"known"`
 	Abandon []Abandon `json:"abandon,omitempty"`
-	// Drain tells the node an operator drained it: it finishes its renders and asks for no more.
-	Drain bool `json:"drain,omitempty"`
 }
 
 // Abandon tells a node to stop an attempt and report nothing more of it: the job was withdrawn
@@ -191,8 +189,7 @@ type FinalAck struct {
 	Attempt int    `json:"attempt"`
 }
 
-// Drain says a node takes no new work: sent by a node told to stop (SIGTERM), and by the
-// coordinator when an operator drains the node.
+// Drain says a node takes no new work: it was told to stop (SIGTERM) and finishes what it holds.
 type Drain struct {
 	NodeID string `json:"nodeId"`
 }

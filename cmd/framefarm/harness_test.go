@@ -64,6 +64,9 @@ type options struct {
 	// realEngines runs the production engines: Lottie, ffmpeg, and After Effects (ae2025)
 	// through the stand-in aerender.
 	realEngines bool
+	// cluster adds a [cluster] table on fixed loopback ports (kept across restarts), so render
+	// node processes can join.
+	cluster bool
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -84,8 +87,14 @@ type coordinator struct {
 	templates map[string]map[string]bool
 	webhooks  map[string]map[string]bool
 	progress  map[string]map[string]bool
+	nodes     map[string]map[string]bool
+	fenced    map[string]map[string]bool
+	// counts counts the signals of each "kind id state".
+	counts map[string]int
 	// firstSignal is when the first signal of each kind and id arrived ("progress id").
 	firstSignal map[string]time.Time
+	// gossip and actors are the cluster addresses (cluster option).
+	gossip, actors string
 }
 
 func startCoordinator(t testing.TB, opts options) *coordinator {
@@ -102,6 +111,7 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 		t: t, dir: t.TempDir(), opts: opts, control: newRenderControl(t), stderr: &lockedBuffer{},
 		changed: make(chan struct{}), jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
 		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{}, firstSignal: map[string]time.Time{},
+		nodes: map[string]map[string]bool{}, fenced: map[string]map[string]bool{}, counts: map[string]int{},
 	}
 	if opts.logLevel == "" {
 		opts.logLevel = "debug"
@@ -128,6 +138,11 @@ level = %q
 retry_backoff = %s
 timeout = "2s"
 `, adminToken, opts.logLevel, opts.rateLimit, opts.webhookBackoff) + opts.config
+	if opts.cluster {
+		c.gossip, c.actors = freeAddr(t), freeAddr(t)
+		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = \"200ms\"\nlease = \"1500ms\"\n",
+			c.gossip, c.actors, clusterKey)
+	}
 	if opts.realEngines {
 		worker, err := filepath.Abs("../../renderer/lottie/worker")
 		if err != nil {
@@ -206,6 +221,10 @@ func (c *coordinator) signals(kind string) map[string]map[string]bool {
 		return c.webhooks
 	case "progress":
 		return c.progress
+	case "node":
+		return c.nodes
+	case "fenced":
+		return c.fenced
 	}
 	return c.jobs
 }
@@ -219,6 +238,7 @@ func (c *coordinator) signal(kind, id, state string) {
 		c.firstSignal[kind+" "+id] = time.Now()
 	}
 	m[id][state] = true
+	c.counts[kind+" "+id+" "+state]++
 	close(c.changed)
 	c.changed = make(chan struct{})
 }
@@ -260,7 +280,7 @@ func (c *coordinator) stop() {
 func (c *coordinator) restart() {
 	c.t.Helper()
 	c.mu.Lock()
-	for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress} {
+	for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced} {
 		*m = map[string]map[string]bool{}
 	}
 	c.mu.Unlock()

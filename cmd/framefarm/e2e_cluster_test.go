@@ -1,0 +1,431 @@
+package main
+
+// Render nodes as separate processes: a coordinator (`serve` with a [cluster] table and no
+// embedded node) and `framefarm node` processes on 127.0.0.1, rendering with the test renderer
+// the test drives. Nodes are killed, stopped and restarted for real; tests wait on signals.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/cluster/remoting"
+)
+
+const clusterKey = "test-cluster-key-0123456789"
+
+// freeAddr returns a loopback address with a port free for TCP and UDP at the time of asking.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if pc, err := net.ListenPacket("udp", addr); err == nil {
+			pc.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for TCP and UDP")
+	return ""
+}
+
+// renderNode is one `framefarm node` process (and its restarts).
+type renderNode struct {
+	t      testing.TB
+	id     string
+	args   []string
+	env    []string
+	cmd    *exec.Cmd
+	exited chan error
+	stderr *lockedBuffer
+}
+
+func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNode {
+	c.t.Helper()
+	dir := c.t.TempDir()
+	n := &renderNode{
+		t: c.t, id: id, stderr: &lockedBuffer{},
+		args: append([]string{"node", "--join", c.gossip, "--id", id, "--slots", fmt.Sprint(slots),
+			"--bind", freeAddr(c.t), "--actors-bind", freeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
+			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, extra...),
+		env: append(os.Environ(), envRun+"=1", envControl+"="+c.control.url, envNodeName+"="+id, envClusterKey+"="+clusterKey),
+	}
+	c.t.Cleanup(func() {
+		n.kill()
+		if log := n.stderr.String(); strings.Contains(log, "WARNING: DATA RACE") {
+			c.t.Errorf("node %s reported a data race:\n%s", id, log[strings.Index(log, "WARNING: DATA RACE"):])
+		}
+		if c.t.Failed() {
+			c.t.Logf("node %s log:\n%s", id, n.stderr.tail(60))
+		}
+	})
+	n.launch()
+	c.waitFor("node", id, actors.NodeReady)
+	return n
+}
+
+func (n *renderNode) launch() {
+	n.t.Helper()
+	cmd := exec.Command(os.Args[0], n.args...)
+	cmd.Env = n.env
+	cmd.Stderr = n.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		n.t.Fatal(err)
+	}
+	started := make(chan struct{})
+	n.cmd, n.exited = cmd, make(chan error, 1)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		once := false
+		for scanner.Scan() {
+			if !once && strings.HasPrefix(scanner.Text(), "framefarm node "+n.id+" started") {
+				once = true
+				close(started)
+			}
+		}
+		n.exited <- cmd.Wait()
+	}()
+	select {
+	case <-started:
+	case err := <-n.exited:
+		n.t.Fatalf("node %s exited at start: %v\n%s", n.id, err, n.stderr.tail(30))
+	case <-time.After(waitLimit):
+		n.t.Fatalf("node %s did not start\n%s", n.id, n.stderr.tail(30))
+	}
+}
+
+func (n *renderNode) signal(sig syscall.Signal) {
+	n.t.Helper()
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// kill ends the node at once (SIGKILL).
+func (n *renderNode) kill() {
+	if n.cmd == nil || n.cmd.ProcessState != nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGCONT) // a stopped process dies only once it runs again
+	n.cmd.Process.Kill()
+	<-n.exited
+	n.cmd = nil
+}
+
+// waitExit waits for the node to end by itself and checks it exited cleanly.
+func (n *renderNode) waitExit() {
+	n.t.Helper()
+	select {
+	case err := <-n.exited:
+		if err != nil {
+			n.t.Fatalf("node %s exit: %v\n%s", n.id, err, n.stderr.tail(30))
+		}
+		n.cmd = nil
+	case <-time.After(waitLimit):
+		n.t.Fatalf("node %s did not exit\n%s", n.id, n.stderr.tail(30))
+	}
+}
+
+// clusterFarm starts a coordinator without an embedded node and render nodes n1..nN.
+func clusterFarm(t *testing.T, nodes int) (*coordinator, *client, []*renderNode) {
+	t.Helper()
+	c := startCoordinator(t, options{cluster: true})
+	cl := c.team("cluster")
+	var ns []*renderNode
+	for i := 1; i <= nodes; i++ {
+		ns = append(ns, c.startNode(fmt.Sprintf("n%d", i), 1))
+	}
+	return c, cl, ns
+}
+
+// createJobs creates count jobs of one template and returns their ids.
+func (cl *client) createJobs(templateID string, count int) []string {
+	var ids []string
+	for range count {
+		var j created
+		cl.must("POST", "/api/v2/jobs", renderJob(templateID), 200, &j)
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+// renderOutput returns the call the test renderer wrote as a finished job's output.
+func (cl *client) renderOutput(id string) renderCall {
+	t := cl.c.t
+	t.Helper()
+	status, body := get(t, cl.job(id).OutputURL)
+	if status != 200 {
+		t.Fatalf("output of %s: %d", id, status)
+	}
+	var call renderCall
+	if err := json.Unmarshal(body, &call); err != nil {
+		t.Fatalf("output of %s: %v", id, err)
+	}
+	return call
+}
+
+// logs returns a job's log.
+func (cl *client) logs(id string) string {
+	_, body, _ := cl.call("GET", "/api/v2/jobs/"+id+"/logs", nil)
+	return string(body)
+}
+
+// hasSignal reports whether a signal was seen.
+func (c *coordinator) hasSignal(kind, id, state string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signals(kind)[id][state]
+}
+
+// waitChange waits for the next signal, or d.
+func (c *coordinator) waitChange(d time.Duration) {
+	c.mu.Lock()
+	changed := c.changed
+	c.mu.Unlock()
+	select {
+	case <-changed:
+	case <-time.After(d):
+	}
+}
+
+// exactlyOnce checks every job finished, once.
+func (c *coordinator) exactlyOnce(ids []string) {
+	c.t.Helper()
+	for _, id := range ids {
+		c.waitJob(id, "finished")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if n := c.counts["job "+id+" finished"]; n != 1 {
+			c.t.Errorf("job %s finished %d times", id, n)
+		}
+	}
+}
+
+// TestClusterNodeKilledMidRender: jobs spread over three node processes; a node SIGKILLed
+// mid-render has its job re-run elsewhere as attempt 2; restarted under the same id, it reports
+// its interrupted attempt 1, which is fenced off; every job finishes exactly once.
+func TestClusterNodeKilledMidRender(t *testing.T) {
+	c, cl, nodes := clusterFarm(t, 3)
+	tpl := cl.uploadTemplate(inspection())
+	ids := cl.createJobs(tpl, 6)
+
+	// The first three renders start on three different nodes.
+	calls := map[string]*renderCall{}
+	for range 3 {
+		call := c.control.next(t)
+		if calls[call.Node] != nil {
+			t.Fatalf("node %s got a second render while others were idle", call.Node)
+		}
+		calls[call.Node] = call
+	}
+	victim := calls["n1"]
+	nodes[0].kill()
+	c.waitFor("node", "n1", actors.NodeLost)
+	c.control.answerAll(finishAll)
+	for node, call := range calls {
+		if node != "n1" {
+			call.answer(renderReply{Result: "finish"})
+		}
+	}
+	c.exactlyOnce(ids)
+	if j := cl.job(victim.JobID); j.Attempts != 2 || !strings.Contains(cl.logs(victim.JobID), "attempt 1 on node n1 ended: render node lost") {
+		t.Fatalf("the killed node's job: attempts %d\n%s", j.Attempts, cl.logs(victim.JobID))
+	}
+	if out := cl.renderOutput(victim.JobID); out.Attempt != 2 || out.Node == "n1" {
+		t.Fatalf("the killed node's job was delivered by %s attempt %d", out.Node, out.Attempt)
+	}
+
+	// Restarted with the same id, the node reports the attempt its death interrupted: fenced.
+	nodes[0].launch()
+	c.waitFor("fenced", victim.JobID, "1:failure")
+	c.waitFor("node", "n1", actors.NodeReady)
+	if j := cl.job(victim.JobID); j.Status != "finished" || j.Attempts != 2 {
+		t.Fatalf("after the late report: %s attempt %d", j.Status, j.Attempts)
+	}
+	if log := cl.logs(victim.JobID); !strings.Contains(log, "rejected the failure report of attempt 1 from node n1") {
+		t.Fatalf("the rejected report is not in the job's log:\n%s", log)
+	}
+	c.exactlyOnce(ids)
+}
+
+// TestClusterNodeStoppedPastItsLease is the partition: a node SIGSTOPped past its lease loses
+// its job to another node; once it runs again, what it still says of its old attempt changes
+// nothing, and the output is the other node's.
+func TestClusterNodeStoppedPastItsLease(t *testing.T) {
+	c, cl, nodes := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	id := cl.createJobs(tpl, 1)[0]
+	first := c.control.next(t)
+	stopped := nodes[0]
+	if first.Node != "n1" {
+		stopped = nodes[1]
+	}
+	stopped.signal(syscall.SIGSTOP)
+	second := c.control.next(t)
+	if second.JobID != id || second.Attempt != 2 || second.Node == first.Node {
+		t.Fatalf("re-run %s attempt %d on %s", second.JobID, second.Attempt, second.Node)
+	}
+	second.answer(renderReply{Result: "finish"})
+	c.waitJob(id, "finished")
+	// The stopped node's render is told to finish before the node runs again: it uploads and
+	// reports attempt 1 unless the coordinator's abandon reaches it first. Either way the job
+	// stays as attempt 2 delivered it.
+	first.answer(renderReply{Result: "finish"})
+	stopped.signal(syscall.SIGCONT)
+	c.waitFor("node", first.Node, actors.NodeReady)
+	deadline := time.Now().Add(waitLimit)
+	for !c.hasSignal("fenced", id, "1:done") && !strings.Contains(stopped.stderr.String(), "abandoned an attempt") {
+		if time.Now().After(deadline) {
+			t.Fatalf("attempt 1 was neither fenced nor abandoned\n%s", stopped.stderr.tail(30))
+		}
+		c.waitChange(time.Second)
+	}
+	if out := cl.renderOutput(id); out.Attempt != 2 || out.Node != second.Node {
+		t.Fatalf("output from %s attempt %d", out.Node, out.Attempt)
+	}
+	c.exactlyOnce([]string{id})
+}
+
+// TestClusterCoordinatorKilledWhileNodesRender: the coordinator is SIGKILLed and restarted
+// while both nodes render; the nodes reconnect, the interrupted attempts run again under new
+// attempt numbers, nothing is lost and nothing finishes twice.
+func TestClusterCoordinatorKilledWhileNodesRender(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	ids := cl.createJobs(tpl, 4)
+	c.control.next(t)
+	c.control.next(t)
+	c.kill()
+	c.control.answerAll(finishAll)
+	c.restart()
+	c.exactlyOnce(ids)
+	for _, id := range ids {
+		if out := cl.renderOutput(id); out.Attempt != cl.job(id).Attempts {
+			t.Fatalf("job %s delivered by attempt %d, its current is %d", id, out.Attempt, cl.job(id).Attempts)
+		}
+	}
+}
+
+// TestClusterNodeDrains: a SIGTERMed node finishes its render, takes nothing new, and leaves;
+// an operator's drain and clear through the API hold a node back and let it go.
+func TestClusterNodeDrains(t *testing.T) {
+	c, cl, nodes := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	first := cl.createJobs(tpl, 1)[0]
+	call := c.control.next(t)
+	var draining, other *renderNode
+	for _, n := range nodes {
+		if n.id == call.Node {
+			draining = n
+		} else {
+			other = n
+		}
+	}
+	draining.signal(syscall.SIGTERM)
+	c.waitFor("node", draining.id, actors.NodeDraining)
+	more := cl.createJobs(tpl, 3)
+	for range more {
+		next := c.control.next(t)
+		if next.Node != other.id {
+			t.Fatalf("a draining node got job %s", next.JobID)
+		}
+		next.answer(renderReply{Result: "finish"})
+	}
+	call.answer(renderReply{Result: "finish"})
+	draining.waitExit()
+	c.waitFor("node", draining.id, actors.NodeLeft)
+	c.exactlyOnce(append(more, first))
+
+	// An operator drains the remaining node: new work waits; cleared, it runs.
+	admin := &client{c: c, token: adminToken}
+	var info actors.NodeInfo
+	admin.must("POST", "/api/v2/nodes/"+other.id+"/drain", nil, 200, &info)
+	if info.State != actors.NodeDraining {
+		t.Fatalf("drained node is %s", info.State)
+	}
+	admin.fails("POST", "/api/v2/nodes/nosuch/clear", nil, 404, "not_found")
+	waiting := cl.createJobs(tpl, 1)[0]
+	var list []actors.NodeInfo
+	admin.must("GET", "/api/v2/nodes", nil, 200, &list)
+	states := map[string]string{}
+	for _, n := range list {
+		states[n.ID] = n.State
+	}
+	if states[other.id] != actors.NodeDraining || states[draining.id] != actors.NodeLeft {
+		t.Fatalf("nodes %v", states)
+	}
+	select {
+	case call := <-c.control.calls:
+		t.Fatalf("job %s went to a drained node", call.JobID)
+	default:
+	}
+	admin.must("POST", "/api/v2/nodes/"+other.id+"/clear", nil, 200, &info)
+	c.control.next(t).answer(renderReply{Result: "finish"})
+	c.exactlyOnce([]string{waiting})
+	out, err := framefarm("node", "list", "--url", c.url, "--admin-token", adminToken)
+	listed := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			listed[f[0]] = f[1]
+		}
+	}
+	if err != nil || listed[other.id] != actors.NodeReady || listed[draining.id] != actors.NodeLeft {
+		t.Fatalf("node list: %v\n%s", err, out)
+	}
+}
+
+// TestClusterUnknownMessageKind is the rolling upgrade: a newer node sends a kind this
+// coordinator does not know; it answers with an error and goes on serving.
+func TestClusterUnknownMessageKind(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 1)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	r, _, err := remoting.Start(system, freeAddr(t), "", remoting.TLS{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Shutdown(false) })
+	gateway := actor.NewPID(c.actors, actors.GatewayName)
+	future := system.Root.RequestFuture(gateway, &protocol.Envelope{Kind: "gpu-stats", Version: 7, Payload: []byte(`{"temperature":71}`)}, waitLimit)
+	res, err := future.Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := protocol.Open(res.(*protocol.Envelope))
+	if e, ok := msg.(*protocol.Error); err != nil || !ok || e.Kind != "gpu-stats" {
+		t.Fatalf("answer %+v, %v", msg, err)
+	}
+	// A hello without the cluster key is refused.
+	res, err = system.Root.RequestFuture(gateway, protocol.Wrap(&protocol.Hello{NodeID: "intruder", Slots: 1,
+		AgentAddress: "127.0.0.1:1", AgentID: "x", Incarnation: "1"}), waitLimit).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, _ := protocol.Open(res.(*protocol.Envelope)); msg.(*protocol.Welcome).Accepted {
+		t.Fatal("a node without the cluster key was welcomed")
+	}
+	c.control.answerAll(finishAll)
+	c.exactlyOnce(cl.createJobs(cl.uploadTemplate(inspection()), 1))
+}
