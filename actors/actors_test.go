@@ -181,12 +181,13 @@ type recorder struct {
 	states  map[ulid.ULID][]persistence.JobState
 	stopped map[ulid.ULID]int
 	stale   int
+	nodes   map[string]string
 	hooks   map[ulid.ULID][]string
 }
 
 func newRecorder() *recorder {
 	return &recorder{Metrics: metrics.New(), changed: make(chan struct{}), states: map[ulid.ULID][]persistence.JobState{},
-		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}}
+		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}, nodes: map[string]string{}}
 }
 
 func (r *recorder) notify() {
@@ -206,6 +207,13 @@ func (r *recorder) JobActorStopped(id ulid.ULID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopped[id]++
+	r.notify()
+}
+
+func (r *recorder) NodeStateChanged(id, from, to string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nodes[id] = to
 	r.notify()
 }
 
@@ -250,6 +258,8 @@ func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobStat
 // testNode is a render node speaking the real protocol through the coordinator's gateway,
 // driven by the test. It sends no heartbeats: tests that move the clock set a long lease.
 type testNode struct {
+	id       string
+	f        *fixture
 	assigned chan assignment
 }
 
@@ -258,9 +268,9 @@ type assignment struct {
 	reply func(any)
 }
 
-func (f *fixture) attachTestNode(id string, slots int) *testNode {
+func (f *fixture) attachTestNode(id string, slots int, requireTags ...string) *testNode {
 	f.t.Helper()
-	n := &testNode{assigned: make(chan assignment, 1000)}
+	n := &testNode{id: id, f: f, assigned: make(chan assignment, 1000)}
 	system, gateway := f.coord.ActorSystem(), f.coord.NodeGateway()
 	reply := func(x any) {
 		switch m := x.(type) {
@@ -282,7 +292,8 @@ func (f *fixture) attachTestNode(id string, slots int) *testNode {
 			}
 		}
 	}))
-	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: pid.Address, AgentID: pid.Id, Incarnation: "1"}
+	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: pid.Address, AgentID: pid.Id,
+		Incarnation: "1", RequireTags: requireTags}
 	res, err := system.Root.RequestFuture(gateway, protocol.Wrap(hello), wait).Result()
 	if err != nil {
 		f.t.Fatal(err)

@@ -37,6 +37,9 @@ type Meta struct {
 	Incarnation string `json:"incarnation,omitempty"`
 	// Actors is the host:port of the member's Proto.Actor remote endpoint.
 	Actors string `json:"actors"`
+	// Leaving is set just before a member leaves on purpose, so the others tell a goodbye from
+	// a death (memberlist's events do not say which).
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // Event is a change of another member.
@@ -73,10 +76,11 @@ const MinKeyLength = 16
 
 // Member is this process's membership.
 type Member struct {
-	cfg    Config
-	list   *memberlist.Memberlist
-	events chan Event
-	log    *slog.Logger
+	cfg      Config
+	list     *memberlist.Memberlist
+	delegate *delegate
+	events   chan Event
+	log      *slog.Logger
 
 	// alive is this member's view of the others, kept from memberlist's events: the nodes
 	// Members() returns are shared with memberlist's goroutines and cannot be read safely.
@@ -126,7 +130,8 @@ func Start(cfg Config) (*Member, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("member metadata of %d bytes is over memberlist's %d", len(meta), memberlist.MetaMaxSize)
 	}
-	mc.Delegate = &delegate{meta: meta}
+	m.delegate = &delegate{meta: meta}
+	mc.Delegate = m.delegate
 	mc.Events = &eventDelegate{m: m}
 	if m.list, err = memberlist.Create(mc); err != nil {
 		return nil, fmt.Errorf("cluster membership: %w", err)
@@ -180,15 +185,37 @@ func (m *Member) Run(ctx context.Context) {
 
 // Leave tells the others this member leaves, then stops it.
 func (m *Member) Leave(timeout time.Duration) {
+	meta := m.cfg.Meta
+	meta.Leaving = true
+	if raw, err := json.Marshal(meta); err == nil {
+		m.delegate.setMeta(raw)
+		if err := m.list.UpdateNode(timeout); err != nil {
+			m.log.Warn("announcing the departure", "err", err)
+		}
+	}
 	if err := m.list.Leave(timeout); err != nil {
 		m.log.Warn("leaving the cluster", "err", err)
 	}
 	m.list.Shutdown()
 }
 
-type delegate struct{ meta []byte }
+type delegate struct {
+	mu   sync.Mutex
+	meta []byte
+}
 
-func (d *delegate) NodeMeta(int) []byte                        { return d.meta }
+func (d *delegate) setMeta(meta []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.meta = meta
+}
+
+func (d *delegate) NodeMeta(int) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.meta
+}
+
 func (d *delegate) NotifyMsg([]byte)                           {}
 func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
 func (d *delegate) LocalState(bool) []byte                     { return nil }
@@ -210,13 +237,13 @@ func (e *eventDelegate) emit(n *memberlist.Node, alive bool) {
 		return
 	}
 	e.m.mu.Lock()
-	if alive {
+	if alive && !meta.Leaving {
 		e.m.alive[n.Name] = meta
 	} else {
 		delete(e.m.alive, n.Name)
 	}
 	e.m.mu.Unlock()
-	e.m.events <- Event{Name: n.Name, Meta: meta, Alive: alive, Left: n.State == memberlist.StateLeft}
+	e.m.events <- Event{Name: n.Name, Meta: meta, Alive: alive && !meta.Leaving, Left: meta.Leaving}
 }
 
 func splitHostPort(addr string) (string, int, error) {

@@ -51,7 +51,7 @@ type ClusterConfig struct {
 	HeartbeatInterval Duration `toml:"heartbeat_interval"`
 	Lease             Duration `toml:"lease"`
 	// NodeFailureLimit: renders failing in a row on one node before it is quarantined.
-	NodeFailureLimit int           `toml:"node_failure_limit"`
+	NodeFailureLimit int          `toml:"node_failure_limit"`
 	TLS              remoting.TLS `toml:"tls"`
 }
 

@@ -1,0 +1,220 @@
+package actors_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// heartbeat sends one heartbeat holding the given attempts and returns the answer.
+func (n *testNode) heartbeat(seq uint64, held ...protocol.AttemptStatus) *protocol.HeartbeatAck {
+	n.f.t.Helper()
+	system := n.f.coord.ActorSystem()
+	hb := &protocol.Heartbeat{NodeID: n.id, Incarnation: "1", Seq: seq, Running: held}
+	res, err := system.Root.RequestFuture(n.f.coord.NodeGateway(), protocol.Wrap(hb), wait).Result()
+	if err != nil {
+		n.f.t.Fatal(err)
+	}
+	msg, err := protocol.Open(res.(*protocol.Envelope))
+	if err != nil {
+		n.f.t.Fatal(err)
+	}
+	return msg.(*protocol.HeartbeatAck)
+}
+
+func (f *fixture) nodeState(id string) string {
+	for _, n := range f.coord.Nodes() {
+		if n.ID == id {
+			return n.State
+		}
+	}
+	return ""
+}
+
+// untilNode waits for a node's state, told by the observer.
+func (f *fixture) untilNode(id, state string) {
+	f.t.Helper()
+	f.obs.until(f.t, "node "+id+" "+state, func() bool { return f.obs.nodes[id] == state })
+}
+
+func (r *recorder) count(id ulid.ULID, state persistence.JobState) int {
+	n := 0
+	for _, s := range r.states[id] {
+		if s == state {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLeaseExpiryRequeuesAndFences: a node whose heartbeats stop loses its lease on the
+// injected clock; its job runs again elsewhere as attempt 2 and what the lost node still says
+// of attempt 1 is rejected.
+func TestLeaseExpiryRequeuesAndFences(t *testing.T) {
+	f := newFixture(t, actors.Config{HeartbeatInterval: time.Second, NodeLease: 5 * time.Second})
+	n1 := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	first := n1.next(t)
+	if ack := n1.heartbeat(1, protocol.AttemptStatus{JobID: id.String(), Attempt: 1, Percent: 10}); !ack.Known || len(ack.Abandon) > 0 {
+		t.Fatalf("heartbeat answer %+v", ack)
+	}
+	f.advanceWhenArmed(time.Second) // within the lease: nothing happens
+	if f.nodeState("n1") != actors.NodeReady {
+		t.Fatalf("node is %s after one quiet second", f.nodeState("n1"))
+	}
+	f.clock.Advance(5 * time.Second)
+	f.obs.until(t, "the job queued again", func() bool { return f.obs.count(id, persistence.JobQueued) == 2 })
+	f.untilNode("n1", actors.NodeLost)
+
+	first.reply(&protocol.Done{JobID: id.String(), Attempt: 1})
+	f.obs.until(t, "the late report rejected", func() bool { return f.obs.stale == 1 })
+	if ack := n1.heartbeat(1); ack.Known {
+		t.Fatal("a lost node's heartbeat was taken")
+	}
+
+	n2 := f.attachTestNode("n2", 1)
+	second := n2.next(t)
+	if second.msg.Attempt != 2 {
+		t.Fatalf("attempt %d", second.msg.Attempt)
+	}
+	second.reply(&protocol.Done{JobID: id.String(), Attempt: 2})
+	f.obs.reached(t, id, persistence.JobFinished)
+	j := f.job(id)
+	if len(j.Failures) != 1 || j.Failures[0].Node != "n1" || !strings.Contains(j.Failures[0].Error, "lease expired") {
+		t.Fatalf("failures %+v", j.Failures)
+	}
+}
+
+// TestHeartbeatTellsLostAndStaleAttempts: an attempt the node no longer holds is lost at once;
+// one it holds that is not its assignment is abandoned.
+func TestHeartbeatTellsLostAndStaleAttempts(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeLease: time.Hour})
+	n1 := f.attachTestNode("n1", 2)
+	ids := f.queue(f.team, 0, 2)
+	n1.next(t)
+	n1.next(t)
+	// The node has seen both assignments but holds only the first, plus a stranger.
+	stranger := protocol.AttemptStatus{JobID: ulid.Make().String(), Attempt: 4, Percent: 50}
+	ack := n1.heartbeat(2, protocol.AttemptStatus{JobID: ids[0].String(), Attempt: 1}, stranger)
+	if len(ack.Abandon) != 1 || ack.Abandon[0].JobID != stranger.JobID {
+		t.Fatalf("abandon %+v", ack.Abandon)
+	}
+	f.obs.until(t, "the missing attempt queued again", func() bool { return f.obs.count(ids[1], persistence.JobQueued) == 2 })
+	if again := n1.next(t); again.msg.JobID != ids[1].String() || again.msg.Attempt != 2 {
+		t.Fatalf("re-assigned %s attempt %d", again.msg.JobID, again.msg.Attempt)
+	}
+}
+
+// TestNodeQuarantinedAfterDifferentJobsFail: renders of different jobs failing in a row stop a
+// node's work until an operator clears it; one job failing again does not count twice.
+func TestNodeQuarantinedAfterDifferentJobsFail(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeFailureLimit: 2, MaxAttempts: 2, NodeLease: time.Hour})
+	n1 := f.attachTestNode("n1", 1)
+	a := f.queue(f.team, 0, 1)[0]
+	first := n1.next(t)
+	first.reply(&protocol.Failed{JobID: a.String(), Attempt: 1, Error: "flaky", Retryable: true})
+	again := n1.next(t) // the only node: the job comes back to it
+	again.reply(&protocol.Failed{JobID: a.String(), Attempt: 2, Error: "flaky", Retryable: true})
+	f.obs.reached(t, a, persistence.JobFailed)
+	if f.nodeState("n1") != actors.NodeReady {
+		t.Fatal("one job failing twice quarantined the node")
+	}
+	b := f.queue(f.team, 0, 1)[0]
+	n1.next(t).reply(&protocol.Failed{JobID: b.String(), Attempt: 1, Error: "cannot open the GPU"})
+	f.untilNode("n1", actors.NodeQuarantined)
+	c := f.queue(f.team, 0, 1)[0]
+	select {
+	case x := <-n1.assigned:
+		t.Fatalf("a quarantined node got %s", x.msg.JobID)
+	default:
+	}
+	info, err := f.coord.ClearNode("n1")
+	if err != nil || info.State != actors.NodeReady {
+		t.Fatalf("clear: %+v %v", info, err)
+	}
+	if x := n1.next(t); x.msg.JobID != c.String() {
+		t.Fatalf("unexpected job %s", x.msg.JobID)
+	}
+	if _, err := f.coord.ClearNode("nosuch"); err == nil {
+		t.Fatal("clearing an unknown node succeeded")
+	}
+}
+
+// TestJobAvoidsTheNodeItFailedOn: a retried job goes to another node when one can take it.
+func TestJobAvoidsTheNodeItFailedOn(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeLease: time.Hour})
+	n1 := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	first := n1.next(t)
+	n2 := f.attachTestNode("n2", 1)
+	first.reply(&protocol.Failed{JobID: id.String(), Attempt: 1, Error: "out of memory", Retryable: true})
+	second := n2.next(t)
+	if second.msg.JobID != id.String() || second.msg.Attempt != 2 {
+		t.Fatalf("n2 got %s attempt %d", second.msg.JobID, second.msg.Attempt)
+	}
+}
+
+// TestNodeRequiringTagsTakesOnlyTaggedJobs: a node that requires tags renders only jobs
+// carrying all of them; untagged work waits for another node.
+func TestNodeRequiringTagsTakesOnlyTaggedJobs(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeLease: time.Hour})
+	gpu := f.attachTestNode("gpu", 2, "gpu")
+	plain := f.queue(f.team, 5, 1)[0]
+	tagged := f.ids.New(f.clock.Now())
+	err := f.coord.CreateJobs([]*persistence.Job{{ID: tagged, TeamID: f.team, Kind: persistence.KindRender, Engine: "test",
+		State: persistence.JobQueued, Tags: []string{"hd", "gpu"}, OutputName: "x.mp4", CreatedAt: f.clock.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := gpu.next(t); a.msg.JobID != tagged.String() {
+		t.Fatalf("the gpu node got %s", a.msg.JobID)
+	}
+	other := f.attachTestNode("other", 1)
+	if a := other.next(t); a.msg.JobID != plain.String() {
+		t.Fatalf("the other node got %s", a.msg.JobID)
+	}
+}
+
+// TestGatewayRefusesWhatItCannotOpen: an unknown kind is answered with an error; a hello with
+// a bad id or without the cluster key is refused.
+func TestGatewayRefusesWhatItCannotOpen(t *testing.T) {
+	f := newFixture(t, actors.Config{ClusterKey: []byte("0123456789abcdef")})
+	ask := func(env *protocol.Envelope) any {
+		res, err := f.coord.ActorSystem().Root.RequestFuture(f.coord.NodeGateway(), env, wait).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := protocol.Open(res.(*protocol.Envelope))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	if e, ok := ask(&protocol.Envelope{Kind: "telemetry", Version: 9}).(*protocol.Error); !ok || e.Kind != "telemetry" {
+		t.Fatalf("unknown kind answered %+v", e)
+	}
+	if e, ok := ask(&protocol.Envelope{Kind: "hello", Version: 1, Payload: []byte("{not json")}).(*protocol.Error); !ok {
+		t.Fatalf("bad payload answered %+v", e)
+	}
+	good := protocol.Hello{NodeID: "n1", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"}
+	for name, h := range map[string]protocol.Hello{
+		"no key":    good,
+		"bad id":    {NodeID: "../etc", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"},
+		"no slots":  {NodeID: "n1", AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"},
+		"wrong key": {NodeID: "n1", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1", KeyProof: protocol.KeyProof([]byte("another key 12345"), "n1")},
+	} {
+		if w := ask(protocol.Wrap(&h)).(*protocol.Welcome); w.Accepted || w.Reason == "" {
+			t.Errorf("%s: welcomed %+v", name, w)
+		}
+	}
+	good.KeyProof = protocol.KeyProof([]byte("0123456789abcdef"), "n1")
+	if w := ask(protocol.Wrap(&good)).(*protocol.Welcome); !w.Accepted {
+		t.Fatalf("a node with the key was refused: %s", w.Reason)
+	}
+}
