@@ -65,8 +65,9 @@ type options struct {
 	// through the stand-in aerender.
 	realEngines bool
 	// cluster adds a [cluster] table on fixed loopback ports (kept across restarts), so render
-	// node processes can join.
-	cluster bool
+	// node processes can join; heartbeat and lease replace its test timings (200ms, 1500ms).
+	cluster          bool
+	heartbeat, lease string
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -139,9 +140,12 @@ retry_backoff = %s
 timeout = "2s"
 `, adminToken, opts.logLevel, opts.rateLimit, opts.webhookBackoff) + opts.config
 	if opts.cluster {
+		if opts.heartbeat == "" {
+			opts.heartbeat, opts.lease = "200ms", "1500ms"
+		}
 		c.gossip, c.actors = freeAddr(t), freeAddr(t)
-		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = \"200ms\"\nlease = \"1500ms\"\n",
-			c.gossip, c.actors, clusterKey)
+		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = %q\nlease = %q\n",
+			c.gossip, c.actors, clusterKey, opts.heartbeat, opts.lease)
 	}
 	if opts.realEngines {
 		worker, err := filepath.Abs("../../renderer/lottie/worker")
