@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,8 +33,10 @@ type nodeActor struct {
 	// failStreak holds the distinct jobs that failed on the node since its last finished
 	// render: one broken job failing again is not the node's fault, many different ones are.
 	failStreak map[ulid.ULID]bool
-	// adminDrain: an operator drained the node (a hold the node's own restarts keep).
+	// adminDrain: an operator drained the node; quarantine: why the node was quarantined. Both
+	// are recorded in the store and hold until an operator clears the node.
 	adminDrain bool
+	quarantine string
 	tick       interface{ Stop() bool }
 }
 
@@ -72,13 +73,12 @@ type (
 func newNodeActor(c *Coordinator, hello *protocol.Hello) *nodeActor {
 	n := &nodeActor{c: c, hello: *hello, log: c.log.With("node", hello.NodeID), running: map[ulid.ULID]*heldAttempt{},
 		failStreak: map[ulid.ULID]bool{}, state: NodeJoined}
-	// An operator's quarantine or drain outlives the node's restarts and the coordinator's.
+	// A quarantine or an operator's drain outlives the node's restarts and the coordinator's.
 	c.Store.View(func(tx *persistence.Tx) error {
-		if why := tx.Meta(nodeHoldKey(hello.NodeID)); why != "" {
-			n.state, n.why = NodeQuarantined, why
-			if strings.HasPrefix(why, drainedByOperator) {
-				n.state, n.adminDrain = NodeDraining, true
-			}
+		if why := tx.Meta(nodeHoldKey(hello.NodeID)); why == drainedByOperator {
+			n.adminDrain = true
+		} else {
+			n.quarantine = why
 		}
 		return nil
 	})
@@ -92,6 +92,7 @@ func nodeHoldKey(nodeID string) string { return "node_hold/" + nodeID }
 func (n *nodeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		n.c.Observer.NodeStateChanged(n.hello.NodeID, "", NodeJoined)
 		n.scheduleTick(ctx)
 	case *actor.Stopping:
 		if n.tick != nil {
@@ -151,7 +152,7 @@ func (n *nodeActor) fromNode(ctx actor.Context, m *fromNode) {
 			n.c.Observer.NodeRender(n.hello.NodeID, false)
 			n.failStreak[jobID] = true
 			if len(n.failStreak) >= n.c.cfg.NodeFailureLimit && n.state == NodeReady {
-				n.hold(ctx, NodeQuarantined, fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(n.failStreak), msg.Error))
+				n.quarantineNode(ctx, fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(n.failStreak), msg.Error))
 			}
 		}
 		answer(&protocol.FinalAck{JobID: msg.JobID, Attempt: msg.Attempt})
@@ -183,8 +184,10 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	switch {
 	case h.Draining:
 		n.setState(ctx, NodeDraining, "the node is stopping")
-	case n.state == NodeQuarantined || (n.state == NodeDraining && n.adminDrain):
-		n.setState(ctx, n.state, n.why)
+	case n.adminDrain:
+		n.setState(ctx, NodeDraining, drainedByOperator)
+	case n.quarantine != "":
+		n.setState(ctx, NodeQuarantined, n.quarantine)
 	default:
 		n.setState(ctx, NodeReady, "")
 	}
@@ -320,39 +323,54 @@ func (n *nodeActor) lose(ctx actor.Context, reason string) {
 	n.setState(ctx, NodeLost, reason)
 }
 
-// hold quarantines or drains the node on the coordinator's side, durably.
-func (n *nodeActor) hold(ctx actor.Context, state, why string) {
+// hold quarantines (why) or drains (drainedByOperator) the node on the coordinator's side,
+// durably; "" clears the hold.
+func (n *nodeActor) hold(why string) {
 	err := n.c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(nodeHoldKey(n.hello.NodeID), why) })
 	if err != nil {
 		n.log.Error("cannot record the node's hold", "err", err)
 	}
-	n.log.Warn("render node takes no more work", "state", state, "reason", why)
-	n.setState(ctx, state, why)
+	n.adminDrain, n.quarantine = why == drainedByOperator, ""
+	if why != drainedByOperator {
+		n.quarantine = why
+	}
+}
+
+func (n *nodeActor) quarantineNode(ctx actor.Context, why string) {
+	n.hold(why)
+	n.log.Warn("render node quarantined: it takes no more work until an operator clears it", "reason", why)
+	n.setState(ctx, NodeQuarantined, why)
 }
 
 func (n *nodeActor) command(ctx actor.Context, m *nodeCommand) {
 	switch {
 	case m.drain:
 		// The node itself need not know: it finishes what it holds and is given nothing new.
-		n.adminDrain = true
-		n.hold(ctx, NodeDraining, drainedByOperator)
-	case n.state == NodeQuarantined || n.state == NodeDraining:
-		if err := n.c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(nodeHoldKey(n.hello.NodeID), "") }); err != nil {
-			n.log.Error("cannot clear the node's hold", "err", err)
-		}
-		n.adminDrain = false
+		n.hold(drainedByOperator)
+		n.setState(ctx, NodeDraining, drainedByOperator)
+	case n.adminDrain || n.quarantine != "":
+		n.hold("")
 		clear(n.failStreak)
-		if !n.hello.Draining {
-			n.setState(ctx, NodeReady, "")
+		if n.state == NodeDraining || n.state == NodeQuarantined {
+			if n.hello.Draining {
+				n.setState(ctx, NodeDraining, "the node is stopping")
+			} else {
+				n.setState(ctx, NodeReady, "")
+			}
 		}
 	}
 	n.publish()
 	ctx.Respond(n.info())
 }
 
-// setState is the one place a node's state changes; the scheduler hears of it.
+// setState is the one place a node's state changes (checked against nodeTransitions); the
+// scheduler hears of it.
 func (n *nodeActor) setState(ctx actor.Context, state, why string) {
 	prev := n.state
+	if err := checkNodeTransition(prev, state); err != nil {
+		n.log.Error("refused a node state change", "err", err)
+		return
+	}
 	n.state, n.why = state, why
 	switch {
 	case state == NodeReady:

@@ -134,6 +134,11 @@ func TestNodeQuarantinedAfterDifferentJobsFail(t *testing.T) {
 		t.Fatalf("a quarantined node got %s", x.msg.JobID)
 	default:
 	}
+	// The quarantine holds when the node says hello again (it restarted).
+	n1 = f.attachTestNode("n1", 1)
+	if f.nodeState("n1") != actors.NodeQuarantined {
+		t.Fatalf("after a new hello the node is %s", f.nodeState("n1"))
+	}
 	info, err := f.coord.ClearNode("n1")
 	if err != nil || info.State != actors.NodeReady {
 		t.Fatalf("clear: %+v %v", info, err)

@@ -97,3 +97,32 @@ func applyTemplateEvent(t *persistence.Template, ev TemplateEvent) error {
 	}
 	return &IllegalTransitionError{Event: string(ev), From: string(t.Status)}
 }
+
+// nodeTransitions is the render node state machine (as the coordinator sees a node): the states
+// each state may move to, in the order STATE_MACHINE.md lists them. Staying in a state is always
+// allowed (a hello repeating what is known).
+var nodeTransitions = []struct {
+	from string
+	to   []string
+}{
+	{NodeJoined, []string{NodeReady, NodeDraining, NodeQuarantined}},
+	{NodeReady, []string{NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
+	{NodeSuspect, []string{NodeReady, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
+	{NodeDraining, []string{NodeReady, NodeLost, NodeLeft}},
+	{NodeQuarantined, []string{NodeReady, NodeDraining, NodeLost, NodeLeft}},
+	{NodeLost, []string{NodeReady, NodeDraining, NodeQuarantined, NodeLeft}},
+	{NodeLeft, []string{NodeReady, NodeDraining, NodeQuarantined}},
+}
+
+// checkNodeTransition is the one check of a node's state change.
+func checkNodeTransition(from, to string) error {
+	if from == to {
+		return nil
+	}
+	for _, t := range nodeTransitions {
+		if t.from == from && slices.Contains(t.to, to) {
+			return nil
+		}
+	}
+	return &IllegalTransitionError{Event: "to " + to, From: from}
+}

@@ -23,7 +23,7 @@ func docTable(t *testing.T, name string) map[string]string {
 	rows := map[string]string{}
 	for _, line := range strings.Split(string(m[1]), "\n") {
 		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
-		if len(cells) != 3 || strings.Contains(line, "---") || strings.TrimSpace(cells[0]) == "Event" {
+		if len(cells) != 3 || strings.Contains(line, "---") || strings.TrimSpace(cells[0]) == "Event" || strings.TrimSpace(cells[0]) == "From" {
 			continue
 		}
 		rows[strings.TrimSpace(cells[0])] = strings.TrimSpace(cells[1]) + " -> " + strings.TrimSpace(cells[2])
@@ -47,6 +47,22 @@ func TestStateMachineDocumentMatchesCode(t *testing.T) {
 			from[i] = string(s)
 		}
 		templates[string(tr.event)] = strings.Join(from, ", ") + " -> " + string(tr.to)
+	}
+	nodes := map[string]string{}
+	for _, tr := range nodeTransitions {
+		nodes[tr.from] = strings.Join(tr.to, ", ")
+	}
+	nodeDoc := map[string]string{}
+	for from, to := range docTable(t, "node-table") {
+		nodeDoc[from], _, _ = strings.Cut(to, " -> ") // the third column says when
+	}
+	for from, to := range nodes {
+		if nodeDoc[from] != to {
+			t.Errorf("node-table %s: document says %q, code says %q", from, nodeDoc[from], to)
+		}
+	}
+	if len(nodeDoc) != len(nodes) {
+		t.Errorf("node-table lists %d states, the code %d", len(nodeDoc), len(nodes))
 	}
 	for name, code := range map[string]map[string]string{"job-table": jobs, "template-table": templates} {
 		doc := docTable(t, name)
