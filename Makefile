@@ -12,7 +12,7 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
 LOTTIE_WORKER := renderer/lottie/worker
 
-.PHONY: setup build run token test check bench fuzz clean
+.PHONY: setup build run token test check bench fuzz clean proto
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
@@ -38,12 +38,17 @@ run: setup build ## serve on 127.0.0.1:8080 with an embedded render node and the
 token: setup build ## print an API token for TEAM (while no server holds ./data)
 	bin/framefarm token create --config $(CONFIG) --team $(TEAM)
 
-check: ## formatting and vet
+check: ## formatting, vet, and the builds of render nodes on Windows and macOS (After Effects machines)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }
 	$(GO) vet ./...
+	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/framefarm
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/framefarm
 
 test: setup check ## the whole suite, with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+proto: ## regenerate cluster/protocol/envelope.pb.go (needs protoc and protoc-gen-go)
+	cd cluster/protocol && protoc --go_out=. --go_opt=paths=source_relative envelope.proto
 
 bench: setup ## benchmarks (load over loopback against real coordinator processes)
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...

@@ -203,4 +203,3 @@ func processRSS(b *testing.B, pid int) int64 {
 	}
 	return 0
 }
-

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -130,6 +131,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	heartbeat, lease, failureLimit := time.Duration(0), time.Duration(0), 0
 	if cfg.Cluster != nil {
 		nodeURLBase = publicURL
+		if u, err := url.Parse(publicURL); err == nil && isLoopback(u.Hostname()) {
+			log.Warn("render nodes on other machines fetch and upload files through server.public_url, which is a loopback address: set it to an address they reach",
+				"public_url", publicURL)
+		}
 		clusterKey = []byte(cfg.Cluster.Key)
 		heartbeat, lease, failureLimit = cfg.Cluster.HeartbeatInterval.Duration, cfg.Cluster.Lease.Duration, cfg.Cluster.NodeFailureLimit
 	}
@@ -276,6 +281,15 @@ func durations(ds []Duration) []time.Duration {
 		out[i] = d.Duration
 	}
 	return out
+}
+
+// isLoopback reports whether host names this machine only.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // loopbackAddr turns a wildcard listen address into one a local client can dial.

@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
 
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
@@ -41,6 +40,9 @@ var _ renderer.Renderer = (*Renderer)(nil)
 
 // New checks that Node and the worker's modules are there and returns the engine.
 func New(cfg Config) (*Renderer, error) {
+	if err := fifoSupport(); err != nil {
+		return nil, err
+	}
 	node, err := exec.LookPath(orDefault(cfg.Node, "node"))
 	if err != nil {
 		return nil, fmt.Errorf("node not found (install nodejs, or set engines.node): %w", err)
@@ -103,7 +105,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 		return err
 	}
 	fifo := filepath.Join(task.WorkDir, "frames.fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+	if err := makeFIFO(fifo); err != nil {
 		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrRetryable, err)
 	}
 	// Stills have no sound.
