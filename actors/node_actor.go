@@ -103,8 +103,12 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 	case *assign:
 		n.assign(ctx, m)
 	case *leaseTick:
+		n.tick = nil
 		n.checkLease(ctx)
-		n.scheduleTick(ctx)
+		// A lost or departed node has no lease to watch until it says hello again.
+		if n.state != NodeLost && n.state != NodeLeft {
+			n.scheduleTick(ctx)
+		}
 	case *nodeLeft:
 		if n.state != NodeLeft && n.state != NodeLost && m.incarnation == n.hello.Incarnation {
 			n.lose(ctx, m.reason)
@@ -163,6 +167,7 @@ func (n *nodeActor) fromNode(ctx actor.Context, m *fromNode) {
 	case *protocol.Bye:
 		n.lose(ctx, "the node left the farm")
 		n.setState(ctx, NodeLeft, "the node left the farm")
+		answer(&protocol.Ack{Kind: "bye"})
 	}
 	n.publish()
 }
@@ -178,6 +183,9 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	}
 	n.hello = *h
 	n.agent = actor.NewPID(h.AgentAddress, h.AgentID)
+	if n.tick == nil {
+		n.scheduleTick(ctx)
+	}
 	n.log = n.c.log.With("node", h.NodeID)
 	n.lastHeartbeat = n.c.Clock.Now()
 	n.abandonUnknown(ctx, h.Running)

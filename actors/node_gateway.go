@@ -81,6 +81,8 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	case *protocol.Failed:
 		g.c.tellJob(parseJobID(m.JobID), &renderFailed{attempt: m.Attempt, node: nodeID, err: m.Error, retryable: true})
 		answer(&protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt})
+	case *protocol.Bye:
+		answer(&protocol.Ack{Kind: "bye"})
 	default:
 		g.c.log.Debug("message from an unknown render node", "node", nodeID, "kind", env.GetKind())
 	}

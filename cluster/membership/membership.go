@@ -170,7 +170,7 @@ func (m *Member) Run(ctx context.Context) {
 		if len(m.cfg.Seeds) > 0 && (m.cfg.Meta.Role == RoleCoordinator || len(m.Alive(RoleCoordinator)) == 0) {
 			if _, err := m.list.Join(m.cfg.Seeds); err != nil {
 				m.log.Debug("cannot join the cluster yet", "seeds", m.cfg.Seeds, "err", err)
-				backoff = min(backoff*2, 5*time.Second)
+				backoff = min(backoff*2, 2*time.Second)
 			} else {
 				backoff = time.Second
 			}

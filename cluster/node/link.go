@@ -87,17 +87,7 @@ func (a *Agent) tick() {
 	if coordinator == nil || system == nil {
 		return
 	}
-	ask := func(msg any) (any, error) {
-		res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(msg), max(interval, time.Second)).Result()
-		if err != nil {
-			return nil, err
-		}
-		env, ok := res.(*protocol.Envelope)
-		if !ok {
-			return nil, errors.New("the coordinator answered with something that is not an envelope")
-		}
-		return protocol.Open(env)
-	}
+	ask := func(msg any) (any, error) { return a.ask(system, coordinator, msg, max(interval, time.Second)) }
 	if !welcomed {
 		res, err := ask(a.Hello())
 		if err != nil {
@@ -137,6 +127,19 @@ func (a *Agent) tick() {
 		}
 	}
 	a.sendFinals(ask)
+}
+
+// ask sends a message to the coordinator and returns its answer.
+func (a *Agent) ask(system *actor.ActorSystem, coordinator *actor.PID, msg any, timeout time.Duration) (any, error) {
+	res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(msg), timeout).Result()
+	if err != nil {
+		return nil, err
+	}
+	env, ok := res.(*protocol.Envelope)
+	if !ok {
+		return nil, errors.New("the coordinator answered with something that is not an envelope")
+	}
+	return protocol.Open(env)
 }
 
 // sendFinals sends every unacknowledged result; an acknowledged one is forgotten with its marker.
@@ -185,7 +188,16 @@ func (a *Agent) Drain(ctx context.Context) error {
 		idle := len(a.running) == 0 && len(a.finals) == 0
 		a.mu.Unlock()
 		if idle {
-			a.report(&protocol.Bye{NodeID: a.cfg.NodeID})
+			// Said and answered before the process goes, so the coordinator need not wait for
+			// the lease to learn of it.
+			a.mu.Lock()
+			coordinator, system := a.coordinator, a.system
+			a.mu.Unlock()
+			if coordinator != nil {
+				if _, err := a.ask(system, coordinator, &protocol.Bye{NodeID: a.cfg.NodeID}, 5*time.Second); err != nil {
+					a.log.Warn("the coordinator did not answer the goodbye; it will see the node gone when its lease ends", "err", err)
+				}
+			}
 			return nil
 		}
 		select {

@@ -41,6 +41,7 @@ func init() {
 	register[Abandon]("abandon")
 	register[Drain]("drain")
 	register[Bye]("bye")
+	register[Ack]("ack")
 	register[Error]("error")
 }
 

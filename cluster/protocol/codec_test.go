@@ -25,6 +25,7 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		&Abandon{JobID: "j", Attempt: 3, Reason: "withdrawn"},
 		&Drain{NodeID: "n1"},
 		&Bye{NodeID: "n1"},
+		&Ack{Kind: "bye"},
 		&Error{Kind: "x", Message: "unknown"},
 	}
 	if len(msgs) != len(kinds) {

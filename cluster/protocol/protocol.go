@@ -10,7 +10,8 @@
 //	Progress ───────────────────────────>  (no answer)
 //	Done | Failed ──────────────────────>  FinalAck (resent with each heartbeat until acked)
 //	                           <─────────── Abandon (attempt withdrawn or no longer current)
-//	Drain ──────────────────────────────>  (gives no new work)     Bye ──> (left the farm)
+//	Drain ──────────────────────────────>  (gives no new work)
+//	Bye ────────────────────────────────>  Ack (left the farm)
 //	anything of an unknown kind ────────>  Error
 package protocol
 
@@ -197,6 +198,11 @@ type Drain struct {
 // Bye says a drained node leaves the farm; the coordinator keeps no lease for it.
 type Bye struct {
 	NodeID string `json:"nodeId"`
+}
+
+// Ack answers a message that needs no other answer (a Bye), so its sender knows it arrived.
+type Ack struct {
+	Kind string `json:"kind"`
 }
 
 // Error answers a message the receiver could not take (an unknown kind, a bad payload).
