@@ -67,6 +67,19 @@ func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNo
 			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, extra...),
 		env: append(os.Environ(), envRun+"=1", envControl+"="+c.control.url, envNodeName+"="+id, envClusterKey+"="+clusterKey),
 	}
+	if c.opts.realEngines {
+		// The production engines, configured as on another machine: the worker by absolute path.
+		worker, err := filepath.Abs("../../renderer/lottie/worker")
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		config := filepath.Join(dir, "node.toml")
+		if err := os.WriteFile(config, []byte(fmt.Sprintf("[engines]\nlottie_worker = %q\n", worker)), 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+		n.args = append(n.args, "--config", config)
+		n.env = append(n.env, envRealEngines+"=1")
+	}
 	c.t.Cleanup(func() {
 		n.kill()
 		if log := n.stderr.String(); strings.Contains(log, "WARNING: DATA RACE") {
@@ -428,4 +441,23 @@ func TestClusterUnknownMessageKind(t *testing.T) {
 	}
 	c.control.answerAll(finishAll)
 	c.exactlyOnce(cl.createJobs(cl.uploadTemplate(inspection()), 1))
+}
+
+// TestClusterNodeRendersWithTheRealEngine: a Lottie job rendered by the production engine in a
+// node process, its files fetched from and uploaded to the coordinator over HTTP.
+func TestClusterNodeRendersWithTheRealEngine(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true, realEngines: true})
+	c.startNode("lottie-node", 1)
+	acme := c.team("acme")
+	tpl := acme.uploadTemplateFile("zip", fixture(t, "lottie/EmbeddedFont.zip"))
+	j, video := acme.render(map[string]any{
+		"template": map[string]any{"id": tpl.ID, "composition": "Name"},
+		"assets":   []any{map[string]any{"type": "text", "layerName": "NAME", "value": "Hello"}},
+	})
+	if j.Node != "lottie-node" {
+		t.Fatalf("rendered on %q", j.Node)
+	}
+	if m := probe(t, video, ".mp4"); m.Codec != "h264" || m.Width != 150 || m.Height != 150 {
+		t.Fatalf("video %+v", m)
+	}
 }

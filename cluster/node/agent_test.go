@@ -1,0 +1,185 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+const wait = 10 * time.Second
+
+// gateway stands in for the coordinator's gateway actor: it welcomes, acknowledges, and hands
+// every message to the test.
+type gateway struct {
+	pid      *actor.PID
+	received chan any
+}
+
+func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
+	g := &gateway{received: make(chan any, 1000)}
+	g.pid = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		env, ok := ctx.Message().(*protocol.Envelope)
+		if !ok {
+			return
+		}
+		msg, err := protocol.Open(env)
+		if err != nil {
+			t.Errorf("the agent sent an unreadable message: %v", err)
+			return
+		}
+		g.received <- msg
+		var answer any
+		switch m := msg.(type) {
+		case *protocol.Hello:
+			answer = &protocol.Welcome{Accepted: true, HeartbeatInterval: 20 * time.Millisecond, Lease: time.Second}
+		case *protocol.Heartbeat:
+			answer = &protocol.HeartbeatAck{Known: true}
+		case *protocol.Done:
+			answer = &protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt}
+		case *protocol.Failed:
+			answer = &protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt}
+		case *protocol.Bye:
+			answer = &protocol.Ack{Kind: "bye"}
+		}
+		if answer != nil && ctx.Sender() != nil {
+			ctx.Respond(protocol.Wrap(answer))
+		}
+	}))
+	return g
+}
+
+// next returns the next message of type T, skipping others.
+func next[T any](t *testing.T, g *gateway, match func(T) bool) T {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		select {
+		case msg := <-g.received:
+			if m, ok := msg.(T); ok && (match == nil || match(m)) {
+				return m
+			}
+		case <-deadline:
+			var zero T
+			t.Fatalf("no %T from the agent", zero)
+			return zero
+		}
+	}
+}
+
+// blockingRenderer renders until released or cancelled.
+type blockingRenderer struct {
+	started chan string
+	release chan struct{}
+}
+
+func (r *blockingRenderer) Engine() string { return "test" }
+
+func (r *blockingRenderer) Render(ctx context.Context, task *renderer.Task, _ func(float64)) error {
+	r.started <- task.JobID
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.release:
+		return os.WriteFile(task.OutputPath, []byte("frames"), 0o600)
+	}
+}
+
+func startAgent(t *testing.T, dataDir string, r renderer.Renderer) (*Agent, *gateway) {
+	t.Helper()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	g := newGateway(t, system)
+	a, err := New(Config{NodeID: "n1", Slots: 1, DataDir: dataDir}, []renderer.Renderer{r},
+		Transfers{Internal: http.DefaultClient, External: http.DefaultClient}, clock.Real{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(system, "agent"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		cancel()
+		a.Stop()
+		system.Shutdown()
+	})
+	a.Connect(g.pid)
+	go a.Run(ctx)
+	return a, g
+}
+
+func assign(system *actor.ActorSystem, a *Agent, seq uint64, job string) {
+	system.Root.Send(a.self, protocol.Wrap(&protocol.Assign{Seq: seq, JobID: job, Attempt: 1,
+		Task: protocol.Task{Engine: "test", Output: protocol.Output{Name: "out.mp4"}}}))
+}
+
+// TestInterruptedAttemptIsReportedAfterRestart: an attempt a crash interrupted (its marker is
+// left on disk) is reported lost by the next run of the node, resent until acknowledged, then
+// forgotten.
+func TestInterruptedAttemptIsReportedAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "attempts"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "attempts", "01JOB.2")
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, g := startAgent(t, dir, &blockingRenderer{started: make(chan string, 1), release: make(chan struct{})})
+	hello := next[*protocol.Hello](t, g, nil)
+	if len(hello.Running) != 1 || hello.Running[0].JobID != "01JOB" || hello.Running[0].Attempt != 2 || hello.Running[0].Percent != 100 {
+		t.Fatalf("hello holds %+v", hello.Running)
+	}
+	f := next[*protocol.Failed](t, g, nil)
+	if f.JobID != "01JOB" || f.Attempt != 2 || !f.Retryable || f.NotStarted {
+		t.Fatalf("report %+v", f)
+	}
+	next[*protocol.Heartbeat](t, g, func(hb *protocol.Heartbeat) bool { return len(hb.Running) == 0 })
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("the marker outlived the acknowledgement: %v", err)
+	}
+}
+
+// TestAgentRefusesBeyondItsSlotsAndAbandons: an assignment beyond the node's slots is refused as
+// never started; an abandoned render stops and reports nothing, and its slot is free at once.
+func TestAgentRefusesBeyondItsSlotsAndAbandons(t *testing.T) {
+	r := &blockingRenderer{started: make(chan string, 2), release: make(chan struct{})}
+	a, g := startAgent(t, t.TempDir(), r)
+	next[*protocol.Hello](t, g, nil)
+	assign(a.system, a, 1, "A")
+	<-r.started
+	assign(a.system, a, 2, "B")
+	refused := next[*protocol.Failed](t, g, nil)
+	if refused.JobID != "B" || !refused.NotStarted {
+		t.Fatalf("refusal %+v", refused)
+	}
+	hb := next[*protocol.Heartbeat](t, g, func(hb *protocol.Heartbeat) bool { return hb.Seq == 2 })
+	if len(hb.Running) != 1 || hb.Running[0].JobID != "A" {
+		t.Fatalf("heartbeat holds %+v", hb.Running)
+	}
+	a.system.Root.Send(a.self, protocol.Wrap(&protocol.Abandon{JobID: "A", Attempt: 1, Reason: "withdrawn"}))
+	assign(a.system, a, 3, "C")
+	if started := <-r.started; started != "C" {
+		t.Fatalf("started %s", started)
+	}
+	next[*protocol.Heartbeat](t, g, func(hb *protocol.Heartbeat) bool {
+		return hb.Seq == 3 && len(hb.Running) == 1 && hb.Running[0].JobID == "C"
+	})
+	close(r.release)
+	select {
+	case msg := <-g.received:
+		if d, ok := msg.(*protocol.Done); ok && d.JobID == "A" {
+			t.Fatal("an abandoned attempt reported done")
+		}
+	default:
+	}
+}
