@@ -182,6 +182,7 @@ type recorder struct {
 	stopped map[ulid.ULID]int
 	stale   int
 	nodes   map[string]string
+	refused int
 	hooks   map[ulid.ULID][]string
 }
 
@@ -207,6 +208,13 @@ func (r *recorder) JobActorStopped(id ulid.ULID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stopped[id]++
+	r.notify()
+}
+
+func (r *recorder) NodeMessageRefused(string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.refused++
 	r.notify()
 }
 
@@ -259,6 +267,7 @@ func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobStat
 // driven by the test. It sends no heartbeats: tests that move the clock set a long lease.
 type testNode struct {
 	id       string
+	session  string
 	f        *fixture
 	assigned chan assignment
 }
@@ -275,11 +284,11 @@ func (f *fixture) attachTestNode(id string, slots int, requireTags ...string) *t
 	reply := func(x any) {
 		switch m := x.(type) {
 		case *protocol.Progress:
-			m.NodeID = id
+			m.NodeID, m.Session = id, n.session
 		case *protocol.Done:
-			m.NodeID = id
+			m.NodeID, m.Session = id, n.session
 		case *protocol.Failed:
-			m.NodeID = id
+			m.NodeID, m.Session = id, n.session
 		}
 		system.Root.Send(gateway, protocol.Wrap(x))
 	}
@@ -298,9 +307,11 @@ func (f *fixture) attachTestNode(id string, slots int, requireTags ...string) *t
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if w, err := protocol.Open(res.(*protocol.Envelope)); err != nil || !w.(*protocol.Welcome).Accepted {
+	w, err := protocol.Open(res.(*protocol.Envelope))
+	if err != nil || !w.(*protocol.Welcome).Accepted {
 		f.t.Fatalf("node refused: %v %+v", err, w)
 	}
+	n.session = w.(*protocol.Welcome).Session
 	return n
 }
 

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -26,6 +28,8 @@ type nodeActor struct {
 	state string
 	// why says what put the node in its state (lost, quarantined, drained).
 	why string
+	// session is the token the node's messages must carry since its last hello.
+	session string
 	// seq numbers the assignments sent to the node's current incarnation.
 	seq           uint64
 	running       map[ulid.ULID]*heldAttempt
@@ -57,10 +61,11 @@ type (
 		job      *persistence.Job
 		queuedAt time.Time
 	}
-	// fromNode is a message of the node, with whom to answer.
+	// fromNode is a message of the node, with whom to answer and the session it carries.
 	fromNode struct {
-		msg    any
-		sender *actor.PID
+		msg     any
+		sender  *actor.PID
+		session string
 	}
 	// leaseTick makes the actor check its node's lease.
 	leaseTick struct{}
@@ -129,6 +134,16 @@ func (n *nodeActor) fromNode(ctx actor.Context, m *fromNode) {
 		if m.sender != nil {
 			ctx.Send(m.sender, protocol.Wrap(msg))
 		}
+	}
+	if _, hello := m.msg.(*protocol.Hello); !hello && m.session != n.session {
+		// Not from the node this actor welcomed last: a forgery, or the node from before its
+		// last hello. Nothing changes; a heartbeat is told to say hello.
+		n.c.Observer.NodeMessageRefused("session")
+		n.log.Warn("refused a message without the node's current session", "type", fmt.Sprintf("%T", m.msg))
+		if _, ok := m.msg.(*protocol.Heartbeat); ok {
+			answer(&protocol.HeartbeatAck{Known: false})
+		}
+		return
 	}
 	switch msg := m.msg.(type) {
 	case *protocol.Hello:
@@ -199,8 +214,9 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	default:
 		n.setState(ctx, NodeReady, "")
 	}
+	n.session = newSession()
 	n.log.Info("render node joined", "engines", h.Engines, "slots", h.Slots, "version", h.Version, "state", n.state)
-	return &protocol.Welcome{Accepted: true, HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease}
+	return &protocol.Welcome{Accepted: true, Session: n.session, HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease}
 }
 
 func (n *nodeActor) onHeartbeat(ctx actor.Context, hb *protocol.Heartbeat) *protocol.HeartbeatAck {
@@ -245,6 +261,13 @@ func (n *nodeActor) abandonUnknown(ctx actor.Context, held []protocol.AttemptSta
 }
 
 func (n *nodeActor) jobID(s string) ulid.ULID { return parseJobID(s) }
+
+// newSession makes an unguessable session token.
+func newSession() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
 
 func (n *nodeActor) assign(ctx actor.Context, m *assign) {
 	job := m.job

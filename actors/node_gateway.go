@@ -37,8 +37,7 @@ var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // nodeGateway receives every message from render nodes, opens its envelope and routes it to the
 // node's NodeActor. It answers what it cannot route: a heartbeat from a node it does not know
-// (say Hello again), a result of a node it forgot (the job fences it; the node gets its ack), and
-// a message of a kind this version does not know (an Error, never a crash).
+// (say Hello again) and a message of a kind this version does not know (an Error, never a crash).
 type nodeGateway struct{ c *Coordinator }
 
 func (g *nodeGateway) Receive(ctx actor.Context) {
@@ -67,22 +66,15 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 		ctx.Send(g.c.nodes.actorFor(h, g.c), &fromNode{msg: msg, sender: ctx.Sender()})
 		return
 	}
-	nodeID := reportingNode(msg)
+	nodeID, session := reportingNode(msg)
 	if pid := g.c.nodes.pid(nodeID); pid != nil {
-		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender()})
+		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender(), session: session})
 		return
 	}
-	switch m := msg.(type) {
+	// A node this process never welcomed: it says hello first (its results wait until then).
+	switch msg.(type) {
 	case *protocol.Heartbeat:
 		answer(&protocol.HeartbeatAck{Known: false})
-	case *protocol.Done:
-		g.c.tellJob(parseJobID(m.JobID), &renderDone{attempt: m.Attempt, node: nodeID, duration: m.Duration})
-		answer(&protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt})
-	case *protocol.Failed:
-		g.c.tellJob(parseJobID(m.JobID), &renderFailed{attempt: m.Attempt, node: nodeID, err: m.Error, retryable: true})
-		answer(&protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt})
-	case *protocol.Bye:
-		answer(&protocol.Ack{Kind: "bye"})
 	default:
 		g.c.log.Debug("message from an unknown render node", "node", nodeID, "kind", env.GetKind())
 	}
@@ -94,23 +86,23 @@ func parseJobID(s string) ulid.ULID {
 	return id
 }
 
-// reportingNode names the node a message comes from.
-func reportingNode(msg any) string {
+// reportingNode names the node a message comes from and the session it carries.
+func reportingNode(msg any) (nodeID, session string) {
 	switch m := msg.(type) {
 	case *protocol.Heartbeat:
-		return m.NodeID
+		return m.NodeID, m.Session
 	case *protocol.Progress:
-		return m.NodeID
+		return m.NodeID, m.Session
 	case *protocol.Done:
-		return m.NodeID
+		return m.NodeID, m.Session
 	case *protocol.Failed:
-		return m.NodeID
+		return m.NodeID, m.Session
 	case *protocol.Drain:
-		return m.NodeID
+		return m.NodeID, m.Session
 	case *protocol.Bye:
-		return m.NodeID
+		return m.NodeID, m.Session
 	}
-	return ""
+	return "", ""
 }
 
 // checkHello says why a node may not join ("" when it may).

@@ -16,7 +16,7 @@ import (
 func (n *testNode) heartbeat(seq uint64, held ...protocol.AttemptStatus) *protocol.HeartbeatAck {
 	n.f.t.Helper()
 	system := n.f.coord.ActorSystem()
-	hb := &protocol.Heartbeat{NodeID: n.id, Incarnation: "1", Seq: seq, Running: held}
+	hb := &protocol.Heartbeat{NodeID: n.id, Session: n.session, Incarnation: "1", Seq: seq, Running: held}
 	res, err := system.Root.RequestFuture(n.f.coord.NodeGateway(), protocol.Wrap(hb), wait).Result()
 	if err != nil {
 		n.f.t.Fatal(err)
@@ -222,4 +222,21 @@ func TestGatewayRefusesWhatItCannotOpen(t *testing.T) {
 	if w := ask(protocol.Wrap(&good)).(*protocol.Welcome); !w.Accepted {
 		t.Fatalf("a node with the key was refused: %s", w.Reason)
 	}
+}
+
+// TestReportsWithoutTheSessionChangeNothing: a result that does not carry the session of the
+// node's last welcome (forged by someone without the cluster key) is refused.
+func TestReportsWithoutTheSessionChangeNothing(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeLease: time.Hour})
+	n1 := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	a := n1.next(t)
+	forged := protocol.Wrap(&protocol.Done{NodeID: "n1", Session: "guess", JobID: id.String(), Attempt: 1})
+	f.coord.ActorSystem().Root.Send(f.coord.NodeGateway(), forged)
+	f.obs.until(t, "the forged report refused", func() bool { return f.obs.refused == 1 })
+	if j := f.job(id); j.State != persistence.JobRendering {
+		t.Fatalf("a forged report moved the job to %s", j.State)
+	}
+	a.reply(&protocol.Done{JobID: id.String(), Attempt: 1})
+	f.obs.reached(t, id, persistence.JobFinished)
 }

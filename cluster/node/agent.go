@@ -71,10 +71,12 @@ type Agent struct {
 	mu          sync.Mutex
 	coordinator *actor.PID
 	welcomed    bool
-	interval    time.Duration
-	draining    bool
-	seq         uint64
-	running     map[attemptKey]*attemptRun
+	// session is the token of the coordinator's last welcome, carried by every message after it.
+	session  string
+	interval time.Duration
+	draining bool
+	seq      uint64
+	running  map[attemptKey]*attemptRun
 	// finals are results not yet acknowledged by the coordinator.
 	finals map[attemptKey]any
 	// idle is signalled whenever the node holds no attempt (Drain waits on it).
@@ -334,9 +336,28 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 func (a *Agent) report(msg any) {
 	a.mu.Lock()
 	coordinator, system := a.coordinator, a.system
+	a.stampLocked(msg)
 	a.mu.Unlock()
 	if coordinator != nil {
 		system.Root.Send(coordinator, protocol.Wrap(msg))
+	}
+}
+
+// stampLocked puts the current session on a message.
+func (a *Agent) stampLocked(msg any) {
+	switch m := msg.(type) {
+	case *protocol.Heartbeat:
+		m.Session = a.session
+	case *protocol.Progress:
+		m.Session = a.session
+	case *protocol.Done:
+		m.Session = a.session
+	case *protocol.Failed:
+		m.Session = a.session
+	case *protocol.Drain:
+		m.Session = a.session
+	case *protocol.Bye:
+		m.Session = a.session
 	}
 }
 

@@ -104,13 +104,14 @@ func (a *Agent) tick() {
 			return
 		}
 		a.mu.Lock()
-		a.welcomed = true
+		a.welcomed, a.session = true, w.Session
 		a.interval = w.HeartbeatInterval
 		a.mu.Unlock()
 		a.log.Info("joined the coordinator", "coordinator", coordinator.Address, "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
 	}
 	a.mu.Lock()
 	hb := &protocol.Heartbeat{NodeID: a.cfg.NodeID, Incarnation: a.incarnation, Seq: a.seq, Running: a.heldLocked()}
+	a.stampLocked(hb)
 	a.mu.Unlock()
 	res, err := ask(hb)
 	if err != nil {
@@ -147,6 +148,7 @@ func (a *Agent) sendFinals(ask func(any) (any, error)) {
 	a.mu.Lock()
 	pending := make(map[attemptKey]any, len(a.finals))
 	for k, f := range a.finals {
+		a.stampLocked(f)
 		pending[k] = f
 	}
 	a.mu.Unlock()
@@ -192,9 +194,11 @@ func (a *Agent) Drain(ctx context.Context) error {
 			// the lease to learn of it.
 			a.mu.Lock()
 			coordinator, system := a.coordinator, a.system
+			bye := &protocol.Bye{NodeID: a.cfg.NodeID}
+			a.stampLocked(bye)
 			a.mu.Unlock()
 			if coordinator != nil {
-				if _, err := a.ask(system, coordinator, &protocol.Bye{NodeID: a.cfg.NodeID}, 5*time.Second); err != nil {
+				if _, err := a.ask(system, coordinator, bye, 5*time.Second); err != nil {
 					a.log.Warn("the coordinator did not answer the goodbye; it will see the node gone when its lease ends", "err", err)
 				}
 			}

@@ -45,10 +45,12 @@ type Hello struct {
 	Draining bool   `json:"draining,omitempty"`
 }
 
-// Welcome answers a Hello.
+// Welcome answers a Hello. Session is the token every later message of the node carries: only
+// a node that proved it holds the cluster key has one, so a message without it changes nothing.
 type Welcome struct {
 	Accepted bool   `json:"accepted"`
 	Reason   string `json:"reason,omitempty"`
+	Session  string `json:"session,omitempty"`
 	// HeartbeatInterval is how often the node must send a Heartbeat; Lease is how long the
 	// coordinator waits for one before it declares the node lost and runs its attempts elsewhere.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
@@ -58,6 +60,7 @@ type Welcome struct {
 // Heartbeat renews the node's lease on all its attempts.
 type Heartbeat struct {
 	NodeID      string `json:"nodeId"`
+	Session     string `json:"session"`
 	Incarnation string `json:"incarnation"`
 	// Seq is the highest Assign sequence number the node has received.
 	Seq     uint64          `json:"seq"`
@@ -155,6 +158,7 @@ type S3Target struct {
 // Progress reports how far an attempt has come.
 type Progress struct {
 	NodeID  string  `json:"nodeId"`
+	Session string  `json:"session"`
 	JobID   string  `json:"jobId"`
 	Attempt int     `json:"attempt"`
 	Percent float64 `json:"percent"`
@@ -163,6 +167,7 @@ type Progress struct {
 // Done reports an attempt whose output is stored.
 type Done struct {
 	NodeID   string        `json:"nodeId"`
+	Session  string        `json:"session"`
 	JobID    string        `json:"jobId"`
 	Attempt  int           `json:"attempt"`
 	Size     int64         `json:"size"`
@@ -176,6 +181,7 @@ type Done struct {
 // it counts against neither the job nor the node.
 type Failed struct {
 	NodeID     string   `json:"nodeId"`
+	Session    string   `json:"session"`
 	JobID      string   `json:"jobId"`
 	Attempt    int      `json:"attempt"`
 	Error      string   `json:"error"`
@@ -192,12 +198,14 @@ type FinalAck struct {
 
 // Drain says a node takes no new work: it was told to stop (SIGTERM) and finishes what it holds.
 type Drain struct {
-	NodeID string `json:"nodeId"`
+	NodeID  string `json:"nodeId"`
+	Session string `json:"session"`
 }
 
 // Bye says a drained node leaves the farm; the coordinator keeps no lease for it.
 type Bye struct {
-	NodeID string `json:"nodeId"`
+	NodeID  string `json:"nodeId"`
+	Session string `json:"session"`
 }
 
 // Ack answers a message that needs no other answer (a Bye), so its sender knows it arrived.
