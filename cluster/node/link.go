@@ -106,6 +106,10 @@ func (a *Agent) tick() {
 		a.mu.Lock()
 		a.welcomed, a.session = true, w.Session
 		a.interval = w.HeartbeatInterval
+		// Sequence numbers count the assignments of this welcome's NodeActor, which may be a new
+		// one (the coordinator restarted): the count starts again, or the NodeActor would take
+		// its first assignments for ones the node dropped.
+		a.seq = 0
 		a.mu.Unlock()
 		a.log.Info("joined the coordinator", "coordinator", coordinator.Address, "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
 	}

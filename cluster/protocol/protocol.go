@@ -62,7 +62,7 @@ type Heartbeat struct {
 	NodeID      string `json:"nodeId"`
 	Session     string `json:"session"`
 	Incarnation string `json:"incarnation"`
-	// Seq is the highest Assign sequence number the node has received.
+	// Seq is the highest Assign sequence number the node has received since its last welcome.
 	Seq     uint64          `json:"seq"`
 	Running []AttemptStatus `json:"running,omitempty"`
 }
