@@ -356,7 +356,9 @@ func (s *scheduler) stats() QueueStats {
 	return st
 }
 
-// Capacity is what the scheduler knows of one engine at one moment.
+// Capacity is what the scheduler knows of one engine at one moment: the ready nodes offering
+// it (draining, quarantined and suspect nodes take no work and are not counted), their slots,
+// how many are free, and the jobs queued for it.
 type Capacity struct {
 	Nodes  int
 	Slots  int
@@ -368,6 +370,9 @@ type Capacity struct {
 func (s *scheduler) publish() {
 	capacity := make(map[string]Capacity)
 	for _, n := range s.nodes {
+		if n.paused {
+			continue
+		}
 		for _, e := range n.engines {
 			c := capacity[e]
 			c.Nodes++

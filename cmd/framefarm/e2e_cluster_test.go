@@ -398,6 +398,13 @@ func TestClusterNodeDrains(t *testing.T) {
 	admin.must("POST", "/api/v2/nodes/"+other.id+"/clear", nil, 200, &info)
 	c.control.next(t).answer(renderReply{Result: "finish"})
 	c.exactlyOnce([]string{waiting})
+	_, metrics := get(t, c.url+"/metrics")
+	for _, line := range []string{`framefarm_nodes{state="ready"} 1`, `framefarm_nodes{state="left"} 1`,
+		`framefarm_slots{engine="lottie",kind="total"} 1`, `framefarm_node_renders_total{node="` + other.id + `",result="finished"} 4`} {
+		if !strings.Contains(string(metrics), line+"\n") {
+			t.Errorf("metrics lack %s", line)
+		}
+	}
 	out, err := framefarm("node", "list", "--url", c.url, "--admin-token", adminToken)
 	listed := map[string]string{}
 	for _, line := range strings.Split(string(out), "\n") {

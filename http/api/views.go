@@ -156,7 +156,7 @@ func (s *Server) waitingFor(j *persistence.Job) string {
 		c := s.Coordinator.EngineCapacity(j.Engine)
 		switch {
 		case c.Nodes == 0:
-			return fmt.Sprintf("no render node offers the %q engine", j.Engine)
+			return fmt.Sprintf("no ready render node offers the %q engine", j.Engine)
 		case c.Free == 0:
 			return fmt.Sprintf("all %d render slots for the %q engine are busy; %d jobs are queued for it", c.Slots, j.Engine, c.Queued)
 		}

@@ -217,7 +217,7 @@ var (
 	queueDepthDesc = prometheus.NewDesc("framefarm_queue_depth", "Queued jobs by engine.", []string{"engine"}, nil)
 	oldestDesc     = prometheus.NewDesc("framefarm_queue_oldest_age_seconds", "Age of the oldest queued job.", nil, nil)
 	liveDesc       = prometheus.NewDesc("framefarm_job_actors_live", "Job actors in memory (terminal jobs are passivated).", nil, nil)
-	slotsDesc      = prometheus.NewDesc("framefarm_slots", "Render slots of ready nodes by engine: total and busy.", []string{"engine", "kind"}, nil)
+	slotsDesc      = prometheus.NewDesc("framefarm_slots", "Render slots of the ready nodes by engine: total and busy.", []string{"engine", "kind"}, nil)
 )
 
 type queueCollector struct {
