@@ -56,7 +56,7 @@ type ClusterConfig struct {
 }
 
 func defaultClusterConfig() ClusterConfig {
-	return ClusterConfig{Bind: "0.0.0.0:7946", ActorsBind: "0.0.0.0:7947", HeartbeatInterval: dur(time.Second),
+	return ClusterConfig{Bind: "0.0.0.0:7946", ActorsBind: "0.0.0.0:7947", Seeds: []string{}, HeartbeatInterval: dur(time.Second),
 		Lease: dur(5 * time.Second), NodeFailureLimit: 3}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,5 +84,29 @@ func TestExampleClusterTableStatesTheDefaults(t *testing.T) {
 	}
 	if alone, _ := loadConfig(""); alone.Cluster != nil {
 		t.Fatal("no configuration file, yet a cluster")
+	}
+}
+
+func TestNodeFlags(t *testing.T) {
+	t.Setenv(envClusterKey, "")
+	_, err := nodeConfig(nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "--join") || !strings.Contains(err.Error(), "cluster.key") {
+		t.Fatalf("a node without --join and key: %v", err)
+	}
+	t.Setenv(envClusterKey, "0123456789abcdef")
+	ns, err := nodeConfig([]string{"--join", "10.0.0.1:7946,10.0.0.9:7946", "--id", "r2", "--slots", "3",
+		"--engines", "lottie,ae2026", "--require-tags", "gpu,hd", "--advertise", "10.0.0.2:7946"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.id != "r2" || ns.slots != 3 || len(ns.cfg.Cluster.Seeds) != 2 || ns.cfg.Cluster.Key != "0123456789abcdef" ||
+		strings.Join(ns.engines, ",") != "lottie,ae2026" || strings.Join(ns.requireTags, ",") != "gpu,hd" {
+		t.Fatalf("settings %+v", ns)
+	}
+	if addr, err := actorsAdvertise(*ns.cfg.Cluster); err != nil || addr != "10.0.0.2:7947" {
+		t.Fatalf("actors advertised at %q: %v", addr, err)
+	}
+	if _, err := actorsAdvertise(defaultClusterConfig()); err == nil {
+		t.Fatal("a wildcard bind without advertise was accepted")
 	}
 }
