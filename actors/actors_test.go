@@ -39,6 +39,8 @@ type fixture struct {
 	obs   *recorder
 	ids   *persistence.IDs
 	team  ulid.ULID
+	cfg   actors.Config
+	deps  actors.Deps
 }
 
 func newFixture(t *testing.T, cfg actors.Config) *fixture {
@@ -56,21 +58,36 @@ func newFixture(t *testing.T, cfg actors.Config) *fixture {
 	box, _ := secretbox.New(make([]byte, 32))
 	obs := newRecorder()
 	ids := persistence.NewIDs()
-	coord := actors.New(cfg, actors.Deps{
+	deps := actors.Deps{
 		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner("http://127.0.0.1:9", []byte("k")), Secrets: box,
 		Clock: clk, IDs: ids, Observer: obs, Logger: slog.New(slog.DiscardHandler), Outbound: http.DefaultClient,
 		JobJSON: func(j *persistence.Job, _ json.RawMessage) ([]byte, error) {
 			return []byte(`{"id":"` + j.ID.String() + `"}`), nil
 		},
-	})
+	}
+	coord := actors.New(cfg, deps)
 	if err := coord.Start(); err != nil {
 		t.Fatal(err)
 	}
+	f := &fixture{t: t, store: store, coord: coord, clock: clk, obs: obs, ids: ids, team: ids.New(clk.Now()), cfg: cfg, deps: deps}
 	t.Cleanup(func() {
-		coord.Stop(context.Background())
+		f.coord.Stop(context.Background())
 		store.Close()
 	})
-	return &fixture{t: t, store: store, coord: coord, clock: clk, obs: obs, ids: ids, team: ids.New(clk.Now())}
+	return f
+}
+
+// restart stops the coordinator and starts a new one on the same store. The new one gets its
+// own fake clock (at the same time): the old one's timers belong to a process that is gone.
+func (f *fixture) restart() {
+	f.t.Helper()
+	f.coord.Stop(context.Background())
+	f.clock = clock.NewFake(f.clock.Now())
+	f.deps.Clock = f.clock
+	f.coord = actors.New(f.cfg, f.deps)
+	if err := f.coord.Start(); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // queue creates queued jobs for the engine "test" and returns their ids.
@@ -277,21 +294,11 @@ type assignment struct {
 	reply func(any)
 }
 
-func (f *fixture) attachTestNode(id string, slots int, requireTags ...string) *testNode {
+func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.Hello)) *testNode {
 	f.t.Helper()
 	n := &testNode{id: id, f: f, assigned: make(chan assignment, 1000)}
 	system, gateway := f.coord.ActorSystem(), f.coord.NodeGateway()
-	reply := func(x any) {
-		switch m := x.(type) {
-		case *protocol.Progress:
-			m.NodeID, m.Session = id, n.session
-		case *protocol.Done:
-			m.NodeID, m.Session = id, n.session
-		case *protocol.Failed:
-			m.NodeID, m.Session = id, n.session
-		}
-		system.Root.Send(gateway, protocol.Wrap(x))
-	}
+	reply := n.send
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if env, ok := ctx.Message().(*protocol.Envelope); ok {
 			if m, err := protocol.Open(env); err == nil {
@@ -301,8 +308,10 @@ func (f *fixture) attachTestNode(id string, slots int, requireTags ...string) *t
 			}
 		}
 	}))
-	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: pid.Address, AgentID: pid.Id,
-		Incarnation: "1", RequireTags: requireTags}
+	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: pid.Address, AgentID: pid.Id, Incarnation: "1"}
+	for _, opt := range opts {
+		opt(hello)
+	}
 	res, err := system.Root.RequestFuture(gateway, protocol.Wrap(hello), wait).Result()
 	if err != nil {
 		f.t.Fatal(err)
@@ -313,6 +322,19 @@ func (f *fixture) attachTestNode(id string, slots int, requireTags ...string) *t
 	}
 	n.session = w.(*protocol.Welcome).Session
 	return n
+}
+
+// send reports to the coordinator as this node, with the session of its welcome.
+func (n *testNode) send(x any) {
+	switch m := x.(type) {
+	case *protocol.Progress:
+		m.NodeID, m.Session = n.id, n.session
+	case *protocol.Done:
+		m.NodeID, m.Session = n.id, n.session
+	case *protocol.Failed:
+		m.NodeID, m.Session = n.id, n.session
+	}
+	n.f.coord.ActorSystem().Root.Send(n.f.coord.NodeGateway(), protocol.Wrap(x))
 }
 
 func (n *testNode) next(t *testing.T) assignment {

@@ -67,6 +67,9 @@ type Config struct {
 	NodeFailureLimit int
 	// ClusterKey is the key nodes prove they hold when they join (empty: no proof asked).
 	ClusterKey []byte
+	// AdoptAfterRestart lets nodes that outlive a coordinator restart keep the renders they
+	// hold (remote nodes); without it those renders are queued again at once.
+	AdoptAfterRestart bool
 }
 
 func (c *Config) setDefaults() {
@@ -158,6 +161,7 @@ type Coordinator struct {
 	webhooks  *actor.PID
 	templates *actor.PID
 	nodes     *nodeDirectory
+	adoptions *adoptionBook
 	capacity  capacitySnapshot
 	// cleanRestart is true when the previous process shut down gracefully: renders it
 	// interrupted do not count as failed attempts.
@@ -171,11 +175,12 @@ func New(cfg Config, deps Deps) *Coordinator {
 		return deps.Logger.With("component", "protoactor")
 	}))
 	c := &Coordinator{
-		Deps:   deps,
-		cfg:    cfg,
-		log:    deps.Logger,
-		system: system,
-		nodes:  newNodeDirectory(),
+		Deps:      deps,
+		cfg:       cfg,
+		log:       deps.Logger,
+		system:    system,
+		nodes:     newNodeDirectory(),
+		adoptions: newAdoptionBook(),
 	}
 	c.jobs = newRegistry(system, c.loadJobActor)
 	c.batches = newRegistry(system, c.loadBatchActor)
@@ -207,6 +212,10 @@ func (c *Coordinator) Start() error {
 	resumed := 0
 	err = c.Store.View(func(tx *persistence.Tx) error {
 		return tx.LiveJobs(func(j *persistence.Job) error {
+			if j.State == persistence.JobRendering && c.cfg.AdoptAfterRestart {
+				// Offered before any node can reach this process, so none says hello too early.
+				c.adoptions.offer(j.ID, adoptable{attempt: j.Attempts, node: j.Node, team: j.TeamID})
+			}
 			c.jobs.activate(j.ID, c.jobProducer(j))
 			resumed++
 			return nil

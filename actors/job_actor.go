@@ -101,6 +101,8 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		a.onChildFailed(ctx, msg)
 	case *relativeFailed:
 		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil)
+	case *adoptionExpired:
+		a.onAdoptionExpired(ctx, msg)
 	default:
 		a.log().Warn("job actor ignored an unknown message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -118,17 +120,42 @@ func (a *jobActor) start(ctx actor.Context) {
 	case persistence.JobPending:
 		a.resumeWaiting(ctx)
 	case persistence.JobRendering:
-		// Only a coordinator restart activates a rendering job: its attempt died with the old
-		// process (or the node lost its lease), so it goes back to the queue.
-		a.onFailed(ctx, &renderFailed{
-			attempt:   a.job.Attempts,
-			node:      a.job.Node,
-			err:       "the coordinator restarted during the render",
-			retryable: true,
-			countless: a.c.cleanRestart,
-		})
+		// Only a coordinator restart activates a rendering job. Its node may still hold the
+		// attempt and reclaim it when it reconnects; otherwise it goes back to the queue.
+		if a.c.cfg.AdoptAfterRestart {
+			a.awaitAdoption()
+			return
+		}
+		a.restartLost(ctx)
 	default:
 		a.restartIdle(ctx)
+	}
+}
+
+// restartLost queues again a job whose attempt the coordinator's restart interrupted.
+func (a *jobActor) restartLost(ctx actor.Context) {
+	a.onFailed(ctx, &renderFailed{
+		attempt:   a.job.Attempts,
+		node:      a.job.Node,
+		err:       "the coordinator restarted during the render",
+		retryable: true,
+		countless: a.c.cleanRestart,
+	})
+}
+
+// awaitAdoption gives the job's node one lease (and a heartbeat) to reclaim the attempt the
+// coordinator's restart interrupted (Start offered it); unclaimed, it is queued again.
+func (a *jobActor) awaitAdoption() {
+	jobID, attempt := a.job.ID, a.job.Attempts
+	a.c.Clock.AfterFunc(a.c.cfg.NodeLease+a.c.cfg.HeartbeatInterval, func() {
+		a.c.tellJob(jobID, &adoptionExpired{attempt: attempt})
+	})
+}
+
+func (a *jobActor) onAdoptionExpired(ctx actor.Context, m *adoptionExpired) {
+	if _, unclaimed := a.c.adoptions.claim(a.job.ID, m.attempt, ""); unclaimed &&
+		a.job.State == persistence.JobRendering && a.job.Attempts == m.attempt {
+		a.restartLost(ctx)
 	}
 }
 

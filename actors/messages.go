@@ -56,6 +56,8 @@ type (
 	}
 	// relativeFailed: this job's parent failed, so this job's output is no longer wanted.
 	relativeFailed struct{ reason string }
+	// adoptionExpired: no node reclaimed the attempt the coordinator's restart interrupted.
+	adoptionExpired struct{ attempt int }
 	// writeDone carries the result of a persisted change back into the actor.
 	writeDone struct {
 		err  error

@@ -203,6 +203,7 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	}
 	n.log = n.c.log.With("node", h.NodeID)
 	n.lastHeartbeat = n.c.Clock.Now()
+	n.adopt(h.Running)
 	n.abandonUnknown(ctx, h.Running)
 	switch {
 	case h.Draining:
@@ -238,6 +239,22 @@ func (n *nodeActor) onHeartbeat(ctx actor.Context, hb *protocol.Heartbeat) *prot
 		return r.seq <= hb.Seq && !slices.ContainsFunc(hb.Running, func(s protocol.AttemptStatus) bool { return s.JobID == id.String() && s.Attempt == r.attempt })
 	})
 	return &protocol.HeartbeatAck{Known: true, Abandon: n.abandonList(hb.Running)}
+}
+
+// adopt takes back the attempts this node still holds that were rendering on it when the
+// coordinator restarted: they go on under their attempt numbers.
+func (n *nodeActor) adopt(held []protocol.AttemptStatus) {
+	now := n.c.Clock.Now()
+	for _, s := range held {
+		jobID := n.jobID(s.JobID)
+		if _, known := n.running[jobID]; known {
+			continue
+		}
+		if a, ok := n.c.adoptions.claim(jobID, s.Attempt, n.hello.NodeID); ok {
+			n.running[jobID] = &heldAttempt{attempt: a.attempt, team: a.team, percent: s.Percent, progressAt: now}
+			n.log.Info("adopted an attempt that outlived the coordinator's restart", "job", s.JobID, "attempt", s.Attempt)
+		}
+	}
 }
 
 // abandonList names the attempts the node holds that are not (or no longer) its assignments.

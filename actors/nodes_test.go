@@ -169,7 +169,7 @@ func TestJobAvoidsTheNodeItFailedOn(t *testing.T) {
 // carrying all of them; untagged work waits for another node.
 func TestNodeRequiringTagsTakesOnlyTaggedJobs(t *testing.T) {
 	f := newFixture(t, actors.Config{NodeLease: time.Hour})
-	gpu := f.attachTestNode("gpu", 2, "gpu")
+	gpu := f.attachTestNode("gpu", 2, func(h *protocol.Hello) { h.RequireTags = []string{"gpu"} })
 	plain := f.queue(f.team, 5, 1)[0]
 	tagged := f.ids.New(f.clock.Now())
 	err := f.coord.CreateJobs([]*persistence.Job{{ID: tagged, TeamID: f.team, Kind: persistence.KindRender, Engine: "test",
@@ -239,4 +239,38 @@ func TestReportsWithoutTheSessionChangeNothing(t *testing.T) {
 	}
 	a.reply(&protocol.Done{JobID: id.String(), Attempt: 1})
 	f.obs.reached(t, id, persistence.JobFinished)
+}
+
+// TestAttemptsOutliveACoordinatorRestart: after a restart, a node that still holds its attempt
+// keeps it (its result is taken under the same attempt); an attempt no node reclaims within a
+// lease is queued again.
+func TestAttemptsOutliveACoordinatorRestart(t *testing.T) {
+	f := newFixture(t, actors.Config{AdoptAfterRestart: true, HeartbeatInterval: time.Second, NodeLease: 5 * time.Second})
+	n1 := f.attachTestNode("n1", 2)
+	f.queue(f.team, 0, 2)
+	first, second := n1.next(t), n1.next(t)
+	f.restart()
+
+	// The node comes back holding only the first attempt.
+	n1 = f.attachTestNode("n1", 2, func(h *protocol.Hello) {
+		h.Running = []protocol.AttemptStatus{{JobID: first.msg.JobID, Attempt: 1, Percent: 40}}
+	})
+	n1.send(&protocol.Done{JobID: first.msg.JobID, Attempt: 1})
+	adopted := ulid.MustParse(first.msg.JobID)
+	f.obs.reached(t, adopted, persistence.JobFinished)
+	if j := f.job(adopted); j.Attempts != 1 {
+		t.Fatalf("the adopted job ended at attempt %d", j.Attempts)
+	}
+
+	// The node keeps heartbeating; a lease and a beat after the restart, the attempt nobody
+	// reclaimed is given up.
+	for range 6 {
+		f.clock.Advance(time.Second)
+		n1.heartbeat(0)
+	}
+	orphan := ulid.MustParse(second.msg.JobID)
+	again := n1.next(t)
+	if again.msg.JobID != orphan.String() || again.msg.Attempt != 2 {
+		t.Fatalf("after the lease: %s attempt %d", again.msg.JobID, again.msg.Attempt)
+	}
 }

@@ -223,10 +223,22 @@ func (a *Agent) Start(system *actor.ActorSystem, name string) error {
 	return nil
 }
 
-// Stop interrupts every render and waits for them to end.
+// Stop interrupts every render and waits for them to end. Their attempt markers stay: the next
+// start of the node reports them lost, unless ForgetInterrupted is called.
 func (a *Agent) Stop() {
 	a.shutdown()
 	a.wg.Wait()
+}
+
+// ForgetInterrupted removes the markers Stop left, for a node whose coordinator knows its renders
+// were interrupted (the embedded node, which stops with it).
+func (a *Agent) ForgetInterrupted() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	clear(a.finals)
+	if err := os.RemoveAll(markerRoot(a.cfg)); err != nil {
+		a.log.Warn("cannot remove the attempt markers", "err", err)
+	}
 }
 
 func (a *Agent) receive(ctx actor.Context) {

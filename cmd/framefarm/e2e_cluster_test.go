@@ -323,18 +323,31 @@ func TestClusterNodeStoppedPastItsLease(t *testing.T) {
 }
 
 // TestClusterCoordinatorKilledWhileNodesRender: the coordinator is SIGKILLed and restarted
-// while both nodes render; the nodes reconnect, the interrupted attempts run again under new
-// attempt numbers, nothing is lost and nothing finishes twice.
+// while both nodes render; the nodes reconnect and their renders complete under their attempts
+// (adopted within a lease), the queued jobs run, nothing is lost and nothing finishes twice.
 func TestClusterCoordinatorKilledWhileNodesRender(t *testing.T) {
-	c, cl, _ := clusterFarm(t, 2)
+	// A lease long enough for the nodes' remote connections to come back (they retry every 2 s).
+	c := startCoordinator(t, options{cluster: true, heartbeat: "200ms", lease: "6s"})
+	cl := c.team("cluster")
+	c.startNode("n1", 1)
+	c.startNode("n2", 1)
 	tpl := cl.uploadTemplate(inspection())
 	ids := cl.createJobs(tpl, 4)
-	c.control.next(t)
-	c.control.next(t)
+	rendering := []*renderCall{c.control.next(t), c.control.next(t)}
 	c.kill()
-	c.control.answerAll(finishAll)
 	c.restart()
+	c.waitFor("node", "n1", actors.NodeReady)
+	c.waitFor("node", "n2", actors.NodeReady)
+	c.control.answerAll(finishAll)
+	for _, call := range rendering {
+		call.answer(renderReply{Result: "finish"})
+	}
 	c.exactlyOnce(ids)
+	for _, call := range rendering {
+		if j := cl.job(call.JobID); j.Attempts != 1 {
+			t.Fatalf("job %s rendering at the restart ended at attempt %d, not adopted\n%s", call.JobID, j.Attempts, cl.logs(call.JobID))
+		}
+	}
 	for _, id := range ids {
 		if out := cl.renderOutput(id); out.Attempt != cl.job(id).Attempts {
 			t.Fatalf("job %s delivered by attempt %d, its current is %d", id, out.Attempt, cl.job(id).Attempts)

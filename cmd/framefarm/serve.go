@@ -153,6 +153,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		NodeLease:               lease,
 		NodeFailureLimit:        failureLimit,
 		ClusterKey:              clusterKey,
+		AdoptAfterRestart:       cfg.Cluster != nil,
 	}, actors.Deps{
 		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
 		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
@@ -269,6 +270,9 @@ func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, gu
 	stop = func() {
 		stopLink()
 		agent.Stop()
+		// The coordinator stops with this node: it queues the interrupted renders again at its
+		// next start, as renders a clean shutdown interrupted (not counted as failures).
+		agent.ForgetInterrupted()
 		stopEngines()
 	}
 	log.Info("embedded render node started", "engines", agent.Hello().Engines, "slots", cfg.Node.LocalSlots)
