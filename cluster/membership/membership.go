@@ -162,12 +162,17 @@ func (m *Member) Alive(role string) map[string]Meta {
 	return out
 }
 
-// Run joins the seeds, and joins them again whenever no coordinator is alive in this member's
-// view (the coordinator restarted and lost its view of the cluster). It returns when ctx ends.
+// Run joins the seeds, and joins them again whenever this member is cut off: a node that sees no
+// coordinator alive (it restarted and lost its view of the cluster), a coordinator alone. It
+// returns when ctx ends.
 func (m *Member) Run(ctx context.Context) {
 	backoff := 250 * time.Millisecond
 	for {
-		if len(m.cfg.Seeds) > 0 && (m.cfg.Meta.Role == RoleCoordinator || len(m.Alive(RoleCoordinator)) == 0) {
+		cutOff := len(m.Alive(RoleCoordinator)) == 0
+		if m.cfg.Meta.Role == RoleCoordinator {
+			cutOff = m.list.NumMembers() <= 1
+		}
+		if len(m.cfg.Seeds) > 0 && cutOff {
 			if _, err := m.list.Join(m.cfg.Seeds); err != nil {
 				m.log.Debug("cannot join the cluster yet", "seeds", m.cfg.Seeds, "err", err)
 				backoff = min(backoff*2, 2*time.Second)
