@@ -95,12 +95,13 @@ func TestNodeFlags(t *testing.T) {
 	}
 	t.Setenv(envClusterKey, "0123456789abcdef")
 	ns, err := nodeConfig([]string{"--join", "10.0.0.1:7946,10.0.0.9:7946", "--id", "r2", "--slots", "3",
-		"--engines", "lottie,ae2026", "--require-tags", "gpu,hd", "--advertise", "10.0.0.2:7946"}, io.Discard)
+		"--engines", "lottie,ae2026", "--require-tags", "gpu,hd", "--advertise", "10.0.0.2:7946", "--label", "gpu=rtx", "--label", "site=berlin"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ns.id != "r2" || ns.slots != 3 || len(ns.cfg.Cluster.Seeds) != 2 || ns.cfg.Cluster.Key != "0123456789abcdef" ||
-		strings.Join(ns.engines, ",") != "lottie,ae2026" || strings.Join(ns.requireTags, ",") != "gpu,hd" {
+		strings.Join(ns.engines, ",") != "lottie,ae2026" || strings.Join(ns.requireTags, ",") != "gpu,hd" ||
+		ns.labels["gpu"] != "rtx" || ns.labels["site"] != "berlin" {
 		t.Fatalf("settings %+v", ns)
 	}
 	if addr, err := actorsAdvertise(*ns.cfg.Cluster); err != nil || addr != "10.0.0.2:7947" {

@@ -44,7 +44,8 @@ const usage = `usage:
                   [--local-slots N] [--allow-private-urls]
   framefarm node --join HOST:PORT[,HOST:PORT] [--config FILE] [--id ID] [--engines lottie,ae2026]
                  [--slots N] [--bind HOST:PORT] [--advertise HOST:PORT] [--actors-bind HOST:PORT]
-                 [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--key KEY]
+                 [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--label K=V]
+                 [--key KEY]
   framefarm node list|drain ID|clear ID [--url URL] [--admin-token TOKEN]
   framefarm token create --team NAME [--data-dir DIR] [--config FILE]
   framefarm version

@@ -53,6 +53,7 @@ type nodeSettings struct {
 	engines     []string
 	slots       int
 	requireTags []string
+	labels      map[string]string
 }
 
 // nodeConfig reads the flags of `framefarm node` over the configuration file.
@@ -72,6 +73,17 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	requireTags := fs.String("require-tags", "", "take only jobs tagged with all of these (comma-separated)")
 	key := fs.String("key", "", "cluster key (default cluster.key or $"+envClusterKey+")")
 	allowPrivate := fs.Bool("allow-private-urls", false, "let asset downloads reach loopback and private addresses")
+	fs.Func("label", "KEY=VALUE shown with the node (repeatable), e.g. --label gpu=rtx4090", func(v string) error {
+		key, value, ok := strings.Cut(v, "=")
+		if !ok || key == "" {
+			return fmt.Errorf("--label %q is not KEY=VALUE", v)
+		}
+		if ns.labels == nil {
+			ns.labels = map[string]string{}
+		}
+		ns.labels[key] = value
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return ns, err
 	}
@@ -147,7 +159,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 	}
 	clusterCfg := *cfg.Cluster
 	agent, err := node.New(node.Config{
-		NodeID: id, Slots: slots, Version: buildVersion(), RequireTags: ns.requireTags,
+		NodeID: id, Slots: slots, Version: buildVersion(), RequireTags: ns.requireTags, Labels: ns.labels,
 		ClusterKey: []byte(clusterCfg.Key), DataDir: cfg.Server.DataDir,
 		MaxDownloadBytes: cfg.Node.MaxDownloadBytes, DownloadTimeout: cfg.Node.DownloadTimeout.Duration,
 	}, engines, node.Transfers{Internal: &http.Client{}, External: outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})},
