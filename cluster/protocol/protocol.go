@@ -1,11 +1,11 @@
 // Package protocol holds the messages a render node and the coordinator exchange. They cross
 // processes inside one Envelope type (codec.go), so every field is plain data, and every report
 // names the attempt it belongs to: the coordinator rejects reports from attempts it has moved
-// past (fencing).
+// past (fencing). Every message after the Welcome carries its session.
 //
 //	node                                   coordinator (gateway actor "framefarm-nodes")
-//	Hello ──────────────────────────────>  Welcome (accepted, heartbeat interval, lease)
-//	Heartbeat (running attempts, seq) ───>  HeartbeatAck (known?, abandon these, drain?)
+//	Hello (key proof, attempts held) ───>  Welcome (accepted, session, heartbeat interval, lease)
+//	Heartbeat (attempts held, seq) ─────>  HeartbeatAck (known?, abandon these)
 //	                           <─────────── Assign (seq, attempt, task)   [from the NodeActor]
 //	Progress ───────────────────────────>  (no answer)
 //	Done | Failed ──────────────────────>  FinalAck (resent with each heartbeat until acked)
