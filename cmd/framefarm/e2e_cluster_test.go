@@ -326,8 +326,9 @@ func TestClusterNodeStoppedPastItsLease(t *testing.T) {
 // while both nodes render; the nodes reconnect and their renders complete under their attempts
 // (adopted within a lease), the queued jobs run, nothing is lost and nothing finishes twice.
 func TestClusterCoordinatorKilledWhileNodesRender(t *testing.T) {
-	// A lease long enough for the nodes' remote connections to come back (they retry every 2 s).
-	c := startCoordinator(t, options{cluster: true, heartbeat: "200ms", lease: "6s"})
+	// A lease long enough for the nodes' remote connections to come back (they retry every 2 s,
+	// and CI machines are slow); adoption takes only as long as the reconnection.
+	c := startCoordinator(t, options{cluster: true, heartbeat: "200ms", lease: "10s"})
 	cl := c.team("cluster")
 	c.startNode("n1", 1)
 	c.startNode("n2", 1)
