@@ -167,6 +167,7 @@ func (m *Member) Alive(role string) map[string]Meta {
 // returns when ctx ends.
 func (m *Member) Run(ctx context.Context) {
 	backoff := 250 * time.Millisecond
+	lastErr := ""
 	for {
 		cutOff := len(m.Alive(RoleCoordinator)) == 0
 		if m.cfg.Meta.Role == RoleCoordinator {
@@ -174,9 +175,16 @@ func (m *Member) Run(ctx context.Context) {
 		}
 		if len(m.cfg.Seeds) > 0 && cutOff {
 			if _, err := m.list.Join(m.cfg.Seeds); err != nil {
-				m.log.Debug("cannot join the cluster yet", "seeds", m.cfg.Seeds, "err", err)
+				// Said once per distinct error: a wrong key or an unreachable seed is worth a
+				// warning, its repetition every second is not.
+				if err.Error() != lastErr {
+					m.log.Warn("cannot join the cluster (the seeds are down or unreachable, or hold another cluster key); trying again",
+						"seeds", m.cfg.Seeds, "err", err)
+					lastErr = err.Error()
+				}
 				backoff = min(backoff*2, 2*time.Second)
 			} else {
+				lastErr = ""
 				backoff = time.Second
 			}
 		}

@@ -204,24 +204,6 @@ func (cl *client) logs(id string) string {
 	return string(body)
 }
 
-// hasSignal reports whether a signal was seen.
-func (c *coordinator) hasSignal(kind, id, state string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.signals(kind)[id][state]
-}
-
-// waitChange waits for the next signal, or d.
-func (c *coordinator) waitChange(d time.Duration) {
-	c.mu.Lock()
-	changed := c.changed
-	c.mu.Unlock()
-	select {
-	case <-changed:
-	case <-time.After(d):
-	}
-}
-
 // exactlyOnce checks every job finished, once.
 func (c *coordinator) exactlyOnce(ids []string) {
 	c.t.Helper()
@@ -309,12 +291,12 @@ func TestClusterNodeStoppedPastItsLease(t *testing.T) {
 	first.answer(renderReply{Result: "finish"})
 	stopped.signal(syscall.SIGCONT)
 	c.waitFor("node", first.Node, actors.NodeReady)
-	deadline := time.Now().Add(waitLimit)
-	for !c.hasSignal("fenced", id, "1:done") && !strings.Contains(stopped.stderr.String(), "abandoned an attempt") {
-		if time.Now().After(deadline) {
-			t.Fatalf("attempt 1 was neither fenced nor abandoned\n%s", stopped.stderr.tail(30))
-		}
-		c.waitChange(time.Second)
+	// Whichever comes first: the coordinator logs the fenced report, or the node the abandon.
+	found := make(chan string, 2)
+	go func() { found <- c.stderr.waitFor(waitLimit, "rejected a report from a stale attempt") }()
+	go func() { found <- stopped.stderr.waitFor(waitLimit, "abandoned an attempt") }()
+	if <-found == "" && <-found == "" {
+		t.Fatalf("attempt 1 was neither fenced nor abandoned\n%s", stopped.stderr.tail(30))
 	}
 	if out := cl.renderOutput(id); out.Attempt != 2 || out.Node != second.Node {
 		t.Fatalf("output from %s attempt %d", out.Node, out.Attempt)
@@ -428,6 +410,30 @@ func TestClusterNodeDrains(t *testing.T) {
 	}
 	if err != nil || listed[other.id] != actors.NodeReady || listed[draining.id] != actors.NodeLeft {
 		t.Fatalf("node list: %v\n%s", err, out)
+	}
+}
+
+// TestClusterRefusesANodeWithoutTheKey: a node process holding another cluster key cannot join
+// the membership, is never welcomed and never listed, and says why.
+func TestClusterRefusesANodeWithoutTheKey(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true})
+	n := &renderNode{t: t, id: "intruder", stderr: &lockedBuffer{},
+		args: []string{"node", "--join", c.gossip, "--id", "intruder", "--bind", freeAddr(t), "--actors-bind", freeAddr(t),
+			"--data-dir", filepath.Join(t.TempDir(), "data"), "--engines", "lottie"},
+		env: append(os.Environ(), envRun+"=1", envClusterKey+"=another-key-0123456789"),
+	}
+	t.Cleanup(n.kill)
+	n.launch()
+	if n.stderr.waitFor(waitLimit, "cannot join the cluster") == "" {
+		t.Fatalf("the node did not say it cannot join:\n%s", n.stderr.tail(20))
+	}
+	if c.stderr.waitFor(waitLimit, "no installed keys could decrypt the message") == "" {
+		t.Fatalf("the coordinator did not refuse the gossip:\n%s", c.stderr.tail(20))
+	}
+	var list []actors.NodeInfo
+	(&client{c: c, token: adminToken}).must("GET", "/api/v2/nodes", nil, 200, &list)
+	if len(list) != 0 {
+		t.Fatalf("nodes %+v", list)
 	}
 }
 

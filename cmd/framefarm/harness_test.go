@@ -674,12 +674,42 @@ func (wr *webhookReceiver) next(t testing.TB) receivedHook {
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
+	// written is closed and replaced at every write, for waiters.
+	written chan struct{}
 }
 
 func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.written != nil {
+		close(b.written)
+		b.written = nil
+	}
 	return b.buf.Write(p)
+}
+
+// waitFor waits until the text written contains one of texts, and returns it ("" at the limit).
+func (b *lockedBuffer) waitFor(limit time.Duration, texts ...string) string {
+	deadline := time.After(limit)
+	for {
+		b.mu.Lock()
+		for _, text := range texts {
+			if strings.Contains(b.buf.String(), text) {
+				b.mu.Unlock()
+				return text
+			}
+		}
+		if b.written == nil {
+			b.written = make(chan struct{})
+		}
+		written := b.written
+		b.mu.Unlock()
+		select {
+		case <-written:
+		case <-deadline:
+			return ""
+		}
+	}
 }
 
 func (b *lockedBuffer) String() string {
