@@ -116,7 +116,8 @@ type Observer interface {
 	Requeued()
 	// Assigned reports an assignment sent to a node, with how long its job waited in the queue.
 	Assigned(queued time.Duration)
-	// NodeStateChanged reports a render node's new state; from is "" for a new node.
+	// NodeStateChanged reports a render node's new state; from is "" for a new node, to is ""
+	// for a node an operator made the farm forget.
 	NodeStateChanged(nodeID, from, to string)
 	// NodeRender reports a render a node finished (ok) or failed.
 	NodeRender(nodeID string, ok bool)

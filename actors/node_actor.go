@@ -73,6 +73,9 @@ type (
 	nodeLeft struct{ incarnation, reason string }
 	// nodeCommand is an operator's drain or clear; it answers with the node's NodeInfo.
 	nodeCommand struct{ drain bool }
+	// forgetNode asks a lost or departed node's actor to clear its hold and stop; it answers
+	// true, or ErrNodeActive.
+	forgetNode struct{}
 )
 
 func newNodeActor(c *Coordinator, hello *protocol.Hello) *nodeActor {
@@ -121,6 +124,15 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 		}
 	case *nodeCommand:
 		n.command(ctx, m)
+	case *forgetNode:
+		if n.state != NodeLost && n.state != NodeLeft {
+			ctx.Respond(fmt.Errorf("%w: %s is %s", ErrNodeActive, n.hello.NodeID, n.state))
+			return
+		}
+		n.hold("")
+		n.c.Observer.NodeStateChanged(n.hello.NodeID, n.state, "")
+		ctx.Respond(true)
+		ctx.Stop(ctx.Self())
 	}
 }
 

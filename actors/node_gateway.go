@@ -143,6 +143,16 @@ func (d *nodeDirectory) pid(nodeID string) *actor.PID {
 	return d.pids[nodeID]
 }
 
+// forget removes a node whose actor has stopped.
+func (d *nodeDirectory) forget(nodeID string, pid *actor.PID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pids[nodeID].Equal(pid) {
+		delete(d.pids, nodeID)
+		delete(d.nodes, nodeID)
+	}
+}
+
 // actorFor returns the node's actor, spawning it at the node's first hello.
 func (d *nodeDirectory) actorFor(h *protocol.Hello, c *Coordinator) *actor.PID {
 	d.mu.Lock()
@@ -190,6 +200,27 @@ func (c *Coordinator) nodeCommand(nodeID string, drain bool) (NodeInfo, error) {
 		return NodeInfo{}, ErrUnavailable
 	}
 	return res.(NodeInfo), nil
+}
+
+// ErrNodeActive is returned when forgetting a node that is not lost or gone.
+var ErrNodeActive = errors.New("the render node is still in the farm")
+
+// ForgetNode drops a lost or departed node from the farm's records, with its drain or
+// quarantine hold. Should it come back, it joins as a new node.
+func (c *Coordinator) ForgetNode(nodeID string) error {
+	pid := c.nodes.pid(nodeID)
+	if pid == nil {
+		return fmt.Errorf("%w: %s", ErrNoSuchNode, nodeID)
+	}
+	res, err := c.system.Root.RequestFuture(pid, &forgetNode{}, c.cfg.AskTimeout).Result()
+	if err != nil {
+		return ErrUnavailable
+	}
+	if err, _ := res.(error); err != nil {
+		return err
+	}
+	c.nodes.forget(nodeID, pid)
+	return nil
 }
 
 // NodeLeft tells the coordinator cluster membership saw an incarnation of a node leave or die:

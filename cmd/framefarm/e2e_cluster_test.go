@@ -411,6 +411,15 @@ func TestClusterNodeDrains(t *testing.T) {
 	if err != nil || listed[other.id] != actors.NodeReady || listed[draining.id] != actors.NodeLeft {
 		t.Fatalf("node list: %v\n%s", err, out)
 	}
+	// A node that left can be forgotten; one in the farm cannot.
+	admin.fails("DELETE", "/api/v2/nodes/"+other.id, nil, 409, "conflict")
+	if out, err := framefarm("node", "forget", draining.id, "--url", c.url, "--admin-token", adminToken); err != nil {
+		t.Fatalf("node forget: %v\n%s", err, out)
+	}
+	admin.must("GET", "/api/v2/nodes", nil, 200, &list)
+	if len(list) != 1 || list[0].ID != other.id {
+		t.Fatalf("after forgetting: %+v", list)
+	}
 }
 
 // TestClusterRefusesANodeWithoutTheKey: a node process holding another cluster key cannot join

@@ -46,7 +46,7 @@ const usage = `usage:
                  [--slots N] [--bind HOST:PORT] [--advertise HOST:PORT] [--actors-bind HOST:PORT]
                  [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--label K=V]
                  [--key KEY]
-  framefarm node list|drain ID|clear ID [--url URL] [--admin-token TOKEN]
+  framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN]
   framefarm token create --team NAME [--data-dir DIR] [--config FILE]
   framefarm version
 `

@@ -39,7 +39,7 @@ const envAdminToken = "FRAMEFARM_ADMIN_TOKEN"
 func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
 	if len(args) > 0 {
 		switch args[0] {
-		case "list", "drain", "clear":
+		case "list", "drain", "clear", "forget":
 			return nodeAdmin(args[0], args[1:], stdout, stderr)
 		}
 	}
@@ -241,7 +241,7 @@ func pickEngines(all []renderer.Renderer, want []string) ([]renderer.Renderer, e
 	return out, nil
 }
 
-// nodeAdmin runs `framefarm node list|drain ID|clear ID` against a coordinator's API.
+// nodeAdmin runs `framefarm node list|drain ID|clear ID|forget ID` against a coordinator's API.
 func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("node "+verb, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -250,17 +250,27 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The node id may come before the flags (as the usage shows) or after them.
+	nodeID := ""
+	if verb != "list" && fs.NArg() > 0 {
+		nodeID = fs.Arg(0)
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
 	if *token == "" {
 		*token = os.Getenv(envAdminToken)
 	}
 	method, path := http.MethodGet, "/api/v2/nodes"
-	if verb != "list" {
-		if fs.NArg() != 1 {
-			return fmt.Errorf("usage: framefarm node %s NODE_ID [--url URL] [--admin-token TOKEN]", verb)
-		}
-		method, path = http.MethodPost, "/api/v2/nodes/"+url.PathEscape(fs.Arg(0))+"/"+verb
-	} else if fs.NArg() != 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	switch {
+	case verb == "list" && fs.NArg() != 0:
+		return errors.New("usage: framefarm node list [--url URL] [--admin-token TOKEN]")
+	case verb != "list" && (nodeID == "" || fs.NArg() != 0):
+		return fmt.Errorf("usage: framefarm node %s NODE_ID [--url URL] [--admin-token TOKEN]", verb)
+	case verb == "forget":
+		method, path = http.MethodDelete, "/api/v2/nodes/"+url.PathEscape(nodeID)
+	case verb != "list":
+		method, path = http.MethodPost, "/api/v2/nodes/"+url.PathEscape(nodeID)+"/"+verb
 	}
 	req, err := http.NewRequest(method, strings.TrimRight(*base, "/")+path, nil)
 	if err != nil {
@@ -276,6 +286,10 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		fmt.Fprintf(stdout, "forgot %s\n", nodeID)
+		return nil
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))

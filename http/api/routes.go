@@ -52,6 +52,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
 	v2(http.MethodPost, "/nodes/{node}/drain", authAdmin, s.nodeCommand(true))
 	v2(http.MethodPost, "/nodes/{node}/clear", authAdmin, s.nodeCommand(false))
+	v2(http.MethodDelete, "/nodes/{node}", authAdmin, s.forgetNode)
 	v2(http.MethodGet, "/openapi.json", authNone, s.openAPI)
 
 	s.handle(http.MethodGet, "/files/{key:*}", authNone, s.getFile)
@@ -136,6 +137,21 @@ func (s *Server) createToken(r *request) {
 }
 
 func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }
+
+// forgetNode drops a lost or departed node from the farm's records.
+func (s *Server) forgetNode(r *request) {
+	nodeID, _ := r.ctx.UserValue("node").(string)
+	switch err := s.Coordinator.ForgetNode(nodeID); {
+	case errors.Is(err, actors.ErrNoSuchNode):
+		r.fail(newError(http.StatusNotFound, codeNotFound, "%v", err))
+	case errors.Is(err, actors.ErrNodeActive):
+		r.fail(newError(http.StatusConflict, codeConflict, "%v; only lost or departed nodes can be forgotten", err))
+	case err != nil:
+		r.failErr(err, nil)
+	default:
+		r.ctx.SetStatusCode(http.StatusNoContent)
+	}
+}
 
 // nodeCommand answers an operator's drain or clear of a node with the node as it is now.
 func (s *Server) nodeCommand(drain bool) func(*request) {

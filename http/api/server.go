@@ -95,6 +95,7 @@ type Coordinator interface {
 	Nodes() []actors.NodeInfo
 	DrainNode(nodeID string) (actors.NodeInfo, error)
 	ClearNode(nodeID string) (actors.NodeInfo, error)
+	ForgetNode(nodeID string) error
 }
 
 var _ Coordinator = (*actors.Coordinator)(nil)

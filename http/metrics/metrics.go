@@ -171,7 +171,9 @@ func (m *Metrics) NodeStateChanged(_ string, from, to string) {
 	if from != "" {
 		m.nodes.WithLabelValues(from).Dec()
 	}
-	m.nodes.WithLabelValues(to).Inc()
+	if to != "" {
+		m.nodes.WithLabelValues(to).Inc()
+	}
 }
 
 func (m *Metrics) NodeRender(nodeID string, ok bool) {
