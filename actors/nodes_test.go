@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,15 @@ func TestLeaseExpiryRequeuesAndFences(t *testing.T) {
 	}
 
 	n2 := f.attachTestNode("n2", 1)
+	if err := f.coord.ForgetNode("n2"); !errors.Is(err, actors.ErrNodeActive) {
+		t.Fatalf("forgetting a ready node: %v", err)
+	}
+	if err := f.coord.ForgetNode("n1"); err != nil {
+		t.Fatalf("forgetting a lost node: %v", err)
+	}
+	if nodes := f.coord.Nodes(); len(nodes) != 1 || nodes[0].ID != "n2" {
+		t.Fatalf("nodes after forgetting n1: %+v", nodes)
+	}
 	second := n2.next(t)
 	if second.msg.Attempt != 2 {
 		t.Fatalf("attempt %d", second.msg.Attempt)
