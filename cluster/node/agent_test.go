@@ -183,3 +183,22 @@ func TestAgentRefusesBeyondItsSlotsAndAbandons(t *testing.T) {
 	default:
 	}
 }
+
+// TestAgentAnswersUnknownKinds: a newer coordinator's message kind is answered with an error
+// and the node goes on working.
+func TestAgentAnswersUnknownKinds(t *testing.T) {
+	r := &blockingRenderer{started: make(chan string, 1), release: make(chan struct{})}
+	a, g := startAgent(t, t.TempDir(), r)
+	next[*protocol.Hello](t, g, nil)
+	res, err := a.system.Root.RequestFuture(a.self, &protocol.Envelope{Kind: "rebalance", Version: 4}, wait).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := protocol.Open(res.(*protocol.Envelope)); err != nil || msg.(*protocol.Error).Kind != "rebalance" {
+		t.Fatalf("answer %+v %v", msg, err)
+	}
+	assign(a.system, a, 1, "A")
+	if started := <-r.started; started != "A" {
+		t.Fatalf("started %s", started)
+	}
+}
