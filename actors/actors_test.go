@@ -326,13 +326,8 @@ func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.He
 
 // send reports to the coordinator as this node, with the session of its welcome.
 func (n *testNode) send(x any) {
-	switch m := x.(type) {
-	case *protocol.Progress:
-		m.NodeID, m.Session = n.id, n.session
-	case *protocol.Done:
-		m.NodeID, m.Session = n.id, n.session
-	case *protocol.Failed:
-		m.NodeID, m.Session = n.id, n.session
+	if m, ok := x.(protocol.FromNode); ok {
+		*m.From() = protocol.Sender{NodeID: n.id, Session: n.session}
 	}
 	n.f.coord.ActorSystem().Root.Send(n.f.coord.NodeGateway(), protocol.Wrap(x))
 }

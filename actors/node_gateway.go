@@ -66,9 +66,12 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 		ctx.Send(g.c.nodes.actorFor(h, g.c), &fromNode{msg: msg, sender: ctx.Sender()})
 		return
 	}
-	nodeID, session := reportingNode(msg)
-	if pid := g.c.nodes.pid(nodeID); pid != nil {
-		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender(), session: session})
+	var from protocol.Sender
+	if m, ok := msg.(protocol.FromNode); ok {
+		from = *m.From()
+	}
+	if pid := g.c.nodes.pid(from.NodeID); pid != nil {
+		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender(), session: from.Session})
 		return
 	}
 	// A node this process never welcomed: it says hello first (its results wait until then).
@@ -76,7 +79,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	case *protocol.Heartbeat:
 		answer(&protocol.HeartbeatAck{Known: false})
 	default:
-		g.c.log.Debug("message from an unknown render node", "node", nodeID, "kind", env.GetKind())
+		g.c.log.Debug("message from an unknown render node", "node", from.NodeID, "kind", env.GetKind())
 	}
 }
 
@@ -84,25 +87,6 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 func parseJobID(s string) ulid.ULID {
 	id, _ := ulid.ParseStrict(s)
 	return id
-}
-
-// reportingNode names the node a message comes from and the session it carries.
-func reportingNode(msg any) (nodeID, session string) {
-	switch m := msg.(type) {
-	case *protocol.Heartbeat:
-		return m.NodeID, m.Session
-	case *protocol.Progress:
-		return m.NodeID, m.Session
-	case *protocol.Done:
-		return m.NodeID, m.Session
-	case *protocol.Failed:
-		return m.NodeID, m.Session
-	case *protocol.Drain:
-		return m.NodeID, m.Session
-	case *protocol.Bye:
-		return m.NodeID, m.Session
-	}
-	return "", ""
 }
 
 // checkHello says why a node may not join ("" when it may).

@@ -17,7 +17,7 @@ import (
 func (n *testNode) heartbeat(seq uint64, held ...protocol.AttemptStatus) *protocol.HeartbeatAck {
 	n.f.t.Helper()
 	system := n.f.coord.ActorSystem()
-	hb := &protocol.Heartbeat{NodeID: n.id, Session: n.session, Incarnation: "1", Seq: seq, Running: held}
+	hb := &protocol.Heartbeat{Sender: protocol.Sender{NodeID: n.id, Session: n.session}, Incarnation: "1", Seq: seq, Running: held}
 	res, err := system.Root.RequestFuture(n.f.coord.NodeGateway(), protocol.Wrap(hb), wait).Result()
 	if err != nil {
 		n.f.t.Fatal(err)
@@ -241,7 +241,7 @@ func TestReportsWithoutTheSessionChangeNothing(t *testing.T) {
 	n1 := f.attachTestNode("n1", 1)
 	id := f.queue(f.team, 0, 1)[0]
 	a := n1.next(t)
-	forged := protocol.Wrap(&protocol.Done{NodeID: "n1", Session: "guess", JobID: id.String(), Attempt: 1})
+	forged := protocol.Wrap(&protocol.Done{Sender: protocol.Sender{NodeID: "n1", Session: "guess"}, JobID: id.String(), Attempt: 1})
 	f.coord.ActorSystem().Root.Send(f.coord.NodeGateway(), forged)
 	f.obs.until(t, "the forged report refused", func() bool { return f.obs.refused == 1 })
 	if j := f.job(id); j.State != persistence.JobRendering {

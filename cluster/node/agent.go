@@ -166,7 +166,7 @@ func (a *Agent) recoverMarkers() error {
 			continue
 		}
 		k := attemptKey{jobID, attempt}
-		a.finals[k] = &protocol.Failed{NodeID: a.cfg.NodeID, JobID: jobID, Attempt: attempt, Retryable: true,
+		a.finals[k] = &protocol.Failed{JobID: jobID, Attempt: attempt, Retryable: true,
 			Error: "the render node restarted during the render"}
 		a.log.Warn("an attempt was interrupted by the node's restart; reporting it lost", "job", jobID, "attempt", attempt)
 	}
@@ -284,7 +284,7 @@ func (a *Agent) assign(m *protocol.Assign) {
 	}
 	if refusal != "" {
 		a.mu.Unlock()
-		a.finish(k, &protocol.Failed{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Error: refusal, Retryable: true, NotStarted: true})
+		a.finish(k, &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: refusal, Retryable: true, NotStarted: true})
 		return
 	}
 	ctx, cancel := context.WithCancelCause(a.ctx)
@@ -355,21 +355,10 @@ func (a *Agent) report(msg any) {
 	}
 }
 
-// stampLocked puts the current session on a message.
+// stampLocked fills in who a message comes from: this node, under its current session.
 func (a *Agent) stampLocked(msg any) {
-	switch m := msg.(type) {
-	case *protocol.Heartbeat:
-		m.Session = a.session
-	case *protocol.Progress:
-		m.Session = a.session
-	case *protocol.Done:
-		m.Session = a.session
-	case *protocol.Failed:
-		m.Session = a.session
-	case *protocol.Drain:
-		m.Session = a.session
-	case *protocol.Bye:
-		m.Session = a.session
+	if m, ok := msg.(protocol.FromNode); ok {
+		*m.From() = protocol.Sender{NodeID: a.cfg.NodeID, Session: a.session}
 	}
 }
 
@@ -386,7 +375,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 	log := newLogCapture(a.cfg.MaxLogLines)
 	work, err := os.MkdirTemp(workRoot(a.cfg), safeName(m.JobID)+"-")
 	if err != nil {
-		return &protocol.Failed{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
+		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
 	}
 	defer os.RemoveAll(work)
 
@@ -410,9 +399,9 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 		case errors.Is(cause, errTooLong):
 			message = fmt.Sprintf("the render ran longer than the %s allowed", m.Task.MaxDuration)
 		}
-		return &protocol.Failed{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: log.Lines()}
+		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: log.Lines()}
 	}
-	return &protocol.Done{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: log.Lines()}
+	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: log.Lines()}
 }
 
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and
@@ -460,7 +449,7 @@ func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *p
 		}
 		mu.Unlock()
 		if due {
-			a.report(&protocol.Progress{NodeID: a.cfg.NodeID, JobID: m.JobID, Attempt: m.Attempt, Percent: percent})
+			a.report(&protocol.Progress{JobID: m.JobID, Attempt: m.Attempt, Percent: percent})
 		}
 	}
 	log.Printf("rendering with the %s engine", r.Engine())

@@ -114,7 +114,7 @@ func (a *Agent) tick() {
 		a.log.Info("joined the coordinator", "coordinator", coordinator.Address, "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
 	}
 	a.mu.Lock()
-	hb := &protocol.Heartbeat{NodeID: a.cfg.NodeID, Incarnation: a.incarnation, Seq: a.seq, Running: a.heldLocked()}
+	hb := &protocol.Heartbeat{Incarnation: a.incarnation, Seq: a.seq, Running: a.heldLocked()}
 	a.stampLocked(hb)
 	a.mu.Unlock()
 	res, err := ask(hb)
@@ -180,7 +180,7 @@ func (a *Agent) startDrain() {
 	a.mu.Unlock()
 	if !already {
 		a.log.Info("draining: finishing current renders, taking no new ones")
-		a.report(&protocol.Drain{NodeID: a.cfg.NodeID})
+		a.report(&protocol.Drain{})
 	}
 }
 
@@ -198,7 +198,7 @@ func (a *Agent) Drain(ctx context.Context) error {
 			// the lease to learn of it.
 			a.mu.Lock()
 			coordinator, system := a.coordinator, a.system
-			bye := &protocol.Bye{NodeID: a.cfg.NodeID}
+			bye := &protocol.Bye{}
 			a.stampLocked(bye)
 			a.mu.Unlock()
 			if coordinator != nil {

@@ -139,7 +139,7 @@ func (s *Simulator) heartbeats(interval time.Duration) {
 			n := s.nodes[next]
 			next = (next + 1) % len(s.nodes)
 			n.mu.Lock()
-			hb := &protocol.Heartbeat{NodeID: n.id, Session: n.session, Incarnation: n.hello.Incarnation, Seq: n.seq}
+			hb := &protocol.Heartbeat{Sender: protocol.Sender{NodeID: n.id, Session: n.session}, Incarnation: n.hello.Incarnation, Seq: n.seq}
 			for job, attempt := range n.running {
 				hb.Running = append(hb.Running, protocol.AttemptStatus{JobID: job, Attempt: attempt, Percent: 50})
 			}
@@ -172,7 +172,7 @@ func (s *Simulator) receiveAssign(n *simNode, ctx actor.Context) {
 		n.mu.Lock()
 		delete(n.running, a.JobID)
 		n.mu.Unlock()
-		done := &protocol.Done{NodeID: n.id, Session: n.session, JobID: a.JobID, Attempt: a.Attempt, Duration: s.cfg.Render}
+		done := &protocol.Done{Sender: protocol.Sender{NodeID: n.id, Session: n.session}, JobID: a.JobID, Attempt: a.Attempt, Duration: s.cfg.Render}
 		s.system.Root.RequestWithCustomSender(s.gateway, protocol.Wrap(done), s.sink)
 		s.Finished.Add(1)
 		if s.cfg.OnDone != nil {

@@ -45,6 +45,19 @@ type Hello struct {
 	Draining bool   `json:"draining,omitempty"`
 }
 
+// Sender says which node a message comes from and the session of its welcome: every message a
+// node sends after its Hello embeds one, and the node fills it in as the message leaves.
+type Sender struct {
+	NodeID  string `json:"nodeId"`
+	Session string `json:"session"`
+}
+
+// From returns the message's sender, to read or to fill in.
+func (s *Sender) From() *Sender { return s }
+
+// FromNode is a message a node sends after its Hello.
+type FromNode interface{ From() *Sender }
+
 // Welcome answers a Hello. Session is the token every later message of the node carries: only
 // a node that proved it holds the cluster key has one, so a message without it changes nothing.
 type Welcome struct {
@@ -59,8 +72,7 @@ type Welcome struct {
 
 // Heartbeat renews the node's lease on all its attempts.
 type Heartbeat struct {
-	NodeID      string `json:"nodeId"`
-	Session     string `json:"session"`
+	Sender
 	Incarnation string `json:"incarnation"`
 	// Seq is the highest Assign sequence number the node has received since its last welcome.
 	Seq     uint64          `json:"seq"`
@@ -157,8 +169,7 @@ type S3Target struct {
 
 // Progress reports how far an attempt has come.
 type Progress struct {
-	NodeID  string  `json:"nodeId"`
-	Session string  `json:"session"`
+	Sender
 	JobID   string  `json:"jobId"`
 	Attempt int     `json:"attempt"`
 	Percent float64 `json:"percent"`
@@ -166,8 +177,7 @@ type Progress struct {
 
 // Done reports an attempt whose output is stored.
 type Done struct {
-	NodeID   string        `json:"nodeId"`
-	Session  string        `json:"session"`
+	Sender
 	JobID    string        `json:"jobId"`
 	Attempt  int           `json:"attempt"`
 	Size     int64         `json:"size"`
@@ -180,8 +190,7 @@ type Done struct {
 // failures are refusals (no free slot, no such engine, draining): the attempt never began, so
 // it counts against neither the job nor the node.
 type Failed struct {
-	NodeID     string   `json:"nodeId"`
-	Session    string   `json:"session"`
+	Sender
 	JobID      string   `json:"jobId"`
 	Attempt    int      `json:"attempt"`
 	Error      string   `json:"error"`
@@ -198,14 +207,12 @@ type FinalAck struct {
 
 // Drain says a node takes no new work: it was told to stop (SIGTERM) and finishes what it holds.
 type Drain struct {
-	NodeID  string `json:"nodeId"`
-	Session string `json:"session"`
+	Sender
 }
 
 // Bye says a drained node leaves the farm; the coordinator keeps no lease for it.
 type Bye struct {
-	NodeID  string `json:"nodeId"`
-	Session string `json:"session"`
+	Sender
 }
 
 // Ack answers a message that needs no other answer (a Bye), so its sender knows it arrived.

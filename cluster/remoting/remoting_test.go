@@ -140,7 +140,7 @@ func member() int {
 		return 1
 	}
 	defer r.Shutdown(false)
-	res, err := system.Root.RequestFuture(actor.NewPID(addr, id), protocol.Wrap(&protocol.Bye{NodeID: "b"}), wait).Result()
+	res, err := system.Root.RequestFuture(actor.NewPID(addr, id), protocol.Wrap(&protocol.Bye{Sender: protocol.Sender{NodeID: "b"}}), wait).Result()
 	if err != nil {
 		fmt.Println("unanswered")
 		return 0
