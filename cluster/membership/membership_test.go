@@ -2,34 +2,17 @@ package membership
 
 import (
 	"log/slog"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 )
 
 const waitLimit = 20 * time.Second
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port")
-	return ""
-}
-
 func start(t *testing.T, name, key string, meta Meta, seeds ...string) *Member {
 	t.Helper()
-	m, err := Start(Config{Name: name, Bind: freeAddr(t), Seeds: seeds, Key: key, Meta: meta, Fast: true, Logger: slog.New(slog.DiscardHandler)})
+	m, err := Start(Config{Name: name, Bind: membershiptest.FreeAddr(t), Seeds: seeds, Key: key, Meta: meta, Fast: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

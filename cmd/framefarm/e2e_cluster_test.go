@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,30 +20,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/cluster/remoting"
 )
 
 const clusterKey = "test-cluster-key-0123456789"
-
-// freeAddr returns a loopback address with a port free for TCP and UDP at the time of asking.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port for TCP and UDP")
-	return ""
-}
 
 // renderNode is one `framefarm node` process (and its restarts).
 type renderNode struct {
@@ -63,7 +44,7 @@ func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNo
 	n := &renderNode{
 		t: c.t, id: id, stderr: &lockedBuffer{},
 		args: append([]string{"node", "--join", c.gossip, "--id", id, "--slots", fmt.Sprint(slots),
-			"--bind", freeAddr(c.t), "--actors-bind", freeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
+			"--bind", membershiptest.FreeAddr(c.t), "--actors-bind", membershiptest.FreeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
 			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, extra...),
 		env: append(os.Environ(), envRun+"=1", envControl+"="+c.control.url, envNodeName+"="+id, envClusterKey+"="+clusterKey),
 	}
@@ -427,7 +408,7 @@ func TestClusterNodeDrains(t *testing.T) {
 func TestClusterRefusesANodeWithoutTheKey(t *testing.T) {
 	c := startCoordinator(t, options{cluster: true})
 	n := &renderNode{t: t, id: "intruder", stderr: &lockedBuffer{},
-		args: []string{"node", "--join", c.gossip, "--id", "intruder", "--bind", freeAddr(t), "--actors-bind", freeAddr(t),
+		args: []string{"node", "--join", c.gossip, "--id", "intruder", "--bind", membershiptest.FreeAddr(t), "--actors-bind", membershiptest.FreeAddr(t),
 			"--data-dir", filepath.Join(t.TempDir(), "data"), "--engines", "lottie"},
 		env: append(os.Environ(), envRun+"=1", envClusterKey+"=another-key-0123456789"),
 	}
@@ -451,7 +432,7 @@ func TestClusterRefusesANodeWithoutTheKey(t *testing.T) {
 func TestClusterUnknownMessageKind(t *testing.T) {
 	c, cl, _ := clusterFarm(t, 1)
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	r, _, err := remoting.Start(system, freeAddr(t), "", remoting.TLS{})
+	r, _, err := remoting.Start(system, membershiptest.FreeAddr(t), "", remoting.TLS{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender/aerendertest"
 )
@@ -143,7 +144,7 @@ timeout = "2s"
 		if opts.heartbeat == "" {
 			opts.heartbeat, opts.lease = "200ms", "1500ms"
 		}
-		c.gossip, c.actors = freeAddr(t), freeAddr(t)
+		c.gossip, c.actors = membershiptest.FreeAddr(t), membershiptest.FreeAddr(t)
 		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = %q\nlease = %q\n",
 			c.gossip, c.actors, clusterKey, opts.heartbeat, opts.lease)
 	}
