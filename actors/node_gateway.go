@@ -175,15 +175,24 @@ func (c *Coordinator) DrainNode(nodeID string) (NodeInfo, error) { return c.node
 func (c *Coordinator) ClearNode(nodeID string) (NodeInfo, error) { return c.nodeCommand(nodeID, false) }
 
 func (c *Coordinator) nodeCommand(nodeID string, drain bool) (NodeInfo, error) {
-	pid := c.nodes.pid(nodeID)
-	if pid == nil {
-		return NodeInfo{}, fmt.Errorf("%w: %s", ErrNoSuchNode, nodeID)
-	}
-	res, err := c.system.Root.RequestFuture(pid, &nodeCommand{drain: drain}, c.cfg.AskTimeout).Result()
+	res, _, err := c.askNode(nodeID, &nodeCommand{drain: drain})
 	if err != nil {
-		return NodeInfo{}, ErrUnavailable
+		return NodeInfo{}, err
 	}
 	return res.(NodeInfo), nil
+}
+
+// askNode asks a node's actor and returns its answer and the actor.
+func (c *Coordinator) askNode(nodeID string, msg any) (any, *actor.PID, error) {
+	pid := c.nodes.pid(nodeID)
+	if pid == nil {
+		return nil, nil, fmt.Errorf("%w: %s", ErrNoSuchNode, nodeID)
+	}
+	res, err := c.system.Root.RequestFuture(pid, msg, c.cfg.AskTimeout).Result()
+	if err != nil {
+		return nil, nil, ErrUnavailable
+	}
+	return res, pid, nil
 }
 
 // ErrNodeActive is returned when forgetting a node that is not lost or gone.
@@ -192,13 +201,9 @@ var ErrNodeActive = errors.New("the render node is still in the farm")
 // ForgetNode drops a lost or departed node from the farm's records, with its drain or
 // quarantine hold. Should it come back, it joins as a new node.
 func (c *Coordinator) ForgetNode(nodeID string) error {
-	pid := c.nodes.pid(nodeID)
-	if pid == nil {
-		return fmt.Errorf("%w: %s", ErrNoSuchNode, nodeID)
-	}
-	res, err := c.system.Root.RequestFuture(pid, &forgetNode{}, c.cfg.AskTimeout).Result()
+	res, pid, err := c.askNode(nodeID, &forgetNode{})
 	if err != nil {
-		return ErrUnavailable
+		return err
 	}
 	if err, _ := res.(error); err != nil {
 		return err

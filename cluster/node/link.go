@@ -39,11 +39,15 @@ func (a *Agent) nudge() {
 	}
 }
 
-func (a *Agent) signalIdle() {
+// holdsNothing reports whether the node holds no attempt: none rendering, no result unacknowledged.
+func (a *Agent) holdsNothing() bool {
 	a.mu.Lock()
-	idle := len(a.running) == 0 && len(a.finals) == 0
-	a.mu.Unlock()
-	if idle {
+	defer a.mu.Unlock()
+	return len(a.running) == 0 && len(a.finals) == 0
+}
+
+func (a *Agent) signalIdle() {
+	if a.holdsNothing() {
 		select {
 		case a.idle <- struct{}{}:
 		default:
@@ -190,10 +194,7 @@ func (a *Agent) Drain(ctx context.Context) error {
 	a.startDrain()
 	a.signalIdle()
 	for {
-		a.mu.Lock()
-		idle := len(a.running) == 0 && len(a.finals) == 0
-		a.mu.Unlock()
-		if idle {
+		if a.holdsNothing() {
 			// Said and answered before the process goes, so the coordinator need not wait for
 			// the lease to learn of it.
 			a.mu.Lock()

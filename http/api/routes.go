@@ -141,16 +141,11 @@ func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nod
 // forgetNode drops a lost or departed node from the farm's records.
 func (s *Server) forgetNode(r *request) {
 	nodeID, _ := r.ctx.UserValue("node").(string)
-	switch err := s.Coordinator.ForgetNode(nodeID); {
-	case errors.Is(err, actors.ErrNoSuchNode):
-		r.fail(newError(http.StatusNotFound, codeNotFound, "%v", err))
-	case errors.Is(err, actors.ErrNodeActive):
-		r.fail(newError(http.StatusConflict, codeConflict, "%v; only lost or departed nodes can be forgotten", err))
-	case err != nil:
-		r.failErr(err, nil)
-	default:
-		r.ctx.SetStatusCode(http.StatusNoContent)
+	if err := s.Coordinator.ForgetNode(nodeID); err != nil {
+		failNode(r, err)
+		return
 	}
+	r.ctx.SetStatusCode(http.StatusNoContent)
 }
 
 // nodeCommand answers an operator's drain or clear of a node with the node as it is now.
@@ -162,14 +157,22 @@ func (s *Server) nodeCommand(drain bool) func(*request) {
 			command = s.Coordinator.DrainNode
 		}
 		info, err := command(nodeID)
-		if errors.Is(err, actors.ErrNoSuchNode) {
-			r.fail(newError(http.StatusNotFound, codeNotFound, "%v", err))
-			return
-		}
 		if err != nil {
-			r.failErr(err, nil)
+			failNode(r, err)
 			return
 		}
 		r.json(http.StatusOK, info)
+	}
+}
+
+// failNode answers the error of an operator's command on a node.
+func failNode(r *request, err error) {
+	switch {
+	case errors.Is(err, actors.ErrNoSuchNode):
+		r.fail(newError(http.StatusNotFound, codeNotFound, "%v", err))
+	case errors.Is(err, actors.ErrNodeActive):
+		r.fail(newError(http.StatusConflict, codeConflict, "%v; only lost or departed nodes can be forgotten", err))
+	default:
+		r.failErr(err, nil)
 	}
 }
