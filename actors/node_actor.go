@@ -167,6 +167,7 @@ func (n *nodeActor) fromNode(ctx actor.Context, m *fromNode) {
 			r.percent, r.progressAt = msg.Percent, n.c.Clock.Now()
 		}
 		n.c.tellJob(n.jobID(msg.JobID), &renderProgress{attempt: msg.Attempt, percent: msg.Percent})
+		return // the node's listing does not show progress: nothing to publish
 	case *protocol.Done:
 		jobID := n.jobID(msg.JobID)
 		n.c.tellJob(jobID, &renderDone{attempt: msg.Attempt, node: n.hello.NodeID, duration: msg.Duration, log: msg.Log})
