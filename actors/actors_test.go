@@ -283,10 +283,12 @@ func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobStat
 // testNode is a render node speaking the real protocol through the coordinator's gateway,
 // driven by the test. It sends no heartbeats: tests that move the clock set a long lease.
 type testNode struct {
-	id       string
-	session  string
-	f        *fixture
-	assigned chan assignment
+	id      string
+	session string
+	// welcomeSeq is the assignment count its welcome said to go on from.
+	welcomeSeq uint64
+	f          *fixture
+	assigned   chan assignment
 }
 
 type assignment struct {
@@ -320,7 +322,7 @@ func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.He
 	if err != nil || !w.(*protocol.Welcome).Accepted {
 		f.t.Fatalf("node refused: %v %+v", err, w)
 	}
-	n.session = w.(*protocol.Welcome).Session
+	n.session, n.welcomeSeq = w.(*protocol.Welcome).Session, w.(*protocol.Welcome).Seq
 	return n
 }
 

@@ -230,7 +230,7 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	}
 	n.session = newSession()
 	n.log.Info("render node joined", "engines", h.Engines, "slots", h.Slots, "version", h.Version, "state", n.state)
-	return &protocol.Welcome{Accepted: true, Session: n.session, HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease}
+	return &protocol.Welcome{Accepted: true, Session: n.session, HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease, Seq: n.seq}
 }
 
 func (n *nodeActor) onHeartbeat(ctx actor.Context, hb *protocol.Heartbeat) *protocol.HeartbeatAck {

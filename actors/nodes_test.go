@@ -119,6 +119,10 @@ func TestHeartbeatTellsLostAndStaleAttempts(t *testing.T) {
 	if again := n1.next(t); again.msg.JobID != ids[1].String() || again.msg.Attempt != 2 {
 		t.Fatalf("re-assigned %s attempt %d", again.msg.JobID, again.msg.Attempt)
 	}
+	// The same run of the node saying hello again counts on from the three assignments.
+	if n1 = f.attachTestNode("n1", 2); n1.welcomeSeq != 3 {
+		t.Fatalf("welcome after three assignments says %d", n1.welcomeSeq)
+	}
 }
 
 // TestNodeQuarantinedAfterDifferentJobsFail: renders of different jobs failing in a row stop a
@@ -265,6 +269,9 @@ func TestAttemptsOutliveACoordinatorRestart(t *testing.T) {
 	n1 = f.attachTestNode("n1", 2, func(h *protocol.Hello) {
 		h.Running = []protocol.AttemptStatus{{JobID: first.msg.JobID, Attempt: 1, Percent: 40}}
 	})
+	if n1.welcomeSeq != 0 {
+		t.Fatalf("the restarted coordinator's welcome counts %d assignments", n1.welcomeSeq)
+	}
 	n1.send(&protocol.Done{JobID: first.msg.JobID, Attempt: 1})
 	adopted := ulid.MustParse(first.msg.JobID)
 	f.obs.reached(t, adopted, persistence.JobFinished)

@@ -259,6 +259,8 @@ func (a *Agent) receive(ctx actor.Context) {
 		a.assign(m)
 	case *protocol.Abandon:
 		a.abandon(m)
+	case *protocol.Welcome:
+		a.welcome(m, ctx.Sender())
 	default:
 		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ const wait = 10 * time.Second
 type gateway struct {
 	pid      *actor.PID
 	received chan any
+	// welcomeSeq is the assignment count the next welcome tells the node to go on from.
+	welcomeSeq atomic.Uint64
 }
 
 func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
@@ -41,7 +44,7 @@ func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
 		var answer any
 		switch m := msg.(type) {
 		case *protocol.Hello:
-			answer = &protocol.Welcome{Accepted: true, HeartbeatInterval: 20 * time.Millisecond, Lease: time.Second}
+			answer = &protocol.Welcome{Accepted: true, HeartbeatInterval: 20 * time.Millisecond, Lease: time.Second, Seq: g.welcomeSeq.Load()}
 		case *protocol.Heartbeat:
 			answer = &protocol.HeartbeatAck{Known: true}
 		case *protocol.Done:
@@ -74,6 +77,14 @@ func next[T any](t *testing.T, g *gateway, match func(T) bool) T {
 			return zero
 		}
 	}
+}
+
+// joined waits until the agent has said hello and, welcomed, sent its first heartbeat: a
+// coordinator assigns nothing before it has welcomed the node.
+func joined(t *testing.T, g *gateway) *protocol.Heartbeat {
+	t.Helper()
+	next[*protocol.Hello](t, g, nil)
+	return next[*protocol.Heartbeat](t, g, nil)
 }
 
 // blockingRenderer renders until released or cancelled.
@@ -154,7 +165,7 @@ func TestInterruptedAttemptIsReportedAfterRestart(t *testing.T) {
 func TestAgentRefusesBeyondItsSlotsAndAbandons(t *testing.T) {
 	r := &blockingRenderer{started: make(chan string, 2), release: make(chan struct{})}
 	a, g := startAgent(t, t.TempDir(), r)
-	next[*protocol.Hello](t, g, nil)
+	joined(t, g)
 	assign(a.system, a, 1, "A")
 	<-r.started
 	assign(a.system, a, 2, "B")
@@ -189,7 +200,7 @@ func TestAgentRefusesBeyondItsSlotsAndAbandons(t *testing.T) {
 func TestAgentAnswersUnknownKinds(t *testing.T) {
 	r := &blockingRenderer{started: make(chan string, 1), release: make(chan struct{})}
 	a, g := startAgent(t, t.TempDir(), r)
-	next[*protocol.Hello](t, g, nil)
+	joined(t, g)
 	res, err := a.system.Root.RequestFuture(a.self, &protocol.Envelope{Kind: "rebalance", Version: 4}, wait).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -200,5 +211,31 @@ func TestAgentAnswersUnknownKinds(t *testing.T) {
 	assign(a.system, a, 1, "A")
 	if started := <-r.started; started != "A" {
 		t.Fatalf("started %s", started)
+	}
+}
+
+// TestWelcomeSetsTheAssignmentCount: the node counts assignments on from its welcome's count,
+// and from 0 again when a restarted coordinator welcomes it.
+func TestWelcomeSetsTheAssignmentCount(t *testing.T) {
+	r := &blockingRenderer{started: make(chan string, 1), release: make(chan struct{})}
+	dir := t.TempDir()
+	a, g := startAgent(t, dir, r)
+	if hb := joined(t, g); hb.Seq != 0 {
+		t.Fatalf("first heartbeat counts %d assignments", hb.Seq)
+	}
+	g.welcomeSeq.Store(7)
+	a.Reconnect()
+	next[*protocol.Hello](t, g, nil)
+	if hb := next[*protocol.Heartbeat](t, g, nil); hb.Seq != 7 {
+		t.Fatalf("heartbeat after a welcome at 7 counts %d", hb.Seq)
+	}
+	assign(a.system, a, 8, "A")
+	<-r.started
+	next[*protocol.Heartbeat](t, g, func(hb *protocol.Heartbeat) bool { return hb.Seq == 8 })
+	g.welcomeSeq.Store(0)
+	a.Reconnect()
+	next[*protocol.Hello](t, g, nil)
+	if hb := next[*protocol.Heartbeat](t, g, nil); hb.Seq != 0 || len(hb.Running) != 1 {
+		t.Fatalf("heartbeat after a restarted coordinator's welcome: seq %d holding %+v", hb.Seq, hb.Running)
 	}
 }

@@ -83,40 +83,38 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
+// welcome takes the coordinator's answer to a Hello; Run then sends heartbeats and results.
+func (a *Agent) welcome(w *protocol.Welcome, from *actor.PID) {
+	if !w.Accepted {
+		a.log.Error("the coordinator refused this node", "reason", w.Reason)
+		return
+	}
+	a.mu.Lock()
+	a.welcomed, a.session = true, w.Session
+	a.interval = w.HeartbeatInterval
+	// The count goes on from the welcome's: assignments sent before it were handled before it.
+	// A coordinator that restarted counts from 0, so the node's count from before is dropped.
+	a.seq = w.Seq
+	a.mu.Unlock()
+	a.log.Info("joined the coordinator", "coordinator", from.GetAddress(), "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
+	a.nudge()
+}
+
 // tick does one round of the link's work.
 func (a *Agent) tick() {
 	a.mu.Lock()
-	coordinator, system, welcomed, interval := a.coordinator, a.system, a.welcomed, a.interval
+	coordinator, system, self, welcomed, interval := a.coordinator, a.system, a.self, a.welcomed, a.interval
 	a.mu.Unlock()
 	if coordinator == nil || system == nil {
 		return
 	}
-	ask := func(msg any) (any, error) { return a.ask(system, coordinator, msg, max(interval, time.Second)) }
 	if !welcomed {
-		res, err := ask(a.Hello())
-		if err != nil {
-			a.log.Debug("the coordinator did not answer the hello", "err", err)
-			return
-		}
-		w, ok := res.(*protocol.Welcome)
-		if !ok || !w.Accepted {
-			reason := "unexpected answer"
-			if ok {
-				reason = w.Reason
-			}
-			a.log.Error("the coordinator refused this node", "reason", reason)
-			return
-		}
-		a.mu.Lock()
-		a.welcomed, a.session = true, w.Session
-		a.interval = w.HeartbeatInterval
-		// Sequence numbers count the assignments of this welcome's NodeActor, which may be a new
-		// one (the coordinator restarted): the count starts again, or the NodeActor would take
-		// its first assignments for ones the node dropped.
-		a.seq = 0
-		a.mu.Unlock()
-		a.log.Info("joined the coordinator", "coordinator", coordinator.Address, "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
+		// The welcome comes to the agent's actor, not to a future: sent to the same actor as
+		// the assignments, it is handled in the order the coordinator sent them.
+		system.Root.RequestWithCustomSender(coordinator, protocol.Wrap(a.Hello()), self)
+		return
 	}
+	ask := func(msg any) (any, error) { return a.ask(system, coordinator, msg, max(interval, time.Second)) }
 	a.mu.Lock()
 	hb := &protocol.Heartbeat{Incarnation: a.incarnation, Seq: a.seq, Running: a.heldLocked()}
 	a.stampLocked(hb)

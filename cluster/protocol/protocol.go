@@ -68,13 +68,18 @@ type Welcome struct {
 	// coordinator waits for one before it declares the node lost and runs its attempts elsewhere.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
 	Lease             time.Duration `json:"lease"`
+	// Seq is the last Assign sequence number sent to the node before this welcome: the node
+	// counts on from it. The welcome is sent to the node's actor, so it arrives in order with
+	// the assignments (a coordinator that restarted starts again from 0).
+	Seq uint64 `json:"seq"`
 }
 
 // Heartbeat renews the node's lease on all its attempts.
 type Heartbeat struct {
 	Sender
 	Incarnation string `json:"incarnation"`
-	// Seq is the highest Assign sequence number the node has received since its last welcome.
+	// Seq is the highest Assign sequence number the node has received, counted from its last
+	// welcome's Seq.
 	Seq     uint64          `json:"seq"`
 	Running []AttemptStatus `json:"running,omitempty"`
 }
