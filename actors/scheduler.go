@@ -407,7 +407,7 @@ func (c *Coordinator) Capacities() map[string]Capacity {
 func (c *Coordinator) QueueStats() (QueueStats, error) {
 	res, err := c.system.Root.RequestFuture(c.scheduler, &statsRequest{}, c.cfg.AskTimeout).Result()
 	if err != nil {
-		return QueueStats{}, err
+		return QueueStats{}, ErrUnavailable
 	}
 	return res.(QueueStats), nil
 }

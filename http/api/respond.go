@@ -13,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/valyala/fasthttp"
 
+	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -99,6 +100,11 @@ func (r *request) failErr(err error, notFound *apiError) {
 		r.fail(notFound)
 	case errors.Is(err, persistence.ErrClosed):
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: 5})
+	case errors.Is(err, actors.ErrUnavailable):
+		// An actor too busy to answer in time: an overload the client can wait out, not a
+		// fault. What was asked may still be done once the actor gets to it.
+		r.log.Warn("an actor did not answer in time", "err", err)
+		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the coordinator is overloaded and did not answer in time; what was asked may still be done, check before sending it again", retryAfter: 1})
 	default:
 		r.log.Error("request failed", "err", err)
 		r.fail(newError(http.StatusInternalServerError, codeInternal, "internal error; the request id is in X-Request-Id"))

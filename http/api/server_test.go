@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/valyala/fasthttp"
+
+	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/actors/clock"
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -96,4 +100,16 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// TestActorTimeoutsAnswer503: an actor that did not answer in time is an overload the client
+// may retry, not an internal error.
+func TestActorTimeoutsAnswer503(t *testing.T) {
+	var ctx fasthttp.RequestCtx
+	r := &request{ctx: &ctx, log: slog.New(slog.DiscardHandler)}
+	r.failErr(fmt.Errorf("cancel walk: %w", actors.ErrUnavailable), nil)
+	if ctx.Response.StatusCode() != http.StatusServiceUnavailable || string(ctx.Response.Header.Peek("Retry-After")) != "1" ||
+		!strings.Contains(string(ctx.Response.Body()), `"code":"unavailable"`) {
+		t.Fatalf("answer %d %q %s", ctx.Response.StatusCode(), ctx.Response.Header.Peek("Retry-After"), ctx.Response.Body())
+	}
 }
