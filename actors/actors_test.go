@@ -287,6 +287,7 @@ type testNode struct {
 	session string
 	// welcomeSeq is the assignment count its welcome said to go on from.
 	welcomeSeq uint64
+	hello      *protocol.Hello
 	f          *fixture
 	assigned   chan assignment
 }
@@ -299,7 +300,7 @@ type assignment struct {
 func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.Hello)) *testNode {
 	f.t.Helper()
 	n := &testNode{id: id, f: f, assigned: make(chan assignment, 1000)}
-	system, gateway := f.coord.ActorSystem(), f.coord.NodeGateway()
+	system := f.coord.ActorSystem()
 	reply := n.send
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if env, ok := ctx.Message().(*protocol.Envelope); ok {
@@ -314,16 +315,29 @@ func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.He
 	for _, opt := range opts {
 		opt(hello)
 	}
-	res, err := system.Root.RequestFuture(gateway, protocol.Wrap(hello), wait).Result()
+	n.hello = hello
+	w, err := n.sayHello()
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	w, err := protocol.Open(res.(*protocol.Envelope))
-	if err != nil || !w.(*protocol.Welcome).Accepted {
-		f.t.Fatalf("node refused: %v %+v", err, w)
-	}
-	n.session, n.welcomeSeq = w.(*protocol.Welcome).Session, w.(*protocol.Welcome).Seq
+	n.session, n.welcomeSeq = w.Session, w.Seq
 	return n
+}
+
+// sayHello sends the node's hello (again) and returns its welcome.
+func (n *testNode) sayHello() (*protocol.Welcome, error) {
+	res, err := n.f.coord.ActorSystem().Root.RequestFuture(n.f.coord.NodeGateway(), protocol.Wrap(n.hello), wait).Result()
+	if err != nil {
+		return nil, err
+	}
+	msg, err := protocol.Open(res.(*protocol.Envelope))
+	if err != nil {
+		return nil, err
+	}
+	if w := msg.(*protocol.Welcome); !w.Accepted {
+		return nil, fmt.Errorf("node refused: %s", w.Reason)
+	}
+	return msg.(*protocol.Welcome), nil
 }
 
 // send reports to the coordinator as this node, with the session of its welcome.

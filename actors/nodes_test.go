@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,6 +163,46 @@ func TestNodeQuarantinedAfterDifferentJobsFail(t *testing.T) {
 	}
 	if _, err := f.coord.ClearNode("nosuch"); err == nil {
 		t.Fatal("clearing an unknown node succeeded")
+	}
+}
+
+// TestHelloDuringAnOfferKeepsTheSlotTaken: a node saying hello again while a job is on its way
+// to it (offered, not yet assigned) still has that slot taken: the next job waits instead of
+// being sent to a node with no free slot.
+func TestHelloDuringAnOfferKeepsTheSlotTaken(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeLease: time.Hour})
+	n1 := f.attachTestNode("n1", 1)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				if _, err := n1.sayHello(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	ids := f.queue(f.team, 0, 2)
+	first := n1.next(t)
+	close(stop)
+	<-stopped
+	// Every hello's effect on the scheduler was sent before its welcome: the queue depth now
+	// says whether a second job went to the full node.
+	f.waitQueued(1)
+	w, err := n1.sayHello()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1.session = w.Session
+	first.reply(&protocol.Done{JobID: first.msg.JobID, Attempt: 1})
+	second := n1.next(t)
+	if second.msg.JobID == first.msg.JobID || !slices.Contains(ids, ulid.MustParse(second.msg.JobID)) || second.msg.Attempt != 1 {
+		t.Fatalf("second assignment %s attempt %d", second.msg.JobID, second.msg.Attempt)
 	}
 }
 

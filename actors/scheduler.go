@@ -239,12 +239,10 @@ func (s *scheduler) addNode(m *nodeReady) {
 	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, false
 	n.requireTags = slices.Clone(m.requireTags)
 	slices.Sort(n.requireTags)
-	// The node's own account of what it holds replaces ours (it rejoined, or was paused).
-	for jobID := range n.busy {
-		if _, still := m.busy[jobID]; !still {
-			s.release(n, jobID)
-		}
-	}
+	// What the node holds that we did not give it (attempts adopted after a restart) takes a
+	// slot. Nothing is released for being absent from its account: an offer still on its way
+	// to the node is not in it, and every slot we took comes back by slotFreed or
+	// offerDeclined.
 	for jobID, team := range m.busy {
 		if _, ok := n.busy[jobID]; !ok {
 			n.busy[jobID] = team
@@ -287,7 +285,12 @@ func (s *scheduler) dispatch() {
 			n.busy[j.id] = j.team
 			s.holding[j.team]++
 			s.offered[j.id] = n
-			s.c.tellJob(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: j.queuedAt})
+			if err := s.c.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: j.queuedAt}, nil); err != nil {
+				// No job actor will answer the offer: the slot comes back now.
+				s.c.log.Warn("cannot offer a slot to a job", "job", j.id.String(), "err", err)
+				delete(s.offered, j.id)
+				s.release(n, j.id)
+			}
 			progress = true
 		}
 	}
