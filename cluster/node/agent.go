@@ -71,6 +71,8 @@ type Agent struct {
 	mu          sync.Mutex
 	coordinator *actor.PID
 	welcomed    bool
+	// helloAt is when the unanswered hello was sent (zero: none is).
+	helloAt time.Time
 	// session is the token of the coordinator's last welcome, carried by every message after it.
 	session  string
 	interval time.Duration

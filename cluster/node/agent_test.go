@@ -80,11 +80,23 @@ func next[T any](t *testing.T, g *gateway, match func(T) bool) T {
 }
 
 // joined waits until the agent has said hello and, welcomed, sent its first heartbeat: a
-// coordinator assigns nothing before it has welcomed the node.
+// coordinator assigns nothing before it has welcomed the node. One hello is enough: each
+// would be welcomed with a new session.
 func joined(t *testing.T, g *gateway) *protocol.Heartbeat {
 	t.Helper()
 	next[*protocol.Hello](t, g, nil)
-	return next[*protocol.Heartbeat](t, g, nil)
+	hellos := 1
+	hb := next(t, g, func(msg any) bool {
+		if _, ok := msg.(*protocol.Hello); ok {
+			hellos++
+		}
+		_, ok := msg.(*protocol.Heartbeat)
+		return ok
+	})
+	if hellos != 1 {
+		t.Fatalf("the agent said hello %d times before its first heartbeat", hellos)
+	}
+	return hb.(*protocol.Heartbeat)
 }
 
 // blockingRenderer renders until released or cancelled.

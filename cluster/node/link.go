@@ -18,7 +18,7 @@ func (a *Agent) Connect(gateway *actor.PID) {
 	changed := a.coordinator == nil || !a.coordinator.Equal(gateway)
 	a.coordinator = gateway
 	if changed {
-		a.welcomed = false
+		a.welcomed, a.helloAt = false, time.Time{}
 	}
 	a.mu.Unlock()
 	a.nudge()
@@ -27,7 +27,7 @@ func (a *Agent) Connect(gateway *actor.PID) {
 // Reconnect makes the node say Hello again (the coordinator restarted at the same address).
 func (a *Agent) Reconnect() {
 	a.mu.Lock()
-	a.welcomed = false
+	a.welcomed, a.helloAt = false, time.Time{}
 	a.mu.Unlock()
 	a.nudge()
 }
@@ -100,6 +100,23 @@ func (a *Agent) welcome(w *protocol.Welcome, from *actor.PID) {
 	a.nudge()
 }
 
+// sayHello asks to join, unless a hello sent less than patience ago may still be answered:
+// every hello gets a welcome with a new session, and one welcome is enough. The welcome comes
+// to the agent's actor, not to a future: sent to the same actor as the assignments, it is
+// handled in the order the coordinator sent them.
+func (a *Agent) sayHello(system *actor.ActorSystem, coordinator, self *actor.PID, patience time.Duration) {
+	now := a.clock.Now()
+	a.mu.Lock()
+	waiting := !a.helloAt.IsZero() && now.Sub(a.helloAt) < patience
+	if !waiting {
+		a.helloAt = now
+	}
+	a.mu.Unlock()
+	if !waiting {
+		system.Root.RequestWithCustomSender(coordinator, protocol.Wrap(a.Hello()), self)
+	}
+}
+
 // tick does one round of the link's work.
 func (a *Agent) tick() {
 	a.mu.Lock()
@@ -109,9 +126,7 @@ func (a *Agent) tick() {
 		return
 	}
 	if !welcomed {
-		// The welcome comes to the agent's actor, not to a future: sent to the same actor as
-		// the assignments, it is handled in the order the coordinator sent them.
-		system.Root.RequestWithCustomSender(coordinator, protocol.Wrap(a.Hello()), self)
+		a.sayHello(system, coordinator, self, max(interval, time.Second))
 		return
 	}
 	ask := func(msg any) (any, error) { return a.ask(system, coordinator, msg, max(interval, time.Second)) }
