@@ -262,7 +262,7 @@ func (a *Agent) receive(ctx actor.Context) {
 	case *protocol.Abandon:
 		a.abandon(m)
 	case *protocol.Welcome:
-		a.welcome(m, ctx.Sender())
+		a.welcome(m)
 	default:
 		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
 	}

@@ -84,7 +84,7 @@ func (a *Agent) Run(ctx context.Context) {
 }
 
 // welcome takes the coordinator's answer to a Hello; Run then sends heartbeats and results.
-func (a *Agent) welcome(w *protocol.Welcome, from *actor.PID) {
+func (a *Agent) welcome(w *protocol.Welcome) {
 	if !w.Accepted {
 		a.log.Error("the coordinator refused this node", "reason", w.Reason)
 		return
@@ -95,8 +95,9 @@ func (a *Agent) welcome(w *protocol.Welcome, from *actor.PID) {
 	// The count goes on from the welcome's: assignments sent before it were handled before it.
 	// A coordinator that restarted counts from 0, so the node's count from before is dropped.
 	a.seq = w.Seq
+	coordinator := a.coordinator
 	a.mu.Unlock()
-	a.log.Info("joined the coordinator", "coordinator", from.GetAddress(), "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
+	a.log.Info("joined the coordinator", "coordinator", coordinator.GetAddress(), "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
 	a.nudge()
 }
 
