@@ -27,7 +27,7 @@ import (
 	"github.com/framefarm/framefarm/persistence/secretbox"
 )
 
-// serveFlags reads serve's flags over the configuration file.
+// serveConfig reads serve's flags over the configuration file.
 func serveConfig(args []string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
