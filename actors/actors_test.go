@@ -235,6 +235,12 @@ func (r *recorder) NodeMessageRefused(string) {
 	r.notify()
 }
 
+func (r *recorder) refusals() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
 func (r *recorder) NodeStateChanged(id, from, to string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -324,20 +330,33 @@ func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.He
 	return n
 }
 
-// sayHello sends the node's hello (again) and returns its welcome.
+// sayHello asks for a challenge, answers it with the node's hello (again) and returns the
+// welcome.
 func (n *testNode) sayHello() (*protocol.Welcome, error) {
-	res, err := n.f.coord.ActorSystem().Root.RequestFuture(n.f.coord.NodeGateway(), protocol.Wrap(n.hello), wait).Result()
+	challenge, err := n.f.askGateway(n.hello)
 	if err != nil {
 		return nil, err
 	}
-	msg, err := protocol.Open(res.(*protocol.Envelope))
+	h := *n.hello
+	h.Nonce = challenge.(*protocol.Challenge).Nonce
+	h.KeyProof = protocol.HelloProof(n.f.cfg.ClusterKey, h.Nonce, &h)
+	answer, err := n.f.askGateway(&h)
 	if err != nil {
 		return nil, err
 	}
-	if w := msg.(*protocol.Welcome); !w.Accepted {
+	if w := answer.(*protocol.Welcome); !w.Accepted {
 		return nil, fmt.Errorf("node refused: %s", w.Reason)
 	}
-	return msg.(*protocol.Welcome), nil
+	return answer.(*protocol.Welcome), nil
+}
+
+// askGateway sends a message to the gateway and returns its answer.
+func (f *fixture) askGateway(msg any) (any, error) {
+	res, err := f.coord.ActorSystem().Root.RequestFuture(f.coord.NodeGateway(), protocol.Wrap(msg), wait).Result()
+	if err != nil {
+		return nil, err
+	}
+	return protocol.Open(res.(*protocol.Envelope))
 }
 
 // send reports to the coordinator as this node, with the session of its welcome.

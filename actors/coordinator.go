@@ -204,7 +204,7 @@ func (c *Coordinator) Start() error {
 		return err
 	}
 	c.scheduler = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newScheduler(c) }))
-	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &nodeGateway{c: c} }), GatewayName)
+	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &nodeGateway{c: c, challenges: newChallengeBook()} }), GatewayName)
 	if err != nil {
 		return fmt.Errorf("node gateway: %w", err)
 	}

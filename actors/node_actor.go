@@ -160,6 +160,8 @@ func (n *nodeActor) fromNode(ctx actor.Context, m *fromNode) {
 	switch msg := m.msg.(type) {
 	case *protocol.Hello:
 		answer(n.onHello(ctx, msg))
+		// After the welcome, which they follow to the node's actor: they carry its session.
+		n.abandonUnknown(ctx, msg.Running)
 	case *protocol.Heartbeat:
 		answer(n.onHeartbeat(ctx, msg))
 	case *protocol.Progress:
@@ -217,7 +219,6 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	n.log = n.c.log.With("node", h.NodeID)
 	n.lastHeartbeat = n.c.Clock.Now()
 	n.adopt(h.Running)
-	n.abandonUnknown(ctx, h.Running)
 	switch {
 	case h.Draining:
 		n.setState(ctx, NodeDraining, "the node is stopping")
@@ -230,7 +231,9 @@ func (n *nodeActor) onHello(ctx actor.Context, h *protocol.Hello) *protocol.Welc
 	}
 	n.session = newSession()
 	n.log.Info("render node joined", "engines", h.Engines, "slots", h.Slots, "version", h.Version, "state", n.state)
-	return &protocol.Welcome{Accepted: true, Session: n.session, HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease, Seq: n.seq}
+	return &protocol.Welcome{Accepted: true, Session: n.session, Nonce: h.Nonce,
+		Proof:       protocol.WelcomeProof(n.c.cfg.ClusterKey, h.Nonce, h.NodeID, n.session),
+		InternalURL: n.c.NodeURLs.Base(), HeartbeatInterval: n.c.cfg.HeartbeatInterval, Lease: n.c.cfg.NodeLease, Seq: n.seq}
 }
 
 func (n *nodeActor) onHeartbeat(ctx actor.Context, hb *protocol.Heartbeat) *protocol.HeartbeatAck {
@@ -278,7 +281,7 @@ func (n *nodeActor) abandonList(held []protocol.AttemptStatus) []protocol.Abando
 			if s.Percent >= 100 {
 				continue // a result on its way: it is acked (and fenced) when it arrives
 			}
-			out = append(out, protocol.Abandon{JobID: s.JobID, Attempt: s.Attempt, Reason: "the attempt is no longer the job's current one"})
+			out = append(out, protocol.Abandon{Session: n.session, JobID: s.JobID, Attempt: s.Attempt, Reason: "the attempt is no longer the job's current one"})
 		}
 	}
 	return out
@@ -317,7 +320,7 @@ func (n *nodeActor) assign(ctx actor.Context, m *assign) {
 	n.seq++
 	now := n.c.Clock.Now()
 	n.running[job.ID] = &heldAttempt{attempt: job.Attempts, team: job.TeamID, seq: n.seq, progressAt: now}
-	ctx.Send(n.agent, protocol.Wrap(&protocol.Assign{Seq: n.seq, JobID: job.ID.String(), Attempt: job.Attempts, Task: task}))
+	ctx.Send(n.agent, protocol.Wrap(&protocol.Assign{Session: n.session, Seq: n.seq, JobID: job.ID.String(), Attempt: job.Attempts, Task: task}))
 	n.c.Observer.Assigned(now.Sub(m.queuedAt))
 	n.publish()
 }
@@ -367,7 +370,7 @@ func (n *nodeActor) checkLease(ctx actor.Context) {
 	limit := n.c.cfg.SilenceTimeout + n.c.cfg.NodeLease
 	for jobID, r := range n.running {
 		if now.Sub(r.progressAt) > limit {
-			ctx.Send(n.agent, protocol.Wrap(&protocol.Abandon{JobID: jobID.String(), Attempt: r.attempt, Reason: "no progress"}))
+			ctx.Send(n.agent, protocol.Wrap(&protocol.Abandon{Session: n.session, JobID: jobID.String(), Attempt: r.attempt, Reason: "no progress"}))
 		}
 	}
 	n.loseAttempts(ctx, fmt.Sprintf("the render made no progress for %s", limit), func(_ ulid.ULID, r *heldAttempt) bool {

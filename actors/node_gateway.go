@@ -3,13 +3,13 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/certs"
 	"github.com/framefarm/framefarm/cluster/protocol"
 )
 
@@ -33,12 +33,14 @@ const GatewayName = "framefarm-nodes"
 // maxNodeSlots caps the slots one node may announce.
 const maxNodeSlots = 4096
 
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // nodeGateway receives every message from render nodes, opens its envelope and routes it to the
-// node's NodeActor. It answers what it cannot route: a heartbeat from a node it does not know
-// (say Hello again) and a message of a kind this version does not know (an Error, never a crash).
-type nodeGateway struct{ c *Coordinator }
+// node's NodeActor. It answers what it cannot route: a hello without a challenge (a Challenge),
+// a heartbeat from a node it does not know (say Hello again) and a message of a kind this
+// version does not know (an Error, never a crash).
+type nodeGateway struct {
+	c          *Coordinator
+	challenges *challengeBook
+}
 
 func (g *nodeGateway) Receive(ctx actor.Context) {
 	env, ok := ctx.Message().(*protocol.Envelope)
@@ -57,18 +59,19 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 		answer(&protocol.Error{Kind: env.GetKind(), Message: err.Error()})
 		return
 	}
+	peer, remote := protocol.PeerOf(ctx)
 	if h, ok := msg.(*protocol.Hello); ok {
-		if reason := g.c.checkHello(h); reason != "" {
-			g.c.log.Warn("refused a render node", "node", h.NodeID, "reason", reason)
-			answer(&protocol.Welcome{Accepted: false, Reason: reason})
-			return
-		}
-		ctx.Send(g.c.nodes.actorFor(h, g.c), &fromNode{msg: msg, sender: ctx.Sender()})
+		g.hello(ctx, h, peer, remote, answer)
 		return
 	}
 	var from protocol.Sender
 	if m, ok := msg.(protocol.FromNode); ok {
 		from = *m.From()
+	}
+	if reason := certificateMismatch(peer, remote, from.NodeID); reason != "" {
+		g.c.log.Warn("refused a render node message", "kind", env.GetKind(), "node", from.NodeID, "peer", peer.Describe(), "reason", reason)
+		g.c.Observer.NodeMessageRefused("identity")
+		return
 	}
 	if pid := g.c.nodes.pid(from.NodeID); pid != nil {
 		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender(), session: from.Session})
@@ -83,6 +86,52 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	}
 }
 
+// hello challenges a hello without a nonce; one answering a challenge this gateway gave its
+// sender, unspent and fresh, is checked and goes to the node's actor, which welcomes it.
+func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.Peer, remote bool, answer func(any)) {
+	peerKey := "this process"
+	if remote {
+		peerKey = peer.Key()
+	}
+	now := g.c.Clock.Now()
+	if h.Nonce == "" {
+		answer(&protocol.Challenge{Nonce: g.challenges.issue(peerKey, now)})
+		return
+	}
+	if !g.challenges.take(h.Nonce, peerKey, now) {
+		// Nothing is answered: the node asks for a new challenge when its patience ends.
+		g.c.log.Warn("refused a hello answering a challenge not given to its sender, expired or already used (a replayed hello?)",
+			"node", h.NodeID, "peer", peer.Describe())
+		g.c.Observer.NodeMessageRefused("hello")
+		return
+	}
+	reason := g.c.checkHello(h)
+	if reason == "" {
+		reason = certificateMismatch(peer, remote, h.NodeID)
+	}
+	if reason != "" {
+		g.c.log.Warn("refused a render node", "node", h.NodeID, "peer", peer.Describe(), "reason", reason)
+		g.c.Observer.NodeMessageRefused("hello")
+		answer(&protocol.Welcome{Accepted: false, Reason: reason, Nonce: h.Nonce})
+		return
+	}
+	ctx.Send(g.c.nodes.actorFor(h, g.c), &fromNode{msg: h, sender: ctx.Sender()})
+}
+
+// certificateMismatch says why a message from the network may not speak for a node ("" when it
+// may): a certificate that names a node id speaks for that node only.
+func certificateMismatch(peer protocol.Peer, remote bool, nodeID string) string {
+	switch {
+	case !remote || !peer.Verified:
+		return ""
+	case peer.Identity.Role != certs.RoleNode:
+		return fmt.Sprintf("its certificate is a %s's, not a node's", peer.Identity.Role)
+	case peer.Identity.NodeID != "" && peer.Identity.NodeID != nodeID:
+		return fmt.Sprintf("its certificate is node %s's", peer.Identity.NodeID)
+	}
+	return ""
+}
+
 // parseJobID reads a job id a node sent; an invalid one gives the zero id, which reaches no job.
 func parseJobID(s string) ulid.ULID {
 	id, _ := ulid.ParseStrict(s)
@@ -92,13 +141,13 @@ func parseJobID(s string) ulid.ULID {
 // checkHello says why a node may not join ("" when it may).
 func (c *Coordinator) checkHello(h *protocol.Hello) string {
 	switch {
-	case !nodeIDPattern.MatchString(h.NodeID):
+	case !certs.NodeIDPattern.MatchString(h.NodeID):
 		return fmt.Sprintf("node id %q must be 1 to 128 letters, digits, dots, dashes or underscores", h.NodeID)
 	case h.Slots < 1 || h.Slots > maxNodeSlots:
 		return fmt.Sprintf("slots must be between 1 and %d, not %d", maxNodeSlots, h.Slots)
 	case h.AgentAddress == "" || h.AgentID == "" || h.Incarnation == "":
 		return "the hello names no agent actor or incarnation"
-	case !protocol.CheckKeyProof(c.cfg.ClusterKey, h.NodeID, h.KeyProof):
+	case !protocol.CheckHelloProof(c.cfg.ClusterKey, h):
 		return "the node does not hold this cluster's key"
 	}
 	return ""

@@ -241,11 +241,21 @@ func TestNodeRequiringTagsTakesOnlyTaggedJobs(t *testing.T) {
 	}
 }
 
-// TestGatewayRefusesWhatItCannotOpen: an unknown kind is answered with an error; a hello with
-// a bad id or without the cluster key is refused.
+// TestGatewayRefusesWhatItCannotOpen: an unknown kind is answered with an error; a hello is
+// challenged first, and one with a bad id, no slots or without the cluster key is refused; a
+// hello played again, or answering a challenge nobody gave, is refused without an answer.
 func TestGatewayRefusesWhatItCannotOpen(t *testing.T) {
-	f := newFixture(t, actors.Config{ClusterKey: []byte("0123456789abcdef")})
-	ask := func(env *protocol.Envelope) any {
+	key := []byte("0123456789abcdef")
+	f := newFixture(t, actors.Config{ClusterKey: key})
+	ask := func(msg any) any {
+		t.Helper()
+		answer, err := f.askGateway(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return answer
+	}
+	askEnvelope := func(env *protocol.Envelope) any {
 		res, err := f.coord.ActorSystem().Root.RequestFuture(f.coord.NodeGateway(), env, wait).Result()
 		if err != nil {
 			t.Fatal(err)
@@ -256,26 +266,51 @@ func TestGatewayRefusesWhatItCannotOpen(t *testing.T) {
 		}
 		return msg
 	}
-	if e, ok := ask(&protocol.Envelope{Kind: "telemetry", Version: 9}).(*protocol.Error); !ok || e.Kind != "telemetry" {
+	if e, ok := askEnvelope(&protocol.Envelope{Kind: "telemetry", Version: 9}).(*protocol.Error); !ok || e.Kind != "telemetry" {
 		t.Fatalf("unknown kind answered %+v", e)
 	}
-	if e, ok := ask(&protocol.Envelope{Kind: "hello", Version: 1, Payload: []byte("{not json")}).(*protocol.Error); !ok {
+	if e, ok := askEnvelope(&protocol.Envelope{Kind: "hello", Version: 1, Payload: []byte("{not json")}).(*protocol.Error); !ok {
 		t.Fatalf("bad payload answered %+v", e)
 	}
+	challenged := func(h protocol.Hello, proofKey []byte) *protocol.Hello {
+		t.Helper()
+		c, ok := ask(&h).(*protocol.Challenge)
+		if !ok || c.Nonce == "" {
+			t.Fatalf("a hello without a nonce was not challenged: %+v", c)
+		}
+		h.Nonce = c.Nonce
+		h.KeyProof = protocol.HelloProof(proofKey, h.Nonce, &h)
+		return &h
+	}
 	good := protocol.Hello{NodeID: "n1", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"}
-	for name, h := range map[string]protocol.Hello{
-		"no key":    good,
-		"bad id":    {NodeID: "../etc", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"},
-		"no slots":  {NodeID: "n1", AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"},
-		"wrong key": {NodeID: "n1", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1", KeyProof: protocol.KeyProof([]byte("another key 12345"), "n1")},
+	for name, h := range map[string]*protocol.Hello{
+		"no key":    func() *protocol.Hello { h := challenged(good, key); h.KeyProof = ""; return h }(),
+		"bad id":    challenged(protocol.Hello{NodeID: "../etc", Slots: 1, AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"}, key),
+		"no slots":  challenged(protocol.Hello{NodeID: "n1", AgentAddress: "nonhost", AgentID: "a", Incarnation: "1"}, key),
+		"wrong key": challenged(good, []byte("another key 12345")),
 	} {
-		if w := ask(protocol.Wrap(&h)).(*protocol.Welcome); w.Accepted || w.Reason == "" {
+		if w := ask(h).(*protocol.Welcome); w.Accepted || w.Reason == "" || w.Nonce != h.Nonce {
 			t.Errorf("%s: welcomed %+v", name, w)
 		}
 	}
-	good.KeyProof = protocol.KeyProof([]byte("0123456789abcdef"), "n1")
-	if w := ask(protocol.Wrap(&good)).(*protocol.Welcome); !w.Accepted {
-		t.Fatalf("a node with the key was refused: %s", w.Reason)
+	proper := challenged(good, key)
+	w := ask(proper).(*protocol.Welcome)
+	if !w.Accepted || w.Nonce != proper.Nonce || !protocol.CheckWelcomeProof(key, "n1", w) {
+		t.Fatalf("a node with the key was not welcomed properly: %+v", w)
+	}
+	refused := f.obs.refusals()
+	for name, h := range map[string]*protocol.Hello{
+		"replayed": proper,
+		"invented nonce": func() *protocol.Hello {
+			h := good
+			h.Nonce = "made-up"
+			h.KeyProof = protocol.HelloProof(key, h.Nonce, &h)
+			return &h
+		}(),
+	} {
+		f.coord.ActorSystem().Root.Send(f.coord.NodeGateway(), protocol.Wrap(h))
+		refused++
+		f.obs.until(t, name+" hello refused", func() bool { return f.obs.refused == refused })
 	}
 }
 

@@ -71,14 +71,20 @@ type Agent struct {
 	mu          sync.Mutex
 	coordinator *actor.PID
 	welcomed    bool
-	// helloAt is when the unanswered hello was sent (zero: none is).
+	// helloAt is when the unanswered hello was sent (zero: none is); nonce is the challenge
+	// that hello answers ("" while the node waits for one).
 	helloAt time.Time
-	// session is the token of the coordinator's last welcome, carried by every message after it.
-	session  string
-	interval time.Duration
-	draining bool
-	seq      uint64
-	running  map[attemptKey]*attemptRun
+	nonce   string
+	// session is the token of the coordinator's last welcome, carried by every message after it
+	// in either direction; welcomedBy is who sent that welcome, the only sender whose work the
+	// node takes; internalURL is where the coordinator's own files are.
+	session     string
+	welcomedBy  sender
+	internalURL string
+	interval    time.Duration
+	draining    bool
+	seq         uint64
+	running     map[attemptKey]*attemptRun
 	// finals are results not yet acknowledged by the coordinator.
 	finals map[attemptKey]any
 	// idle is signalled whenever the node holds no attempt (Drain waits on it).
@@ -190,7 +196,7 @@ func (a *Agent) Hello() *protocol.Hello {
 	h := &protocol.Hello{
 		NodeID: a.cfg.NodeID, Incarnation: a.incarnation, Engines: engines, Slots: a.cfg.Slots,
 		Version: a.cfg.Version, Labels: a.cfg.Labels, RequireTags: a.cfg.RequireTags,
-		Running: a.heldLocked(), KeyProof: protocol.KeyProof(a.cfg.ClusterKey, a.cfg.NodeID), Draining: a.draining,
+		Running: a.heldLocked(), Draining: a.draining,
 	}
 	if a.self != nil {
 		h.AgentAddress, h.AgentID = a.self.Address, a.self.Id
@@ -212,6 +218,9 @@ func (a *Agent) heldLocked() []protocol.AttemptStatus {
 	sort.Slice(out, func(i, k int) bool { return out[i].JobID < out[k].JobID })
 	return out
 }
+
+// AgentName is the name of a node process's agent actor, which the coordinator addresses.
+const AgentName = "framefarm-agent"
 
 // Start spawns the agent's actor in system under name (so a remote coordinator can address it).
 func (a *Agent) Start(system *actor.ActorSystem, name string) error {
@@ -256,16 +265,63 @@ func (a *Agent) receive(ctx actor.Context) {
 		}
 		return
 	}
+	from := senderOf(ctx)
 	switch m := msg.(type) {
 	case *protocol.Assign:
-		a.assign(m)
+		if a.fromWelcomer(from, m.Session, "assignment") {
+			a.assign(m)
+		}
 	case *protocol.Abandon:
-		a.abandon(m)
+		if a.fromWelcomer(from, m.Session, "abandon") {
+			a.abandon(m)
+		}
+	case *protocol.Challenge:
+		a.challenged(m, from)
 	case *protocol.Welcome:
-		a.welcome(m)
+		a.welcome(m, from)
 	default:
 		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
 	}
+}
+
+// sender is who sent a message to the agent: a process of the farm (remote), or this one.
+type sender struct {
+	peer   protocol.Peer
+	remote bool
+}
+
+func senderOf(ctx actor.Context) sender {
+	p, remote := protocol.PeerOf(ctx)
+	return sender{peer: p, remote: remote}
+}
+
+// sameAs reports whether two messages came from the same coordinator: both from this process,
+// or both over the network from the holder of one certificate (without TLS, the session alone
+// tells).
+func (s sender) sameAs(o sender) bool {
+	if s.remote != o.remote || s.peer.Verified != o.peer.Verified {
+		return false
+	}
+	return !s.peer.Verified || s.peer.Identity.Fingerprint == o.peer.Identity.Fingerprint
+}
+
+// fromWelcomer accepts a message only from the coordinator that welcomed the node, under the
+// session of that welcome; anything else is someone else's, refused and logged.
+func (a *Agent) fromWelcomer(from sender, session, what string) bool {
+	a.mu.Lock()
+	ok := a.welcomed && session != "" && session == a.session && from.sameAs(a.welcomedBy)
+	a.mu.Unlock()
+	if !ok {
+		a.log.Warn("refused an "+what+" that does not come from the coordinator that welcomed this node", "from", from.describe())
+	}
+	return ok
+}
+
+func (s sender) describe() string {
+	if !s.remote {
+		return "this process"
+	}
+	return s.peer.Describe()
 }
 
 func (a *Agent) assign(m *protocol.Assign) {
@@ -274,11 +330,14 @@ func (a *Agent) assign(m *protocol.Assign) {
 	a.mu.Lock()
 	a.seq = max(a.seq, m.Seq)
 	_, busy := a.running[k]
+	urlErr := checkInternalURLs(&m.Task, a.internalURL)
 	refusal := ""
 	switch {
 	case busy:
 		a.mu.Unlock()
 		return // the same attempt assigned twice: the first one reports
+	case urlErr != nil:
+		refusal = urlErr.Error()
 	case r == nil:
 		refusal = fmt.Sprintf("this node has no %q engine", m.Task.Engine)
 	case a.draining:

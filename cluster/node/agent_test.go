@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,14 +21,23 @@ import (
 
 const wait = 10 * time.Second
 
-// gateway stands in for the coordinator's gateway actor: it welcomes, acknowledges, and hands
-// every message to the test.
+// gateway stands in for the coordinator's gateway actor: it challenges, welcomes, acknowledges,
+// and hands every message to the test.
 type gateway struct {
 	pid      *actor.PID
 	received chan any
 	// welcomeSeq is the assignment count the next welcome tells the node to go on from.
 	welcomeSeq atomic.Uint64
+	// welcomes counts the welcomes; the session of the last is "s" and that count.
+	welcomes atomic.Int64
 }
+
+// testKey is the cluster key of the agents under test; internalURL their coordinator's files.
+var testKey = []byte("node-test-key-0123456789")
+
+const internalURL = "http://coordinator.test/files/"
+
+func (g *gateway) session() string { return fmt.Sprintf("s%d", g.welcomes.Load()) }
 
 func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
 	g := &gateway{received: make(chan any, 1000)}
@@ -44,7 +55,17 @@ func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
 		var answer any
 		switch m := msg.(type) {
 		case *protocol.Hello:
-			answer = &protocol.Welcome{Accepted: true, HeartbeatInterval: 20 * time.Millisecond, Lease: time.Second, Seq: g.welcomeSeq.Load()}
+			if m.Nonce == "" {
+				answer = &protocol.Challenge{Nonce: fmt.Sprintf("c%d", g.welcomes.Load())}
+				break
+			}
+			if !protocol.CheckHelloProof(testKey, m) {
+				t.Errorf("the agent's hello does not prove the key: %+v", m)
+			}
+			g.welcomes.Add(1)
+			answer = &protocol.Welcome{Accepted: true, Session: g.session(), Nonce: m.Nonce,
+				Proof: protocol.WelcomeProof(testKey, m.Nonce, m.NodeID, g.session()), InternalURL: internalURL,
+				HeartbeatInterval: 20 * time.Millisecond, Lease: time.Second, Seq: g.welcomeSeq.Load()}
 		case *protocol.Heartbeat:
 			answer = &protocol.HeartbeatAck{Known: true}
 		case *protocol.Done:
@@ -79,22 +100,21 @@ func next[T any](t *testing.T, g *gateway, match func(T) bool) T {
 	}
 }
 
-// joined waits until the agent has said hello and, welcomed, sent its first heartbeat: a
-// coordinator assigns nothing before it has welcomed the node. One hello is enough: each
-// would be welcomed with a new session.
+// joined waits until the agent has said hello, answered the challenge and, welcomed, sent its
+// first heartbeat: a coordinator assigns nothing before it has welcomed the node. One answered
+// hello is enough: each would be welcomed with a new session.
 func joined(t *testing.T, g *gateway) *protocol.Heartbeat {
 	t.Helper()
-	next[*protocol.Hello](t, g, nil)
-	hellos := 1
+	answered := 0
 	hb := next(t, g, func(msg any) bool {
-		if _, ok := msg.(*protocol.Hello); ok {
-			hellos++
+		if h, ok := msg.(*protocol.Hello); ok && h.Nonce != "" {
+			answered++
 		}
 		_, ok := msg.(*protocol.Heartbeat)
 		return ok
 	})
-	if hellos != 1 {
-		t.Fatalf("the agent said hello %d times before its first heartbeat", hellos)
+	if answered != 1 {
+		t.Fatalf("the agent answered %d challenges before its first heartbeat", answered)
 	}
 	return hb.(*protocol.Heartbeat)
 }
@@ -121,7 +141,7 @@ func startAgent(t *testing.T, dataDir string, r renderer.Renderer) (*Agent, *gat
 	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	g := newGateway(t, system)
-	a, err := New(Config{NodeID: "n1", Slots: 1, DataDir: dataDir}, []renderer.Renderer{r},
+	a, err := New(Config{NodeID: "n1", Slots: 1, DataDir: dataDir, ClusterKey: testKey}, []renderer.Renderer{r},
 		Transfers{Internal: http.DefaultClient, External: http.DefaultClient}, clock.Real{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -140,8 +160,9 @@ func startAgent(t *testing.T, dataDir string, r renderer.Renderer) (*Agent, *gat
 	return a, g
 }
 
-func assign(system *actor.ActorSystem, a *Agent, seq uint64, job string) {
-	system.Root.Send(a.self, protocol.Wrap(&protocol.Assign{Seq: seq, JobID: job, Attempt: 1,
+// assign sends an assignment under the gateway's last session.
+func assign(g *gateway, a *Agent, seq uint64, job string) {
+	a.system.Root.Send(a.self, protocol.Wrap(&protocol.Assign{Session: g.session(), Seq: seq, JobID: job, Attempt: 1,
 		Task: protocol.Task{Engine: "test", Output: protocol.Output{Name: "out.mp4"}}}))
 }
 
@@ -178,9 +199,9 @@ func TestAgentRefusesBeyondItsSlotsAndAbandons(t *testing.T) {
 	r := &blockingRenderer{started: make(chan string, 2), release: make(chan struct{})}
 	a, g := startAgent(t, t.TempDir(), r)
 	joined(t, g)
-	assign(a.system, a, 1, "A")
+	assign(g, a, 1, "A")
 	<-r.started
-	assign(a.system, a, 2, "B")
+	assign(g, a, 2, "B")
 	refused := next[*protocol.Failed](t, g, nil)
 	if refused.JobID != "B" || !refused.NotStarted {
 		t.Fatalf("refusal %+v", refused)
@@ -189,8 +210,8 @@ func TestAgentRefusesBeyondItsSlotsAndAbandons(t *testing.T) {
 	if len(hb.Running) != 1 || hb.Running[0].JobID != "A" {
 		t.Fatalf("heartbeat holds %+v", hb.Running)
 	}
-	a.system.Root.Send(a.self, protocol.Wrap(&protocol.Abandon{JobID: "A", Attempt: 1, Reason: "withdrawn"}))
-	assign(a.system, a, 3, "C")
+	a.system.Root.Send(a.self, protocol.Wrap(&protocol.Abandon{Session: g.session(), JobID: "A", Attempt: 1, Reason: "withdrawn"}))
+	assign(g, a, 3, "C")
 	if started := <-r.started; started != "C" {
 		t.Fatalf("started %s", started)
 	}
@@ -220,7 +241,7 @@ func TestAgentAnswersUnknownKinds(t *testing.T) {
 	if msg, err := protocol.Open(res.(*protocol.Envelope)); err != nil || msg.(*protocol.Error).Kind != "rebalance" {
 		t.Fatalf("answer %+v %v", msg, err)
 	}
-	assign(a.system, a, 1, "A")
+	assign(g, a, 1, "A")
 	if started := <-r.started; started != "A" {
 		t.Fatalf("started %s", started)
 	}
@@ -237,17 +258,49 @@ func TestWelcomeSetsTheAssignmentCount(t *testing.T) {
 	}
 	g.welcomeSeq.Store(7)
 	a.Reconnect()
-	next[*protocol.Hello](t, g, nil)
-	if hb := next[*protocol.Heartbeat](t, g, nil); hb.Seq != 7 {
+	if hb := joined(t, g); hb.Seq != 7 {
 		t.Fatalf("heartbeat after a welcome at 7 counts %d", hb.Seq)
 	}
-	assign(a.system, a, 8, "A")
+	assign(g, a, 8, "A")
 	<-r.started
 	next[*protocol.Heartbeat](t, g, func(hb *protocol.Heartbeat) bool { return hb.Seq == 8 })
 	g.welcomeSeq.Store(0)
 	a.Reconnect()
-	next[*protocol.Hello](t, g, nil)
-	if hb := next[*protocol.Heartbeat](t, g, nil); hb.Seq != 0 || len(hb.Running) != 1 {
+	if hb := joined(t, g); hb.Seq != 0 || len(hb.Running) != 1 {
 		t.Fatalf("heartbeat after a restarted coordinator's welcome: seq %d holding %+v", hb.Seq, hb.Running)
+	}
+}
+
+// TestAgentTakesWorkOnlyFromItsWelcomer: an assignment or an abandon without the session of the
+// node's welcome is refused; a welcome or a challenge answering no hello of the node changes
+// nothing; an assignment whose internal files are not the coordinator's is refused unstarted.
+func TestAgentTakesWorkOnlyFromItsWelcomer(t *testing.T) {
+	r := &blockingRenderer{started: make(chan string, 2), release: make(chan struct{})}
+	a, g := startAgent(t, t.TempDir(), r)
+	joined(t, g)
+	send := func(msg any) { a.system.Root.Send(a.self, protocol.Wrap(msg)) }
+	task := protocol.Task{Engine: "test", Output: protocol.Output{Name: "out.mp4"}}
+	send(&protocol.Assign{Session: "guessed", Seq: 1, JobID: "FORGED", Attempt: 1, Task: task})
+	send(&protocol.Welcome{Accepted: true, Session: "stolen", Nonce: "c0", HeartbeatInterval: time.Millisecond})
+	send(&protocol.Challenge{Nonce: "unasked"})
+	send(&protocol.Assign{Session: "stolen", Seq: 1, JobID: "FORGED", Attempt: 1, Task: task})
+	outside := task
+	outside.Template = &protocol.Source{URL: "http://127.0.0.1:22/secrets", Internal: true}
+	send(&protocol.Assign{Session: g.session(), Seq: 1, JobID: "OUTSIDE", Attempt: 1, Task: outside})
+	refused := next[*protocol.Failed](t, g, nil)
+	if refused.JobID != "OUTSIDE" || !refused.NotStarted || !strings.Contains(refused.Error, "not one of the coordinator's files") {
+		t.Fatalf("refusal %+v", refused)
+	}
+	assign(g, a, 2, "A")
+	if started := <-r.started; started != "A" {
+		t.Fatalf("started %s", started)
+	}
+	send(&protocol.Abandon{Session: "guessed", JobID: "A", Attempt: 1})
+	hb := next[*protocol.Heartbeat](t, g, func(hb *protocol.Heartbeat) bool { return hb.Seq == 2 })
+	if len(hb.Running) != 1 || hb.Running[0].JobID != "A" || hb.Session != g.session() {
+		t.Fatalf("after forged messages the node holds %+v under session %q", hb.Running, hb.Session)
+	}
+	if hellos := g.welcomes.Load(); hellos != 1 {
+		t.Fatalf("the node was welcomed %d times", hellos)
 	}
 }

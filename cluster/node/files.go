@@ -274,3 +274,27 @@ func srcName(src string) string {
 	}
 	return safeName(path.Base(u.Path))
 }
+
+// checkInternalURLs refuses a task whose files marked internal, or whose upload URL, are not
+// the coordinator's (base, from its welcome): the node reaches those without the guard that
+// keeps users' URLs off private addresses. Messages never quote the URL (it holds a signature).
+func checkInternalURLs(t *protocol.Task, base string) error {
+	theirs := func(u string) bool { return base != "" && strings.HasPrefix(u, base) }
+	if t.Template != nil && t.Template.Internal && !theirs(t.Template.URL) {
+		return errors.New("the template is marked internal but is not one of the coordinator's files")
+	}
+	for _, f := range t.Fonts {
+		if f.Source.Internal && !theirs(f.Source.URL) {
+			return fmt.Errorf("font %s is marked internal but is not one of the coordinator's files", f.FileName)
+		}
+	}
+	for i, a := range t.Assets {
+		if a.Internal && !theirs(a.Src) {
+			return fmt.Errorf("asset %d is marked internal but is not one of the coordinator's files", i)
+		}
+	}
+	if t.Output.PutURL != "" && !theirs(t.Output.PutURL) {
+		return errors.New("the output's upload URL is not one of the coordinator's")
+	}
+	return nil
+}

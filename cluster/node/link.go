@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/framefarm/framefarm/cluster/certs"
 	"github.com/framefarm/framefarm/cluster/protocol"
 )
 
@@ -18,7 +19,7 @@ func (a *Agent) Connect(gateway *actor.PID) {
 	changed := a.coordinator == nil || !a.coordinator.Equal(gateway)
 	a.coordinator = gateway
 	if changed {
-		a.welcomed, a.helloAt = false, time.Time{}
+		a.welcomed, a.helloAt, a.nonce = false, time.Time{}, ""
 	}
 	a.mu.Unlock()
 	a.nudge()
@@ -27,7 +28,7 @@ func (a *Agent) Connect(gateway *actor.PID) {
 // Reconnect makes the node say Hello again (the coordinator restarted at the same address).
 func (a *Agent) Reconnect() {
 	a.mu.Lock()
-	a.welcomed, a.helloAt = false, time.Time{}
+	a.welcomed, a.helloAt, a.nonce = false, time.Time{}, ""
 	a.mu.Unlock()
 	a.nudge()
 }
@@ -83,14 +84,52 @@ func (a *Agent) Run(ctx context.Context) {
 	}
 }
 
-// welcome takes the coordinator's answer to a Hello; Run then sends heartbeats and results.
-func (a *Agent) welcome(w *protocol.Welcome) {
-	if !w.Accepted {
+// challenged answers the coordinator's challenge with a hello proving the cluster key. A
+// challenge the node did not ask for (it is welcomed, or says no hello) is ignored.
+func (a *Agent) challenged(c *protocol.Challenge, from sender) {
+	a.mu.Lock()
+	coordinator, system, self := a.coordinator, a.system, a.self
+	asked := !a.welcomed && !a.helloAt.IsZero() && a.nonce == "" && c.Nonce != "" && coordinator != nil && from.mayBeCoordinator()
+	if asked {
+		a.nonce, a.helloAt = c.Nonce, a.clock.Now()
+	}
+	a.mu.Unlock()
+	if !asked {
+		a.log.Debug("ignored a challenge this node did not ask for", "from", from.describe())
+		return
+	}
+	h := a.Hello()
+	h.Nonce = c.Nonce
+	h.KeyProof = protocol.HelloProof(a.cfg.ClusterKey, c.Nonce, h)
+	system.Root.RequestWithCustomSender(coordinator, protocol.Wrap(h), self)
+}
+
+// mayBeCoordinator reports whether a sender may be the coordinator: this process, a peer whose
+// certificate names the coordinator, or, without TLS, anyone (the key proofs then tell).
+func (s sender) mayBeCoordinator() bool {
+	return !s.remote || !s.peer.Verified || s.peer.Identity.Role == certs.RoleCoordinator
+}
+
+// welcome takes the coordinator's answer to the hello the node sent last: it must echo that
+// hello's challenge and prove the coordinator holds the cluster key. Run then sends heartbeats
+// and results; the node takes work only from this welcome's sender, under its session.
+func (a *Agent) welcome(w *protocol.Welcome, from sender) {
+	a.mu.Lock()
+	current := !a.welcomed && a.nonce != "" && w.Nonce == a.nonce && from.mayBeCoordinator()
+	a.mu.Unlock()
+	if current && !w.Accepted {
+		// A refusal changes nothing, so it needs no proof (a node with the wrong key could not
+		// check one).
 		a.log.Error("the coordinator refused this node", "reason", w.Reason)
 		return
 	}
+	if !current || !protocol.CheckWelcomeProof(a.cfg.ClusterKey, a.cfg.NodeID, w) {
+		a.log.Warn("refused a welcome that answers no hello of this node", "from", from.describe())
+		return
+	}
 	a.mu.Lock()
-	a.welcomed, a.session = true, w.Session
+	a.welcomed, a.session, a.welcomedBy, a.internalURL = true, w.Session, from, w.InternalURL
+	a.nonce = ""
 	a.interval = w.HeartbeatInterval
 	// The count goes on from the welcome's: assignments sent before it were handled before it.
 	// A coordinator that restarted counts from 0, so the node's count from before is dropped.
@@ -101,16 +140,16 @@ func (a *Agent) welcome(w *protocol.Welcome) {
 	a.nudge()
 }
 
-// sayHello asks to join, unless a hello sent less than patience ago may still be answered:
-// every hello gets a welcome with a new session, and one welcome is enough. The welcome comes
-// to the agent's actor, not to a future: sent to the same actor as the assignments, it is
-// handled in the order the coordinator sent them.
+// sayHello asks for a challenge, unless a hello sent less than patience ago may still be
+// answered: one welcome is enough. Challenges and welcomes come to the agent's actor, not to a
+// future: sent to the same actor as the assignments, they are handled in the order the
+// coordinator sent them.
 func (a *Agent) sayHello(system *actor.ActorSystem, coordinator, self *actor.PID, patience time.Duration) {
 	now := a.clock.Now()
 	a.mu.Lock()
 	waiting := !a.helloAt.IsZero() && now.Sub(a.helloAt) < patience
 	if !waiting {
-		a.helloAt = now
+		a.helloAt, a.nonce = now, ""
 	}
 	a.mu.Unlock()
 	if !waiting {

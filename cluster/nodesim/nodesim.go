@@ -50,75 +50,110 @@ type Simulator struct {
 }
 
 type simNode struct {
-	id      string
-	pid     *actor.PID
-	hello   *protocol.Hello
-	session string
+	id    string
+	pid   *actor.PID
+	hello *protocol.Hello
+	// welcomed is closed once the node's welcome arrived.
+	welcomed chan struct{}
 
-	mu      sync.Mutex
-	seq     uint64
-	running map[string]int // job id -> attempt
+	mu       sync.Mutex
+	nonce    string
+	session  string
+	interval time.Duration
+	seq      uint64
+	running  map[string]int // job id -> attempt
 }
 
-// Start says hello for every node (eight at a time), then heartbeats each node once per
-// interval the coordinator asks for, spread evenly over the interval.
+// Start says hello for every node, as the real agent does (a challenge, then a hello proving the
+// cluster key, both answered to the node's actor), waits for every welcome, then heartbeats each
+// node once per interval the coordinator asks for, spread evenly over the interval.
 func Start(system *actor.ActorSystem, gateway *actor.PID, cfg Config) (*Simulator, error) {
 	s := &Simulator{cfg: cfg, system: system, gateway: gateway, stop: make(chan struct{})}
 	s.sink = system.Root.Spawn(actor.PropsFromFunc(s.receiveAnswer))
 	for i := range cfg.Nodes {
-		n := &simNode{id: fmt.Sprintf("%s-%d", cfg.Prefix, i), running: make(map[string]int)}
-		n.pid = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) { s.receiveAssign(n, ctx) }))
+		n := &simNode{id: fmt.Sprintf("%s-%d", cfg.Prefix, i), running: make(map[string]int), welcomed: make(chan struct{})}
+		n.pid = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) { s.receive(n, ctx) }))
 		n.hello = &protocol.Hello{NodeID: n.id, AgentAddress: n.pid.Address, AgentID: n.pid.Id, Incarnation: n.id + "-1",
-			Engines: cfg.Engines, Slots: cfg.SlotsPerNode, Version: "nodesim", KeyProof: protocol.KeyProof(cfg.Key, n.id)}
+			Engines: cfg.Engines, Slots: cfg.SlotsPerNode, Version: "nodesim"}
 		s.nodes = append(s.nodes, n)
 	}
-	var interval atomic.Int64
-	errs := make(chan error, cfg.Nodes)
-	work := make(chan *simNode)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := range work {
-				w, err := s.sayHello(n)
-				if err != nil {
-					errs <- err
-					continue
-				}
-				n.session = w.Session
-				interval.Store(int64(w.HeartbeatInterval))
-			}
-		}()
-	}
+	deadline := time.After(2 * time.Minute)
 	for _, n := range s.nodes {
-		work <- n
+		system.Root.RequestWithCustomSender(gateway, protocol.Wrap(n.hello), n.pid)
 	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return nil, err
+	var interval time.Duration
+	for _, n := range s.nodes {
+		select {
+		case <-n.welcomed:
+		case <-deadline:
+			return nil, errors.New(n.id + " was not welcomed")
+		}
+		n.mu.Lock()
+		interval = n.interval
+		n.mu.Unlock()
 	}
 	s.done.Add(1)
-	go s.heartbeats(time.Duration(interval.Load()))
+	go s.heartbeats(interval)
 	return s, nil
 }
 
-func (s *Simulator) sayHello(n *simNode) (*protocol.Welcome, error) {
-	res, err := s.system.Root.RequestFuture(s.gateway, protocol.Wrap(n.hello), 30*time.Second).Result()
+// receive is a node's actor: its challenge, its welcome and its assignments.
+func (s *Simulator) receive(n *simNode, ctx actor.Context) {
+	env, ok := ctx.Message().(*protocol.Envelope)
+	if !ok {
+		return
+	}
+	msg, err := protocol.Open(env)
 	if err != nil {
-		return nil, fmt.Errorf("%s hello: %w", n.id, err)
+		return
 	}
-	msg, err := protocol.Open(res.(*protocol.Envelope))
-	if err != nil {
-		return nil, err
+	switch m := msg.(type) {
+	case *protocol.Challenge:
+		h := *n.hello
+		h.Nonce = m.Nonce
+		h.KeyProof = protocol.HelloProof(s.cfg.Key, m.Nonce, &h)
+		n.mu.Lock()
+		n.nonce = m.Nonce
+		n.mu.Unlock()
+		ctx.Request(s.gateway, protocol.Wrap(&h))
+	case *protocol.Welcome:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if m.Accepted && m.Nonce == n.nonce && n.session == "" && protocol.CheckWelcomeProof(s.cfg.Key, n.id, m) {
+			n.session, n.interval = m.Session, m.HeartbeatInterval
+			close(n.welcomed)
+		}
+	case *protocol.Assign:
+		s.assigned(n, m)
 	}
-	w, ok := msg.(*protocol.Welcome)
-	if !ok || !w.Accepted {
-		return nil, errors.New(n.id + " was refused")
+}
+
+func (s *Simulator) assigned(n *simNode, a *protocol.Assign) {
+	n.mu.Lock()
+	if a.Session == "" || a.Session != n.session {
+		n.mu.Unlock()
+		return
 	}
-	return w, nil
+	n.seq = max(n.seq, a.Seq)
+	n.running[a.JobID] = a.Attempt
+	session := n.session
+	n.mu.Unlock()
+	now := time.Now()
+	s.Assigned.Add(1)
+	if s.cfg.OnAssign != nil {
+		s.cfg.OnAssign(a.JobID, a.Attempt, now)
+	}
+	time.AfterFunc(s.cfg.Render, func() {
+		n.mu.Lock()
+		delete(n.running, a.JobID)
+		n.mu.Unlock()
+		done := &protocol.Done{Sender: protocol.Sender{NodeID: n.id, Session: session}, JobID: a.JobID, Attempt: a.Attempt, Duration: s.cfg.Render}
+		s.system.Root.RequestWithCustomSender(s.gateway, protocol.Wrap(done), s.sink)
+		s.Finished.Add(1)
+		if s.cfg.OnDone != nil {
+			s.cfg.OnDone(a.JobID, time.Now())
+		}
+	})
 }
 
 // heartbeats sends every node's heartbeat once per interval, in slices every 10 ms.
@@ -147,38 +182,6 @@ func (s *Simulator) heartbeats(interval time.Duration) {
 			s.system.Root.RequestWithCustomSender(s.gateway, protocol.Wrap(hb), s.sink)
 		}
 	}
-}
-
-func (s *Simulator) receiveAssign(n *simNode, ctx actor.Context) {
-	env, ok := ctx.Message().(*protocol.Envelope)
-	if !ok {
-		return
-	}
-	msg, err := protocol.Open(env)
-	a, isAssign := msg.(*protocol.Assign)
-	if err != nil || !isAssign {
-		return
-	}
-	now := time.Now()
-	s.Assigned.Add(1)
-	if s.cfg.OnAssign != nil {
-		s.cfg.OnAssign(a.JobID, a.Attempt, now)
-	}
-	n.mu.Lock()
-	n.seq = max(n.seq, a.Seq)
-	n.running[a.JobID] = a.Attempt
-	n.mu.Unlock()
-	time.AfterFunc(s.cfg.Render, func() {
-		n.mu.Lock()
-		delete(n.running, a.JobID)
-		n.mu.Unlock()
-		done := &protocol.Done{Sender: protocol.Sender{NodeID: n.id, Session: n.session}, JobID: a.JobID, Attempt: a.Attempt, Duration: s.cfg.Render}
-		s.system.Root.RequestWithCustomSender(s.gateway, protocol.Wrap(done), s.sink)
-		s.Finished.Add(1)
-		if s.cfg.OnDone != nil {
-			s.cfg.OnDone(a.JobID, time.Now())
-		}
-	})
 }
 
 // receiveAnswer takes the coordinator's answers to heartbeats and results.

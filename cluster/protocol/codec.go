@@ -3,6 +3,7 @@ package protocol
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ func register[T any](kind string) {
 
 func init() {
 	register[Hello]("hello")
+	register[Challenge]("challenge")
 	register[Welcome]("welcome")
 	register[Heartbeat]("heartbeat")
 	register[HeartbeatAck]("heartbeat-ack")
@@ -90,18 +92,42 @@ func Open(env *Envelope) (any, error) {
 	return msg, nil
 }
 
-// KeyProof proves knowledge of the cluster key for a node id without sending the key. An empty
-// key (a coordinator running alone) gives an empty proof.
-func KeyProof(key []byte, nodeID string) string {
+// HelloProof proves a hello comes from a holder of the cluster key and answers the
+// coordinator's challenge nonce. It binds the node's id, incarnation and actor address, so a
+// recorded hello proves nothing for another challenge, another run of the node or another
+// address. An empty key (a coordinator running alone) gives an empty proof.
+func HelloProof(key []byte, nonce string, h *Hello) string {
+	return mac(key, "framefarm hello v2", nonce, h.NodeID, h.Incarnation, h.AgentAddress, h.AgentID)
+}
+
+// CheckHelloProof reports whether a hello carries the proof of key for its nonce.
+func CheckHelloProof(key []byte, h *Hello) bool {
+	return hmac.Equal([]byte(HelloProof(key, h.Nonce, h)), []byte(h.KeyProof))
+}
+
+// WelcomeProof proves a welcome comes from a holder of the cluster key and answers the node's
+// hello of that nonce, with that session.
+func WelcomeProof(key []byte, nonce, nodeID, session string) string {
+	return mac(key, "framefarm welcome v2", nonce, nodeID, session)
+}
+
+// CheckWelcomeProof reports whether a welcome carries the proof of key for the node.
+func CheckWelcomeProof(key []byte, nodeID string, w *Welcome) bool {
+	return hmac.Equal([]byte(WelcomeProof(key, w.Nonce, nodeID, w.Session)), []byte(w.Proof))
+}
+
+// mac is the HMAC-SHA256 of a purpose and fields, each length-prefixed so no two lists of
+// fields write the same bytes.
+func mac(key []byte, purpose string, fields ...string) string {
 	if len(key) == 0 {
 		return ""
 	}
-	mac := hmac.New(sha256.New, key)
-	mac.Write([]byte("framefarm node hello\n" + nodeID))
-	return hex.EncodeToString(mac.Sum(nil))
-}
-
-// CheckKeyProof reports whether proof was made with key for nodeID.
-func CheckKeyProof(key []byte, nodeID, proof string) bool {
-	return hmac.Equal([]byte(KeyProof(key, nodeID)), []byte(proof))
+	m := hmac.New(sha256.New, key)
+	for _, f := range append([]string{purpose}, fields...) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		m.Write(n[:])
+		m.Write([]byte(f))
+	}
+	return hex.EncodeToString(m.Sum(nil))
 }

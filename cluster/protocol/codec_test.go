@@ -13,16 +13,17 @@ import (
 func TestEveryKindRoundTrips(t *testing.T) {
 	msgs := []any{
 		&Hello{NodeID: "n1", AgentAddress: "10.0.0.2:7947", AgentID: "framefarm-agent", Incarnation: "i", Engines: []string{"lottie"}, Slots: 2,
-			Running: []AttemptStatus{{JobID: "j", Attempt: 2, Percent: 40}}, KeyProof: KeyProof([]byte("k"), "n1")},
-		&Welcome{Accepted: true, HeartbeatInterval: time.Second, Lease: 5 * time.Second},
+			Running: []AttemptStatus{{JobID: "j", Attempt: 2, Percent: 40}}, Nonce: "c", KeyProof: "p"},
+		&Challenge{Nonce: "c"},
+		&Welcome{Accepted: true, Session: "s", Nonce: "c", Proof: "p", InternalURL: "http://10.0.0.1:8080/files/", HeartbeatInterval: time.Second, Lease: 5 * time.Second},
 		&Heartbeat{Sender: Sender{NodeID: "n1", Session: "s"}, Incarnation: "i", Seq: 7},
 		&HeartbeatAck{Known: true, Abandon: []Abandon{{JobID: "j", Attempt: 1, Reason: "stale"}}},
-		&Assign{Seq: 7, JobID: "j", Attempt: 3, Task: Task{Engine: "lottie", Output: Output{Name: "out.mp4", PutURL: "http://x/y"}}},
+		&Assign{Session: "s", Seq: 7, JobID: "j", Attempt: 3, Task: Task{Engine: "lottie", Output: Output{Name: "out.mp4", PutURL: "http://x/y"}}},
 		&Progress{Sender: Sender{NodeID: "n1", Session: "s"}, JobID: "j", Attempt: 3, Percent: 12.5},
 		&Done{Sender: Sender{NodeID: "n1", Session: "s"}, JobID: "j", Attempt: 3, Duration: time.Minute, Log: []string{"ok"}},
 		&Failed{Sender: Sender{NodeID: "n1", Session: "s"}, JobID: "j", Attempt: 3, Error: "boom", Retryable: true, NotStarted: true},
 		&FinalAck{JobID: "j", Attempt: 3},
-		&Abandon{JobID: "j", Attempt: 3, Reason: "withdrawn"},
+		&Abandon{Session: "s", JobID: "j", Attempt: 3, Reason: "withdrawn"},
 		&Drain{Sender: Sender{NodeID: "n1"}},
 		&Bye{Sender: Sender{NodeID: "n1"}},
 		&Ack{Kind: "bye"},
@@ -66,13 +67,44 @@ func TestNewerPeers(t *testing.T) {
 	}
 }
 
-func TestKeyProof(t *testing.T) {
+// TestProofs: a hello's proof binds the key, the challenge, and the node's id, incarnation and
+// address; a welcome's binds the key, the challenge, the node and the session.
+func TestProofs(t *testing.T) {
 	key := []byte("0123456789abcdef")
-	if !CheckKeyProof(key, "n1", KeyProof(key, "n1")) || CheckKeyProof(key, "n2", KeyProof(key, "n1")) ||
-		CheckKeyProof(key, "n1", KeyProof([]byte("another key"), "n1")) || CheckKeyProof(key, "n1", "") {
-		t.Fatal("key proofs do not bind key and node")
+	hello := func(edit func(*Hello)) *Hello {
+		h := &Hello{NodeID: "n1", Incarnation: "i1", AgentAddress: "10.0.0.2:7947", AgentID: "framefarm-agent", Nonce: "c1"}
+		h.KeyProof = HelloProof(key, h.Nonce, h)
+		if edit != nil {
+			edit(h)
+		}
+		return h
 	}
-	if !CheckKeyProof(nil, "n1", "") {
+	if !CheckHelloProof(key, hello(nil)) {
+		t.Fatal("a proper hello fails its check")
+	}
+	for name, edit := range map[string]func(*Hello){
+		"another challenge":   func(h *Hello) { h.Nonce = "c2" },
+		"another node":        func(h *Hello) { h.NodeID = "n2" },
+		"another incarnation": func(h *Hello) { h.Incarnation = "i2" },
+		"another address":     func(h *Hello) { h.AgentAddress = "10.0.0.3:7947" },
+		"another actor":       func(h *Hello) { h.AgentID = "x" },
+		"another key":         func(h *Hello) { h.KeyProof = HelloProof([]byte("another key 12345"), h.Nonce, h) },
+		"no proof":            func(h *Hello) { h.KeyProof = "" },
+	} {
+		if CheckHelloProof(key, hello(edit)) {
+			t.Errorf("%s: the proof still checks", name)
+		}
+	}
+	w := &Welcome{Accepted: true, Session: "s1", Nonce: "c1"}
+	w.Proof = WelcomeProof(key, w.Nonce, "n1", w.Session)
+	if !CheckWelcomeProof(key, "n1", w) || CheckWelcomeProof(key, "n2", w) || CheckWelcomeProof([]byte("another key 12345"), "n1", w) {
+		t.Fatal("welcome proofs do not bind key and node")
+	}
+	w.Session = "s2"
+	if CheckWelcomeProof(key, "n1", w) {
+		t.Fatal("a welcome's proof checks for another session")
+	}
+	if !CheckHelloProof(nil, &Hello{NodeID: "n1"}) {
 		t.Fatal("a coordinator without a key asks no proof")
 	}
 }

@@ -4,15 +4,24 @@
 // past (fencing). Every message after the Welcome carries its session.
 //
 //	node                                   coordinator (gateway actor "framefarm-nodes")
-//	Hello (key proof, attempts held) ───>  Welcome (accepted, session, heartbeat interval, lease)
+//	Hello (no nonce) ───────────────────>  Challenge (nonce, single use, bound to the sender)
+//	Hello (nonce, key proof, held) ─────>  Welcome (session, nonce, proof, lease, seq)
 //	Heartbeat (attempts held, seq) ─────>  HeartbeatAck (known?, abandon these)
-//	                           <─────────── Assign (seq, attempt, task)   [from the NodeActor]
+//	                           <─────────── Assign (session, seq, attempt, task)   [NodeActor]
 //	Progress ───────────────────────────>  (no answer)
-//	Done | Failed ──────────────────────>  FinalAck (resent with each heartbeat until acked)
+//	Done | Failed ──────────────────────>  FinalAck once the job's change is durable
+//	                                         (the node resends with each heartbeat until then)
 //	                           <─────────── Abandon (attempt withdrawn or no longer current)
 //	Drain ──────────────────────────────>  (gives no new work)
 //	Bye ────────────────────────────────>  Ack (left the farm)
 //	anything of an unknown kind ────────>  Error
+//
+// Who may say what: across machines the actors endpoint (cluster/remoting) lets a node's
+// messages reach only the coordinator and the coordinator's only nodes, by the role their
+// certificates name, and tells the receiver who sent each message (PeerOf). A hello answers a
+// fresh challenge with a proof of the cluster key, so a recorded hello is worthless; the welcome
+// proves the coordinator holds the key too. Every later message in either direction carries the
+// welcome's session, and a message without the current one changes nothing.
 package protocol
 
 import (
@@ -40,9 +49,18 @@ type Hello struct {
 	RequireTags []string `json:"requireTags,omitempty"`
 	// Running are the attempts the node still renders or has unacknowledged results for.
 	Running []AttemptStatus `json:"running,omitempty"`
-	// KeyProof proves the node holds the cluster key (HMAC of the node id; see KeyProof).
+	// Nonce is the coordinator's challenge this hello answers; a hello without one asks for a
+	// Challenge. KeyProof proves the node holds the cluster key (HelloProof).
+	Nonce    string `json:"nonce,omitempty"`
 	KeyProof string `json:"keyProof,omitempty"`
 	Draining bool   `json:"draining,omitempty"`
+}
+
+// Challenge answers a hello without a nonce: the node says hello again with this nonce and a
+// proof of the cluster key over it. A nonce serves once, for a short while, and only the
+// sender it was given to.
+type Challenge struct {
+	Nonce string `json:"nonce"`
 }
 
 // Sender says which node a message comes from and the session of its welcome: every message a
@@ -58,12 +76,20 @@ func (s *Sender) From() *Sender { return s }
 // FromNode is a message a node sends after its Hello.
 type FromNode interface{ From() *Sender }
 
-// Welcome answers a Hello. Session is the token every later message of the node carries: only
-// a node that proved it holds the cluster key has one, so a message without it changes nothing.
+// Welcome answers a Hello. Session is the token every later message in either direction
+// carries: only a node that proved it holds the cluster key has one, so a message without it
+// changes nothing.
 type Welcome struct {
 	Accepted bool   `json:"accepted"`
 	Reason   string `json:"reason,omitempty"`
 	Session  string `json:"session,omitempty"`
+	// Nonce is the one of the hello this answers; Proof proves the coordinator holds the cluster
+	// key (WelcomeProof). A node takes no welcome that answers no hello it sent.
+	Nonce string `json:"nonce,omitempty"`
+	Proof string `json:"proof,omitempty"`
+	// InternalURL is the base of the coordinator's own file URLs: a source marked internal, and
+	// the output's upload URL, must start with it.
+	InternalURL string `json:"internalUrl,omitempty"`
 	// HeartbeatInterval is how often the node must send a Heartbeat; Lease is how long the
 	// coordinator waits for one before it declares the node lost and runs its attempts elsewhere.
 	HeartbeatInterval time.Duration `json:"heartbeatInterval"`
@@ -100,6 +126,7 @@ type HeartbeatAck struct {
 // Abandon tells a node to stop an attempt and report nothing more of it: the job was withdrawn
 // or the attempt is no longer the job's current one.
 type Abandon struct {
+	Session string `json:"session,omitempty"`
 	JobID   string `json:"jobId"`
 	Attempt int    `json:"attempt"`
 	Reason  string `json:"reason"`
@@ -108,6 +135,7 @@ type Abandon struct {
 // Assign gives a node one attempt at one job. Seq numbers a node's assignments in the order the
 // coordinator sent them, so a heartbeat tells which assignments it already accounts for.
 type Assign struct {
+	Session string `json:"session"`
 	Seq     uint64 `json:"seq"`
 	JobID   string `json:"jobId"`
 	Attempt int    `json:"attempt"`

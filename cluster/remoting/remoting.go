@@ -1,90 +1,109 @@
 // Package remoting starts Proto.Actor's remote endpoint (gRPC) for the coordinator and the
-// render nodes, with mutual TLS when certificates are configured. Only protocol.Envelope
-// crosses it (cluster/protocol), so peers of different versions never meet a message type
-// their binary cannot decode.
+// render nodes. Only protocol.Envelope crosses it (cluster/protocol), so peers of different
+// versions never meet a message type their binary cannot decode.
+//
+// The endpoint is the farm's front door, so it trusts nothing it receives (guard.go): mutual TLS
+// with the farm's CA, where each side accepts only the role it talks to (a node hears only the
+// coordinator, the coordinator only nodes); every message batch checked before Proto.Actor
+// dereferences anything in it; only the actors the farm addresses reachable; every handler's
+// panic recovered; and each message stamped with who sent it (protocol.PeerHeader).
 package remoting
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
+	"log/slog"
 	"net"
-	"os"
 	"strconv"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/framefarm/framefarm/cluster/certs"
 )
 
-// TLS names the PEM files of mutual TLS: this member's certificate and key, and the CA that
-// signed every member's certificate. All empty: plain gRPC (a trusted network only).
-type TLS struct {
-	CertFile string `toml:"cert_file"`
-	KeyFile  string `toml:"key_file"`
-	CAFile   string `toml:"ca_file"`
+// Options describe one member's endpoint.
+type Options struct {
+	// Bind is host:port to listen on (port 0 picks one); Advertise, when set, the address other
+	// members reach it at.
+	Bind, Advertise string
+	// TLS names this member's certificate and the farm's CA. Without it Insecure must be set:
+	// plain gRPC, where anyone who reaches the port is heard (a trusted network only).
+	TLS      TLS
+	Insecure bool
+	// Self is the role this member's certificate must name; Accept the role of the peers it
+	// talks to (nodes accept the coordinator, the coordinator accepts nodes).
+	Self, Accept certs.Role
+	// Actors are the names of the local actors peers may address; futures (the answers to this
+	// member's own requests) are always reachable. Empty: every actor (the benchmarks' node
+	// simulator, whose simulated nodes are many unnamed actors).
+	Actors []string
+	Logger *slog.Logger
 }
 
-// Enabled reports whether TLS is configured.
-func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.CAFile != "" }
+// Endpoint is a started remote endpoint.
+type Endpoint struct {
+	remote *remote.Remote
+	// Addr is the address other members reach this one's actors at.
+	Addr string
+	// Identity is what this member's certificate names (zero without TLS).
+	Identity certs.Identity
+}
 
-// Start serves system's actors on bind (host:port; port 0 picks one) and returns the address
-// other members reach them at: advertise when set, else the bound address.
-func Start(system *actor.ActorSystem, bind, advertise string, t TLS) (r *remote.Remote, addr string, err error) {
-	host, portText, err := net.SplitHostPort(bind)
+// Start serves system's actors as opts say.
+func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
+	host, portText, err := net.SplitHostPort(opts.Bind)
 	if err != nil {
-		return nil, "", fmt.Errorf("actors address %q: %w", bind, err)
+		return nil, fmt.Errorf("actors address %q: %w", opts.Bind, err)
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		return nil, "", fmt.Errorf("actors address %q: invalid port", bind)
+		return nil, fmt.Errorf("actors address %q: invalid port", opts.Bind)
 	}
-	opts := []remote.ConfigOption{remote.WithDialOptions(grpc.WithTransportCredentials(insecure.NewCredentials()))}
-	if t.Enabled() {
-		server, client, err := t.configs()
+	e = &Endpoint{}
+	g := newGuard(system, opts)
+	serverOpts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(g.unary),
+		grpc.ChainStreamInterceptor(g.stream),
+		grpc.MaxRecvMsgSize(maxMessageBytes),
+		// A member needs one stream; a handshake that stalls is not left to hold a connection.
+		grpc.MaxConcurrentStreams(16),
+		grpc.ConnectionTimeout(10 * time.Second),
+	}
+	dial := grpc.WithTransportCredentials(insecure.NewCredentials())
+	switch {
+	case opts.TLS.Enabled():
+		server, client, identity, err := opts.TLS.configs(opts.Self, opts.Accept)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
-		opts = []remote.ConfigOption{
-			remote.WithServerOptions(grpc.Creds(credentials.NewTLS(server))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(client))),
-		}
+		e.Identity = identity
+		serverOpts = append(serverOpts, grpc.Creds(refusingCredentials{TransportCredentials: credentials.NewTLS(server), g: g}))
+		dial = grpc.WithTransportCredentials(credentials.NewTLS(client))
+	case !opts.Insecure:
+		return nil, fmt.Errorf("the actors endpoint needs TLS certificates (or insecure, on a trusted network only)")
 	}
-	if advertise != "" {
-		opts = append(opts, remote.WithAdvertisedHost(advertise))
+	config := []remote.ConfigOption{
+		remote.WithServerOptions(serverOpts...),
+		remote.WithDialOptions(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes))),
 	}
-	r = remote.NewRemote(system, remote.Configure(host, port, opts...))
+	if opts.Advertise != "" {
+		config = append(config, remote.WithAdvertisedHost(opts.Advertise))
+	}
+	r := remote.NewRemote(system, remote.Configure(host, port, config...))
 	// Start panics when it cannot listen; that is a configuration error, returned as one.
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("actors address %s: %v", bind, p)
+			e, err = nil, fmt.Errorf("actors address %s: %v", opts.Bind, p)
 		}
 	}()
 	r.Start()
-	return r, system.ProcessRegistry.Address, nil
+	e.remote, e.Addr = r, system.ProcessRegistry.Address
+	return e, nil
 }
 
-func (t TLS) configs() (server, client *tls.Config, err error) {
-	if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" {
-		return nil, nil, errors.New("cluster TLS needs cert_file, key_file and ca_file")
-	}
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cluster TLS certificate: %w", err)
-	}
-	caPEM, err := os.ReadFile(t.CAFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cluster TLS CA: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, nil, fmt.Errorf("cluster TLS CA %s holds no PEM certificate", t.CAFile)
-	}
-	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
-	// Members are dialled by address; the certificate must name it (IP or DNS SAN).
-	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
-	return server, client, nil
-}
+// Shutdown stops the endpoint; graceful lets messages in flight go out first.
+func (e *Endpoint) Shutdown(graceful bool) { e.remote.Shutdown(graceful) }

@@ -1,17 +1,9 @@
 package remoting
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,80 +13,88 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/framefarm/framefarm/cluster/certs"
 	"github.com/framefarm/framefarm/cluster/protocol"
 )
 
-// writeCert writes a certificate for 127.0.0.1 signed by ca (self-signed when ca is nil) and
-// returns its certificate, key and the files.
-func writeCert(t *testing.T, dir, name string, ca *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, TLS) {
+// farmCA makes a CA in dir and returns it with the file of its certificate.
+func farmCA(t *testing.T, dir, name string) (*certs.Authority, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := certs.NewAuthority(name, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	parent, signer := tpl, key
-	if ca == nil {
-		tpl.IsCA, tpl.BasicConstraintsValid = true, true
-	} else {
-		parent, signer = ca, caKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tpl, parent, &key.PublicKey, signer)
+	certPEM, _, err := ca.PEM()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, _ := x509.ParseCertificate(der)
-	keyDER, _ := x509.MarshalECPrivateKey(key)
-	files := TLS{CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
-	os.WriteFile(files.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(files.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
-	return cert, key, files
+	file := filepath.Join(dir, name+".pem")
+	if err := os.WriteFile(file, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ca, file
+}
+
+// issue writes a certificate for id signed by ca and returns the TLS files of its holder.
+func issue(t *testing.T, dir string, ca *certs.Authority, caFile string, id certs.Identity) TLS {
+	t.Helper()
+	certPEM, keyPEM, err := ca.Issue(id, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, fmt.Sprintf("%s-%s-%d", id.Role, id.NodeID, time.Now().UnixNano()))
+	files := TLS{CertFile: name + ".pem", KeyFile: name + "-key.pem", CAFile: caFile}
+	os.WriteFile(files.CertFile, certPEM, 0o600)
+	os.WriteFile(files.KeyFile, keyPEM, 0o600)
+	return files
 }
 
 func newSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
-// TestMutualTLS: members holding certificates of the cluster's CA exchange envelopes; one with
-// a certificate of another CA gets nothing through.
+// TestMutualTLS: a node holding a certificate of the farm's CA reaches the coordinator; one with
+// a certificate of another CA, and one whose certificate is a coordinator's, get nothing
+// through.
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, caKey, caFiles := writeCert(t, dir, "ca", nil, nil)
-	_, _, a := writeCert(t, dir, "a", ca, caKey)
-	_, _, b := writeCert(t, dir, "b", ca, caKey)
-	otherCA, otherKey, _ := writeCert(t, dir, "other-ca", nil, nil)
-	_, _, intruder := writeCert(t, dir, "intruder", otherCA, otherKey)
-	a.CAFile, b.CAFile, intruder.CAFile = caFiles.CertFile, caFiles.CertFile, caFiles.CertFile
+	ca, caFile := farmCA(t, dir, "farm")
+	other, otherFile := farmCA(t, dir, "other")
+	coordinator := issue(t, dir, ca, caFile, certs.Identity{Role: certs.RoleCoordinator})
+	node := issue(t, dir, ca, caFile, certs.Identity{Role: certs.RoleNode, NodeID: "n1"})
+	intruder := issue(t, dir, other, otherFile, certs.Identity{Role: certs.RoleNode, NodeID: "n1"})
+	impostor := issue(t, dir, ca, caFile, certs.Identity{Role: certs.RoleCoordinator})
 
 	server := newSystem()
-	rs, addr, err := Start(server, "127.0.0.1:0", "", a)
+	e, err := Start(server, Options{Bind: "127.0.0.1:0", TLS: coordinator, Self: certs.RoleCoordinator, Accept: certs.RoleNode, Actors: []string{"echo"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rs.Shutdown(false) })
+	t.Cleanup(func() { e.Shutdown(false) })
+	if e.Identity.Role != certs.RoleCoordinator {
+		t.Fatalf("identity %+v", e.Identity)
+	}
 	answer := actor.PropsFromFunc(func(ctx actor.Context) {
 		if _, ok := ctx.Message().(*protocol.Envelope); ok {
-			ctx.Respond(protocol.Wrap(&protocol.FinalAck{JobID: "j", Attempt: 1}))
+			p, _ := protocol.PeerOf(ctx)
+			ctx.Respond(protocol.Wrap(&protocol.FinalAck{JobID: p.Identity.String(), Attempt: 1}))
 		}
 	})
 	if _, err := server.Root.SpawnNamed(answer, "echo"); err != nil {
 		t.Fatal(err)
 	}
-	echo := actor.NewPID(addr, "echo")
+	echo := actor.NewPID(e.Addr, "echo")
 
 	// Each member is its own process, as in a farm (Proto.Actor's remote sets gRPC's global
 	// logger at every start, which is a data race within one process).
-	if out := askFrom(t, b, echo, 20*time.Second); out != "answered j" {
-		t.Fatalf("a member of the cluster: %s", out)
+	if out := askFrom(t, member{TLS: node, Self: certs.RoleNode, Accept: certs.RoleCoordinator}, echo, 20*time.Second); out != "answered node/n1" {
+		t.Fatalf("a node of the farm: %s", out)
 	}
-	if out := askFrom(t, intruder, echo, 2*time.Second); out != "unanswered" {
-		t.Fatalf("a member with a foreign certificate: %s", out)
+	if out := askFrom(t, member{TLS: intruder, Self: certs.RoleNode, Accept: certs.RoleCoordinator}, echo, 2*time.Second); out != "unanswered" {
+		t.Fatalf("a node with a foreign certificate: %s", out)
+	}
+	if out := askFrom(t, member{TLS: impostor, Self: certs.RoleCoordinator, Accept: certs.RoleCoordinator}, echo, 2*time.Second); out != "unanswered" {
+		t.Fatalf("a second coordinator: %s", out)
 	}
 }
 
@@ -106,16 +106,24 @@ const (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envMember) != "" {
-		os.Exit(member())
+		os.Exit(runMember())
+	}
+	if os.Getenv(envServe) != "" {
+		os.Exit(serveEcho())
 	}
 	os.Exit(m.Run())
 }
 
+type member struct {
+	TLS          TLS
+	Self, Accept certs.Role
+}
+
 // askFrom runs this test binary as a member with the given certificate, asking target once.
-func askFrom(t *testing.T, files TLS, target *actor.PID, wait time.Duration) string {
+func askFrom(t *testing.T, m member, target *actor.PID, wait time.Duration) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	spec, _ := json.Marshal(files)
+	spec, _ := json.Marshal(m)
 	cmd.Env = append(os.Environ(), envMember+"="+string(spec), envTarget+"="+target.Address+"/"+target.Id, envWait+"="+wait.String())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -124,22 +132,22 @@ func askFrom(t *testing.T, files TLS, target *actor.PID, wait time.Duration) str
 	return strings.TrimSpace(string(out))
 }
 
-// member is the child process: start with the TLS files, ask the target, print the answer.
-func member() int {
-	var files TLS
-	if err := json.Unmarshal([]byte(os.Getenv(envMember)), &files); err != nil {
+// runMember is the child process: start with the TLS files, ask the target, print the answer.
+func runMember() int {
+	var m member
+	if err := json.Unmarshal([]byte(os.Getenv(envMember)), &m); err != nil {
 		fmt.Println(err)
 		return 1
 	}
 	addr, id, _ := strings.Cut(os.Getenv(envTarget), "/")
 	wait, _ := time.ParseDuration(os.Getenv(envWait))
 	system := newSystem()
-	r, _, err := Start(system, "127.0.0.1:0", "", files)
+	e, err := Start(system, Options{Bind: "127.0.0.1:0", TLS: m.TLS, Self: m.Self, Accept: m.Accept})
 	if err != nil {
 		fmt.Println(err)
 		return 1
 	}
-	defer r.Shutdown(false)
+	defer e.Shutdown(false)
 	res, err := system.Root.RequestFuture(actor.NewPID(addr, id), protocol.Wrap(&protocol.Bye{Sender: protocol.Sender{NodeID: "b"}}), wait).Result()
 	if err != nil {
 		fmt.Println("unanswered")
@@ -155,10 +163,21 @@ func member() int {
 }
 
 func TestConfigErrors(t *testing.T) {
-	if _, _, err := Start(newSystem(), "127.0.0.1:0", "", TLS{CertFile: "x"}); err == nil {
-		t.Fatal("a partial TLS configuration was accepted")
-	}
-	if _, _, err := Start(newSystem(), "nonsense", "", TLS{}); err == nil {
-		t.Fatal("a bad address was accepted")
+	dir := t.TempDir()
+	ca, caFile := farmCA(t, dir, "farm")
+	node := issue(t, dir, ca, caFile, certs.Identity{Role: certs.RoleNode})
+	_, otherFile := farmCA(t, dir, "other")
+	for name, opts := range map[string]Options{
+		"partial TLS":           {Bind: "127.0.0.1:0", TLS: TLS{CertFile: "x"}, Self: certs.RoleNode},
+		"no TLS, not insecure":  {Bind: "127.0.0.1:0", Self: certs.RoleNode},
+		"bad address":           {Bind: "nonsense", Insecure: true},
+		"a node's certificate":  {Bind: "127.0.0.1:0", TLS: node, Self: certs.RoleCoordinator, Accept: certs.RoleNode},
+		"another CA":            {Bind: "127.0.0.1:0", TLS: TLS{CertFile: node.CertFile, KeyFile: node.KeyFile, CAFile: otherFile}, Self: certs.RoleNode},
+		"the key as the CA":     {Bind: "127.0.0.1:0", TLS: TLS{CertFile: node.CertFile, KeyFile: node.KeyFile, CAFile: node.KeyFile}, Self: certs.RoleNode},
+		"a certificate missing": {Bind: "127.0.0.1:0", TLS: TLS{CertFile: filepath.Join(dir, "none"), KeyFile: node.KeyFile, CAFile: caFile}, Self: certs.RoleNode},
+	} {
+		if _, err := Start(newSystem(), opts); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

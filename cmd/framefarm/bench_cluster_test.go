@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/certs"
 	"github.com/framefarm/framefarm/cluster/nodesim"
 	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/renderer"
@@ -37,11 +39,16 @@ func newClusterBenchFarm(b *testing.B) *benchFarm {
 func (f *benchFarm) simulate(b *testing.B, cfg nodesim.Config) *nodesim.Simulator {
 	b.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	r, _, err := remoting.Start(system, "127.0.0.1:0", "", remoting.TLS{})
+	// The simulated nodes share one certificate that any node id may use.
+	if _, err := os.Stat(filepath.Join(f.c.pki, "node.pem")); err != nil {
+		tlsCommand(b, "cert", "create", "--any-node", "--dir", f.c.pki)
+	}
+	e, err := remoting.Start(system, remoting.Options{Bind: "127.0.0.1:0", Self: certs.RoleNode, Accept: certs.RoleCoordinator,
+		TLS: remoting.TLS{CertFile: filepath.Join(f.c.pki, "node.pem"), KeyFile: filepath.Join(f.c.pki, "node-key.pem"), CAFile: filepath.Join(f.c.pki, "farm-ca.pem")}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { r.Shutdown(false) })
+	b.Cleanup(func() { e.Shutdown(false) })
 	cfg.Engines, cfg.Key = []string{renderer.EngineLottie}, []byte(clusterKey)
 	sim, err := nodesim.Start(system, actor.NewPID(f.c.actors, actors.GatewayName), cfg)
 	if err != nil {

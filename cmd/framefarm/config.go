@@ -36,7 +36,8 @@ type Config struct {
 // ClusterConfig is the [cluster] table, read by `serve` and by `node`.
 type ClusterConfig struct {
 	// Bind and Advertise are the gossip (membership) address; ActorsBind and ActorsAdvertise
-	// the Proto.Actor remote endpoint. Advertise addresses default to the bound ones.
+	// the Proto.Actor remote endpoint. Advertise addresses default to the bound ones; an empty
+	// ActorsBind is 0.0.0.0:7947 with TLS, 127.0.0.1:7947 when insecure.
 	Bind            string `toml:"bind"`
 	Advertise       string `toml:"advertise"`
 	ActorsBind      string `toml:"actors_bind"`
@@ -51,18 +52,54 @@ type ClusterConfig struct {
 	HeartbeatInterval Duration `toml:"heartbeat_interval"`
 	Lease             Duration `toml:"lease"`
 	// NodeFailureLimit: renders failing in a row on one node before it is quarantined.
-	NodeFailureLimit int          `toml:"node_failure_limit"`
-	TLS              remoting.TLS `toml:"tls"`
+	NodeFailureLimit int `toml:"node_failure_limit"`
+	// Insecure runs the actors endpoint without TLS: whoever reaches it is heard, so it is for a
+	// trusted network only, and binds loopback unless ActorsBind says otherwise.
+	Insecure bool         `toml:"insecure"`
+	TLS      remoting.TLS `toml:"tls"`
 }
 
 func defaultClusterConfig() ClusterConfig {
-	return ClusterConfig{Bind: "0.0.0.0:7946", ActorsBind: "0.0.0.0:7947", Seeds: []string{}, HeartbeatInterval: dur(time.Second),
+	return ClusterConfig{Bind: "0.0.0.0:7946", Seeds: []string{}, HeartbeatInterval: dur(time.Second),
 		Lease: dur(5 * time.Second), NodeFailureLimit: 3}
 }
 
-func (c *ClusterConfig) check() []error {
+// actorsBind is where the actors endpoint listens.
+func (c *ClusterConfig) actorsBind() string {
+	switch {
+	case c.ActorsBind != "":
+		return c.ActorsBind
+	case c.Insecure:
+		return "127.0.0.1:7947"
+	}
+	return "0.0.0.0:7947"
+}
+
+// errNoClusterTLS refuses to run a cluster nobody secured, saying both ways forward in the
+// words of serve's configuration or of the node's flags.
+func errNoClusterTLS(forNode bool) error {
+	useCerts := "set cert_file, key_file and ca_file in [cluster.tls]"
+	useInsecure := "set insecure = true in [cluster] (the actors port then binds 127.0.0.1 unless actors_bind says otherwise)"
+	if forNode {
+		useCerts = "start the node with --tls-cert, --tls-key and --tls-ca"
+		useInsecure = "start the node with --insecure (the actors port then binds 127.0.0.1 unless --actors-bind says otherwise)"
+	}
+	return fmt.Errorf(`the cluster has no TLS certificates, so its actors port would obey anyone who reaches it. Either:
+  - make them: framefarm cluster tls ca create, then framefarm cluster tls cert create --coordinator
+    (and --node ID for each render node), and %s; or
+  - on a network you trust, %s`, useCerts, useInsecure)
+}
+
+// check returns what is wrong with the table; forNode words the TLS refusal for the node's flags.
+func (c *ClusterConfig) check(forNode bool) []error {
 	var errs []error
-	for name, addr := range map[string]string{"bind": c.Bind, "actors_bind": c.ActorsBind} {
+	switch {
+	case !c.Insecure && !c.TLS.Enabled():
+		errs = append(errs, errNoClusterTLS(forNode))
+	case c.Insecure && c.TLS.Enabled():
+		errs = append(errs, errors.New("cluster.insecure is set together with [cluster.tls]: keep one"))
+	}
+	for name, addr := range map[string]string{"bind": c.Bind, "actors_bind": c.actorsBind()} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			errs = append(errs, fmt.Errorf("cluster.%s %q is not HOST:PORT", name, addr))
 		}
@@ -264,7 +301,7 @@ func (c *Config) check() error {
 		errs = append(errs, errors.New("ratelimit.requests_per_second and ratelimit.burst must be positive"))
 	}
 	if c.Cluster != nil {
-		errs = append(errs, c.Cluster.check()...)
+		errs = append(errs, c.Cluster.check(false)...)
 	}
 	return errors.Join(errs...)
 }

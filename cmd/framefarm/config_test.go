@@ -31,13 +31,15 @@ func TestExampleConfigStatesTheDefaults(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
-		"typo":        "[server]\nlisten_address = \"x\"\n",
-		"bad value":   "[node]\nsilence_timeout = \"soon\"\n",
-		"bad listen":  "[server]\nlisten = \"8080\"\n",
-		"no attempts": "[jobs]\nmax_attempts = 0\n",
-		"short key":   "[cluster]\nkey = \"short\"\n",
-		"short lease": "[cluster]\nkey = \"0123456789abcdef\"\nheartbeat_interval = \"1s\"\nlease = \"1s\"\n",
-		"bad bind":    "[cluster]\nkey = \"0123456789abcdef\"\nbind = \"7946\"\n",
+		"typo":             "[server]\nlisten_address = \"x\"\n",
+		"bad value":        "[node]\nsilence_timeout = \"soon\"\n",
+		"bad listen":       "[server]\nlisten = \"8080\"\n",
+		"no attempts":      "[jobs]\nmax_attempts = 0\n",
+		"short key":        "[cluster]\nkey = \"short\"\n",
+		"short lease":      "[cluster]\nkey = \"0123456789abcdef\"\nheartbeat_interval = \"1s\"\nlease = \"1s\"\n",
+		"bad bind":         "[cluster]\nkey = \"0123456789abcdef\"\nbind = \"7946\"\ninsecure = true\n",
+		"no TLS":           "[cluster]\nkey = \"0123456789abcdef\"\n",
+		"TLS and insecure": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n[cluster.tls]\ncert_file = \"a\"\nkey_file = \"b\"\nca_file = \"c\"\n",
 	} {
 		path := filepath.Join(dir, name+".toml")
 		os.WriteFile(path, []byte(body), 0o600)
@@ -94,7 +96,10 @@ func TestNodeFlags(t *testing.T) {
 		t.Fatalf("a node without --join and key: %v", err)
 	}
 	t.Setenv(envClusterKey, "0123456789abcdef")
-	ns, err := nodeConfig([]string{"--join", "10.0.0.1:7946,10.0.0.9:7946", "--id", "r2", "--slots", "3",
+	if _, err := nodeConfig([]string{"--join", "10.0.0.1:7946"}, io.Discard); err == nil || !strings.Contains(err.Error(), "--tls-cert") {
+		t.Fatalf("a node without certificates: %v", err)
+	}
+	ns, err := nodeConfig([]string{"--join", "10.0.0.1:7946,10.0.0.9:7946", "--id", "r2", "--slots", "3", "--insecure",
 		"--engines", "lottie,ae2026", "--require-tags", "gpu,hd", "--advertise", "10.0.0.2:7946", "--label", "gpu=rtx", "--label", "site=berlin"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +109,42 @@ func TestNodeFlags(t *testing.T) {
 		ns.labels["gpu"] != "rtx" || ns.labels["site"] != "berlin" {
 		t.Fatalf("settings %+v", ns)
 	}
+	if addr, err := actorsAdvertise(*ns.cfg.Cluster); err != nil || addr != "" || ns.cfg.Cluster.actorsBind() != "127.0.0.1:7947" {
+		t.Fatalf("an insecure node's actors bound at %s, advertised at %q: %v", ns.cfg.Cluster.actorsBind(), addr, err)
+	}
+	ns.cfg.Cluster.Insecure = false
 	if addr, err := actorsAdvertise(*ns.cfg.Cluster); err != nil || addr != "10.0.0.2:7947" {
 		t.Fatalf("actors advertised at %q: %v", addr, err)
 	}
 	if _, err := actorsAdvertise(defaultClusterConfig()); err == nil {
 		t.Fatal("a wildcard bind without advertise was accepted")
+	}
+}
+
+// TestNodeTakesItsIDFromItsCertificate: a node certificate that names a node id gives the node
+// its id; another --id is refused.
+func TestNodeTakesItsIDFromItsCertificate(t *testing.T) {
+	t.Setenv(envClusterKey, "0123456789abcdef")
+	dir := t.TempDir()
+	if err := createCA([]string{"--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := createCert([]string{"--node", "render-07", "--dir", dir}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := createCert([]string{"--node", "render-07", "--dir", dir}, io.Discard, io.Discard); err == nil {
+		t.Fatal("a certificate was replaced")
+	}
+	tls := []string{"--join", "10.0.0.1:7946", "--tls-cert", filepath.Join(dir, "node-render-07.pem"),
+		"--tls-key", filepath.Join(dir, "node-render-07-key.pem"), "--tls-ca", filepath.Join(dir, "farm-ca.pem")}
+	ns, err := nodeConfig(tls, io.Discard)
+	if err != nil || ns.id != "render-07" {
+		t.Fatalf("node id %q: %v", ns.id, err)
+	}
+	if _, err := nodeConfig(append(tls, "--id", "render-08"), io.Discard); err == nil || !strings.Contains(err.Error(), "render-07") {
+		t.Fatalf("another id with the certificate: %v", err)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "node-render-07-key.pem")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v %v", info.Mode(), err)
 	}
 }

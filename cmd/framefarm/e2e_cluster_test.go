@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,12 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
-	"github.com/framefarm/framefarm/cluster/protocol"
-	"github.com/framefarm/framefarm/cluster/remoting"
 )
 
 const clusterKey = "test-cluster-key-0123456789"
@@ -45,7 +40,7 @@ func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNo
 		t: c.t, id: id, stderr: &lockedBuffer{},
 		args: append([]string{"node", "--join", c.gossip, "--id", id, "--slots", fmt.Sprint(slots),
 			"--bind", membershiptest.FreeAddr(c.t), "--actors-bind", membershiptest.FreeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
-			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, extra...),
+			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, append(c.nodeTLS(id), extra...)...),
 		env: append(os.Environ(), envRun+"=1", envControl+"="+c.control.url, envNodeName+"="+id, envClusterKey+"="+clusterKey),
 	}
 	if c.opts.realEngines {
@@ -408,8 +403,8 @@ func TestClusterNodeDrains(t *testing.T) {
 func TestClusterRefusesANodeWithoutTheKey(t *testing.T) {
 	c := startCoordinator(t, options{cluster: true})
 	n := &renderNode{t: t, id: "intruder", stderr: &lockedBuffer{},
-		args: []string{"node", "--join", c.gossip, "--id", "intruder", "--bind", membershiptest.FreeAddr(t), "--actors-bind", membershiptest.FreeAddr(t),
-			"--data-dir", filepath.Join(t.TempDir(), "data"), "--engines", "lottie"},
+		args: append([]string{"node", "--join", c.gossip, "--id", "intruder", "--bind", membershiptest.FreeAddr(t), "--actors-bind", membershiptest.FreeAddr(t),
+			"--data-dir", filepath.Join(t.TempDir(), "data"), "--engines", "lottie"}, c.nodeTLS("intruder")...),
 		env: append(os.Environ(), envRun+"=1", envClusterKey+"=another-key-0123456789"),
 	}
 	t.Cleanup(n.kill)
@@ -425,39 +420,6 @@ func TestClusterRefusesANodeWithoutTheKey(t *testing.T) {
 	if len(list) != 0 {
 		t.Fatalf("nodes %+v", list)
 	}
-}
-
-// TestClusterUnknownMessageKind is the rolling upgrade: a newer node sends a kind this
-// coordinator does not know; it answers with an error and goes on serving.
-func TestClusterUnknownMessageKind(t *testing.T) {
-	c, cl, _ := clusterFarm(t, 1)
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	r, _, err := remoting.Start(system, membershiptest.FreeAddr(t), "", remoting.TLS{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Shutdown(false) })
-	gateway := actor.NewPID(c.actors, actors.GatewayName)
-	future := system.Root.RequestFuture(gateway, &protocol.Envelope{Kind: "gpu-stats", Version: 7, Payload: []byte(`{"temperature":71}`)}, waitLimit)
-	res, err := future.Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg, err := protocol.Open(res.(*protocol.Envelope))
-	if e, ok := msg.(*protocol.Error); err != nil || !ok || e.Kind != "gpu-stats" {
-		t.Fatalf("answer %+v, %v", msg, err)
-	}
-	// A hello without the cluster key is refused.
-	res, err = system.Root.RequestFuture(gateway, protocol.Wrap(&protocol.Hello{NodeID: "intruder", Slots: 1,
-		AgentAddress: "127.0.0.1:1", AgentID: "x", Incarnation: "1"}), waitLimit).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if msg, _ := protocol.Open(res.(*protocol.Envelope)); msg.(*protocol.Welcome).Accepted {
-		t.Fatal("a node without the cluster key was welcomed")
-	}
-	c.control.answerAll(finishAll)
-	c.exactlyOnce(cl.createJobs(cl.uploadTemplate(inspection()), 1))
 }
 
 // TestClusterNodeRendersWithTheRealEngine: a Lottie job rendered by the production engine in a

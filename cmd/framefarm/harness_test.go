@@ -36,6 +36,9 @@ import (
 const envRun = "FRAMEFARM_E2E_RUN"
 
 func TestMain(m *testing.M) {
+	if plan := os.Getenv(envStranger); plan != "" {
+		os.Exit(strangerMain(plan))
+	}
 	if os.Getenv(envRun) == "1" {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, testPlugins())
@@ -67,8 +70,10 @@ type options struct {
 	realEngines bool
 	// cluster adds a [cluster] table on fixed loopback ports (kept across restarts), so render
 	// node processes can join; heartbeat and lease replace its test timings (200ms, 1500ms).
+	// Members use certificates of a farm CA made by `framefarm cluster tls`, unless insecure.
 	cluster          bool
 	heartbeat, lease string
+	insecure         bool
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -95,8 +100,10 @@ type coordinator struct {
 	counts map[string]int
 	// firstSignal is when the first signal of each kind and id arrived ("progress id").
 	firstSignal map[string]time.Time
-	// gossip and actors are the cluster addresses (cluster option).
+	// gossip and actors are the cluster addresses (cluster option); pki is the folder of the
+	// farm's CA and certificates.
 	gossip, actors string
+	pki            string
 }
 
 func startCoordinator(t testing.TB, opts options) *coordinator {
@@ -147,6 +154,15 @@ timeout = "2s"
 		c.gossip, c.actors = membershiptest.FreeAddr(t), membershiptest.FreeAddr(t)
 		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = %q\nlease = %q\n",
 			c.gossip, c.actors, clusterKey, opts.heartbeat, opts.lease)
+		if opts.insecure {
+			cfg += "insecure = true\n"
+		} else {
+			c.pki = filepath.Join(c.dir, "pki")
+			tlsCommand(t, "ca", "create", "--dir", c.pki)
+			tlsCommand(t, "cert", "create", "--coordinator", "--dir", c.pki)
+			cfg += fmt.Sprintf("\n[cluster.tls]\ncert_file = %q\nkey_file = %q\nca_file = %q\n",
+				filepath.Join(c.pki, "coordinator.pem"), filepath.Join(c.pki, "coordinator-key.pem"), filepath.Join(c.pki, "farm-ca.pem"))
+		}
 	}
 	if opts.realEngines {
 		worker, err := filepath.Abs("../../renderer/lottie/worker")
@@ -246,6 +262,27 @@ func (c *coordinator) signal(kind, id, state string) {
 	c.counts[kind+" "+id+" "+state]++
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// tlsCommand runs `framefarm cluster tls ...` and fails the test if it fails.
+func tlsCommand(t testing.TB, args ...string) {
+	t.Helper()
+	if out, err := framefarm(append([]string{"cluster", "tls"}, args...)...); err != nil {
+		t.Fatalf("cluster tls %v: %v\n%s", args, err, out)
+	}
+}
+
+// nodeTLS makes the certificate of a node of the farm and returns the flags that use it.
+func (c *coordinator) nodeTLS(id string) []string {
+	c.t.Helper()
+	if c.opts.insecure {
+		return []string{"--insecure"}
+	}
+	if _, err := os.Stat(filepath.Join(c.pki, "node-"+id+".pem")); err != nil {
+		tlsCommand(c.t, "cert", "create", "--node", id, "--dir", c.pki)
+	}
+	return []string{"--tls-cert", filepath.Join(c.pki, "node-"+id+".pem"), "--tls-key", filepath.Join(c.pki, "node-"+id+"-key.pem"),
+		"--tls-ca", filepath.Join(c.pki, "farm-ca.pem")}
 }
 
 // framefarm runs a framefarm command (this binary with the test plugins) and returns its output.

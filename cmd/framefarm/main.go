@@ -1,6 +1,6 @@
 // Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
-// runs a render node that joins it, `framefarm token create` makes API tokens, `framefarm
-// version` tells the build.
+// runs a render node that joins it, `framefarm cluster tls` makes the farm's certificates,
+// `framefarm token create` makes API tokens, `framefarm version` tells the build.
 package main
 
 import (
@@ -45,8 +45,10 @@ const usage = `usage:
   framefarm node --join HOST:PORT[,HOST:PORT] [--config FILE] [--id ID] [--engines lottie,ae2026]
                  [--slots N] [--bind HOST:PORT] [--advertise HOST:PORT] [--actors-bind HOST:PORT]
                  [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--label K=V]
-                 [--key KEY]
+                 [--key KEY] [--tls-cert FILE --tls-key FILE --tls-ca FILE | --insecure]
   framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN]
+  framefarm cluster tls ca create [--dir DIR] [--days N]
+  framefarm cluster tls cert create (--coordinator | --node ID | --any-node) [--dir DIR] [--days N]
   framefarm token create --team NAME [--data-dir DIR] [--config FILE]
   framefarm version
 `
@@ -63,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		err = serve(ctx, args[1:], stdout, stderr, p)
 	case "node":
 		err = nodeCommand(ctx, args[1:], stdout, stderr, p)
+	case "cluster":
+		err = clusterCommand(args[1:], stdout, stderr)
 	case "token":
 		if len(args) < 2 || args[1] != "create" {
 			fmt.Fprint(stderr, usage)

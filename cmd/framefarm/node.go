@@ -22,8 +22,10 @@ import (
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/certs"
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/http/outbound"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -62,17 +64,21 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration file (TOML): [engines], [node], [cluster]")
 	join := fs.String("join", "", "coordinator gossip address(es) to join, HOST:PORT[,HOST:PORT]")
-	nodeID := fs.String("id", "", "node id, unique in the farm (default: the host name)")
+	nodeID := fs.String("id", "", "node id, unique in the farm (default: the one its certificate names, else the host name)")
 	engineList := fs.String("engines", "", "engines to offer, e.g. lottie,ffmpeg,ae2026 (default: every engine this machine can run)")
 	slotCount := fs.Int("slots", 1, "renders run at once")
 	bind := fs.String("bind", "", "gossip bind address HOST:PORT (default cluster.bind, 0.0.0.0:7946)")
 	advertise := fs.String("advertise", "", "gossip address other machines reach this node at, HOST:PORT")
-	actorsBind := fs.String("actors-bind", "", "actors (remote) bind address HOST:PORT (default cluster.actors_bind, 0.0.0.0:7947)")
+	actorsBind := fs.String("actors-bind", "", "actors (remote) bind address HOST:PORT (default cluster.actors_bind: 0.0.0.0:7947, or 127.0.0.1:7947 with --insecure)")
 	actorsAdvertise := fs.String("actors-advertise", "", "actors address other machines reach this node at")
 	dataDir := fs.String("data-dir", "./node-data", "working files, template cache, attempt markers")
 	requireTags := fs.String("require-tags", "", "take only jobs tagged with all of these (comma-separated)")
 	key := fs.String("key", "", "cluster key (default cluster.key or $"+envClusterKey+")")
 	allowPrivate := fs.Bool("allow-private-urls", false, "let asset downloads reach loopback and private addresses")
+	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM, from `framefarm cluster tls cert create --node ID`; default cluster.tls.cert_file)")
+	tlsKey := fs.String("tls-key", "", "its key (default cluster.tls.key_file)")
+	tlsCA := fs.String("tls-ca", "", "the farm's CA certificate (default cluster.tls.ca_file)")
+	insecureLink := fs.Bool("insecure", false, "run the actors port without TLS (a trusted network only; it then binds 127.0.0.1 unless --actors-bind says otherwise)")
 	fs.Func("label", "KEY=VALUE shown with the node (repeatable), e.g. --label gpu=rtx4090", func(v string) error {
 		key, value, ok := strings.Cut(v, "=")
 		if !ok || key == "" {
@@ -110,6 +116,12 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	set(&c.ActorsAdvertise, *actorsAdvertise)
 	set(&c.Key, os.Getenv(envClusterKey))
 	set(&c.Key, *key)
+	set(&c.TLS.CertFile, *tlsCert)
+	set(&c.TLS.KeyFile, *tlsKey)
+	set(&c.TLS.CAFile, *tlsCA)
+	if *insecureLink {
+		c.Insecure = true
+	}
 	if *join != "" {
 		c.Seeds = strings.Split(*join, ",")
 	}
@@ -120,11 +132,18 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 		ns.requireTags = strings.Split(*requireTags, ",")
 	}
 	cfg.Server.DataDir = *dataDir
+	var errs []error
 	ns.id = *nodeID
+	if certified, err := certificateNodeID(c.TLS); err != nil {
+		errs = append(errs, err)
+	} else if ns.id == "" {
+		ns.id = certified
+	} else if certified != "" && certified != ns.id {
+		errs = append(errs, fmt.Errorf("the certificate %s is node %s's, not %s's", c.TLS.CertFile, certified, ns.id))
+	}
 	if ns.id == "" {
 		ns.id, _ = os.Hostname()
 	}
-	var errs []error
 	if len(c.Seeds) == 0 {
 		errs = append(errs, errors.New("--join HOST:PORT (the coordinator's cluster.bind) is required"))
 	}
@@ -134,9 +153,25 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	if *engineList != "" {
 		ns.engines = strings.Split(*engineList, ",")
 	}
-	errs = append(errs, c.check()...)
+	errs = append(errs, c.check(true)...)
 	ns.cfg, ns.slots = cfg, *slotCount
 	return ns, errors.Join(errs...)
+}
+
+// certificateNodeID is the node id a node's certificate names ("" for none, or no certificate).
+func certificateNodeID(t remoting.TLS) (string, error) {
+	if t.CertFile == "" {
+		return "", nil
+	}
+	chain, err := certs.ReadCertificates(t.CertFile)
+	if err != nil {
+		return "", fmt.Errorf("--tls-cert: %w", err)
+	}
+	id, err := certs.IdentityOf(chain[0])
+	if err != nil {
+		return "", fmt.Errorf("--tls-cert: %w", err)
+	}
+	return id.NodeID, nil
 }
 
 // runNode is `framefarm node`: a render node that joins the farm, renders what the coordinator
@@ -175,7 +210,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 	if err != nil {
 		return err
 	}
-	if err := agent.Start(system, "framefarm-agent"); err != nil {
+	if err := agent.Start(system, node.AgentName); err != nil {
 		cm.leave()
 		return err
 	}

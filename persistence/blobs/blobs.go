@@ -141,6 +141,9 @@ func NewSigner(base string, key []byte) *Signer {
 // FilesPrefix is the HTTP path under which signed objects are served.
 const FilesPrefix = "/files/"
 
+// Base is what every URL this signer makes starts with.
+func (s *Signer) Base() string { return s.base + FilesPrefix }
+
 // URL returns a URL allowing method on key until expires.
 func (s *Signer) URL(method, key string, expires time.Time) string {
 	exp := strconv.FormatInt(expires.Unix(), 10)

@@ -1,0 +1,186 @@
+package remoting
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/cluster/remoting/remotingtest"
+)
+
+const envServe = "REMOTING_TEST_SERVE"
+
+// serveEcho is the child process of TestHostilePeers: an insecure endpoint (the one anyone can
+// reach) whose actor "echo" prints every envelope it gets, with the sender the endpoint stamped.
+func serveEcho() int {
+	system := newSystem()
+	e, err := Start(system, Options{Bind: "127.0.0.1:0", Insecure: true, Actors: []string{"echo"}})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	defer e.Shutdown(false)
+	_, err = system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
+		if env, ok := ctx.Message().(*protocol.Envelope); ok {
+			p, remote := protocol.PeerOf(ctx)
+			fmt.Printf("got %s remote=%v from %s\n", env.Kind, remote, p.Addr)
+		}
+	}), "echo")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("serving", e.Addr)
+	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or dies
+	return 0
+}
+
+// TestHostilePeersCannotCrashTheEndpoint throws what a stranger can at a live endpoint in its own
+// process: stray bytes, every gRPC method of the remote, connect requests and batches that name
+// unknown types, system messages, indexes outside the batch and actors elsewhere. Every one is
+// refused, the process lives on, and a proper message still arrives, stamped with its sender.
+func TestHostilePeersCannotCrashTheEndpoint(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envServe+"=1")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 100)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill() })
+	var addr string
+	select {
+	case line := <-lines:
+		var ok bool
+		if addr, ok = strings.CutPrefix(line, "serving "); !ok {
+			t.Fatalf("child: %s", line)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the endpoint did not start")
+	}
+
+	remotingtest.StrayBytes(t, addr)
+	client := remotingtest.Dial(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := client.ListProcesses(ctx, &remote.ListProcessesRequest{Pattern: ".*"}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("ListProcesses: %v", err)
+	}
+	if _, err := client.GetProcessDiagnostics(ctx, &remote.GetProcessDiagnosticsRequest{Pid: &actor.PID{Address: addr, Id: "echo"}}); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("GetProcessDiagnostics: %v", err)
+	}
+	refused := func(name string, msg *remote.RemoteMessage) {
+		t.Helper()
+		if err := remotingtest.Send(client, msg, 5*time.Second); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%s: the stream ended with %v, not a refusal", name, err)
+		}
+	}
+	refused("empty connect request", &remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectRequest{}})
+	refused("client connection", &remote.RemoteMessage{MessageType: &remote.RemoteMessage_ConnectRequest{ConnectRequest: &remote.ConnectRequest{
+		ConnectionType: &remote.ConnectRequest_ClientConnection{ClientConnection: &remote.ClientConnection{SystemId: "x"}}}}})
+	refused("no message", &remote.RemoteMessage{})
+	for name, batch := range remotingtest.HostileBatches(addr, "echo") {
+		if !strings.HasPrefix(name, "nil ") {
+			refused(name, remotingtest.Batch(batch))
+		}
+	}
+
+	// A proper message still arrives, with the sender the endpoint saw, not the one it claimed.
+	msg := remotingtest.Envelope(addr, "echo", protocol.Wrap(&protocol.Bye{}))
+	forged := protocol.Peer{Addr: "forged", Verified: true}.Encode()
+	msg.GetMessageBatch().Envelopes[0].MessageHeader = &remote.MessageHeader{HeaderData: map[string]string{protocol.PeerHeader: forged}}
+	if err := remotingtest.Send(client, msg, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-lines:
+		if !strings.HasPrefix(line, "got bye remote=true from 127.0.0.1:") {
+			t.Fatalf("the echo actor printed %q", line)
+		}
+	case err := <-exited:
+		t.Fatalf("the endpoint's process ended: %v\n%s", err, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the proper message did not arrive\n%s", stderr.String())
+	}
+}
+
+// TestGuardChecksEveryBatch: the checks alone, without a network.
+func TestGuardChecksEveryBatch(t *testing.T) {
+	system := newSystem()
+	system.ProcessRegistry.Address = "127.0.0.1:7947"
+	g := newGuard(system, Options{Actors: []string{"echo"}})
+	for name, batch := range remotingtest.HostileBatches(system.ProcessRegistry.Address, "echo") {
+		if err := g.check(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: batch}}, "x"); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	ok := &remote.MessageBatch{
+		TypeNames: []string{string(proto.MessageName(&actor.DeadLetterResponse{}))},
+		Targets:   []*actor.PID{{Address: system.ProcessRegistry.Address, Id: "future$1a"}},
+		Senders:   []*actor.PID{{Address: "127.0.0.1:1", Id: "x"}},
+		Envelopes: []*remote.MessageEnvelope{{Sender: 1}},
+	}
+	if err := g.check(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: ok}}, "stamp"); err != nil {
+		t.Fatalf("an answer to a request: %v", err)
+	}
+	if got := ok.Envelopes[0].MessageHeader.HeaderData[protocol.PeerHeader]; got != "stamp" {
+		t.Fatalf("header %q", got)
+	}
+}
+
+// FuzzGuard: whatever bytes arrive, a message the guard lets through is one Proto.Actor's
+// endpoint reader can take without a panic: every index it follows is inside the batch and the
+// type it deserializes is known.
+func FuzzGuard(f *testing.F) {
+	system := newSystem()
+	system.ProcessRegistry.Address = "127.0.0.1:7947"
+	g := newGuard(system, Options{Actors: []string{"echo"}})
+	for _, b := range remotingtest.HostileBatches(system.ProcessRegistry.Address, "echo") {
+		raw, _ := proto.Marshal(&remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: b}})
+		f.Add(raw)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var msg remote.RemoteMessage
+		if proto.Unmarshal(raw, &msg) != nil {
+			return
+		}
+		if g.check(&msg, "x") != nil {
+			return
+		}
+		b := msg.GetMessageBatch()
+		if b == nil {
+			return
+		}
+		for _, e := range b.Envelopes {
+			_ = b.Targets[e.Target].Id
+			if e.Sender > 0 {
+				_ = b.Senders[e.Sender-1].Id
+			}
+			remote.Deserialize(e.MessageData, b.TypeNames[e.TypeId], e.SerializerId)
+		}
+	})
+}

@@ -1,0 +1,122 @@
+// Package remotingtest throws at a live actors endpoint what a stranger who reaches its port
+// can: stray bytes, every gRPC method of Proto.Actor's remote, and message batches that are
+// malformed or name what no member of the farm sends. Tests of the endpoint and of whole
+// processes use it, then check the process lives on.
+package remotingtest
+
+import (
+	"context"
+	"crypto/rand"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+)
+
+// HostileBatches are message batches for an endpoint at addr whose actor named target exists;
+// each must be refused. Those whose names start with "nil " hold a nil entry, which crosses the
+// wire as an empty one: they are hostile only to code that reads them without the network.
+func HostileBatches(addr, target string) map[string]*remote.MessageBatch {
+	envelope := func(m *remote.MessageEnvelope) []*remote.MessageEnvelope { return []*remote.MessageEnvelope{m} }
+	to := []*actor.PID{{Address: addr, Id: target}}
+	envType := []string{string(proto.MessageName(&protocol.Envelope{}))}
+	good, _ := proto.Marshal(protocol.Wrap(&protocol.Bye{}))
+	stop, _ := proto.Marshal(&actor.Stop{})
+	return map[string]*remote.MessageBatch{
+		"unknown type":          {TypeNames: []string{"evil.DoesNotExist"}, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{MessageData: good})},
+		"system stop":           {TypeNames: []string{"actor.Stop"}, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{MessageData: stop})},
+		"poison pill":           {TypeNames: []string{"actor.PoisonPill"}, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{})},
+		"type index past end":   {TypeNames: envType, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{TypeId: 7, MessageData: good})},
+		"negative type index":   {TypeNames: envType, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{TypeId: -1, MessageData: good})},
+		"no type names":         {Targets: to, Envelopes: envelope(&remote.MessageEnvelope{MessageData: good})},
+		"target index past end": {TypeNames: envType, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{Target: 3, MessageData: good})},
+		"no targets":            {TypeNames: envType, Envelopes: envelope(&remote.MessageEnvelope{MessageData: good})},
+		"sender index past end": {TypeNames: envType, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{Sender: 2, MessageData: good})},
+		"empty target":          {TypeNames: envType, Targets: []*actor.PID{nil}, Envelopes: envelope(&remote.MessageEnvelope{MessageData: good})},
+		"nil sender":            {TypeNames: envType, Targets: to, Senders: []*actor.PID{nil}, Envelopes: envelope(&remote.MessageEnvelope{Sender: 1, MessageData: good})},
+		"nil envelope":          {TypeNames: envType, Targets: to, Envelopes: []*remote.MessageEnvelope{nil}},
+		"json serializer":       {TypeNames: envType, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{SerializerId: 1, MessageData: good})},
+		"unknown serializer":    {TypeNames: envType, Targets: to, Envelopes: envelope(&remote.MessageEnvelope{SerializerId: 99, MessageData: good})},
+		"relay elsewhere":       {TypeNames: envType, Targets: []*actor.PID{{Address: "10.0.0.99:22", Id: target}}, Envelopes: envelope(&remote.MessageEnvelope{MessageData: good})},
+		"an actor not served":   {TypeNames: envType, Targets: []*actor.PID{{Address: addr, Id: "$1"}}, Envelopes: envelope(&remote.MessageEnvelope{MessageData: good})},
+	}
+}
+
+// Dial opens a plain gRPC connection to an endpoint, as a stranger without a certificate would.
+func Dial(t testing.TB, addr string) remote.RemotingClient {
+	t.Helper()
+	conn, err := grpc.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return remote.NewRemotingClient(conn)
+}
+
+// StrayBytes sends random bytes, and an HTTP/2 preface followed by random bytes, each on its own
+// connection, and waits for the endpoint to hang up (or a second).
+func StrayBytes(t testing.TB, addr string) {
+	t.Helper()
+	for _, stray := range [][]byte{Random(4096), append([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Random(512)...)} {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write(stray)
+		conn.SetReadDeadline(time.Now().Add(time.Second))
+		io.Copy(io.Discard, conn)
+		conn.Close()
+	}
+}
+
+// Send writes one remote message on a new stream and returns how the endpoint ended the stream
+// (nil if it was still open after wait).
+func Send(client remote.RemotingClient, msg *remote.RemoteMessage, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	stream, err := client.Receive(ctx)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(msg); err != nil {
+		return err
+	}
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// Batch wraps a batch in a remote message.
+func Batch(b *remote.MessageBatch) *remote.RemoteMessage {
+	return &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: b}}
+}
+
+// Envelope is a batch carrying one envelope to an actor.
+func Envelope(addr, actorName string, env *protocol.Envelope) *remote.RemoteMessage {
+	data, _ := proto.Marshal(env)
+	return Batch(&remote.MessageBatch{
+		TypeNames: []string{string(proto.MessageName(env))},
+		Targets:   []*actor.PID{{Address: addr, Id: actorName}},
+		Envelopes: []*remote.MessageEnvelope{{MessageData: data}},
+	})
+}
+
+// Random returns n random bytes.
+func Random(n int) []byte {
+	b := make([]byte, n)
+	rand.Read(b)
+	return b
+}
