@@ -18,7 +18,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/actors"
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/http/metrics"
@@ -58,8 +58,15 @@ func newFixture(t *testing.T, cfg actors.Config) *fixture {
 	box, _ := secretbox.New(make([]byte, 32))
 	obs := newRecorder()
 	ids := persistence.NewIDs()
+	// Nodes upload outputs here; the coordinator's own file routes are the API's, not tested here.
+	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPut {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(files.Close)
 	deps := actors.Deps{
-		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner("http://127.0.0.1:9", []byte("k")), Secrets: box,
+		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(files.URL, []byte("k")), Secrets: box,
 		Clock: clk, IDs: ids, Observer: obs, Logger: slog.New(slog.DiscardHandler), Outbound: http.DefaultClient,
 		JobJSON: func(j *persistence.Job, _ json.RawMessage) ([]byte, error) {
 			return []byte(`{"id":"` + j.ID.String() + `"}`), nil
@@ -124,12 +131,18 @@ func (f *fixture) runAgent(agent *node.Agent) {
 // advanceWhenArmed waits until a timer of duration d is set, then moves the clock past it.
 func (f *fixture) advanceWhenArmed(d time.Duration) {
 	f.t.Helper()
+	f.waitArmed(d)
+	f.clock.Advance(d + time.Millisecond)
+}
+
+// waitArmed waits until a timer of duration d is set.
+func (f *fixture) waitArmed(d time.Duration) {
+	f.t.Helper()
 	deadline := time.After(wait)
 	for {
 		select {
 		case armed := <-f.clock.Armed:
 			if armed == d {
-				f.clock.Advance(d + time.Millisecond)
 				return
 			}
 		case <-deadline:
@@ -198,14 +211,14 @@ type recorder struct {
 	states  map[ulid.ULID][]persistence.JobState
 	stopped map[ulid.ULID]int
 	stale   int
-	nodes   map[string]string
+	nodes   map[string]actors.NodeState
 	refused int
 	hooks   map[ulid.ULID][]string
 }
 
 func newRecorder() *recorder {
 	return &recorder{Metrics: metrics.New(), changed: make(chan struct{}), states: map[ulid.ULID][]persistence.JobState{},
-		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}, nodes: map[string]string{}}
+		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}, nodes: map[string]actors.NodeState{}}
 }
 
 func (r *recorder) notify() {
@@ -241,7 +254,7 @@ func (r *recorder) refusals() int {
 	return r.refused
 }
 
-func (r *recorder) NodeStateChanged(id, from, to string) {
+func (r *recorder) NodeStateChanged(id string, from, to actors.NodeState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nodes[id] = to
@@ -287,15 +300,23 @@ func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobStat
 }
 
 // testNode is a render node speaking the real protocol through the coordinator's gateway,
-// driven by the test. It sends no heartbeats: tests that move the clock set a long lease.
+// driven by the test. It sends no heartbeats of its own: tests that move the clock set a long
+// lease, or beat for it.
 type testNode struct {
 	id      string
 	session string
 	// welcomeSeq is the assignment count its welcome said to go on from.
 	welcomeSeq uint64
 	hello      *protocol.Hello
+	pid        *actor.PID
 	f          *fixture
 	assigned   chan assignment
+	// acks are the results the coordinator acknowledged.
+	acks chan *protocol.FinalAck
+
+	mu sync.Mutex
+	// sessions are those of every welcome the node had: work under another is not its own.
+	sessions map[string]bool
 }
 
 type assignment struct {
@@ -305,19 +326,22 @@ type assignment struct {
 
 func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.Hello)) *testNode {
 	f.t.Helper()
-	n := &testNode{id: id, f: f, assigned: make(chan assignment, 1000)}
+	n := &testNode{id: id, f: f, assigned: make(chan assignment, 1000), acks: make(chan *protocol.FinalAck, 1000), sessions: map[string]bool{}}
 	system := f.coord.ActorSystem()
 	reply := n.send
-	pid := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if env, ok := ctx.Message().(*protocol.Envelope); ok {
-			if m, err := protocol.Open(env); err == nil {
-				if a, ok := m.(*protocol.Assign); ok {
-					n.assigned <- assignment{msg: a, reply: reply}
-				}
-			}
+	n.pid = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		env, ok := ctx.Message().(*protocol.Envelope)
+		if !ok {
+			return
+		}
+		switch m, _ := protocol.Open(env); m := m.(type) {
+		case *protocol.Assign:
+			n.assigned <- assignment{msg: m, reply: reply}
+		case *protocol.FinalAck:
+			n.acks <- m
 		}
 	}))
-	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: pid.Address, AgentID: pid.Id, Incarnation: "1"}
+	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: n.pid.Address, AgentID: n.pid.Id, Incarnation: "1"}
 	for _, opt := range opts {
 		opt(hello)
 	}
@@ -344,10 +368,17 @@ func (n *testNode) sayHello() (*protocol.Welcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	if w := answer.(*protocol.Welcome); !w.Accepted {
+	w := answer.(*protocol.Welcome)
+	if !w.Accepted {
 		return nil, fmt.Errorf("node refused: %s", w.Reason)
 	}
-	return answer.(*protocol.Welcome), nil
+	if w.Nonce != h.Nonce || !protocol.CheckWelcomeProof(n.f.cfg.ClusterKey, n.id, w) {
+		return nil, errors.New("the welcome does not prove the cluster key")
+	}
+	n.mu.Lock()
+	n.sessions[w.Session] = true
+	n.mu.Unlock()
+	return w, nil
 }
 
 // askGateway sends a message to the gateway and returns its answer.
@@ -367,14 +398,24 @@ func (n *testNode) send(x any) {
 	n.f.coord.ActorSystem().Root.Send(n.f.coord.NodeGateway(), protocol.Wrap(x))
 }
 
+// next waits for the node's next assignment; one under a session none of its welcomes gave is
+// someone else's, and skipped.
 func (n *testNode) next(t *testing.T) assignment {
 	t.Helper()
-	select {
-	case a := <-n.assigned:
-		return a
-	case <-time.After(wait):
-		t.Fatal("no assignment")
-		return assignment{}
+	deadline := time.After(wait)
+	for {
+		select {
+		case a := <-n.assigned:
+			n.mu.Lock()
+			ours := n.sessions[a.msg.Session]
+			n.mu.Unlock()
+			if ours {
+				return a
+			}
+		case <-deadline:
+			t.Fatal("no assignment")
+			return assignment{}
+		}
 	}
 }
 

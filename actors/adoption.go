@@ -43,3 +43,11 @@ func (b *adoptionBook) claim(jobID ulid.ULID, attempt int, node string) (adoptab
 	delete(b.pending, jobID)
 	return a, true
 }
+
+// claimer is claim for one node, as the lease book takes it.
+func (b *adoptionBook) claimer(node string) func(jobID ulid.ULID, attempt int) (ulid.ULID, bool) {
+	return func(jobID ulid.ULID, attempt int) (ulid.ULID, bool) {
+		a, ok := b.claim(jobID, attempt, node)
+		return a.team, ok
+	}
+}

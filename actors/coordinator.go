@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -24,7 +25,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/persistence/secretbox"
@@ -118,7 +119,7 @@ type Observer interface {
 	Assigned(queued time.Duration)
 	// NodeStateChanged reports a render node's new state; from is "" for a new node, to is ""
 	// for a node an operator made the farm forget.
-	NodeStateChanged(nodeID, from, to string)
+	NodeStateChanged(nodeID string, from, to NodeState)
 	// NodeRender reports a render a node finished (ok) or failed.
 	NodeRender(nodeID string, ok bool)
 	// LeaseExpired counts a node lost because its heartbeats stopped.
@@ -129,16 +130,16 @@ type Observer interface {
 	WebhookAttempt(jobID ulid.ULID, result string)
 }
 
-// Deps are the coordinator's collaborators.
+// Deps are the coordinator's collaborators; each is asked for no more than the actors use.
 type Deps struct {
-	Store *persistence.Store
-	Blobs *blobs.Store
+	Store Store
+	Blobs Blobs
 	// NodeURLs signs the URLs render nodes fetch from and upload to.
-	NodeURLs  *blobs.Signer
-	Secrets   *secretbox.Box
+	NodeURLs  URLSigner
+	Secrets   Opener
 	Inspector renderer.Inspector
 	Clock     clock.Clock
-	IDs       *persistence.IDs
+	IDs       IDs
 	Observer  Observer
 	Logger    *slog.Logger
 	// Outbound sends webhooks and fetches template src URLs; it refuses private addresses unless
@@ -147,6 +148,47 @@ type Deps struct {
 	// JobJSON renders a job as GET /jobs/{id} shows it, with the webhook's data (the webhook body).
 	JobJSON func(job *persistence.Job, data json.RawMessage) ([]byte, error)
 }
+
+// Store is the database as the actors use it (persistence.Store): reads, and group-committed
+// writes, waited for or answered later.
+type Store interface {
+	View(fn func(*persistence.Tx) error) error
+	Update(fn func(*persistence.Tx) error) error
+	UpdateAsync(fn func(*persistence.Tx) error, done func(error))
+}
+
+// Blobs is the embedded object store as the actors use it (template files).
+type Blobs interface {
+	Put(key string, r io.Reader, limit int64) (persistence.StoredFile, error)
+	Path(key string) (string, error)
+	Delete(key string) error
+	DeletePrefix(prefix string) error
+}
+
+// URLSigner signs the URLs of stored objects for render nodes.
+type URLSigner interface {
+	URL(method, key string, expires time.Time) string
+	// Base is what every URL it signs starts with.
+	Base() string
+}
+
+// Opener decrypts team secrets (secretbox.Box).
+type Opener interface {
+	Open(sealed, additional []byte) ([]byte, error)
+}
+
+// IDs makes record ids (persistence.IDs).
+type IDs interface {
+	New(t time.Time) ulid.ULID
+}
+
+var (
+	_ Store     = (*persistence.Store)(nil)
+	_ Blobs     = (*blobs.Store)(nil)
+	_ URLSigner = (*blobs.Signer)(nil)
+	_ Opener    = (*secretbox.Box)(nil)
+	_ IDs       = (*persistence.IDs)(nil)
+)
 
 // Coordinator runs the actors and is what the HTTP layer talks to.
 type Coordinator struct {

@@ -3,7 +3,7 @@ package actors
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 )
 
 // idleTimer tells an actor, on the injected clock, that it has been idle for

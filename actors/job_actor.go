@@ -55,10 +55,12 @@ func (c *Coordinator) loadJobActor(jobID ulid.ULID) (func(*registryEntry) actor.
 }
 
 // tellJob sends msg to a job, logging when the job cannot be reached.
-func (c *Coordinator) tellJob(jobID ulid.ULID, msg any) {
-	if err := c.jobs.deliver(jobID, msg, nil); err != nil {
+func (c *Coordinator) tellJob(jobID ulid.ULID, msg any) error {
+	err := c.jobs.deliver(jobID, msg, nil)
+	if err != nil {
 		c.log.Warn("message for a job that cannot be reached", "job", jobID.String(), "err", err)
 	}
+	return err
 }
 
 func (a *jobActor) Receive(ctx actor.Context) {
@@ -238,8 +240,9 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 }
 
 // current reports whether a node's report belongs to the attempt now rendering; anything else is
-// a stale attempt and is rejected. A stale result is recorded in the job's log.
-func (a *jobActor) current(attempt int, what, node string) bool {
+// a stale attempt and is rejected. A stale result is recorded in the job's log, and its node
+// told (settle) once that is durable.
+func (a *jobActor) current(attempt int, what, node string, settle *actor.PID) bool {
 	if a.job.State == persistence.JobRendering && attempt == a.job.Attempts {
 		return true
 	}
@@ -255,14 +258,38 @@ func (a *jobActor) current(attempt int, what, node string) bool {
 	a.c.Store.UpdateAsync(func(tx *persistence.Tx) error { return tx.AppendLog(jobID, line) }, func(err error) {
 		if err != nil {
 			a.c.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
+		} else {
+			a.c.settled(settle, jobID, attempt)
 		}
 		a.c.Observer.StaleReport(jobID, attempt, what)
 	})
 	return false
 }
 
+// settled tells the NodeActor that forwarded a node's result (to) that the job's outcome of it
+// is durable: only then is the node told it may forget the result.
+func (c *Coordinator) settled(to *actor.PID, jobID ulid.ULID, attempt int) {
+	if to != nil {
+		c.system.Root.Send(to, &reportSettled{jobID: jobID, attempt: attempt})
+	}
+}
+
+// repeated reports whether a result is one this job already took from its node: the node sent
+// it again before hearing that it was settled. It is settled again, and changes nothing.
+func (a *jobActor) repeated(attempt int, node string, done bool, failure string) bool {
+	if attempt != a.job.Attempts || node != a.job.Node {
+		return false
+	}
+	if done {
+		return a.job.State == persistence.JobFinished
+	}
+	return slices.ContainsFunc(a.job.Failures, func(f persistence.AttemptFailure) bool {
+		return f.Attempt == attempt && f.Node == node && f.Error == failure
+	})
+}
+
 func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
-	if !a.current(p.attempt, "progress", "") {
+	if !a.current(p.attempt, "progress", "", nil) {
 		return
 	}
 	percent := min(max(p.percent, 0), 100)
@@ -281,7 +308,11 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 }
 
 func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
-	if !a.current(d.attempt, "done", d.node) {
+	if a.repeated(d.attempt, d.node, true, "") {
+		a.c.settled(d.settle, a.job.ID, d.attempt)
+		return
+	}
+	if !a.current(d.attempt, "done", d.node, d.settle) {
 		return
 	}
 	now := a.c.Clock.Now()
@@ -294,13 +325,18 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 		if err != nil {
 			return
 		}
+		a.c.settled(d.settle, a.job.ID, d.attempt)
 		a.c.Observer.RenderFinished(a.job.Engine, d.duration)
 		a.notifyParent(ctx, &childFinished{child: a.job.ID})
 	})
 }
 
 func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
-	if !a.current(f.attempt, "failure", f.node) {
+	if a.repeated(f.attempt, f.node, false, f.err) {
+		a.c.settled(f.settle, a.job.ID, f.attempt)
+		return
+	}
+	if !a.current(f.attempt, "failure", f.node, f.settle) {
 		return
 	}
 	now := a.c.Clock.Now()
@@ -316,6 +352,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 			next.Progress = 0
 		}, append(log, "queued again"), nil, func(err error) {
 			if err == nil {
+				a.c.settled(f.settle, a.job.ID, f.attempt)
 				a.c.Observer.Requeued()
 				a.enqueue(ctx)
 			}
@@ -332,6 +369,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		next.ErrorAt = now
 	}, log, nil, func(err error) {
 		if err == nil {
+			a.c.settled(f.settle, a.job.ID, f.attempt)
 			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: message})
 		}
 	})

@@ -27,6 +27,8 @@ type (
 		node     string
 		duration time.Duration
 		log      []string
+		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
+		settle *actor.PID
 	}
 	renderFailed struct {
 		attempt   int
@@ -34,9 +36,12 @@ type (
 		err       string
 		retryable bool
 		log       []string
-		// countless: the attempt was interrupted by a clean coordinator restart, which says
-		// nothing about the job, so it does not count towards Config.MaxAttempts.
+		// countless: the attempt never began (refused) or was interrupted by a clean coordinator
+		// restart; either says nothing about the job, so it does not count towards
+		// Config.MaxAttempts.
 		countless bool
+		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
+		settle *actor.PID
 	}
 	// cancelRequest asks a job to cancel itself; it answers with a cancelResult.
 	cancelRequest struct{}

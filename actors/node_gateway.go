@@ -13,20 +13,6 @@ import (
 	"github.com/framefarm/framefarm/cluster/protocol"
 )
 
-// Node states as the coordinator sees them (STATE_MACHINE.md, "Render nodes").
-const (
-	NodeJoined      = "joined"
-	NodeReady       = "ready"
-	NodeSuspect     = "suspect"
-	NodeDraining    = "draining"
-	NodeQuarantined = "quarantined"
-	NodeLost        = "lost"
-	NodeLeft        = "left"
-)
-
-// NodeStates lists every node state, for metrics.
-var NodeStates = []string{NodeJoined, NodeReady, NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}
-
 // GatewayName is the name of the actor every node message goes to, in-process or remote.
 const GatewayName = "framefarm-nodes"
 

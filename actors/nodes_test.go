@@ -30,7 +30,7 @@ func (n *testNode) heartbeat(seq uint64, held ...protocol.AttemptStatus) *protoc
 	return msg.(*protocol.HeartbeatAck)
 }
 
-func (f *fixture) nodeState(id string) string {
+func (f *fixture) nodeState(id string) actors.NodeState {
 	for _, n := range f.coord.Nodes() {
 		if n.ID == id {
 			return n.State
@@ -40,9 +40,9 @@ func (f *fixture) nodeState(id string) string {
 }
 
 // untilNode waits for a node's state, told by the observer.
-func (f *fixture) untilNode(id, state string) {
+func (f *fixture) untilNode(id string, state actors.NodeState) {
 	f.t.Helper()
-	f.obs.until(f.t, "node "+id+" "+state, func() bool { return f.obs.nodes[id] == state })
+	f.obs.until(f.t, "node "+id+" "+string(state), func() bool { return f.obs.nodes[id] == state })
 }
 
 func (r *recorder) count(id ulid.ULID, state persistence.JobState) int {

@@ -102,20 +102,20 @@ func applyTemplateEvent(t *persistence.Template, ev TemplateEvent) error {
 // each state may move to, in the order STATE_MACHINE.md lists them. Staying in a state is always
 // allowed (a hello repeating what is known).
 var nodeTransitions = []struct {
-	from string
-	to   []string
+	from NodeState
+	to   []NodeState
 }{
-	{NodeJoined, []string{NodeReady, NodeDraining, NodeQuarantined}},
-	{NodeReady, []string{NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
-	{NodeSuspect, []string{NodeReady, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
-	{NodeDraining, []string{NodeReady, NodeLost, NodeLeft}},
-	{NodeQuarantined, []string{NodeReady, NodeDraining, NodeLost, NodeLeft}},
-	{NodeLost, []string{NodeReady, NodeDraining, NodeQuarantined, NodeLeft}},
-	{NodeLeft, []string{NodeReady, NodeDraining, NodeQuarantined}},
+	{NodeJoined, []NodeState{NodeReady, NodeDraining, NodeQuarantined}},
+	{NodeReady, []NodeState{NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
+	{NodeSuspect, []NodeState{NodeReady, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
+	{NodeDraining, []NodeState{NodeReady, NodeLost, NodeLeft}},
+	{NodeQuarantined, []NodeState{NodeReady, NodeDraining, NodeLost, NodeLeft}},
+	{NodeLost, []NodeState{NodeReady, NodeDraining, NodeQuarantined, NodeLeft}},
+	{NodeLeft, []NodeState{NodeReady, NodeDraining, NodeQuarantined}},
 }
 
 // checkNodeTransition is the one check of a node's state change.
-func checkNodeTransition(from, to string) error {
+func checkNodeTransition(from, to NodeState) error {
 	if from == to {
 		return nil
 	}
@@ -124,5 +124,5 @@ func checkNodeTransition(from, to string) error {
 			return nil
 		}
 	}
-	return &IllegalTransitionError{Event: "to " + to, From: from}
+	return &IllegalTransitionError{Event: "to " + string(to), From: string(from)}
 }

@@ -50,7 +50,11 @@ func TestStateMachineDocumentMatchesCode(t *testing.T) {
 	}
 	nodes := map[string]string{}
 	for _, tr := range nodeTransitions {
-		nodes[tr.from] = strings.Join(tr.to, ", ")
+		to := make([]string, len(tr.to))
+		for i, s := range tr.to {
+			to[i] = string(s)
+		}
+		nodes[string(tr.from)] = strings.Join(to, ", ")
 	}
 	nodeDoc := map[string]string{}
 	for from, to := range docTable(t, "node-table") {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 )
 

@@ -20,7 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -45,10 +45,15 @@ type Config struct {
 	DownloadTimeout time.Duration
 	// MaxLogLines caps the render log lines sent with a report [2000].
 	MaxLogLines int
+	// OnAcknowledged, when set, hears of each result the coordinator acknowledged (a test
+	// signal; nil in production).
+	OnAcknowledged func(jobID string, attempt int)
 }
 
-// Agent runs renders for the coordinator. Its actor takes the coordinator's messages (Assign,
-// Abandon); Run keeps the link alive (Hello, heartbeats, resending results until acked).
+// Agent runs renders for the coordinator. Its actor takes every message of the coordinator
+// (assignments, abandons, and the answers to the node's own messages), in the order sent; Run
+// keeps the link alive (hello, heartbeats, results resent until acknowledged). The link's rules
+// are its linkBook's.
 type Agent struct {
 	cfg         Config
 	renderers   map[string]renderer.Renderer
@@ -70,23 +75,9 @@ type Agent struct {
 
 	mu          sync.Mutex
 	coordinator *actor.PID
-	welcomed    bool
-	// helloAt is when the unanswered hello was sent (zero: none is); nonce is the challenge
-	// that hello answers ("" while the node waits for one).
-	helloAt time.Time
-	nonce   string
-	// session is the token of the coordinator's last welcome, carried by every message after it
-	// in either direction; welcomedBy is who sent that welcome, the only sender whose work the
-	// node takes; internalURL is where the coordinator's own files are.
-	session     string
-	welcomedBy  sender
-	internalURL string
-	interval    time.Duration
-	draining    bool
-	seq         uint64
-	running     map[attemptKey]*attemptRun
-	// finals are results not yet acknowledged by the coordinator.
-	finals map[attemptKey]any
+	// book holds the link's state and rules (link_book.go).
+	book    *linkBook
+	running map[attemptKey]*attemptRun
 	// idle is signalled whenever the node holds no attempt (Drain waits on it).
 	idle chan struct{}
 }
@@ -94,6 +85,13 @@ type Agent struct {
 type attemptKey struct {
 	jobID   string
 	attempt int
+}
+
+func (k attemptKey) less(o attemptKey) bool {
+	if k.jobID != o.jobID {
+		return k.jobID < o.jobID
+	}
+	return k.attempt < o.attempt
 }
 
 type attemptRun struct {
@@ -137,17 +135,30 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	for _, r := range renderers {
 		byEngine[r.Engine()] = r
 	}
+	engines := make([]string, 0, len(byEngine))
+	for e := range byEngine {
+		engines = append(engines, e)
+	}
+	sort.Strings(engines)
+	incarnation := ulid.Make().String()
+	base := protocol.Hello{NodeID: cfg.NodeID, Incarnation: incarnation, Engines: engines, Slots: cfg.Slots,
+		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags}
 	ctx, shutdown := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
 		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout},
-		incarnation: ulid.Make().String(),
+		incarnation: incarnation,
 		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1),
-		interval: time.Second, running: make(map[attemptKey]*attemptRun), finals: make(map[attemptKey]any),
+		book: newLinkBook(base, cfg.ClusterKey), running: make(map[attemptKey]*attemptRun),
 	}
-	if err := a.recoverMarkers(); err != nil {
+	interrupted, err := a.readMarkers()
+	if err != nil {
 		return nil, err
 	}
+	for _, k := range interrupted {
+		a.log.Warn("an attempt was interrupted by the node's restart; reporting it lost", "job", k.jobID, "attempt", k.attempt)
+	}
+	a.book.afterCrash(interrupted)
 	return a, nil
 }
 
@@ -160,12 +171,14 @@ func (a *Agent) markerPath(k attemptKey) string {
 	return filepath.Join(markerRoot(a.cfg), fmt.Sprintf("%s.%d", safeName(k.jobID), k.attempt))
 }
 
-// recoverMarkers turns the attempts a crashed run of the node held into lost-attempt reports.
-func (a *Agent) recoverMarkers() error {
+// readMarkers lists the attempts a previous run of the node held when it stopped (their markers
+// outlive a crash); unreadable markers are removed.
+func (a *Agent) readMarkers() ([]attemptKey, error) {
 	entries, err := os.ReadDir(markerRoot(a.cfg))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var keys []attemptKey
 	for _, e := range entries {
 		jobID, attemptText, ok := strings.Cut(e.Name(), ".")
 		attempt, err := strconv.Atoi(attemptText)
@@ -173,49 +186,29 @@ func (a *Agent) recoverMarkers() error {
 			os.Remove(filepath.Join(markerRoot(a.cfg), e.Name()))
 			continue
 		}
-		k := attemptKey{jobID, attempt}
-		a.finals[k] = &protocol.Failed{JobID: jobID, Attempt: attempt, Retryable: true,
-			Error: "the render node restarted during the render"}
-		a.log.Warn("an attempt was interrupted by the node's restart; reporting it lost", "job", jobID, "attempt", attempt)
+		keys = append(keys, attemptKey{jobID, attempt})
 	}
-	return nil
+	return keys, nil
 }
 
 // Incarnation names this run of the node process.
 func (a *Agent) Incarnation() string { return a.incarnation }
 
-// Hello is how the node introduces itself.
+// Hello is how the node introduces itself (without a challenge's nonce).
 func (a *Agent) Hello() *protocol.Hello {
-	engines := make([]string, 0, len(a.renderers))
-	for e := range a.renderers {
-		engines = append(engines, e)
-	}
-	sort.Strings(engines)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	h := &protocol.Hello{
-		NodeID: a.cfg.NodeID, Incarnation: a.incarnation, Engines: engines, Slots: a.cfg.Slots,
-		Version: a.cfg.Version, Labels: a.cfg.Labels, RequireTags: a.cfg.RequireTags,
-		Running: a.heldLocked(), Draining: a.draining,
-	}
-	if a.self != nil {
-		h.AgentAddress, h.AgentID = a.self.Address, a.self.Id
-	}
-	return h
+	return a.book.hello(a.runningLocked())
 }
 
-// heldLocked lists the attempts the node renders or holds an unacknowledged result for.
-func (a *Agent) heldLocked() []protocol.AttemptStatus {
-	out := make([]protocol.AttemptStatus, 0, len(a.running)+len(a.finals))
+// runningLocked lists the attempts the node renders (an abandoned one no longer counts).
+func (a *Agent) runningLocked() []protocol.AttemptStatus {
+	out := make([]protocol.AttemptStatus, 0, len(a.running))
 	for k, r := range a.running {
 		if !r.abandoned {
 			out = append(out, protocol.AttemptStatus{JobID: k.jobID, Attempt: k.attempt, Percent: r.percent})
 		}
 	}
-	for k := range a.finals {
-		out = append(out, protocol.AttemptStatus{JobID: k.jobID, Attempt: k.attempt, Percent: 100})
-	}
-	sort.Slice(out, func(i, k int) bool { return out[i].JobID < out[k].JobID })
 	return out
 }
 
@@ -230,6 +223,7 @@ func (a *Agent) Start(system *actor.ActorSystem, name string) error {
 	}
 	a.mu.Lock()
 	a.system, a.self = system, pid
+	a.book.base.AgentAddress, a.book.base.AgentID = pid.Address, pid.Id
 	a.mu.Unlock()
 	return nil
 }
@@ -246,7 +240,7 @@ func (a *Agent) Stop() {
 func (a *Agent) ForgetInterrupted() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	clear(a.finals)
+	clear(a.book.finals)
 	if err := os.RemoveAll(markerRoot(a.cfg)); err != nil {
 		a.log.Warn("cannot remove the attempt markers", "err", err)
 	}
@@ -279,15 +273,13 @@ func (a *Agent) receive(ctx actor.Context) {
 		a.challenged(m, from)
 	case *protocol.Welcome:
 		a.welcome(m, from)
+	case *protocol.HeartbeatAck:
+		a.heartbeatAnswered(m, from)
+	case *protocol.FinalAck:
+		a.acknowledged(m, from)
 	default:
 		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
 	}
-}
-
-// sender is who sent a message to the agent: a process of the farm (remote), or this one.
-type sender struct {
-	peer   protocol.Peer
-	remote bool
 }
 
 func senderOf(ctx actor.Context) sender {
@@ -295,21 +287,11 @@ func senderOf(ctx actor.Context) sender {
 	return sender{peer: p, remote: remote}
 }
 
-// sameAs reports whether two messages came from the same coordinator: both from this process,
-// or both over the network from the holder of one certificate (without TLS, the session alone
-// tells).
-func (s sender) sameAs(o sender) bool {
-	if s.remote != o.remote || s.peer.Verified != o.peer.Verified {
-		return false
-	}
-	return !s.peer.Verified || s.peer.Identity.Fingerprint == o.peer.Identity.Fingerprint
-}
-
 // fromWelcomer accepts a message only from the coordinator that welcomed the node, under the
 // session of that welcome; anything else is someone else's, refused and logged.
 func (a *Agent) fromWelcomer(from sender, session, what string) bool {
 	a.mu.Lock()
-	ok := a.welcomed && session != "" && session == a.session && from.sameAs(a.welcomedBy)
+	ok := a.book.fromWelcomer(session, from)
 	a.mu.Unlock()
 	if !ok {
 		a.log.Warn("refused an "+what+" that does not come from the coordinator that welcomed this node", "from", from.describe())
@@ -317,20 +299,13 @@ func (a *Agent) fromWelcomer(from sender, session, what string) bool {
 	return ok
 }
 
-func (s sender) describe() string {
-	if !s.remote {
-		return "this process"
-	}
-	return s.peer.Describe()
-}
-
 func (a *Agent) assign(m *protocol.Assign) {
 	k := attemptKey{m.JobID, m.Attempt}
 	r := a.renderers[m.Task.Engine]
 	a.mu.Lock()
-	a.seq = max(a.seq, m.Seq)
+	a.book.onAssigned(m.Seq)
 	_, busy := a.running[k]
-	urlErr := checkInternalURLs(&m.Task, a.internalURL)
+	urlErr := checkInternalURLs(&m.Task, a.book.internalURL)
 	refusal := ""
 	switch {
 	case busy:
@@ -340,7 +315,7 @@ func (a *Agent) assign(m *protocol.Assign) {
 		refusal = urlErr.Error()
 	case r == nil:
 		refusal = fmt.Sprintf("this node has no %q engine", m.Task.Engine)
-	case a.draining:
+	case a.book.draining:
 		refusal = "the node is draining"
 	case a.busySlotsLocked() >= a.cfg.Slots:
 		refusal = "the node has no free render slot"
@@ -400,8 +375,7 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 		a.log.Info("abandoned an attempt: its render stops", "job", m.JobID, "attempt", m.Attempt, "reason", m.Reason)
 	}
 	// A result the render just produced is dropped unsent: the coordinator would reject it.
-	if _, ok := a.finals[k]; ok {
-		delete(a.finals, k)
+	if a.book.dropFinal(k) {
 		os.Remove(a.markerPath(k))
 		a.log.Info("abandoned an attempt: its result is dropped", "job", m.JobID, "attempt", m.Attempt, "reason", m.Reason)
 	}
@@ -411,17 +385,10 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 func (a *Agent) report(msg any) {
 	a.mu.Lock()
 	coordinator, system := a.coordinator, a.system
-	a.stampLocked(msg)
+	a.book.stamp(msg)
 	a.mu.Unlock()
 	if coordinator != nil {
 		system.Root.Send(coordinator, protocol.Wrap(msg))
-	}
-}
-
-// stampLocked fills in who a message comes from: this node, under its current session.
-func (a *Agent) stampLocked(msg any) {
-	if m, ok := msg.(protocol.FromNode); ok {
-		*m.From() = protocol.Sender{NodeID: a.cfg.NodeID, Session: a.session}
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -69,9 +69,9 @@ func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
 		case *protocol.Heartbeat:
 			answer = &protocol.HeartbeatAck{Known: true}
 		case *protocol.Done:
-			answer = &protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt}
+			answer = &protocol.FinalAck{Session: g.session(), JobID: m.JobID, Attempt: m.Attempt}
 		case *protocol.Failed:
-			answer = &protocol.FinalAck{JobID: m.JobID, Attempt: m.Attempt}
+			answer = &protocol.FinalAck{Session: g.session(), JobID: m.JobID, Attempt: m.Attempt}
 		case *protocol.Bye:
 			answer = &protocol.Ack{Kind: "bye"}
 		}

@@ -232,8 +232,10 @@ type Failed struct {
 	Log        []string `json:"log,omitempty"`
 }
 
-// FinalAck tells a node the coordinator has its Done or Failed; until then the node resends it.
+// FinalAck tells a node the job's outcome of its Done or Failed is durable; until then the node
+// resends it.
 type FinalAck struct {
+	Session string `json:"session,omitempty"`
 	JobID   string `json:"jobId"`
 	Attempt int    `json:"attempt"`
 }

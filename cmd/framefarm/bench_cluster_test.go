@@ -172,7 +172,7 @@ func BenchmarkClusterKilledNodeDetection(b *testing.B) {
 	b.ResetTimer()
 	killed := time.Now()
 	nodes[call.Node].kill()
-	c.waitFor("node", call.Node, actors.NodeLost)
+	c.waitNode(call.Node, actors.NodeLost)
 	lost := time.Now()
 	rerun := c.control.next(b)
 	if rerun.Attempt != 2 {

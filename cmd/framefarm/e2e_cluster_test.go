@@ -66,7 +66,7 @@ func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNo
 		}
 	})
 	n.launch()
-	c.waitFor("node", id, actors.NodeReady)
+	c.waitNode(id, actors.NodeReady)
 	return n
 }
 
@@ -214,7 +214,7 @@ func TestClusterNodeKilledMidRender(t *testing.T) {
 	}
 	victim := calls["n1"]
 	nodes[0].kill()
-	c.waitFor("node", "n1", actors.NodeLost)
+	c.waitNode("n1", actors.NodeLost)
 	c.control.answerAll(finishAll)
 	for node, call := range calls {
 		if node != "n1" {
@@ -232,7 +232,7 @@ func TestClusterNodeKilledMidRender(t *testing.T) {
 	// Restarted with the same id, the node reports the attempt its death interrupted: fenced.
 	nodes[0].launch()
 	c.waitFor("fenced", victim.JobID, "1:failure")
-	c.waitFor("node", "n1", actors.NodeReady)
+	c.waitNode("n1", actors.NodeReady)
 	if j := cl.job(victim.JobID); j.Status != "finished" || j.Attempts != 2 {
 		t.Fatalf("after the late report: %s attempt %d", j.Status, j.Attempts)
 	}
@@ -266,7 +266,7 @@ func TestClusterNodeStoppedPastItsLease(t *testing.T) {
 	// stays as attempt 2 delivered it.
 	first.answer(renderReply{Result: "finish"})
 	stopped.signal(syscall.SIGCONT)
-	c.waitFor("node", first.Node, actors.NodeReady)
+	c.waitNode(first.Node, actors.NodeReady)
 	// Whichever comes first: the coordinator logs the fenced report, or the node the abandon.
 	found := make(chan string, 2)
 	go func() { found <- c.stderr.waitFor(waitLimit, "rejected a report from a stale attempt") }()
@@ -295,8 +295,8 @@ func TestClusterCoordinatorKilledWhileNodesRender(t *testing.T) {
 	rendering := []*renderCall{c.control.next(t), c.control.next(t)}
 	c.kill()
 	c.restart()
-	c.waitFor("node", "n1", actors.NodeReady)
-	c.waitFor("node", "n2", actors.NodeReady)
+	c.waitNode("n1", actors.NodeReady)
+	c.waitNode("n2", actors.NodeReady)
 	c.control.answerAll(finishAll)
 	for _, call := range rendering {
 		call.answer(renderReply{Result: "finish"})
@@ -311,6 +311,36 @@ func TestClusterCoordinatorKilledWhileNodesRender(t *testing.T) {
 		if out := cl.renderOutput(id); out.Attempt != cl.job(id).Attempts {
 			t.Fatalf("job %s delivered by attempt %d, its current is %d", id, out.Attempt, cl.job(id).Attempts)
 		}
+	}
+}
+
+// TestClusterResultAcknowledgedOnlyOnceDurable: the coordinator is SIGKILLed after a node's
+// result reached it and before the job's change was committed. The node, not acknowledged,
+// still holds the result, hands it to the restarted coordinator, and the job finishes under its
+// first attempt: nothing renders twice.
+func TestClusterResultAcknowledgedOnlyOnceDurable(t *testing.T) {
+	c := newCoordinator(t, options{cluster: true, heartbeat: "200ms", lease: "10s"})
+	c.env = []string{envHoldFinish + "=1"}
+	c.launch("127.0.0.1:0")
+	cl := c.team("cluster")
+	c.startNode("n1", 1)
+	id := cl.createJobs(cl.uploadTemplate(inspection()), 1)[0]
+	c.control.next(t).answer(renderReply{Result: "finish"})
+	c.waitFor("commit", "held", "finished")
+	c.kill()
+	c.env = nil
+	c.restart()
+	c.waitJob(id, "finished")
+	if j := cl.job(id); j.Attempts != 1 {
+		t.Fatalf("the job finished at attempt %d\n%s", j.Attempts, cl.logs(id))
+	}
+	if out := cl.renderOutput(id); out.Attempt != 1 {
+		t.Fatalf("the output is attempt %d's", out.Attempt)
+	}
+	select {
+	case call := <-c.control.calls:
+		t.Fatalf("job %s rendered again (attempt %d)", call.JobID, call.Attempt)
+	default:
 	}
 }
 
@@ -330,7 +360,7 @@ func TestClusterNodeDrains(t *testing.T) {
 		}
 	}
 	draining.signal(syscall.SIGTERM)
-	c.waitFor("node", draining.id, actors.NodeDraining)
+	c.waitNode(draining.id, actors.NodeDraining)
 	more := cl.createJobs(tpl, 3)
 	for range more {
 		next := c.control.next(t)
@@ -341,7 +371,7 @@ func TestClusterNodeDrains(t *testing.T) {
 	}
 	call.answer(renderReply{Result: "finish"})
 	draining.waitExit()
-	c.waitFor("node", draining.id, actors.NodeLeft)
+	c.waitNode(draining.id, actors.NodeLeft)
 	c.exactlyOnce(append(more, first))
 
 	// An operator drains the remaining node: new work waits; cleared, it runs.
@@ -355,7 +385,7 @@ func TestClusterNodeDrains(t *testing.T) {
 	waiting := cl.createJobs(tpl, 1)[0]
 	var list []actors.NodeInfo
 	admin.must("GET", "/api/v2/nodes", nil, 200, &list)
-	states := map[string]string{}
+	states := map[string]actors.NodeState{}
 	for _, n := range list {
 		states[n.ID] = n.State
 	}
@@ -378,10 +408,10 @@ func TestClusterNodeDrains(t *testing.T) {
 		}
 	}
 	out, err := framefarm("node", "list", "--url", c.url, "--admin-token", adminToken)
-	listed := map[string]string{}
+	listed := map[string]actors.NodeState{}
 	for _, line := range strings.Split(string(out), "\n") {
 		if f := strings.Fields(line); len(f) > 1 {
-			listed[f[0]] = f[1]
+			listed[f[0]] = actors.NodeState(f[1])
 		}
 	}
 	if err != nil || listed[other.id] != actors.NodeReady || listed[draining.id] != actors.NodeLeft {

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender/aerendertest"
@@ -104,6 +105,8 @@ type coordinator struct {
 	// farm's CA and certificates.
 	gossip, actors string
 	pki            string
+	// env is added to the process's environment at its next launches.
+	env []string
 }
 
 func startCoordinator(t testing.TB, opts options) *coordinator {
@@ -192,7 +195,7 @@ func (c *coordinator) launch(listen string) {
 	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
 		"--data-dir", c.dataDir(), "--listen", listen, "--local-slots", fmt.Sprint(c.opts.slots))
-	cmd.Env = append(os.Environ(), envRun+"=1", envControl+"="+c.control.url)
+	cmd.Env = append(append(os.Environ(), envRun+"=1", envControl+"="+c.control.url), c.env...)
 	if c.opts.noJobSignals {
 		cmd.Env = append(cmd.Env, envJobSignals+"=0")
 	}
@@ -353,6 +356,12 @@ func (c *coordinator) waitFor(kind, id string, states ...string) string {
 }
 
 func (c *coordinator) waitJob(id, state string) { c.t.Helper(); c.waitFor("job", id, state) }
+
+// waitNode waits until a node has been in a state.
+func (c *coordinator) waitNode(id string, state actors.NodeState) {
+	c.t.Helper()
+	c.waitFor("node", id, string(state))
+}
 
 // waitFirst waits for the first signal of a kind about id and returns when it arrived.
 func (c *coordinator) waitFirst(kind, id string) time.Time {

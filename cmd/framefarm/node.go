@@ -21,8 +21,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/framefarm/framefarm/actors"
-	"github.com/framefarm/framefarm/actors/clock"
 	"github.com/framefarm/framefarm/cluster/certs"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/cluster/remoting"

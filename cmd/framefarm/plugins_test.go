@@ -50,7 +50,46 @@ func testPlugins() plugins {
 		observe: func(o actors.Observer) actors.Observer {
 			return &signalObserver{Observer: o, jobs: os.Getenv(envJobSignals) != "0"}
 		},
+		store: func(s actors.Store) actors.Store {
+			if os.Getenv(envHoldFinish) == "1" {
+				return &finishHolder{Store: s}
+			}
+			return s
+		},
 	}
+}
+
+// envHoldFinish set to 1 stops, for good, the first write that would finish a job: the
+// coordinator then holds a node's result it has not made durable, for a test to kill it there.
+const envHoldFinish = "FRAMEFARM_TEST_HOLD_FINISH"
+
+// finishHolder is a store whose first write finishing a job never commits. It says so with a
+// signal ("commit held finished") and holds the write open until the process is killed.
+type finishHolder struct {
+	actors.Store
+	once sync.Once
+}
+
+func (h *finishHolder) hold(fn func(*persistence.Tx) error) func(*persistence.Tx) error {
+	return func(tx *persistence.Tx) error {
+		before := tx.JobCountsByState()[persistence.JobFinished]
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if tx.JobCountsByState()[persistence.JobFinished] > before {
+			h.once.Do(func() { fmt.Fprintln(os.Stdout, "ffsignal commit held finished") })
+			select {}
+		}
+		return nil
+	}
+}
+
+func (h *finishHolder) Update(fn func(*persistence.Tx) error) error {
+	return h.Store.Update(h.hold(fn))
+}
+
+func (h *finishHolder) UpdateAsync(fn func(*persistence.Tx) error, done func(error)) {
+	h.Store.UpdateAsync(h.hold(fn), done)
 }
 
 // envJobSignals set to 0 silences job signals: benchmarks create jobs by the thousand and wait
@@ -96,7 +135,7 @@ func (s *signalObserver) StaleReport(jobID ulid.ULID, attempt int, what string) 
 	fmt.Fprintf(os.Stdout, "ffsignal fenced %s %d:%s\n", jobID, attempt, what)
 }
 
-func (s *signalObserver) NodeStateChanged(nodeID, from, to string) {
+func (s *signalObserver) NodeStateChanged(nodeID string, from, to actors.NodeState) {
 	s.Observer.NodeStateChanged(nodeID, from, to)
 	s.mu.Lock()
 	defer s.mu.Unlock()

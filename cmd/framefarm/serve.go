@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/framefarm/framefarm/actors"
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/http/api"
@@ -122,6 +122,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if p.observe != nil {
 		observer = p.observe(m)
 	}
+	var actorStore actors.Store = store
+	if p.store != nil {
+		actorStore = p.store(store)
+	}
 	clk := clock.Real{}
 	ids := persistence.NewIDs()
 	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
@@ -155,7 +159,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		ClusterKey:              clusterKey,
 		AdoptAfterRestart:       cfg.Cluster != nil,
 	}, actors.Deps{
-		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
+		Store: actorStore, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
 		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
 	})
 	server := api.New(api.Config{

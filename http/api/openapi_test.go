@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 )
 
 // TestOpenAPIMatchesRoutes fails when a registered route is missing from the OpenAPI document or

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 )
 
 // rateLimiter is a token bucket per API token: rate requests per second on average, bursts of up

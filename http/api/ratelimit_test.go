@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 )
 
 func TestRateLimiterRefillsAtItsRate(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/framefarm/framefarm/actors"
-	"github.com/framefarm/framefarm/actors/clock"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"

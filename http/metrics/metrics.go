@@ -111,7 +111,7 @@ func New() *Metrics {
 		m.jobs.WithLabelValues(s.String())
 	}
 	for _, st := range actors.NodeStates {
-		m.nodes.WithLabelValues(st)
+		m.nodes.WithLabelValues(string(st))
 	}
 	for _, ev := range []string{"created", "finished", "failed", "cancelled"} {
 		m.transitions.WithLabelValues(ev)
@@ -167,12 +167,12 @@ func (m *Metrics) Requeued() { m.requeues.Inc() }
 
 func (m *Metrics) Assigned(queued time.Duration) { m.assignLatency.Observe(queued.Seconds()) }
 
-func (m *Metrics) NodeStateChanged(_ string, from, to string) {
+func (m *Metrics) NodeStateChanged(_ string, from, to actors.NodeState) {
 	if from != "" {
-		m.nodes.WithLabelValues(from).Dec()
+		m.nodes.WithLabelValues(string(from)).Dec()
 	}
 	if to != "" {
-		m.nodes.WithLabelValues(to).Inc()
+		m.nodes.WithLabelValues(string(to)).Inc()
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package clock injects time, so that timeouts, leases and retry backoff are tested by moving a
-// fake clock instead of sleeping.
+// fake clock instead of sleeping. The coordinator's actors and the render nodes both use it: it
+// depends on nothing of either.
 package clock
 
 import (

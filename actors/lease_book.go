@@ -1,0 +1,519 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/cluster/protocol"
+)
+
+// NodeState is a render node's state as the coordinator sees it (STATE_MACHINE.md, "Render
+// nodes").
+type NodeState string
+
+const (
+	NodeJoined      NodeState = "joined"
+	NodeReady       NodeState = "ready"
+	NodeSuspect     NodeState = "suspect"
+	NodeDraining    NodeState = "draining"
+	NodeQuarantined NodeState = "quarantined"
+	NodeLost        NodeState = "lost"
+	NodeLeft        NodeState = "left"
+)
+
+// NodeStates lists every node state, for metrics.
+var NodeStates = []NodeState{NodeJoined, NodeReady, NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}
+
+// leaseBook is every rule of the coordinator's side of one render node's link, with no I/O of
+// its own (as etcd's raft core): sessions, assignment sequence numbers, the attempts the node
+// holds, its lease, its state, fail streaks and quarantine. Each event (a hello, a node's
+// message, an assignment, a tick of the clock, an operator's command, a job settling a result)
+// returns the effects it decides, in order; the nodeActor carries them out. Time and session
+// tokens come in as arguments, so the rules are tested in microseconds (lease_book_test.go).
+type leaseBook struct {
+	rules leaseRules
+	hello protocol.Hello
+	state NodeState
+	// why says what put the node in its state (lost, quarantined, drained).
+	why string
+	// session is the token of the node's last welcome; every later message in either direction
+	// carries it.
+	session string
+	// seq numbers the assignments sent to the node since its current incarnation said hello.
+	seq      uint64
+	held     map[ulid.ULID]*heldAttempt
+	lastBeat time.Time
+	// failStreak holds the distinct jobs that failed on the node since its last finished
+	// render: one broken job failing again is not the node's fault, many different ones are.
+	failStreak map[ulid.ULID]bool
+	// adminDrain: an operator drained the node; quarantine: why the node was quarantined. Both
+	// are persisted (holdChanged) and hold until an operator clears the node.
+	adminDrain bool
+	quarantine string
+	// settling are results forwarded to their jobs whose outcome is not yet durable: the node
+	// is acknowledged once it is, and a copy the node resends meanwhile is dropped.
+	settling map[attemptRef]bool
+}
+
+// leaseRules are the timings and limits the book applies.
+type leaseRules struct {
+	// heartbeat is how often nodes beat; two beats missed make a node suspect.
+	heartbeat time.Duration
+	// lease is how long a node may stay silent before it is lost.
+	lease time.Duration
+	// stall is how long an attempt's progress may stand still before it is taken back.
+	stall time.Duration
+	// failureLimit is how many different jobs may fail in a row before the node is quarantined.
+	failureLimit int
+	// key is the cluster key the welcome proves.
+	key []byte
+	// internalURL is the base of the coordinator's own file URLs, told to nodes in the welcome.
+	internalURL string
+}
+
+type heldAttempt struct {
+	attempt int
+	team    ulid.ULID
+	seq     uint64
+	percent float64
+	// progressAt is when the attempt last moved.
+	progressAt time.Time
+}
+
+type attemptRef struct {
+	job     ulid.ULID
+	attempt int
+}
+
+// The effects the book decides; the nodeActor carries them out in the order given.
+type (
+	effect interface{ isEffect() }
+	// reply answers the message being handled.
+	reply struct{ msg any }
+	// toAgent sends a message to the node's agent (an assignment, an abandon, a result's ack).
+	toAgent struct{ msg any }
+	// toJob tells a job of its render; settle asks it to say when its outcome of the attempt's
+	// result is durable.
+	toJob struct {
+		job     ulid.ULID
+		attempt int
+		msg     any
+		settle  bool
+	}
+	// slotFree gives the scheduler the slot of an attempt back.
+	slotFree struct{ job ulid.ULID }
+	// stateSet: the node's state was set (perhaps to the same one, with new capacity); the
+	// scheduler hears of it.
+	stateSet struct{ from, to NodeState }
+	// holdChanged persists the node's drain or quarantine hold ("" clears it).
+	holdChanged struct{ why string }
+	// logged is a line for the log.
+	logged struct {
+		level slog.Level
+		msg   string
+		args  []any
+	}
+	// counted feeds a metric: leaseExpired, renderFinished, renderFailed, refused or assigned.
+	counted struct {
+		what   string
+		waited time.Duration
+	}
+)
+
+func (reply) isEffect()       {}
+func (toAgent) isEffect()     {}
+func (toJob) isEffect()       {}
+func (slotFree) isEffect()    {}
+func (stateSet) isEffect()    {}
+func (holdChanged) isEffect() {}
+func (logged) isEffect()      {}
+func (counted) isEffect()     {}
+
+// Metrics the book counts.
+const (
+	countLeaseExpired   = "lease-expired"
+	countRenderFinished = "render-finished"
+	countRenderFailed   = "render-failed"
+	countRefused        = "refused"
+	countAssigned       = "assigned"
+)
+
+// drainedByOperator is the hold an operator's drain records.
+const drainedByOperator = "drained by an operator"
+
+// newLeaseBook starts the book of a node at its first hello; hold is what the store records for
+// it (an operator's drain or a quarantine).
+func newLeaseBook(rules leaseRules, hello *protocol.Hello, hold string) *leaseBook {
+	b := &leaseBook{rules: rules, hello: *hello, state: NodeJoined, held: map[ulid.ULID]*heldAttempt{},
+		failStreak: map[ulid.ULID]bool{}, settling: map[attemptRef]bool{}}
+	if hold == drainedByOperator {
+		b.adminDrain = true
+	} else {
+		b.quarantine = hold
+	}
+	return b
+}
+
+// effects collects what an event decides.
+type effects []effect
+
+func (e *effects) add(x ...effect) { *e = append(*e, x...) }
+
+func (e *effects) log(level slog.Level, msg string, args ...any) {
+	e.add(logged{level: level, msg: msg, args: args})
+}
+
+// onHello (re)admits the node with a new session. A new incarnation has lost what the previous
+// one held; attempts it still holds that were rendering on it before a coordinator restart are
+// adopted (claim takes them from the adoption book); attempts it holds that are not its
+// assignments are abandoned, after the welcome, whose session they carry.
+func (b *leaseBook) onHello(h *protocol.Hello, now time.Time, session string, claim func(job ulid.ULID, attempt int) (ulid.ULID, bool)) effects {
+	var out effects
+	if h.Incarnation != b.hello.Incarnation || b.state == NodeLost || b.state == NodeLeft {
+		b.loseAttempts(&out, "the render node restarted", func(id ulid.ULID, r *heldAttempt) bool {
+			return !holds(h.Running, id, r.attempt)
+		})
+		b.seq = 0
+	}
+	b.hello = *h
+	b.lastBeat = now
+	for _, s := range h.Running {
+		jobID := parseJobID(s.JobID)
+		if _, known := b.held[jobID]; known {
+			continue
+		}
+		if team, ok := claim(jobID, s.Attempt); ok {
+			b.held[jobID] = &heldAttempt{attempt: s.Attempt, team: team, percent: s.Percent, progressAt: now}
+			out.log(slog.LevelInfo, "adopted an attempt that outlived the coordinator's restart", "job", s.JobID, "attempt", s.Attempt)
+		}
+	}
+	switch {
+	case h.Draining:
+		b.setState(&out, NodeDraining, "the node is stopping")
+	case b.adminDrain:
+		b.setState(&out, NodeDraining, drainedByOperator)
+	case b.quarantine != "":
+		b.setState(&out, NodeQuarantined, b.quarantine)
+	default:
+		b.setState(&out, NodeReady, "")
+	}
+	b.session = session
+	out.log(slog.LevelInfo, "render node joined", "engines", h.Engines, "slots", h.Slots, "version", h.Version, "state", b.state)
+	out.add(reply{&protocol.Welcome{Accepted: true, Session: session, Nonce: h.Nonce,
+		Proof:       protocol.WelcomeProof(b.rules.key, h.Nonce, h.NodeID, session),
+		InternalURL: b.rules.internalURL, HeartbeatInterval: b.rules.heartbeat, Lease: b.rules.lease, Seq: b.seq}})
+	for _, a := range b.abandonList(h.Running) {
+		out.add(toAgent{&a})
+	}
+	return out
+}
+
+// onMessage takes a node's message after its hello. One without the session of the node's last
+// welcome (a forgery, or the node from before its last hello) changes nothing; a heartbeat is
+// told to say hello.
+func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
+	var out effects
+	if session == "" || session != b.session {
+		out.add(counted{what: countRefused})
+		out.log(slog.LevelWarn, "refused a message without the node's current session", "type", fmt.Sprintf("%T", msg))
+		if _, ok := msg.(*protocol.Heartbeat); ok {
+			out.add(reply{&protocol.HeartbeatAck{Known: false}})
+		}
+		return out
+	}
+	switch m := msg.(type) {
+	case *protocol.Heartbeat:
+		b.onHeartbeat(&out, m, now)
+	case *protocol.Progress:
+		jobID := parseJobID(m.JobID)
+		if r := b.held[jobID]; r != nil && r.attempt == m.Attempt && m.Percent != r.percent {
+			r.percent, r.progressAt = m.Percent, now
+		}
+		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent}})
+	case *protocol.Done:
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, log: m.Log}, "")
+	case *protocol.Failed:
+		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log, countless: m.NotStarted}
+		failure := m.Error
+		if m.NotStarted {
+			failure = "" // a refusal says nothing of the node
+		}
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, failed, failure)
+	case *protocol.Drain:
+		if b.state == NodeReady || b.state == NodeSuspect {
+			b.setState(&out, NodeDraining, "the node is stopping")
+		}
+	case *protocol.Bye:
+		b.lose(&out, "the node left the farm")
+		b.setState(&out, NodeLeft, "the node left the farm")
+		out.add(reply{&protocol.Ack{Kind: "bye"}})
+	}
+	return out
+}
+
+func (b *leaseBook) onHeartbeat(out *effects, hb *protocol.Heartbeat, now time.Time) {
+	if hb.Incarnation != b.hello.Incarnation || b.state == NodeLost || b.state == NodeLeft || b.state == NodeJoined {
+		out.add(reply{&protocol.HeartbeatAck{Known: false}})
+		return
+	}
+	b.lastBeat = now
+	if b.state == NodeSuspect {
+		b.setState(out, NodeReady, "")
+	}
+	for _, s := range hb.Running {
+		if r := b.held[parseJobID(s.JobID)]; r != nil && r.attempt == s.Attempt && s.Percent != r.percent {
+			r.percent, r.progressAt = s.Percent, now
+		}
+	}
+	// An assignment the node has seen but no longer holds ended without a result reaching us.
+	b.loseAttempts(out, "the render node no longer holds the attempt", func(id ulid.ULID, r *heldAttempt) bool {
+		return r.seq <= hb.Seq && !holds(hb.Running, id, r.attempt)
+	})
+	out.add(reply{&protocol.HeartbeatAck{Known: true, Abandon: b.abandonList(hb.Running)}})
+}
+
+// onResult forwards a result to its job, to be acknowledged once the job's outcome is durable;
+// a copy the node resends before then is dropped. The slot is free at once. failure, when not
+// empty, counts the attempt against the node.
+func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, failure string) {
+	ref := attemptRef{jobID, attempt}
+	if b.settling[ref] {
+		return
+	}
+	b.settling[ref] = true
+	out.add(toJob{job: jobID, attempt: attempt, msg: msg, settle: true})
+	if !b.release(out, jobID, attempt) {
+		return
+	}
+	if _, done := msg.(*renderDone); done {
+		clear(b.failStreak)
+		out.add(counted{what: countRenderFinished})
+		return
+	}
+	if failure == "" {
+		return
+	}
+	out.add(counted{what: countRenderFailed})
+	b.failStreak[jobID] = true
+	if len(b.failStreak) >= b.rules.failureLimit && b.state == NodeReady {
+		why := fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(b.failStreak), failure)
+		b.hold(out, why)
+		out.log(slog.LevelWarn, "render node quarantined: it takes no more work until an operator clears it", "reason", why)
+		b.setState(out, NodeQuarantined, why)
+	}
+}
+
+// onSettled: a job's outcome of a result is durable; the node may forget the result.
+func (b *leaseBook) onSettled(jobID ulid.ULID, attempt int) effects {
+	delete(b.settling, attemptRef{jobID, attempt})
+	return effects{toAgent{&protocol.FinalAck{Session: b.session, JobID: jobID.String(), Attempt: attempt}}}
+}
+
+// onAssign gives the node an attempt the scheduler offered it, whose job is now rendering; a
+// node no longer ready (the offer raced its loss or drain), or a task that could not be built,
+// refuses it unstarted.
+func (b *leaseBook) onAssign(jobID, team ulid.ULID, attempt int, task protocol.Task, taskErr error, waited time.Duration, now time.Time) effects {
+	var out effects
+	switch {
+	case b.state != NodeReady:
+		out.add(toJob{job: jobID, msg: &renderFailed{attempt: attempt, node: b.hello.NodeID, err: "the render node is " + string(b.state),
+			retryable: true, countless: true}}, slotFree{jobID})
+	case taskErr != nil:
+		out.add(toJob{job: jobID, msg: &renderFailed{attempt: attempt, node: b.hello.NodeID, err: taskErr.Error()}}, slotFree{jobID})
+	default:
+		b.seq++
+		b.held[jobID] = &heldAttempt{attempt: attempt, team: team, seq: b.seq, progressAt: now}
+		out.add(toAgent{&protocol.Assign{Session: b.session, Seq: b.seq, JobID: jobID.String(), Attempt: attempt, Task: task}},
+			counted{what: countAssigned, waited: waited})
+	}
+	return out
+}
+
+// onTick checks the lease: two beats missed make the node suspect, a lease without one loses
+// it; attempts whose progress stood still past the stall limit are taken back.
+func (b *leaseBook) onTick(now time.Time) effects {
+	var out effects
+	switch b.state {
+	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect:
+	default:
+		return out
+	}
+	since := now.Sub(b.lastBeat)
+	if since > b.rules.lease {
+		out.add(counted{what: countLeaseExpired})
+		b.lose(&out, fmt.Sprintf("no heartbeat for %s (lease expired)", since.Round(time.Millisecond)))
+		return out
+	}
+	if since > 2*b.rules.heartbeat && b.state == NodeReady {
+		b.setState(&out, NodeSuspect, fmt.Sprintf("no heartbeat for %s", since.Round(time.Millisecond)))
+	}
+	for _, jobID := range b.heldJobs() {
+		if r := b.held[jobID]; now.Sub(r.progressAt) > b.rules.stall {
+			out.add(toAgent{&protocol.Abandon{Session: b.session, JobID: jobID.String(), Attempt: r.attempt, Reason: "no progress"}})
+		}
+	}
+	b.loseAttempts(&out, fmt.Sprintf("the render made no progress for %s", b.rules.stall), func(_ ulid.ULID, r *heldAttempt) bool {
+		return now.Sub(r.progressAt) > b.rules.stall
+	})
+	return out
+}
+
+// ticking reports whether the node's lease is watched: a lost or departed node has none until
+// it says hello again.
+func (b *leaseBook) ticking() bool { return b.state != NodeLost && b.state != NodeLeft }
+
+// onLeft: membership saw an incarnation of the node leave or die; a later one is kept.
+func (b *leaseBook) onLeft(incarnation, reason string) effects {
+	var out effects
+	if b.state != NodeLeft && b.state != NodeLost && incarnation == b.hello.Incarnation {
+		b.lose(&out, reason)
+	}
+	return out
+}
+
+// onCommand is an operator's drain (the node finishes what it holds and is given nothing new;
+// it need not know) or clear.
+func (b *leaseBook) onCommand(drain bool) effects {
+	var out effects
+	switch {
+	case drain:
+		b.hold(&out, drainedByOperator)
+		b.setState(&out, NodeDraining, drainedByOperator)
+	case b.adminDrain || b.quarantine != "":
+		b.hold(&out, "")
+		clear(b.failStreak)
+		if b.state == NodeDraining || b.state == NodeQuarantined {
+			if b.hello.Draining {
+				b.setState(&out, NodeDraining, "the node is stopping")
+			} else {
+				b.setState(&out, NodeReady, "")
+			}
+		}
+	}
+	return out
+}
+
+// onForget drops a lost or departed node's hold; a node still in the farm is kept (false).
+func (b *leaseBook) onForget() (bool, effects) {
+	if b.state != NodeLost && b.state != NodeLeft {
+		return false, nil
+	}
+	var out effects
+	b.hold(&out, "")
+	return true, out
+}
+
+// abandonList names the attempts the node holds that are not (or no longer) its assignments.
+// A result on its way is not abandoned: it is acknowledged, and fenced, when it arrives.
+func (b *leaseBook) abandonList(held []protocol.AttemptStatus) []protocol.Abandon {
+	var out []protocol.Abandon
+	for _, s := range held {
+		if r := b.held[parseJobID(s.JobID)]; (r == nil || r.attempt != s.Attempt) && s.Percent < 100 {
+			out = append(out, protocol.Abandon{Session: b.session, JobID: s.JobID, Attempt: s.Attempt,
+				Reason: "the attempt is no longer the job's current one"})
+		}
+	}
+	return out
+}
+
+// release frees the slot of an attempt that ended; a report for an attempt the node no longer
+// holds frees nothing and returns false.
+func (b *leaseBook) release(out *effects, jobID ulid.ULID, attempt int) bool {
+	r, ok := b.held[jobID]
+	if !ok || r.attempt != attempt {
+		return false
+	}
+	delete(b.held, jobID)
+	out.add(slotFree{jobID})
+	return true
+}
+
+// loseAttempts fails the held attempts lost says are lost; their jobs are queued again.
+func (b *leaseBook) loseAttempts(out *effects, reason string, lost func(ulid.ULID, *heldAttempt) bool) {
+	for _, jobID := range b.heldJobs() {
+		r := b.held[jobID]
+		if lost(jobID, r) {
+			out.log(slog.LevelWarn, "attempt lost", "job", jobID.String(), "attempt", r.attempt, "reason", reason)
+			out.add(toJob{job: jobID, msg: &renderFailed{attempt: r.attempt, node: b.hello.NodeID, err: reason, retryable: true}})
+			b.release(out, jobID, r.attempt)
+		}
+	}
+}
+
+// lose ends the node's lease: everything it held is queued again elsewhere, and anything it
+// still reports of those attempts is fenced off.
+func (b *leaseBook) lose(out *effects, reason string) {
+	out.log(slog.LevelWarn, "render node lost", "reason", reason, "attempts", len(b.held))
+	b.loseAttempts(out, "render node lost: "+reason, func(ulid.ULID, *heldAttempt) bool { return true })
+	b.setState(out, NodeLost, reason)
+}
+
+// hold records an operator's drain or a quarantine (why), or clears it ("").
+func (b *leaseBook) hold(out *effects, why string) {
+	b.adminDrain, b.quarantine = why == drainedByOperator, ""
+	if why != drainedByOperator {
+		b.quarantine = why
+	}
+	out.add(holdChanged{why})
+}
+
+// setState is the one place a node's state changes, checked against nodeTransitions.
+func (b *leaseBook) setState(out *effects, state NodeState, why string) {
+	if err := checkNodeTransition(b.state, state); err != nil {
+		out.log(slog.LevelError, "refused a node state change", "err", err)
+		return
+	}
+	prev := b.state
+	b.state, b.why = state, why
+	out.add(stateSet{from: prev, to: state})
+}
+
+// heldJobs lists the held attempts' jobs in id order, so effects come in a stable order.
+func (b *leaseBook) heldJobs() []ulid.ULID {
+	ids := make([]ulid.ULID, 0, len(b.held))
+	for id := range b.held {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(x, y ulid.ULID) int { return x.Compare(y) })
+	return ids
+}
+
+// busy maps the held attempts' jobs to their teams, for the scheduler.
+func (b *leaseBook) busy() map[ulid.ULID]ulid.ULID {
+	out := make(map[ulid.ULID]ulid.ULID, len(b.held))
+	for id, r := range b.held {
+		out[id] = r.team
+	}
+	return out
+}
+
+func (b *leaseBook) info() NodeInfo {
+	jobs := make([]string, 0, len(b.held))
+	for id := range b.held {
+		jobs = append(jobs, id.String())
+	}
+	sort.Strings(jobs)
+	return NodeInfo{
+		ID:            b.hello.NodeID,
+		Engines:       slices.Clone(b.hello.Engines),
+		Slots:         b.hello.Slots,
+		State:         b.state,
+		Reason:        b.why,
+		Version:       b.hello.Version,
+		Labels:        b.hello.Labels,
+		RequireTags:   b.hello.RequireTags,
+		CurrentJobs:   jobs,
+		LastHeartbeat: b.lastBeat,
+		FailStreak:    len(b.failStreak),
+	}
+}
+
+// holds reports whether a node's list of attempts has this one.
+func holds(list []protocol.AttemptStatus, jobID ulid.ULID, attempt int) bool {
+	return slices.ContainsFunc(list, func(s protocol.AttemptStatus) bool { return s.JobID == jobID.String() && s.Attempt == attempt })
+}
