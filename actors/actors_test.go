@@ -32,7 +32,7 @@ const wait = 20 * time.Second
 
 // fixture is a coordinator in this process: real store, real actors, a fake clock.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	store *persistence.Store
 	coord *actors.Coordinator
 	clock *clock.Fake
@@ -43,7 +43,7 @@ type fixture struct {
 	deps  actors.Deps
 }
 
-func newFixture(t *testing.T, cfg actors.Config) *fixture {
+func newFixture(t testing.TB, cfg actors.Config) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -276,7 +276,7 @@ func (r *recorder) WebhookAttempt(id ulid.ULID, result string) {
 }
 
 // until waits for cond, evaluated under the recorder's lock after each event.
-func (r *recorder) until(t *testing.T, what string, cond func() bool) {
+func (r *recorder) until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.After(wait)
 	for {
@@ -294,7 +294,7 @@ func (r *recorder) until(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (r *recorder) reached(t *testing.T, id ulid.ULID, state persistence.JobState) {
+func (r *recorder) reached(t testing.TB, id ulid.ULID, state persistence.JobState) {
 	t.Helper()
 	r.until(t, fmt.Sprintf("job %s to be %s", id, state), func() bool { return slices.Contains(r.states[id], state) })
 }

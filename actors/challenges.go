@@ -4,7 +4,8 @@ import "time"
 
 // challengeBook hands out the nonces a node's hello must answer (protocol.Challenge): each
 // serves once, for challengeTTL, and only the peer it was given to, so a recorded hello cannot
-// be played again. It holds at most maxChallenges; the oldest go first.
+// be played again. It holds at most maxChallenges (a farm's every node saying hello at once
+// after a coordinator restart fits many times over, in a few MiB); the oldest go first.
 type challengeBook struct {
 	issued map[string]challenge
 	// order lists the nonces oldest first (taken ones too, skipped when met).
@@ -18,7 +19,7 @@ type challenge struct {
 
 const (
 	challengeTTL  = 30 * time.Second
-	maxChallenges = 4096
+	maxChallenges = 1 << 16
 )
 
 func newChallengeBook() *challengeBook { return &challengeBook{issued: make(map[string]challenge)} }

@@ -352,13 +352,12 @@ func (b *leaseBook) onTick(now time.Time) effects {
 	if since > 2*b.rules.heartbeat && b.state == NodeReady {
 		b.setState(&out, NodeSuspect, fmt.Sprintf("no heartbeat for %s", since.Round(time.Millisecond)))
 	}
-	for _, jobID := range b.heldJobs() {
-		if r := b.held[jobID]; now.Sub(r.progressAt) > b.rules.stall {
-			out.add(toAgent{&protocol.Abandon{Session: b.session, JobID: jobID.String(), Attempt: r.attempt, Reason: "no progress"}})
-		}
+	stalled := b.heldWhere(func(_ ulid.ULID, r *heldAttempt) bool { return now.Sub(r.progressAt) > b.rules.stall })
+	for _, jobID := range stalled {
+		out.add(toAgent{&protocol.Abandon{Session: b.session, JobID: jobID.String(), Attempt: b.held[jobID].attempt, Reason: "no progress"}})
 	}
-	b.loseAttempts(&out, fmt.Sprintf("the render made no progress for %s", b.rules.stall), func(_ ulid.ULID, r *heldAttempt) bool {
-		return now.Sub(r.progressAt) > b.rules.stall
+	b.loseAttempts(&out, fmt.Sprintf("the render made no progress for %s", b.rules.stall), func(id ulid.ULID, _ *heldAttempt) bool {
+		return slices.Contains(stalled, id)
 	})
 	return out
 }
@@ -433,15 +432,14 @@ func (b *leaseBook) release(out *effects, jobID ulid.ULID, attempt int) bool {
 	return true
 }
 
-// loseAttempts fails the held attempts lost says are lost; their jobs are queued again.
+// loseAttempts fails the held attempts lost says are lost, in job order; their jobs are queued
+// again.
 func (b *leaseBook) loseAttempts(out *effects, reason string, lost func(ulid.ULID, *heldAttempt) bool) {
-	for _, jobID := range b.heldJobs() {
+	for _, jobID := range b.heldWhere(lost) {
 		r := b.held[jobID]
-		if lost(jobID, r) {
-			out.log(slog.LevelWarn, "attempt lost", "job", jobID.String(), "attempt", r.attempt, "reason", reason)
-			out.add(toJob{job: jobID, msg: &renderFailed{attempt: r.attempt, node: b.hello.NodeID, err: reason, retryable: true}})
-			b.release(out, jobID, r.attempt)
-		}
+		out.log(slog.LevelWarn, "attempt lost", "job", jobID.String(), "attempt", r.attempt, "reason", reason)
+		out.add(toJob{job: jobID, msg: &renderFailed{attempt: r.attempt, node: b.hello.NodeID, err: reason, retryable: true}})
+		b.release(out, jobID, r.attempt)
 	}
 }
 
@@ -473,11 +471,14 @@ func (b *leaseBook) setState(out *effects, state NodeState, why string) {
 	out.add(stateSet{from: prev, to: state})
 }
 
-// heldJobs lists the held attempts' jobs in id order, so effects come in a stable order.
-func (b *leaseBook) heldJobs() []ulid.ULID {
-	ids := make([]ulid.ULID, 0, len(b.held))
-	for id := range b.held {
-		ids = append(ids, id)
+// heldWhere lists, in id order (so effects come in a stable order), the jobs of the held
+// attempts that match.
+func (b *leaseBook) heldWhere(match func(ulid.ULID, *heldAttempt) bool) []ulid.ULID {
+	var ids []ulid.ULID
+	for id, r := range b.held {
+		if match(id, r) {
+			ids = append(ids, id)
+		}
 	}
 	slices.SortFunc(ids, func(x, y ulid.ULID) int { return x.Compare(y) })
 	return ids

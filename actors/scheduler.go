@@ -32,6 +32,11 @@ type scheduler struct {
 	offered map[ulid.ULID]*schedNode
 	// holding counts, per team, the slots its jobs hold (offered or rendering).
 	holding map[ulid.ULID]int
+	// capacity is kept as nodes and queues change, so publishing it costs a copy, not a walk
+	// over every node after every event; free holds the nodes with a free slot, so a dispatch
+	// looks at those only.
+	capacity map[string]Capacity
+	free     map[string]*schedNode
 }
 
 type queuedJob struct {
@@ -119,12 +124,14 @@ func (n *schedNode) takes(q *engineQueue) bool {
 
 func newScheduler(c *Coordinator) *scheduler {
 	return &scheduler{
-		c:       c,
-		queues:  make(map[string]*engineQueue),
-		queued:  make(map[ulid.ULID]*queuedJob),
-		nodes:   make(map[string]*schedNode),
-		offered: make(map[ulid.ULID]*schedNode),
-		holding: make(map[ulid.ULID]int),
+		c:        c,
+		queues:   make(map[string]*engineQueue),
+		queued:   make(map[ulid.ULID]*queuedJob),
+		nodes:    make(map[string]*schedNode),
+		offered:  make(map[ulid.ULID]*schedNode),
+		holding:  make(map[ulid.ULID]int),
+		capacity: make(map[string]Capacity),
+		free:     make(map[string]*schedNode),
 	}
 }
 
@@ -159,16 +166,9 @@ func (s *scheduler) Receive(ctx actor.Context) {
 	case *nodeReady:
 		s.addNode(m)
 	case *nodePaused:
-		if n := s.nodes[m.nodeID]; n != nil {
-			n.paused = true
-		}
+		s.pauseNode(m.nodeID)
 	case *nodeGone:
-		if n := s.nodes[m.nodeID]; n != nil {
-			for jobID := range n.busy {
-				s.release(n, jobID)
-			}
-			delete(s.nodes, m.nodeID)
-		}
+		s.dropNode(m.nodeID)
 	case *statsRequest:
 		ctx.Respond(s.stats())
 		return
@@ -200,6 +200,7 @@ func (s *scheduler) enqueue(m *jobQueued) {
 	heap.Push(tq, j)
 	q.size++
 	s.queued[m.jobID] = j
+	s.countQueued(m.engine, 1)
 }
 
 func (s *scheduler) remove(jobID ulid.ULID) {
@@ -209,6 +210,7 @@ func (s *scheduler) remove(jobID ulid.ULID) {
 	}
 	delete(s.queued, jobID)
 	q := s.queues[j.queue]
+	s.countQueued(q.engine, -1)
 	tq := q.teams[j.team]
 	heap.Remove(tq, j.index)
 	if tq.Len() == 0 {
@@ -224,18 +226,41 @@ func (s *scheduler) release(n *schedNode, jobID ulid.ULID) {
 	if !ok {
 		return
 	}
-	delete(n.busy, jobID)
+	s.changeNode(n, func() { delete(n.busy, jobID) })
 	if s.holding[team]--; s.holding[team] <= 0 {
 		delete(s.holding, team)
 	}
 }
 
+// pauseNode keeps what the node holds and gives it nothing new.
+func (s *scheduler) pauseNode(nodeID string) {
+	if n := s.nodes[nodeID]; n != nil {
+		s.changeNode(n, func() { n.paused = true })
+	}
+}
+
+// dropNode forgets a node; its slots come back.
+func (s *scheduler) dropNode(nodeID string) {
+	n := s.nodes[nodeID]
+	if n == nil {
+		return
+	}
+	for jobID := range n.busy {
+		s.release(n, jobID)
+	}
+	s.countNode(n, -1)
+	delete(s.nodes, nodeID)
+	delete(s.free, nodeID)
+}
+
 func (s *scheduler) addNode(m *nodeReady) {
 	n := s.nodes[m.nodeID]
 	if n == nil {
-		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID)}
+		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID), paused: true}
 		s.nodes[m.nodeID] = n
 	}
+	s.countNode(n, -1)
+	defer s.countNode(n, 1)
 	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, false
 	n.requireTags = slices.Clone(m.requireTags)
 	slices.Sort(n.requireTags)
@@ -258,11 +283,9 @@ func (s *scheduler) dispatch() {
 	if len(s.queued) == 0 {
 		return
 	}
-	nodes := make([]*schedNode, 0, len(s.nodes))
-	for _, n := range s.nodes {
-		if n.free() > 0 {
-			nodes = append(nodes, n)
-		}
+	nodes := make([]*schedNode, 0, len(s.free))
+	for _, n := range s.free {
+		nodes = append(nodes, n)
 	}
 	// Most free slots first, so a farm spreads work instead of stacking one node.
 	sort.Slice(nodes, func(i, k int) bool {
@@ -282,7 +305,7 @@ func (s *scheduler) dispatch() {
 				continue
 			}
 			s.remove(j.id)
-			n.busy[j.id] = j.team
+			s.changeNode(n, func() { n.busy[j.id] = j.team })
 			s.holding[j.team]++
 			s.offered[j.id] = n
 			if err := s.c.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: j.queuedAt}, nil); err != nil {
@@ -369,25 +392,49 @@ type Capacity struct {
 	Queued int
 }
 
-// publish makes the current capacity per engine readable without asking the actor.
-func (s *scheduler) publish() {
-	capacity := make(map[string]Capacity)
-	for _, n := range s.nodes {
-		if n.paused {
-			continue
-		}
-		for _, e := range n.engines {
-			c := capacity[e]
-			c.Nodes++
-			c.Slots += n.total
-			c.Free += n.free()
-			capacity[e] = c
+// countNode adds (sign 1) or takes away (sign -1) a node's share of the capacity: a paused
+// node has none. Added back after a change, the node is also filed as free or not.
+func (s *scheduler) countNode(n *schedNode, sign int) {
+	if sign > 0 {
+		if n.free() > 0 {
+			s.free[n.id] = n
+		} else {
+			delete(s.free, n.id)
 		}
 	}
-	for _, q := range s.queues {
-		c := capacity[q.engine]
-		c.Queued += q.size
-		capacity[q.engine] = c
+	if n.paused {
+		return
+	}
+	for _, e := range n.engines {
+		c := s.capacity[e]
+		c.Nodes += sign
+		c.Slots += sign * n.total
+		c.Free += sign * n.free()
+		s.capacity[e] = c
+	}
+}
+
+// changeNode changes a node, keeping the capacity.
+func (s *scheduler) changeNode(n *schedNode, change func()) {
+	s.countNode(n, -1)
+	change()
+	s.countNode(n, 1)
+}
+
+func (s *scheduler) countQueued(engine string, delta int) {
+	c := s.capacity[engine]
+	c.Queued += delta
+	s.capacity[engine] = c
+}
+
+// publish makes the current capacity per engine readable without asking the actor: the engines
+// some ready node offers or some job waits for.
+func (s *scheduler) publish() {
+	capacity := make(map[string]Capacity, len(s.capacity))
+	for e, c := range s.capacity {
+		if c != (Capacity{}) {
+			capacity[e] = c
+		}
 	}
 	s.c.capacity.Store(&capacity)
 }

@@ -94,20 +94,38 @@ func Start(system *actor.ActorSystem, gateway *actor.PID, cfg Config) (*Simulato
 	for _, n := range s.nodes {
 		s.sayHello(n)
 	}
+	// As the agent does, a node whose hello went unanswered says it again (on the wall clock:
+	// the welcome is a matter of the network, not of simulated time).
+	again := time.NewTicker(5 * time.Second)
+	defer again.Stop()
 	var interval time.Duration
-	for _, n := range s.nodes {
+	for i := 0; i < len(s.nodes); {
+		n := s.nodes[i]
 		select {
 		case <-n.welcomed:
+			n.mu.Lock()
+			interval = n.interval
+			n.mu.Unlock()
+			i++
+		case <-again.C:
+			for _, late := range s.nodes[i:] {
+				if !late.isWelcomed() {
+					s.sayHello(late)
+				}
+			}
 		case <-deadline:
 			return nil, errors.New(n.id + " was not welcomed")
 		}
-		n.mu.Lock()
-		interval = n.interval
-		n.mu.Unlock()
 	}
 	s.done.Add(1)
 	go s.heartbeats(interval)
 	return s, nil
+}
+
+func (n *simNode) isWelcomed() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.session != ""
 }
 
 // sayHello asks for a challenge (the node's hello without a nonce), answered to its actor.

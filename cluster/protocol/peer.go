@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"encoding/json"
+	"sync"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -52,11 +53,39 @@ func PeerOf(ctx actor.Context) (p Peer, remote bool) {
 	if value == "" {
 		return Peer{}, false
 	}
+	return peers.read(value), true
+}
+
+// peers keeps the peers of recent header values decoded: every message of a connection carries
+// the same one, and decoding it for each would cost more than the rest of a heartbeat.
+var peers = peerCache{decoded: make(map[string]Peer)}
+
+type peerCache struct {
+	mu      sync.Mutex
+	decoded map[string]Peer
+}
+
+// maxCachedPeers bounds the cache; connections come and go, so it starts over when full.
+const maxCachedPeers = 4096
+
+func (c *peerCache) read(value string) Peer {
+	c.mu.Lock()
+	p, ok := c.decoded[value]
+	c.mu.Unlock()
+	if ok {
+		return p
+	}
 	if err := json.Unmarshal([]byte(value), &p); err != nil {
 		// Only the endpoint writes this header; an unreadable one is treated as a stranger.
-		return Peer{Addr: "unreadable peer header"}, true
+		return Peer{Addr: "unreadable peer header"}
 	}
-	return p, true
+	c.mu.Lock()
+	if len(c.decoded) >= maxCachedPeers {
+		clear(c.decoded)
+	}
+	c.decoded[value] = p
+	c.mu.Unlock()
+	return p
 }
 
 // Describe names a message's sender for logs.

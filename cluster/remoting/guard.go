@@ -86,15 +86,18 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 			err = status.Error(codes.Internal, "internal error")
 		}
 	}()
-	return handler(srv, &guardedStream{ServerStream: ss, g: g, from: from, header: from.Encode()})
+	header := &remote.MessageHeader{HeaderData: map[string]string{protocol.PeerHeader: from.Encode()}}
+	return handler(srv, &guardedStream{ServerStream: ss, g: g, from: from, header: header})
 }
 
 // guardedStream checks and stamps each message as it is read.
 type guardedStream struct {
 	grpc.ServerStream
-	g      *guard
-	from   protocol.Peer
-	header string
+	g    *guard
+	from protocol.Peer
+	// header is every message's on this stream: who sent it, and nothing the sender wrote. It
+	// is shared, and nothing downstream writes to it.
+	header *remote.MessageHeader
 }
 
 func (s *guardedStream) RecvMsg(m any) error {
@@ -113,9 +116,9 @@ func (s *guardedStream) RecvMsg(m any) error {
 }
 
 // check accepts a connect request or a batch of envelopes whose every index points inside the
-// batch, whose types are the farm's and whose targets are actors peers may address; it writes
-// the sender into every envelope's header.
-func (g *guard) check(msg *remote.RemoteMessage, header string) error {
+// batch, whose types are the farm's and whose targets are actors peers may address; it gives
+// every envelope the header naming its sender.
+func (g *guard) check(msg *remote.RemoteMessage, header *remote.MessageHeader) error {
 	switch t := msg.MessageType.(type) {
 	case *remote.RemoteMessage_ConnectRequest:
 		if t.ConnectRequest.GetServerConnection() == nil {
@@ -132,7 +135,7 @@ func (g *guard) check(msg *remote.RemoteMessage, header string) error {
 	}
 }
 
-func (g *guard) checkBatch(b *remote.MessageBatch, header string) error {
+func (g *guard) checkBatch(b *remote.MessageBatch, header *remote.MessageHeader) error {
 	for _, target := range b.Targets {
 		if err := g.checkTarget(target); err != nil {
 			return err
@@ -158,13 +161,7 @@ func (g *guard) checkBatch(b *remote.MessageBatch, header string) error {
 		case e.Sender < 0 || int(e.Sender) > len(b.Senders):
 			return fmt.Errorf("envelope %d names sender %d of %d", i, e.Sender, len(b.Senders))
 		}
-		if e.MessageHeader == nil {
-			e.MessageHeader = &remote.MessageHeader{}
-		}
-		if e.MessageHeader.HeaderData == nil {
-			e.MessageHeader.HeaderData = make(map[string]string, 1)
-		}
-		e.MessageHeader.HeaderData[protocol.PeerHeader] = header
+		e.MessageHeader = header
 	}
 	return nil
 }

@@ -1,0 +1,97 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/cluster/clock"
+)
+
+// recount is the capacity walked from scratch, as publish once computed it after every event.
+func (s *scheduler) recount() map[string]Capacity {
+	capacity := make(map[string]Capacity)
+	for _, n := range s.nodes {
+		if n.paused {
+			continue
+		}
+		for _, e := range n.engines {
+			c := capacity[e]
+			c.Nodes++
+			c.Slots += n.total
+			c.Free += n.free()
+			capacity[e] = c
+		}
+	}
+	for _, q := range s.queues {
+		c := capacity[q.engine]
+		c.Queued += q.size
+		capacity[q.engine] = c
+	}
+	return capacity
+}
+
+// TestSchedulerKeepsItsCapacity: through a random run of every event the scheduler takes, the
+// capacity it keeps as it goes equals the capacity walked from scratch.
+func TestSchedulerKeepsItsCapacity(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
+	// No job actor exists here, so the slot of every offer comes back at once.
+	c.jobs = newRegistry(system, func(ulid.ULID) (func(*registryEntry) actor.Actor, error) { return nil, errors.New("no such job") })
+	s := newScheduler(c)
+	rng := rand.New(rand.NewPCG(1, 2))
+	engines := []string{"lottie", "ae2026", "ffmpeg"}
+	var jobs []ulid.ULID
+	for step := range 5000 {
+		node := fmt.Sprintf("n%d", rng.IntN(8))
+		switch rng.IntN(7) {
+		case 0, 1:
+			id := ulid.Make()
+			jobs = append(jobs, id)
+			s.enqueue(&jobQueued{jobID: id, teamID: ulid.ULID{byte(rng.IntN(3))}, engine: engines[rng.IntN(3)], priority: rng.IntN(2)})
+		case 2:
+			if len(jobs) > 0 {
+				s.remove(jobs[rng.IntN(len(jobs))])
+			}
+		case 3:
+			busy := map[ulid.ULID]ulid.ULID{}
+			if len(jobs) > 0 && rng.IntN(2) == 0 {
+				busy[jobs[rng.IntN(len(jobs))]] = ulid.ULID{1}
+			}
+			s.addNode(&nodeReady{nodeID: node, engines: engines[:1+rng.IntN(3)], slots: 1 + rng.IntN(4), busy: busy})
+		case 4:
+			s.pauseNode(node)
+		case 5:
+			if n := s.nodes[node]; n != nil {
+				for id := range n.busy {
+					s.release(n, id)
+					break
+				}
+			}
+		case 6:
+			s.dropNode(node)
+		}
+		s.dispatch()
+		for id, n := range s.nodes {
+			if _, filed := s.free[id]; filed != (n.free() > 0) {
+				t.Fatalf("step %d: node %s with %d free slots filed as free: %v", step, id, n.free(), filed)
+			}
+		}
+		kept := s.c.Capacities()
+		want := s.recount()
+		if len(kept) != len(want) {
+			t.Fatalf("step %d: kept %v, walked %v", step, kept, want)
+		}
+		for e, c := range want {
+			if kept[e] != c {
+				t.Fatalf("step %d, %s: kept %+v, walked %+v", step, e, kept[e], c)
+			}
+		}
+	}
+}
