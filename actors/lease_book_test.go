@@ -278,6 +278,14 @@ func TestLeaseBook(t *testing.T) {
 				"job J2 failed/1: the render node restarted [retry]", "free J2", "state ready->ready", "reply welcome session=s3 seq=0"}},
 			{event: failed("s3", "J1", 1, false), want: []string{"job J1 failed/1: boom (settle)", "free J1", "count render-failed"}},
 		}},
+		{name: "assignments after a welcome carry its session and count on from its count", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: give("J2", 1)},
+			{event: sayHello(hello("i1", at("J1", 1, 10), at("J2", 1, 10)), "s2"), want: []string{"state ready->ready", "reply welcome session=s2 seq=2"}},
+			{event: give("J3", 1), want: []string{"agent assign J3/1 seq=3 session=s2", "count assigned"}},
+			{at: s, event: beat("s2", 2, at("J1", 1, 20), at("J2", 1, 20)), want: []string{"reply known abandon="}},
+		}},
 		{name: "after a coordinator restart the node adopts what it still renders; the rest is abandoned after the welcome, results on their way are not", steps: []step{
 			{event: sayHello(hello("i1", at("J1", 1, 40), at("J2", 3, 40), at("J3", 1, 100)), "s1", "J1"), want: []string{
 				welcomed, "reply welcome session=s1 seq=0", "agent abandon J2/3 session=s1"}, state: NodeReady},

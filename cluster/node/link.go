@@ -71,14 +71,16 @@ func (a *Agent) Run(ctx context.Context) {
 	for {
 		a.mu.Lock()
 		coordinator, system, self := a.coordinator, a.system, a.self
-		var send []any
+		var send []*protocol.Envelope
 		if coordinator != nil && system != nil {
-			send = a.book.tick(a.clock.Now(), a.runningLocked())
+			for _, msg := range a.book.tick(a.clock.Now(), a.runningLocked()) {
+				send = append(send, protocol.Wrap(msg)) // under the lock: results are the book's
+			}
 		}
 		interval := a.book.interval
 		a.mu.Unlock()
-		for _, msg := range send {
-			system.Root.RequestWithCustomSender(coordinator, protocol.Wrap(msg), self)
+		for _, env := range send {
+			system.Root.RequestWithCustomSender(coordinator, env, self)
 		}
 		timer := a.clock.AfterFunc(interval, a.nudge)
 		select {

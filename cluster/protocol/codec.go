@@ -12,8 +12,10 @@ import (
 )
 
 // SchemaVersion is the version of the payloads this build writes. Payloads are JSON: a newer
-// peer's extra fields are ignored, a missing field takes its zero value.
-const SchemaVersion = 1
+// peer's extra fields are ignored, a missing field takes its zero value. Version 2: a hello
+// answers a challenge, messages to nodes carry the session, results are acknowledged once
+// durable; nodes of version 1 cannot join a coordinator of version 2.
+const SchemaVersion = 2
 
 // MaxPayloadBytes caps an envelope's payload; a bigger one is refused unread.
 const MaxPayloadBytes = 8 << 20

@@ -50,8 +50,9 @@ func serveEcho() int {
 
 // TestHostilePeersCannotCrashTheEndpoint throws what a stranger can at a live endpoint in its own
 // process: stray bytes, every gRPC method of the remote, connect requests and batches that name
-// unknown types, system messages, indexes outside the batch and actors elsewhere. Every one is
-// refused, the process lives on, and a proper message still arrives, stamped with its sender.
+// unknown types, system messages, indexes outside the batch and actors elsewhere, and batches cut
+// short. Every one is refused, the process lives on, and a proper message still arrives, stamped
+// with its sender.
 func TestHostilePeersCannotCrashTheEndpoint(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envServe+"=1")
@@ -106,6 +107,12 @@ func TestHostilePeersCannotCrashTheEndpoint(t *testing.T) {
 	for name, batch := range remotingtest.HostileBatches(addr, "echo") {
 		if !strings.HasPrefix(name, "nil ") {
 			refused(name, remotingtest.Batch(batch))
+		}
+	}
+
+	for i, err := range remotingtest.Truncated(t, addr, remotingtest.Envelope(addr, "echo", protocol.Wrap(&protocol.Bye{}))) {
+		if err == nil || status.Code(err) == codes.Unavailable {
+			t.Fatalf("truncated batch %d: the stream ended with %v", i, err)
 		}
 	}
 

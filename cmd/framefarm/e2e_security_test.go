@@ -208,7 +208,8 @@ func TestClusterSurvivesHostilePeers(t *testing.T) {
 }
 
 // attackActorsPort throws at one actors port stray bytes, every gRPC method of Proto.Actor's
-// remote, and every hostile batch, aimed at the coordinator's gateway and the node's agent.
+// remote, batches cut short and every hostile batch, aimed at the coordinator's gateway and the
+// node's agent.
 func attackActorsPort(t *testing.T, addr string) {
 	t.Helper()
 	remotingtest.StrayBytes(t, addr)
@@ -218,6 +219,7 @@ func attackActorsPort(t *testing.T, addr string) {
 	client.ListProcesses(ctx, &remote.ListProcessesRequest{Pattern: ".*", Type: remote.ListProcessesMatchType_MatchRegex})
 	client.GetProcessDiagnostics(ctx, &remote.GetProcessDiagnosticsRequest{Pid: &actor.PID{Address: addr, Id: actors.GatewayName}})
 	for _, target := range []string{actors.GatewayName, node.AgentName} {
+		remotingtest.Truncated(t, addr, remotingtest.Envelope(addr, target, protocol.Wrap(&protocol.Bye{})))
 		for name, batch := range remotingtest.HostileBatches(addr, target) {
 			if !strings.HasPrefix(name, "nil ") { // those are proper messages once on the wire
 				remotingtest.Send(client, remotingtest.Batch(batch), 5*time.Second)

@@ -99,6 +99,53 @@ func Send(client remote.RemotingClient, msg *remote.RemoteMessage, wait time.Dur
 	}
 }
 
+// Truncated sends, each on its own stream, a proper batch's bytes cut short at several places,
+// below the protobuf decoding a stranger's codec would do; it returns how the endpoint ended
+// each stream.
+func Truncated(t testing.TB, addr string, whole *remote.RemoteMessage) []error {
+	t.Helper()
+	conn, err := grpc.Dial(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	raw, err := proto.Marshal(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ends []error
+	for _, cut := range []int{1, 2, len(raw) / 3, len(raw) / 2, len(raw) - 1} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/remote.Remoting/Receive")
+		if err == nil {
+			err = stream.SendMsg(raw[:cut])
+		}
+		if err == nil {
+			err = stream.RecvMsg(new([]byte))
+		}
+		cancel()
+		ends = append(ends, err)
+	}
+	return ends
+}
+
+// rawCodec sends bytes as they are.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	if b, ok := v.(*[]byte); ok {
+		return *b, nil
+	}
+	return v.([]byte), nil
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
 // Batch wraps a batch in a remote message.
 func Batch(b *remote.MessageBatch) *remote.RemoteMessage {
 	return &remote.RemoteMessage{MessageType: &remote.RemoteMessage_MessageBatch{MessageBatch: b}}
