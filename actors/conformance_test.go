@@ -124,11 +124,10 @@ func TestNodeProtocolConformance(t *testing.T) {
 
 // agentSpeaker is the real node agent with a renderer the suite ends, on a clock of its own.
 type agentSpeaker struct {
-	f       *fixture
-	a       *node.Agent
-	r       *releasedRenderer
-	acks    chan string
-	started bool
+	f    *fixture
+	a    *node.Agent
+	r    *releasedRenderer
+	acks chan string
 }
 
 func newAgentSpeaker(f *fixture, id string) speaker {

@@ -246,7 +246,9 @@ func (c *Coordinator) Start() error {
 		return err
 	}
 	c.scheduler = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newScheduler(c) }))
-	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &nodeGateway{c: c, challenges: newChallengeBook()} }), GatewayName)
+	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &nodeGateway{c: c, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}
+	}), GatewayName)
 	if err != nil {
 		return fmt.Errorf("node gateway: %w", err)
 	}

@@ -118,7 +118,8 @@ type (
 		msg   string
 		args  []any
 	}
-	// counted feeds a metric: leaseExpired, renderFinished, renderFailed, refused or assigned.
+	// counted feeds a metric: leaseExpired, renderFinished, renderFailed, assigned, or refused
+	// (a message without the node's current session, logged by the actor as a flood allows).
 	counted struct {
 		what   string
 		waited time.Duration
@@ -220,7 +221,6 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 	var out effects
 	if session == "" || session != b.session {
 		out.add(counted{what: countRefused})
-		out.log(slog.LevelWarn, "refused a message without the node's current session", "type", fmt.Sprintf("%T", msg))
 		if _, ok := msg.(*protocol.Heartbeat); ok {
 			out.add(reply{&protocol.HeartbeatAck{Known: false}})
 		}

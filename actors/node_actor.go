@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -27,6 +28,8 @@ type nodeActor struct {
 	agent *actor.PID
 	log   *slog.Logger
 	tick  interface{ Stop() bool }
+	// refusals throttles the log lines of messages refused for their session.
+	refusals clock.Throttle
 }
 
 // Messages to a NodeActor.
@@ -50,7 +53,7 @@ type (
 	// hold is durable.
 	nodeCommand struct{ drain bool }
 	// forgetNode asks a lost or departed node's actor to clear its hold and stop; it answers
-	// true, or ErrNodeActive.
+	// true once the hold is cleared for good, or ErrNodeActive.
 	forgetNode struct{}
 	// reportSettled: a job's outcome of a node's result is durable.
 	reportSettled struct {
@@ -74,7 +77,8 @@ func newNodeActor(c *Coordinator, hello *protocol.Hello) *nodeActor {
 	})
 	rules := leaseRules{heartbeat: c.cfg.HeartbeatInterval, lease: c.cfg.NodeLease, stall: c.cfg.SilenceTimeout + c.cfg.NodeLease,
 		failureLimit: c.cfg.NodeFailureLimit, key: c.cfg.ClusterKey, internalURL: c.NodeURLs.Base()}
-	return &nodeActor{c: c, book: newLeaseBook(rules, hello, hold), log: c.log.With("node", hello.NodeID)}
+	return &nodeActor{c: c, book: newLeaseBook(rules, hello, hold), log: c.log.With("node", hello.NodeID),
+		refusals: clock.Throttle{Period: 10 * time.Second}}
 }
 
 func nodeHoldKey(nodeID string) string { return "node_hold/" + nodeID }
@@ -119,10 +123,12 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 			ctx.Respond(fmt.Errorf("%w: %s is %s", ErrNodeActive, n.book.hello.NodeID, n.book.state))
 			return
 		}
-		n.carryOut(ctx, nil, out, nil)
-		n.c.Observer.NodeStateChanged(n.book.hello.NodeID, n.book.state, "")
-		ctx.Respond(true)
-		ctx.Stop(ctx.Self())
+		asker := ctx.Sender()
+		n.carryOut(ctx, nil, out, func() {
+			n.c.Observer.NodeStateChanged(n.book.hello.NodeID, n.book.state, "")
+			ctx.Send(asker, true)
+			ctx.Stop(ctx.Self())
+		})
 		return
 	case *holdWritten:
 		if m.err != nil {
@@ -221,6 +227,9 @@ func (n *nodeActor) count(c counted) {
 		n.c.Observer.NodeRender(id, false)
 	case countRefused:
 		n.c.Observer.NodeMessageRefused("session")
+		if pass, held := n.refusals.Allow("session", n.c.Clock.Now()); pass {
+			n.log.Warn("refused a message without the node's current session", "refused_since_last_line", held)
+		}
 	case countAssigned:
 		n.c.Observer.Assigned(c.waited)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/cluster/certs"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 )
 
@@ -26,6 +27,15 @@ const maxNodeSlots = 4096
 type nodeGateway struct {
 	c          *Coordinator
 	challenges *challengeBook
+	// refusals throttles the log lines of hellos and messages refused.
+	refusals clock.Throttle
+}
+
+// refused logs a refusal, at most once per throttle period.
+func (g *nodeGateway) refused(line string, args ...any) {
+	if pass, held := g.refusals.Allow(line, g.c.Clock.Now()); pass {
+		g.c.log.Warn(line, append(args, "refused_since_last_line", held)...)
+	}
 }
 
 func (g *nodeGateway) Receive(ctx actor.Context) {
@@ -40,7 +50,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	}
 	msg, err := protocol.Open(env)
 	if err != nil {
-		g.c.log.Warn("refused a render node message", "kind", env.GetKind(), "version", env.GetVersion(), "err", err)
+		g.refused("refused a render node message", "kind", env.GetKind(), "version", env.GetVersion(), "err", err)
 		g.c.Observer.NodeMessageRefused(env.GetKind())
 		answer(&protocol.Error{Kind: env.GetKind(), Message: err.Error()})
 		return
@@ -55,7 +65,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 		from = *m.From()
 	}
 	if reason := certificateMismatch(peer, remote, from.NodeID); reason != "" {
-		g.c.log.Warn("refused a render node message", "kind", env.GetKind(), "node", from.NodeID, "peer", peer.Describe(), "reason", reason)
+		g.refused("refused a render node message", "kind", env.GetKind(), "node", from.NodeID, "peer", peer.Describe(), "reason", reason)
 		g.c.Observer.NodeMessageRefused("identity")
 		return
 	}
@@ -86,7 +96,7 @@ func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.
 	}
 	if !g.challenges.take(h.Nonce, peerKey, now) {
 		// Nothing is answered: the node asks for a new challenge when its patience ends.
-		g.c.log.Warn("refused a hello answering a challenge not given to its sender, expired or already used (a replayed hello?)",
+		g.refused("refused a hello answering a challenge not given to its sender, expired or already used (a replayed hello?)",
 			"node", h.NodeID, "peer", peer.Describe())
 		g.c.Observer.NodeMessageRefused("hello")
 		return
@@ -96,7 +106,7 @@ func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.
 		reason = certificateMismatch(peer, remote, h.NodeID)
 	}
 	if reason != "" {
-		g.c.log.Warn("refused a render node", "node", h.NodeID, "peer", peer.Describe(), "reason", reason)
+		g.refused("refused a render node", "node", h.NodeID, "peer", peer.Describe(), "reason", reason)
 		g.c.Observer.NodeMessageRefused("hello")
 		answer(&protocol.Welcome{Accepted: false, Reason: reason, Nonce: h.Nonce})
 		return

@@ -103,3 +103,31 @@ func (t *fakeTimer) Stop() bool {
 	t.done = true
 	return was
 }
+
+// Throttle lets one event of each kind through per period and counts those it holds back: for
+// log lines a flood of refused messages would otherwise repeat without end. Kinds are few and
+// fixed (the lines a program logs).
+type Throttle struct {
+	Period time.Duration
+
+	mu   sync.Mutex
+	last map[string]time.Time
+	held map[string]int
+}
+
+// Allow reports whether an event of a kind at now passes, and how many of that kind were held
+// back since the last one that did.
+func (t *Throttle) Allow(kind string, now time.Time) (pass bool, held int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == nil {
+		t.last, t.held = make(map[string]time.Time), make(map[string]int)
+	}
+	if last, ok := t.last[kind]; ok && now.Sub(last) < t.Period {
+		t.held[kind]++
+		return false, 0
+	}
+	held, t.last[kind] = t.held[kind], now
+	delete(t.held, kind)
+	return true, held
+}

@@ -78,6 +78,8 @@ type Agent struct {
 	// book holds the link's state and rules (link_book.go).
 	book    *linkBook
 	running map[attemptKey]*attemptRun
+	// refusals throttles the log lines of messages refused as someone else's.
+	refusals clock.Throttle
 	// idle is signalled whenever the node holds no attempt (Drain waits on it).
 	idle chan struct{}
 }
@@ -150,6 +152,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 		incarnation: incarnation,
 		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1),
 		book: newLinkBook(base, cfg.ClusterKey), running: make(map[attemptKey]*attemptRun),
+		refusals: clock.Throttle{Period: 10 * time.Second},
 	}
 	interrupted, err := a.readMarkers()
 	if err != nil {
@@ -294,9 +297,16 @@ func (a *Agent) fromWelcomer(from sender, session, what string) bool {
 	ok := a.book.fromWelcomer(session, from)
 	a.mu.Unlock()
 	if !ok {
-		a.log.Warn("refused an "+what+" that does not come from the coordinator that welcomed this node", "from", from.describe())
+		a.refused("refused an "+what+" that does not come from the coordinator that welcomed this node", from)
 	}
 	return ok
+}
+
+// refused logs a message refused as someone else's, at most once per throttle period.
+func (a *Agent) refused(line string, from sender) {
+	if pass, held := a.refusals.Allow(line, a.clock.Now()); pass {
+		a.log.Warn(line, "from", from.describe(), "refused_since_last_line", held)
+	}
 }
 
 func (a *Agent) assign(m *protocol.Assign) {

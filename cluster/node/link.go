@@ -117,7 +117,7 @@ func (a *Agent) welcome(w *protocol.Welcome, from sender) {
 	case welcomeRefused:
 		a.log.Error("the coordinator refused this node", "reason", w.Reason)
 	case welcomeIgnored:
-		a.log.Warn("refused a welcome that answers no hello of this node", "from", from.describe())
+		a.refused("refused a welcome that answers no hello of this node", from)
 	case welcomeAccepted:
 		a.log.Info("joined the coordinator", "coordinator", coordinator.GetAddress(), "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
 		a.nudge()

@@ -65,28 +65,12 @@ func TestMutualTLS(t *testing.T) {
 	intruder := issue(t, dir, other, otherFile, certs.Identity{Role: certs.RoleNode, NodeID: "n1"})
 	impostor := issue(t, dir, ca, caFile, certs.Identity{Role: certs.RoleCoordinator})
 
-	server := newSystem()
-	e, err := Start(server, Options{Bind: "127.0.0.1:0", TLS: coordinator, Self: certs.RoleCoordinator, Accept: certs.RoleNode, Actors: []string{"echo"}})
-	if err != nil {
-		t.Fatal(err)
+	// Each member is its own process, as in a farm.
+	addr, identity, _, _ := echoServer(t, Options{TLS: coordinator, Self: certs.RoleCoordinator, Accept: certs.RoleNode})
+	if identity != "coordinator" {
+		t.Fatalf("the endpoint's identity: %q", identity)
 	}
-	t.Cleanup(func() { e.Shutdown(false) })
-	if e.Identity.Role != certs.RoleCoordinator {
-		t.Fatalf("identity %+v", e.Identity)
-	}
-	answer := actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*protocol.Envelope); ok {
-			p, _ := protocol.PeerOf(ctx)
-			ctx.Respond(protocol.Wrap(&protocol.FinalAck{JobID: p.Identity.String(), Attempt: 1}))
-		}
-	})
-	if _, err := server.Root.SpawnNamed(answer, "echo"); err != nil {
-		t.Fatal(err)
-	}
-	echo := actor.NewPID(e.Addr, "echo")
-
-	// Each member is its own process, as in a farm (Proto.Actor's remote sets gRPC's global
-	// logger at every start, which is a data race within one process).
+	echo := actor.NewPID(addr, "echo")
 	if out := askFrom(t, member{TLS: node, Self: certs.RoleNode, Accept: certs.RoleCoordinator}, echo, 20*time.Second); out != "answered node/n1" {
 		t.Fatalf("a node of the farm: %s", out)
 	}
