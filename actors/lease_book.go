@@ -55,9 +55,10 @@ type leaseBook struct {
 	// are persisted (holdChanged) and hold until an operator clears the node.
 	adminDrain bool
 	quarantine string
-	// settling are results forwarded to their jobs whose outcome is not yet durable: the node
-	// is acknowledged once it is, and a copy the node resends meanwhile is dropped.
-	settling map[attemptRef]bool
+	// settling are results forwarded to their jobs whose outcome is not yet durable, with when:
+	// the node is acknowledged once it is, and a copy the node resends meanwhile is dropped
+	// (for a lease; after that it goes to the job again, whose write may have failed).
+	settling map[attemptRef]time.Time
 }
 
 // leaseRules are the timings and limits the book applies.
@@ -151,7 +152,7 @@ const drainedByOperator = "drained by an operator"
 // it (an operator's drain or a quarantine).
 func newLeaseBook(rules leaseRules, hello *protocol.Hello, hold string) *leaseBook {
 	b := &leaseBook{rules: rules, hello: *hello, state: NodeJoined, held: map[ulid.ULID]*heldAttempt{},
-		failStreak: map[ulid.ULID]bool{}, settling: map[attemptRef]bool{}}
+		failStreak: map[ulid.ULID]bool{}, settling: map[attemptRef]time.Time{}}
 	if hold == drainedByOperator {
 		b.adminDrain = true
 	} else {
@@ -236,14 +237,14 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 		}
 		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent}})
 	case *protocol.Done:
-		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, log: m.Log}, "")
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, log: m.Log}, "", now)
 	case *protocol.Failed:
 		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log, countless: m.NotStarted}
 		failure := m.Error
 		if m.NotStarted {
 			failure = "" // a refusal says nothing of the node
 		}
-		b.onResult(&out, parseJobID(m.JobID), m.Attempt, failed, failure)
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, failed, failure, now)
 	case *protocol.Drain:
 		if b.state == NodeReady || b.state == NodeSuspect {
 			b.setState(&out, NodeDraining, "the node is stopping")
@@ -280,12 +281,12 @@ func (b *leaseBook) onHeartbeat(out *effects, hb *protocol.Heartbeat, now time.T
 // onResult forwards a result to its job, to be acknowledged once the job's outcome is durable;
 // a copy the node resends before then is dropped. The slot is free at once. failure, when not
 // empty, counts the attempt against the node.
-func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, failure string) {
+func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, failure string, now time.Time) {
 	ref := attemptRef{jobID, attempt}
-	if b.settling[ref] {
+	if since, ok := b.settling[ref]; ok && now.Sub(since) < b.rules.lease {
 		return
 	}
-	b.settling[ref] = true
+	b.settling[ref] = now
 	out.add(toJob{job: jobID, attempt: attempt, msg: msg, settle: true})
 	if !b.release(out, jobID, attempt) {
 		return

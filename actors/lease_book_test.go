@@ -235,6 +235,13 @@ func TestLeaseBook(t *testing.T) {
 			{event: settle("J1", 1), want: []string{"agent ack J1/1 session=s1"}},
 			{event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)"}},
 		}},
+		{name: "a result its job has not settled within a lease goes to the job again when resent", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)", "free J1", "count render-finished"}},
+			{at: 4 * s, event: done("s1", "J1", 1), want: none},
+			{at: 6 * s, event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)"}},
+		}},
 		{name: "renders of different jobs failing in a row quarantine the node; one job failing again counts once; a refusal counts not", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
 			{event: give("J1", 1)},
