@@ -75,7 +75,7 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	requireTags := fs.String("require-tags", "", "take only jobs tagged with all of these (comma-separated)")
 	key := fs.String("key", "", "cluster key (default cluster.key or $"+envClusterKey+")")
 	allowPrivate := fs.Bool("allow-private-urls", false, "let asset downloads reach loopback and private addresses")
-	tlsCert := fs.String("tls-cert", "", "this node's certificate (PEM, from `framefarm cluster tls cert create --node ID`; default cluster.tls.cert_file)")
+	tlsCert := fs.String("tls-cert", "", "this node's certificate, PEM, from framefarm cluster tls cert create --node ID (default cluster.tls.cert_file)")
 	tlsKey := fs.String("tls-key", "", "its key (default cluster.tls.key_file)")
 	tlsCA := fs.String("tls-ca", "", "the farm's CA certificate (default cluster.tls.ca_file)")
 	insecureLink := fs.Bool("insecure", false, "run the actors port without TLS (a trusted network only; it then binds 127.0.0.1 unless --actors-bind says otherwise)")
