@@ -31,7 +31,7 @@ func (b *challengeBook) issue(peer string, now time.Time) string {
 		b.order = b.order[1:]
 		delete(b.issued, oldest)
 	}
-	nonce := newSession()
+	nonce := newToken()
 	b.issued[nonce] = challenge{peer: peer, expires: now.Add(challengeTTL)}
 	b.order = append(b.order, nonce)
 	return nonce

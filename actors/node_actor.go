@@ -96,7 +96,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 	case *fromNode:
 		if h, ok := m.msg.(*protocol.Hello); ok {
 			n.agent = actor.NewPID(h.AgentAddress, h.AgentID)
-			n.carryOut(ctx, m.sender, n.book.onHello(h, now, newSession(), n.c.adoptions.claimer(h.NodeID)), nil)
+			n.carryOut(ctx, m.sender, n.book.onHello(h, now, newToken(), n.c.adoptions.claimer(h.NodeID)), nil)
 			break
 		}
 		n.carryOut(ctx, m.sender, n.book.onMessage(m.msg, m.session, now), nil)
@@ -235,8 +235,8 @@ func (n *nodeActor) count(c counted) {
 	}
 }
 
-// newSession makes an unguessable session token.
-func newSession() string {
+// newToken makes an unguessable token: a session, a challenge's nonce.
+func newToken() string {
 	b := make([]byte, 16)
 	rand.Read(b)
 	return hex.EncodeToString(b)

@@ -256,11 +256,14 @@ func (s *scheduler) dropNode(nodeID string) {
 func (s *scheduler) addNode(m *nodeReady) {
 	n := s.nodes[m.nodeID]
 	if n == nil {
-		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID), paused: true}
+		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID)}
 		s.nodes[m.nodeID] = n
 	}
-	s.countNode(n, -1)
-	defer s.countNode(n, 1)
+	s.changeNode(n, func() { s.takeNode(n, m) })
+}
+
+// takeNode sets what a ready node offers and holds.
+func (s *scheduler) takeNode(n *schedNode, m *nodeReady) {
 	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, false
 	n.requireTags = slices.Clone(m.requireTags)
 	slices.Sort(n.requireTags)

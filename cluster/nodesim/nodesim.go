@@ -53,8 +53,6 @@ type Simulator struct {
 
 	Assigned atomic.Int64
 	Finished atomic.Int64
-	// Acknowledged counts results the coordinator acknowledged.
-	Acknowledged atomic.Int64
 	// Rehellos counts heartbeats the coordinator did not recognise (it lost the node).
 	Rehellos atomic.Int64
 }
@@ -182,12 +180,12 @@ func (s *Simulator) receive(n *simNode, ctx actor.Context) {
 		n.mu.Lock()
 		key := resultKey(m.JobID, m.Attempt)
 		_, held := n.results[key]
-		if held && m.Session == n.session {
+		taken := held && m.Session == n.session
+		if taken {
 			delete(n.results, key)
 		}
 		n.mu.Unlock()
-		if held {
-			s.Acknowledged.Add(1)
+		if taken {
 			if s.cfg.OnAcknowledged != nil {
 				s.cfg.OnAcknowledged(m.JobID, m.Attempt)
 			}
