@@ -678,3 +678,58 @@ func TestWebhookRetriesFollowTheBackoffOnTheInjectedClock(t *testing.T) {
 		t.Fatalf("delivery ids %v", calls)
 	}
 }
+
+// TestQueueComesBackInOrderAfterARestart: queued jobs have no actor, before or after a restart,
+// and the queue rebuilt from the store's index dispatches in the order it had: priority, then
+// the team holding fewer slots, then age.
+func TestQueueComesBackInOrderAfterARestart(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	teamB := f.ids.New(f.clock.Now())
+	old := f.queue(f.team, 0, 3)
+	urgent := f.queue(f.team, 9, 1)
+	low := f.queue(f.team, -1, 1)
+	other := f.queue(teamB, 0, 1)
+	f.waitQueued(6)
+	if live := f.coord.LiveJobActors(); live != 0 {
+		t.Fatalf("%d job actors for queued jobs, want none", live)
+	}
+	f.restart()
+	f.waitQueued(6)
+	if live := f.coord.LiveJobActors(); live != 0 {
+		t.Fatalf("%d job actors for queued jobs after a restart, want none", live)
+	}
+	n := f.attachTestNode("n1", 1)
+	// One slot, freed before the next pick: no team holds more than another, so age decides
+	// among equal priorities.
+	for _, want := range []ulid.ULID{urgent[0], old[0], old[1], old[2], other[0], low[0]} {
+		a := n.next(t)
+		if a.msg.JobID != want.String() {
+			t.Fatalf("got %s, want %s", a.msg.JobID, want)
+		}
+		a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: a.msg.Attempt})
+	}
+}
+
+// TestRequeuedJobPassivatesAndIsOfferedFromTheStore: a job queued again after a lost attempt
+// lets its actor go while it waits; the next offer activates it from the store, which carries
+// the attempt count and the node to avoid.
+func TestRequeuedJobPassivatesAndIsOfferedFromTheStore(t *testing.T) {
+	f := newFixture(t, actors.Config{PassivateAfter: time.Minute})
+	n1 := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	first := n1.next(t)
+	// n1 drains: it takes nothing more, so the requeued job waits with no node free.
+	if _, err := f.coord.DrainNode("n1"); err != nil {
+		t.Fatal(err)
+	}
+	first.reply(&protocol.Failed{JobID: id.String(), Attempt: 1, Error: "node hiccup", Retryable: true})
+	f.idleUntilPassivated(id, time.Minute, 1)
+	if live := f.coord.LiveJobActors(); live != 0 {
+		t.Fatalf("%d live job actors while the job waits in the queue", live)
+	}
+	n2 := f.attachTestNode("n2", 1)
+	second := n2.next(t)
+	if second.msg.JobID != id.String() || second.msg.Attempt != 2 {
+		t.Fatalf("second assignment %+v", second.msg)
+	}
+}

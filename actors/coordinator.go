@@ -38,7 +38,7 @@ type Config struct {
 	MaxAttempts int
 	// ProgressInterval is the most often a rendering job's progress is persisted [1s].
 	ProgressInterval time.Duration
-	// PassivateAfter is how long a terminal job's actor stays idle before it stops [2s].
+	// PassivateAfter is how long a job's actor stays idle before it stops [2s].
 	PassivateAfter time.Duration
 	// SilenceTimeout stops a render that reports no progress for this long [10m].
 	SilenceTimeout time.Duration
@@ -104,7 +104,7 @@ func setDefault[T comparable](v *T, def T) {
 type Observer interface {
 	// JobStateChanged reports a durable transition; from is 0 when the job was just created.
 	JobStateChanged(jobID ulid.ULID, from, to persistence.JobState)
-	// JobActorStopped reports a terminal job's actor passivated (its record stays in the store).
+	// JobActorStopped reports a job's actor passivated (its record stays in the store).
 	JobActorStopped(jobID ulid.ULID)
 	// JobProgressSaved reports a rendering job's progress once it is durable.
 	JobProgressSaved(jobID ulid.ULID, percent float64)
@@ -236,7 +236,8 @@ func (c *Coordinator) Config() Config { return c.cfg }
 const metaCleanShutdown = "clean_shutdown"
 
 // Start spawns the scheduler, template processor and webhook dispatcher, then resumes every
-// job that was not terminal when the previous process stopped.
+// job that was not terminal when the previous process stopped: queued jobs into the scheduler's
+// queue, pending parents and interrupted renders into actors.
 func (c *Coordinator) Start() error {
 	err := c.Store.Update(func(tx *persistence.Tx) error {
 		c.cleanRestart = tx.Meta(metaCleanShutdown) == "1"
@@ -254,22 +255,39 @@ func (c *Coordinator) Start() error {
 	}
 	c.webhooks = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newWebhookDispatcher(c) }))
 	c.templates = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTemplateProcessor(c) }))
-	resumed := 0
+	// The queue comes back from the live-jobs index alone; only pending parents and interrupted
+	// renders get actors (and records) now.
+	var queued []persistence.QueueEntry
+	var resume []*persistence.Job
 	err = c.Store.View(func(tx *persistence.Tx) error {
-		return tx.LiveJobs(func(j *persistence.Job) error {
-			if j.State == persistence.JobRendering && c.cfg.AdoptAfterRestart {
-				// Offered before any node can reach this process, so none says hello too early.
-				c.adoptions.offer(j.ID, adoptable{attempt: j.Attempts, node: j.Node, team: j.TeamID})
-			}
-			c.jobs.activate(j.ID, c.jobProducer(j))
-			resumed++
+		if err := tx.QueuedJobs(func(e persistence.QueueEntry) error {
+			queued = append(queued, e)
 			return nil
-		})
+		}); err != nil {
+			return err
+		}
+		for _, s := range []persistence.JobState{persistence.JobPending, persistence.JobRendering} {
+			if err := tx.JobsIn(s, func(j *persistence.Job) error {
+				resume = append(resume, j)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("resume jobs: %w", err)
 	}
-	c.log.Info("coordinator started", "resumed_jobs", resumed, "clean_restart", c.cleanRestart)
+	c.system.Root.Send(c.scheduler, &jobsQueued{entries: queued})
+	for _, j := range resume {
+		if j.State == persistence.JobRendering && c.cfg.AdoptAfterRestart {
+			// Offered before any node can reach this process, so none says hello too early.
+			c.adoptions.offer(j.ID, adoptable{attempt: j.Attempts, node: j.Node, team: j.TeamID})
+		}
+		c.jobs.activate(j.ID, c.jobProducer(j, true))
+	}
+	c.log.Info("coordinator started", "queued_jobs", len(queued), "resumed_jobs", len(resume), "clean_restart", c.cleanRestart)
 	return nil
 }
 
@@ -336,11 +354,18 @@ func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job
 	}, done)
 }
 
-// startNewJobs starts the actors of jobs whose first write is durable.
+// startNewJobs queues the jobs whose first write is durable. They get actors only when something
+// happens to them: pending parents when a child ends, queued jobs when offered a slot.
 func (c *Coordinator) startNewJobs(jobs []*persistence.Job) {
+	queued := make([]persistence.QueueEntry, 0, len(jobs))
 	for _, j := range jobs {
 		c.Observer.JobStateChanged(j.ID, 0, j.State)
-		c.jobs.activate(j.ID, c.jobProducer(j))
+		if j.State == persistence.JobQueued {
+			queued = append(queued, j.QueueEntry())
+		}
+	}
+	if len(queued) > 0 {
+		c.system.Root.Send(c.scheduler, &jobsQueued{entries: queued})
 	}
 }
 

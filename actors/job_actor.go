@@ -16,14 +16,23 @@ import (
 // jobActor owns one job. It is the only writer of the job's record after creation: every change
 // is applied to a copy, persisted, and adopted only once durable. While a write is in flight,
 // other messages wait in arrival order, so each message sees the state left by the one before.
+//
+// It is a virtual actor: it lives only while something happens to the job. A queued job has no
+// actor, only its entry in the scheduler's queue; any message addressed to a job (an offer, a
+// cancel, a child's news) activates its actor from the store, and the actor passivates once idle
+// for Config.PassivateAfter, in any state but rendering (a render sends progress, and its
+// timers and unsaved progress live here).
 type jobActor struct {
 	c     *Coordinator
 	job   *persistence.Job
 	entry *registryEntry
+	// resume is set when a coordinator restart activates the job: an attempt it finds rendering
+	// was interrupted. Any other activation finds the job as its last write left it.
+	resume bool
 
 	// held keeps messages that arrive while a write is in flight.
 	held holdQueue
-	// idle passivates the actor of a terminal job that nothing asked for a while.
+	// idle passivates the actor once nothing happened to the job for a while.
 	idle idleTimer
 	// waitingOn holds the children a pending parent still waits for.
 	waitingOn map[ulid.ULID]bool
@@ -32,13 +41,10 @@ type jobActor struct {
 	progressSavedAt time.Time
 }
 
-func newJobActor(c *Coordinator, job *persistence.Job, entry *registryEntry) *jobActor {
-	return &jobActor{c: c, job: job, entry: entry}
-}
-
-// jobProducer makes the actor of a job whose record the caller holds.
-func (c *Coordinator) jobProducer(job *persistence.Job) func(*registryEntry) actor.Actor {
-	return func(e *registryEntry) actor.Actor { return newJobActor(c, job, e) }
+// jobProducer makes the actor of a job whose record the caller holds; resume is set by a
+// restart.
+func (c *Coordinator) jobProducer(job *persistence.Job, resume bool) func(*registryEntry) actor.Actor {
+	return func(e *registryEntry) actor.Actor { return &jobActor{c: c, job: job, entry: e, resume: resume} }
 }
 
 // loadJobActor makes the actor of a stored job.
@@ -51,7 +57,7 @@ func (c *Coordinator) loadJobActor(jobID ulid.ULID) (func(*registryEntry) actor.
 	if err != nil {
 		return nil, err
 	}
-	return c.jobProducer(job), nil
+	return c.jobProducer(job, false), nil
 }
 
 // tellJob sends msg to a job, logging when the job cannot be reached.
@@ -76,7 +82,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		}
 		a.restartIdle(ctx)
 	case *idleCheck:
-		if a.idle.current(msg) && a.job.State.Terminal() && !a.held.busy && a.c.jobs.tryPassivate(a.job.ID, a.entry) {
+		if a.idle.current(msg) && a.idleNow() && a.c.jobs.tryPassivate(a.job.ID, a.entry) {
 			ctx.Stop(ctx.Self())
 			a.c.Observer.JobActorStopped(a.job.ID)
 		}
@@ -113,25 +119,23 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 // log is the actor's logger (made when needed: most actors never log).
 func (a *jobActor) log() *slog.Logger { return a.c.log.With("job", a.job.ID.String()) }
 
-// start resumes the job from its stored state: a fresh job as created, or any job after a
-// restart of the coordinator.
+// start takes the job up from its stored state. A pending parent learns again which children it
+// waits for (and acts on any that ended while it had no actor); after a restart, a rendering
+// job's attempt was interrupted. A queued job needs nothing: it is in the scheduler's queue.
 func (a *jobActor) start(ctx actor.Context) {
-	switch a.job.State {
-	case persistence.JobQueued:
-		a.enqueue(ctx)
-	case persistence.JobPending:
+	switch {
+	case a.job.State == persistence.JobPending:
 		a.resumeWaiting(ctx)
-	case persistence.JobRendering:
-		// Only a coordinator restart activates a rendering job. Its node may still hold the
-		// attempt and reclaim it when it reconnects; otherwise it goes back to the queue.
+	case a.job.State == persistence.JobRendering && a.resume:
+		// Its node may still hold the attempt and reclaim it when it reconnects; otherwise it
+		// goes back to the queue.
 		if a.c.cfg.AdoptAfterRestart {
 			a.awaitAdoption()
 			return
 		}
 		a.restartLost(ctx)
-	default:
-		a.restartIdle(ctx)
 	}
+	a.restartIdle(ctx)
 }
 
 // restartLost queues again a job whose attempt the coordinator's restart interrupted.
@@ -161,22 +165,20 @@ func (a *jobActor) onAdoptionExpired(ctx actor.Context, m *adoptionExpired) {
 	}
 }
 
-// restartIdle starts the passivation wait of a terminal job's actor once it is free.
+// idleNow reports whether the actor may passivate: no write in flight and no render going on.
+func (a *jobActor) idleNow() bool {
+	return !a.held.busy && a.job.State != persistence.JobRendering
+}
+
+// restartIdle starts the passivation wait once the actor is idle.
 func (a *jobActor) restartIdle(ctx actor.Context) {
-	if a.job.State.Terminal() && !a.held.busy {
+	if a.idleNow() {
 		a.idle.reset(a.c, ctx.Self())
 	}
 }
 
 func (a *jobActor) enqueue(ctx actor.Context) {
-	var avoid []string
-	for _, f := range a.job.Failures {
-		if !slices.Contains(avoid, f.Node) {
-			avoid = append(avoid, f.Node)
-		}
-	}
-	ctx.Send(a.c.scheduler, &jobQueued{jobID: a.job.ID, teamID: a.job.TeamID, engine: a.job.Engine, tags: a.job.Tags,
-		priority: a.job.Priority, avoid: avoid})
+	ctx.Send(a.c.scheduler, &jobsQueued{entries: []persistence.QueueEntry{a.job.QueueEntry()}})
 }
 
 // resumeWaiting loads a pending parent's children and acts on what they already did.

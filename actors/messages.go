@@ -73,15 +73,8 @@ type (
 
 // Messages to the scheduler.
 type (
-	jobQueued struct {
-		jobID    ulid.ULID
-		teamID   ulid.ULID
-		engine   string
-		tags     []string
-		priority int
-		// avoid are the nodes the job failed on.
-		avoid []string
-	}
+	// jobsQueued: these jobs wait for a slot (one message for a whole batch or a restart).
+	jobsQueued    struct{ entries []persistence.QueueEntry }
 	jobWithdrawn  struct{ jobID ulid.ULID }
 	offerClaimed  struct{ jobID ulid.ULID }
 	offerDeclined struct{ jobID ulid.ULID }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
 )
 
 // scheduler matches queued jobs to free node slots. It pushes: every event that can make a match
@@ -25,9 +27,11 @@ import (
 // only. So a team's head job that avoids a node holds that team's later jobs back from that
 // node for the round (they go to other nodes).
 type scheduler struct {
-	c       *Coordinator
-	queues  map[string]*engineQueue
-	queued  map[ulid.ULID]*queuedJob
+	c      *Coordinator
+	queues map[string]*engineQueue
+	queued map[ulid.ULID]*queuedJob
+	// avoid holds, for the queued jobs that failed somewhere, the nodes they failed on.
+	avoid   map[ulid.ULID][]string
 	nodes   map[string]*schedNode
 	offered map[ulid.ULID]*schedNode
 	// holding counts, per team, the slots its jobs hold (offered or rendering).
@@ -39,19 +43,22 @@ type scheduler struct {
 	free     map[string]*schedNode
 }
 
+// queuedJob is a queued job as the scheduler holds it: no record, no actor (the job's actor is
+// activated from the store when it is offered a slot). Kept small, since a campaign queues
+// hundreds of thousands: the team, engine and tags live in the queue it sits in, and the rare
+// nodes to avoid in scheduler.avoid.
 type queuedJob struct {
-	id       ulid.ULID
-	team     ulid.ULID
-	queue    string
-	priority int
-	queuedAt time.Time
-	// avoid are the nodes the job failed on.
-	avoid []string
-	index int
+	id   ulid.ULID
+	team *teamQueue
+	// queuedAt is when it was queued, in Unix nanoseconds of the coordinator's clock.
+	queuedAt int64
+	priority int32
+	index    int32
 }
 
 // engineQueue holds the queued jobs of one engine and one tag set.
 type engineQueue struct {
+	key    string
 	engine string
 	tags   []string
 	teams  map[ulid.ULID]*teamQueue
@@ -63,30 +70,34 @@ func queueKey(engine string, tags []string) string {
 	return engine + "\x00" + strings.Join(tags, "\x00")
 }
 
-// teamQueue is one team's queued jobs for one engine, best first.
-type teamQueue []*queuedJob
-
-func (q teamQueue) Len() int { return len(q) }
-func (q teamQueue) Less(i, k int) bool {
-	if q[i].priority != q[k].priority {
-		return q[i].priority > q[k].priority
-	}
-	return q[i].id.Compare(q[k].id) < 0
+// teamQueue is one team's queued jobs for one engine and tag set, best first.
+type teamQueue struct {
+	team  ulid.ULID
+	queue *engineQueue
+	jobs  []*queuedJob
 }
-func (q teamQueue) Swap(i, k int) {
-	q[i], q[k] = q[k], q[i]
-	q[i].index, q[k].index = i, k
+
+func (q *teamQueue) Len() int { return len(q.jobs) }
+func (q *teamQueue) Less(i, k int) bool {
+	a, b := q.jobs[i], q.jobs[k]
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	return a.id.Compare(b.id) < 0
+}
+func (q *teamQueue) Swap(i, k int) {
+	q.jobs[i], q.jobs[k] = q.jobs[k], q.jobs[i]
+	q.jobs[i].index, q.jobs[k].index = int32(i), int32(k)
 }
 func (q *teamQueue) Push(x any) {
 	j := x.(*queuedJob)
-	j.index = len(*q)
-	*q = append(*q, j)
+	j.index = int32(len(q.jobs))
+	q.jobs = append(q.jobs, j)
 }
 func (q *teamQueue) Pop() any {
-	old := *q
-	j := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
+	j := q.jobs[len(q.jobs)-1]
+	q.jobs[len(q.jobs)-1] = nil
+	q.jobs = q.jobs[:len(q.jobs)-1]
 	return j
 }
 
@@ -127,6 +138,7 @@ func newScheduler(c *Coordinator) *scheduler {
 		c:        c,
 		queues:   make(map[string]*engineQueue),
 		queued:   make(map[ulid.ULID]*queuedJob),
+		avoid:    make(map[ulid.ULID][]string),
 		nodes:    make(map[string]*schedNode),
 		offered:  make(map[ulid.ULID]*schedNode),
 		holding:  make(map[ulid.ULID]int),
@@ -147,8 +159,10 @@ type QueueStats struct {
 
 func (s *scheduler) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *jobQueued:
-		s.enqueue(m)
+	case *jobsQueued:
+		for i := range m.entries {
+			s.enqueue(&m.entries[i])
+		}
 	case *jobWithdrawn:
 		s.remove(m.jobID)
 	case *offerClaimed:
@@ -178,29 +192,33 @@ func (s *scheduler) Receive(ctx actor.Context) {
 	s.dispatch()
 }
 
-func (s *scheduler) enqueue(m *jobQueued) {
-	if s.queued[m.jobID] != nil {
+func (s *scheduler) enqueue(e *persistence.QueueEntry) {
+	if s.queued[e.JobID] != nil {
 		return
 	}
-	tags := slices.Clone(m.tags)
-	slices.Sort(tags)
-	tags = slices.Compact(tags)
-	key := queueKey(m.engine, tags)
+	tags := e.Tags
+	if !slices.IsSorted(tags) || len(slices.Compact(slices.Clone(tags))) != len(tags) {
+		tags = slices.Compact(slices.Sorted(slices.Values(tags)))
+	}
+	key := queueKey(e.Engine, tags)
 	q := s.queues[key]
 	if q == nil {
-		q = &engineQueue{engine: m.engine, tags: tags, teams: make(map[ulid.ULID]*teamQueue)}
+		q = &engineQueue{key: key, engine: e.Engine, tags: slices.Clone(tags), teams: make(map[ulid.ULID]*teamQueue)}
 		s.queues[key] = q
 	}
-	tq := q.teams[m.teamID]
+	tq := q.teams[e.TeamID]
 	if tq == nil {
-		tq = &teamQueue{}
-		q.teams[m.teamID] = tq
+		tq = &teamQueue{team: e.TeamID, queue: q}
+		q.teams[e.TeamID] = tq
 	}
-	j := &queuedJob{id: m.jobID, team: m.teamID, queue: key, priority: m.priority, queuedAt: s.c.Clock.Now(), avoid: m.avoid}
+	j := &queuedJob{id: e.JobID, team: tq, priority: int32(e.Priority), queuedAt: s.c.Clock.Now().UnixNano()}
 	heap.Push(tq, j)
 	q.size++
-	s.queued[m.jobID] = j
-	s.countQueued(m.engine, 1)
+	s.queued[e.JobID] = j
+	if len(e.Avoid) > 0 {
+		s.avoid[e.JobID] = e.Avoid
+	}
+	s.countQueued(e.Engine, 1)
 }
 
 func (s *scheduler) remove(jobID ulid.ULID) {
@@ -209,15 +227,16 @@ func (s *scheduler) remove(jobID ulid.ULID) {
 		return
 	}
 	delete(s.queued, jobID)
-	q := s.queues[j.queue]
+	delete(s.avoid, jobID)
+	tq := j.team
+	q := tq.queue
 	s.countQueued(q.engine, -1)
-	tq := q.teams[j.team]
-	heap.Remove(tq, j.index)
+	heap.Remove(tq, int(j.index))
 	if tq.Len() == 0 {
-		delete(q.teams, j.team)
+		delete(q.teams, tq.team)
 	}
 	if q.size--; q.size == 0 {
-		delete(s.queues, j.queue)
+		delete(s.queues, q.key)
 	}
 }
 
@@ -308,10 +327,11 @@ func (s *scheduler) dispatch() {
 				continue
 			}
 			s.remove(j.id)
-			s.changeNode(n, func() { n.busy[j.id] = j.team })
-			s.holding[j.team]++
+			team := j.team.team
+			s.changeNode(n, func() { n.busy[j.id] = team })
+			s.holding[team]++
 			s.offered[j.id] = n
-			if err := s.c.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: j.queuedAt}, nil); err != nil {
+			if err := s.c.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: time.Unix(0, j.queuedAt)}, nil); err != nil {
 				// No job actor will answer the offer: the slot comes back now.
 				s.c.log.Warn("cannot offer a slot to a job", "job", j.id.String(), "err", err)
 				delete(s.offered, j.id)
@@ -330,8 +350,8 @@ func (s *scheduler) pick(n *schedNode) *queuedJob {
 			continue
 		}
 		for _, tq := range q.teams {
-			head := (*tq)[0]
-			if slices.Contains(head.avoid, n.id) && s.anotherNodeTakes(q, head.avoid) {
+			head := tq.jobs[0]
+			if avoid := s.avoid[head.id]; slices.Contains(avoid, n.id) && s.anotherNodeTakes(q, avoid) {
 				continue
 			}
 			if best == nil || s.better(head, best) {
@@ -357,7 +377,7 @@ func (s *scheduler) better(a, b *queuedJob) bool {
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
-	if ha, hb := s.holding[a.team], s.holding[b.team]; ha != hb {
+	if ha, hb := s.holding[a.team.team], s.holding[b.team.team]; ha != hb {
 		return ha < hb
 	}
 	return a.id.Compare(b.id) < 0

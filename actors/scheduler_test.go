@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/persistence"
 )
 
 // recount is the capacity walked from scratch, as publish once computed it after every event.
@@ -54,7 +56,7 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 		case 0, 1:
 			id := ulid.Make()
 			jobs = append(jobs, id)
-			s.enqueue(&jobQueued{jobID: id, teamID: ulid.ULID{byte(rng.IntN(3))}, engine: engines[rng.IntN(3)], priority: rng.IntN(2)})
+			s.enqueue(&persistence.QueueEntry{JobID: id, TeamID: ulid.ULID{byte(rng.IntN(3))}, Engine: engines[rng.IntN(3)], Priority: rng.IntN(2)})
 		case 2:
 			if len(jobs) > 0 {
 				s.remove(jobs[rng.IntN(len(jobs))])
@@ -94,4 +96,31 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkQueuedJobMemory: the heap one queued job costs the coordinator (the scheduler's entry,
+// its index and its heap slot; a queued job has no actor), measured over 100,000 jobs of 10 teams.
+func BenchmarkQueuedJobMemory(b *testing.B) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
+	const jobs = 100_000
+	entries := make([]persistence.QueueEntry, jobs)
+	for i := range entries {
+		entries[i] = persistence.QueueEntry{JobID: ulid.Make(), TeamID: ulid.ULID{byte(i % 10)}, Engine: "lottie", Tags: []string{"campaign"}, Priority: i % 3}
+	}
+	var perJob float64
+	for b.Loop() {
+		s := newScheduler(c)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range entries {
+			s.enqueue(&entries[i])
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perJob = float64(after.HeapAlloc-before.HeapAlloc) / jobs
+		runtime.KeepAlive(s)
+	}
+	b.ReportMetric(perJob, "bytes/queued-job")
 }

@@ -65,25 +65,6 @@ func (t *Tx) putJob(j *Job) error {
 	return t.putJSON(bucketJobs, id(j.ID), j)
 }
 
-// LiveJobs calls fn for every job that is not terminal, in state then id order.
-func (t *Tx) LiveJobs(fn func(*Job) error) error {
-	var ids []ulid.ULID
-	t.scanPrefix(bucketLiveJobs, nil, func(k, _ []byte) bool {
-		ids = append(ids, ulidAt(k[1:]))
-		return true
-	})
-	for _, jobID := range ids {
-		j, err := t.Job(jobID)
-		if err != nil {
-			return fmt.Errorf("live job %s: %w", jobID, err)
-		}
-		if err := fn(j); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // TemplateInUse reports whether a live job uses the template.
 func (t *Tx) TemplateInUse(templateID ulid.ULID) bool {
 	used := false
@@ -186,7 +167,11 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 		entries = append(entries, jobIndexEntry{bucketJobsByTeamTag, key(team, tagKey(tag), jid), st})
 	}
 	if !s.Terminal() {
-		entries = append(entries, jobIndexEntry{bucketLiveJobs, key(st, jid), nil})
+		var entry []byte
+		if s == JobQueued {
+			entry = encodeQueueEntry(j.QueueEntry())
+		}
+		entries = append(entries, jobIndexEntry{bucketLiveJobs, key(st, jid), entry})
 		if j.TemplateID != (ulid.ULID{}) {
 			entries = append(entries, jobIndexEntry{bucketJobsByTemplate, key(id(j.TemplateID), jid), nil})
 		}

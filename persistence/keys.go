@@ -31,7 +31,8 @@ var (
 	bucketJobsByTeamTag = []byte("jobs_by_team_tag")
 	// team + inverted priority + job id -> state: pickup order per team
 	bucketJobsByTeamPriority = []byte("jobs_by_team_priority")
-	// state + job id -> nothing, for live states only: what to resume after a restart
+	// state + job id -> the queue entry (queued) or nothing, for live states only: what to
+	// resume after a restart
 	bucketLiveJobs = []byte("live_jobs")
 	// template id + job id -> nothing, for live jobs: templates in use
 	bucketJobsByTemplate = []byte("jobs_by_template")

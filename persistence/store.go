@@ -86,7 +86,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	if err := db.Update(createBuckets); err != nil {
+	if err := prepare(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
 	}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// The data folder in testdata/data-0fb8cdc.tar.gz was written by framefarm at commit 0fb8cdc (the
+// release before schema versions): team "fixture" with a zip template, a secret, a finished job,
+// a batch of 20 (10 finished, 10 queued; one more queued job cancelled), a join of two child jobs
+// (pending, children queued); a second team's token made with `framefarm token create`. The
+// process was killed with SIGKILL, so the folder is as a crash leaves it. Both tokens are
+// fixture tokens of that folder only.
+const (
+	fixtureToken    = "ff_nRhZ18uOCHgB_rhBAtM9LHYUvbxq0LD-BTwHh2Kc1dU"
+	fixture2Token   = "ff_Yw727Y5y_OdN-uxa8aXiA1sLlnSqsEr5ylSALbzRytM"
+	fixtureTemplate = "01M8BJSMK667FMFW9XECGNGQC2"
+	fixtureBatch    = "01M8BJTM2J4CNH9MHNCHHEGH7M"
+	fixtureJoin     = "01M8BJTM2YPYPS7NKCYZMJ5JAV"
+	fixtureFinished = "01M8BJT5CMT8VVA5ABPC2GF53N"
+)
+
+// TestUpgradeOpensTheFolderOfThePreviousRelease: every record of a folder the previous release
+// wrote is there after the upgrade, and its queued jobs and pending join then run to the end.
+func TestUpgradeOpensTheFolderOfThePreviousRelease(t *testing.T) {
+	c := newCoordinator(t, options{slots: 2})
+	untar(t, "testdata/data-0fb8cdc.tar.gz", c.dataDir())
+	c.control.answerAll(finishAll)
+	c.launch("127.0.0.1:0")
+	fixture := &client{c: c, token: fixtureToken}
+
+	var jobs []job
+	fixture.must(http.MethodGet, "/api/v2/jobs?limit=100&sort=oldest_first", nil, http.StatusOK, &jobs)
+	if len(jobs) != 25 {
+		t.Fatalf("%d jobs after the upgrade, want 25", len(jobs))
+	}
+	for _, j := range jobs {
+		if j.Status == "queued" || j.Status == "pending" || j.Status == "render:dorender" {
+			c.waitJob(j.ID, "finished")
+		}
+	}
+	states := map[string]int{}
+	fixture.must(http.MethodGet, "/api/v2/jobs?limit=100", nil, http.StatusOK, &jobs)
+	for _, j := range jobs {
+		states[j.Status]++
+	}
+	if states["finished"] != 24 || states["manually_cancelled"] != 1 {
+		t.Fatalf("states once the queue ran: %v", states)
+	}
+	if j := fixture.job(fixtureJoin); len(j.Children) != 2 || j.Status != "finished" {
+		t.Fatalf("join %+v", j)
+	}
+	if status, out := get(t, fixture.job(fixtureFinished).OutputURL); status != http.StatusOK || len(out) == 0 {
+		t.Fatalf("output of a job finished before the upgrade: %d, %d bytes", status, len(out))
+	}
+
+	var tpl templateAnswer
+	fixture.must(http.MethodGet, "/api/v2/templates/"+fixtureTemplate, nil, http.StatusOK, &tpl)
+	if tpl.Status != "uploaded" || !slices.Equal(tpl.Compositions, []string{"Name"}) {
+		t.Fatalf("template %+v", tpl)
+	}
+	var batch struct {
+		Jobs []struct{ Status string } `json:"jobs"`
+	}
+	fixture.must(http.MethodGet, "/api/v2/batches/"+fixtureBatch, nil, http.StatusOK, &batch)
+	if len(batch.Jobs) != 20 {
+		t.Fatalf("batch of %d jobs", len(batch.Jobs))
+	}
+	var secrets []struct{ Name string }
+	fixture.must(http.MethodGet, "/api/v2/secrets", nil, http.StatusOK, &secrets)
+	if len(secrets) != 1 || secrets[0].Name != "hook_token" {
+		t.Fatalf("secrets %+v", secrets)
+	}
+	(&client{c: c, token: fixture2Token}).must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, nil)
+
+	// The upgrade ran once: a restart opens the upgraded folder as it is.
+	c.stop()
+	c.restart()
+	fixture.must(http.MethodGet, "/api/v2/jobs/"+fixtureJoin, nil, http.StatusOK, nil)
+}
+
+// untar unpacks a .tar.gz of plain files and folders into dir.
+func untar(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if !filepath.IsLocal(h.Name) {
+			t.Fatalf("archive entry %q leaves the folder", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(path, 0o700)
+		case tar.TypeReg:
+			err = writeFile(path, tr)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writeFile(path string, r io.Reader) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
