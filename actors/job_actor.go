@@ -82,9 +82,8 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		}
 		a.restartIdle(ctx)
 	case *idleCheck:
-		if a.idle.current(msg) && a.idleNow() && a.c.jobs.tryPassivate(a.job.ID, a.entry) {
-			ctx.Stop(ctx.Self())
-			a.c.Observer.JobActorStopped(a.job.ID)
+		if a.idle.current(msg) && a.idleNow() {
+			a.passivate(ctx)
 		}
 	case *actor.Stopping:
 		a.idle.stop()
@@ -170,10 +169,26 @@ func (a *jobActor) idleNow() bool {
 	return !a.held.busy && a.job.State != persistence.JobRendering
 }
 
-// restartIdle starts the passivation wait once the actor is idle.
+// restartIdle lets an idle actor go: a terminal job's at once (nothing more will happen to it
+// but a rare cancel or lookup, and a burst of cancels must not leave thousands of actors behind),
+// any other after Config.PassivateAfter. A terminal actor that cannot go yet has a message on
+// its way, after which this runs again.
 func (a *jobActor) restartIdle(ctx actor.Context) {
-	if a.idleNow() {
+	switch {
+	case !a.idleNow():
+	case a.job.State.Terminal():
+		a.idle.stop()
+		a.passivate(ctx)
+	default:
 		a.idle.reset(a.c, ctx.Self())
+	}
+}
+
+// passivate stops the actor unless a message is on its way to it.
+func (a *jobActor) passivate(ctx actor.Context) {
+	if a.c.jobs.tryPassivate(a.job.ID, a.entry) {
+		ctx.Stop(ctx.Self())
+		a.c.Observer.JobActorStopped(a.job.ID)
 	}
 }
 

@@ -28,6 +28,7 @@ type Config struct {
 	Webhooks  WebhooksConfig  `toml:"webhooks"`
 	Secrets   SecretsConfig   `toml:"secrets"`
 	Store     StoreConfig     `toml:"store"`
+	Debug     DebugConfig     `toml:"debug"`
 	// Cluster is set when the file has a [cluster] table: the coordinator then takes remote
 	// render nodes. Without it the coordinator runs alone with its embedded node.
 	Cluster *ClusterConfig `toml:"cluster"`
@@ -196,6 +197,11 @@ type StoreConfig struct {
 	MaxBatch int `toml:"max_batch"`
 }
 
+// DebugConfig is the [debug] table: Listen, when set, serves Go's pprof there (loopback only).
+type DebugConfig struct {
+	Listen string `toml:"listen"`
+}
+
 // Duration reads "10s", "5m" and the like.
 type Duration struct{ time.Duration }
 
@@ -302,6 +308,12 @@ func (c *Config) check() error {
 	}
 	if c.Cluster != nil {
 		errs = append(errs, c.Cluster.check(false)...)
+	}
+	if c.Debug.Listen != "" {
+		// pprof shows memory contents and costs CPU on demand: never on a reachable address.
+		if host, _, err := net.SplitHostPort(c.Debug.Listen); err != nil || !isLoopback(host) {
+			errs = append(errs, fmt.Errorf("debug.listen %q must be a loopback HOST:PORT such as 127.0.0.1:6060 (reach it through an SSH tunnel)", c.Debug.Listen))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -69,7 +69,8 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 // the next start, without counting as failed attempts) and stops its engines; the coordinator
 // leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP server
 // lets requests in flight finish; the actors stop (scheduler, template processor, webhook
-// dispatcher); the store commits what it holds and closes.
+// dispatcher); the debug listener closes (profiles of the shutdown stay readable until then); the
+// store commits what it holds and closes.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
 	cfg, err := serveConfig(args, stderr)
 	if err != nil {
@@ -213,6 +214,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 			return err
 		}
 	}
+	stopDebug := func() {}
+	if cfg.Debug.Listen != "" {
+		if stopDebug, err = startDebug(cfg.Debug.Listen, log); err != nil {
+			stopNode()
+			leaveCluster()
+			coord.Stop(context.Background())
+			return fmt.Errorf("debug listener: %w", err)
+		}
+	}
+	releaseCtx, stopReleasing := context.WithCancel(context.Background())
+	defer stopReleasing()
+	go memoryReleaser{Interval: 10 * time.Second, Threshold: 64 << 20}.Run(releaseCtx)
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(ln) }()
 	log.Info("framefarm serving", "listen", ln.Addr().String(), "public_url", publicURL, "version", buildVersion(),
@@ -236,6 +249,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		log.Warn("requests still in flight at the shutdown timeout", "err", err)
 	}
 	coord.Stop(shutdownCtx)
+	stopDebug()
 	log.Info("stopped")
 	return nil
 }
