@@ -36,43 +36,18 @@ type JobQuery struct {
 }
 
 // ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
-// job records are loaded for the page alone.
+// job records are loaded for the page alone. Without tags, and in creation order or random
+// order, the counters by creation time find the page's first job, the total and random samples
+// without walking the jobs before them; tags and priority order walk their index.
 func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	allowed := stateSet(q.States)
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
 	var ids []ulid.ULID
-	total := 0
-	if q.Sort == SortRandom {
-		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
-			ids = append(ids, jobID)
-		}
-		total = len(ids)
-		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
-		ids = page(ids, q.Offset, q.Limit)
+	var total int
+	if len(q.Tags) > 0 || q.Sort == SortPriority {
+		ids, total = t.walkList(q, allowed, lo, hi)
 	} else {
-		counted := len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
-		if counted {
-			for s := range allowed {
-				if len(q.Tags) == 1 {
-					total += t.TagCount(q.TeamID, q.Tags[0], s)
-				} else {
-					total += t.JobCount(q.TeamID, s)
-				}
-			}
-		}
-		n := 0
-		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
-			if n >= q.Offset && len(ids) < q.Limit {
-				ids = append(ids, jobID)
-			}
-			n++
-			if counted && len(ids) == q.Limit {
-				break
-			}
-		}
-		if !counted {
-			total = n
-		}
+		ids, total = t.rankedList(q, allowed, lo, hi)
 	}
 	jobs := make([]*Job, 0, len(ids))
 	for _, jobID := range ids {
@@ -83,6 +58,98 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 		jobs = append(jobs, j)
 	}
 	return jobs, total, nil
+}
+
+// rankedList pages through the jobs of some states in creation order (or samples them) by rank.
+func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
+	var states []JobState
+	for _, s := range AllJobStates {
+		if allowed[s] {
+			states = append(states, s)
+		}
+	}
+	ix := t.timeIndex(q.TeamID, states)
+	start, end := 0, 0
+	if lo != nil {
+		start = ix.before(lo)
+	}
+	if hi != nil {
+		end = ix.before(hi)
+	} else {
+		for _, s := range states {
+			end += t.JobCount(q.TeamID, s)
+		}
+	}
+	total := max(end-start, 0)
+	var ids []ulid.ULID
+	switch q.Sort {
+	case SortRandom:
+		for _, r := range sampleRanks(start+q.Offset, end, q.Limit, rand.IntN) {
+			if jobID, ok := ix.nth(r); ok {
+				ids = append(ids, jobID)
+			}
+		}
+	case SortNewestFirst:
+		if last, ok := ix.nth(end - 1 - q.Offset); ok && end-1-q.Offset >= start {
+			for jobID := range t.mergeRanges(bucketJobsByTeamState, ix.prefixes(), lo, successor(last), true, nil) {
+				if ids = append(ids, jobID); len(ids) == q.Limit {
+					break
+				}
+			}
+		}
+	default:
+		if first, ok := ix.nth(start + q.Offset); ok && start+q.Offset < end {
+			for jobID := range t.mergeRanges(bucketJobsByTeamState, ix.prefixes(), first[:], hi, false, nil) {
+				if ids = append(ids, jobID); len(ids) == q.Limit {
+					break
+				}
+			}
+		}
+	}
+	return ids, total
+}
+
+// successor is the id bound just after id (nil past the last id).
+func successor(u ulid.ULID) []byte {
+	return prefixEnd(u[:])
+}
+
+// walkList pages through a listing by walking its index: tags, or priority order.
+func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
+	var ids []ulid.ULID
+	total := 0
+	if q.Sort == SortRandom {
+		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
+			ids = append(ids, jobID)
+		}
+		total = len(ids)
+		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
+		return page(ids, q.Offset, q.Limit), total
+	}
+	counted := len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
+	if counted {
+		for s := range allowed {
+			if len(q.Tags) == 1 {
+				total += t.TagCount(q.TeamID, q.Tags[0], s)
+			} else {
+				total += t.JobCount(q.TeamID, s)
+			}
+		}
+	}
+	n := 0
+	for jobID := range t.matchingJobs(q, allowed, lo, hi) {
+		if n >= q.Offset && len(ids) < q.Limit {
+			ids = append(ids, jobID)
+		}
+		n++
+		if counted && len(ids) == q.Limit {
+			break
+		}
+	}
+	if !counted {
+		total = n
+	}
+	return ids, total
 }
 
 func page(ids []ulid.ULID, offset, limit int) []ulid.ULID {
@@ -121,11 +188,13 @@ func msBound(t time.Time) []byte {
 	if t.After(time.UnixMilli(ms)) {
 		ms++
 	}
-	if ms < 0 {
-		ms = 0
-	}
+	return msKey(uint64(max(ms, 0)))
+}
+
+// msKey is the smallest ULID of a millisecond (past the last ULID time: all ones).
+func msKey(ms uint64) []byte {
 	var u ulid.ULID
-	if err := u.SetTime(uint64(ms)); err != nil {
+	if err := u.SetTime(ms); err != nil {
 		u = ulid.ULID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	}
 	return u[:]

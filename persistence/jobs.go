@@ -123,9 +123,12 @@ func (t *Tx) JobCountsByState() map[JobState]int {
 	return counts
 }
 
-// addJobCounts moves the per-state counters of a job, overall and per tag.
+// addJobCounts moves the per-state counters of a job: overall, by creation time and per tag.
 func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
 	if err := t.addCount(bucketJobCounts, key(id(j.TeamID), stateKey(s)), delta); err != nil {
+		return err
+	}
+	if err := t.addTimeCounts(j, s, delta); err != nil {
 		return err
 	}
 	for _, tag := range j.Tags {

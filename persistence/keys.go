@@ -42,6 +42,8 @@ var (
 	bucketJobCounts = []byte("job_counts")
 	// team + len(tag) + tag + state -> count
 	bucketTagCounts = []byte("tag_counts")
+	// team + state + level + time unit -> count (timecounts.go)
+	bucketJobTimeCounts = []byte("job_time_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
@@ -53,7 +55,7 @@ var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
 	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
-	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
+	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
 }
 
 func createBuckets(tx *bolt.Tx) error {

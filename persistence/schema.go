@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -13,7 +14,8 @@ import (
 // store in place, once; a store written by a newer build is refused rather than misread.
 //
 //	1  the layout before versions were recorded
-//	2  the live-jobs index carries each queued job's queue entry (restart without records)
+//	2  the live-jobs index carries each queued job's queue entry (restart without records), and
+//	   jobs are counted by creation time (listings by rank)
 const SchemaVersion = 2
 
 const metaSchemaVersion = "schema_version"
@@ -22,11 +24,13 @@ const metaSchemaVersion = "schema_version"
 var ErrNewerSchema = errors.New("the database was written by a newer framefarm")
 
 // migrations[v] upgrades a store from version v to v+1. A migration works in chunks, each its
-// own transaction, and may be run again from the start: a process killed halfway redoes it at
-// the next Open, and the version moves only in the transaction of the last chunk.
+// own transaction that also records where it got to, so a process killed halfway goes on from
+// there at the next Open; the version moves in the transaction of the last chunk.
 var migrations = map[int]func(db *bolt.DB) error{
-	1: fillQueueEntries,
+	1: upgradeTo2,
 }
+
+const metaMigrationCursor = "migration_cursor"
 
 // migrationChunk is how many records one migration transaction rewrites.
 var migrationChunk = 10000
@@ -72,44 +76,67 @@ func prepare(db *bolt.DB) error {
 	return nil
 }
 
-// fillQueueEntries (1 -> 2) writes the queue entry of every queued job into the live-jobs index.
-func fillQueueEntries(db *bolt.DB) error {
-	prefix := stateKey(JobQueued)
-	after := prefix
+// upgradeTo2 walks every job in the team-and-state index: it counts the job by creation time
+// and, for a queued job, writes its queue entry into the live-jobs index.
+func upgradeTo2(db *bolt.DB) error {
 	for {
-		var last []byte
+		done := false
 		err := db.Update(func(btx *bolt.Tx) error {
-			live, jobs := btx.Bucket(bucketLiveJobs), btx.Bucket(bucketJobs)
-			type fill struct{ k, v []byte }
-			var fills []fill
-			c := live.Cursor()
-			k, _ := c.Seek(after)
-			if k != nil && bytes.Equal(k, after) {
-				k, _ = c.Next()
-			}
-			for ; k != nil && hasPrefix(k, prefix) && len(fills) < migrationChunk; k, _ = c.Next() {
-				raw := jobs.Get(k[1:])
-				if raw == nil {
-					return fmt.Errorf("queued job %s has no record", ulidAt(k[1:]))
-				}
-				j, err := decodeJob(raw)
-				if err != nil {
+			meta := btx.Bucket(bucketMeta)
+			after := meta.Get([]byte(metaMigrationCursor))
+			if after == nil {
+				// First chunk: counters from an earlier attempt that never committed a chunk
+				// cannot exist, but start from nothing all the same.
+				if err := btx.DeleteBucket(bucketJobTimeCounts); err != nil {
 					return err
 				}
-				fills = append(fills, fill{bytes.Clone(k), encodeQueueEntry(j.QueueEntry())})
+				if _, err := btx.CreateBucket(bucketJobTimeCounts); err != nil {
+					return err
+				}
+			}
+			tx := &Tx{tx: btx}
+			type step struct {
+				team, job ulid.ULID
+				state     JobState
+			}
+			var steps []step
+			c := btx.Bucket(bucketJobsByTeamState).Cursor()
+			k, _ := c.First()
+			if after != nil {
+				k, _ = c.Seek(after)
+				if k != nil && bytes.Equal(k, after) {
+					k, _ = c.Next()
+				}
+			}
+			var last []byte
+			for ; k != nil && len(steps) < migrationChunk; k, _ = c.Next() {
+				steps = append(steps, step{team: ulidAt(k), state: JobState(k[16]), job: ulidAt(k[17:])})
+				last = bytes.Clone(k)
 			}
 			// Written after the walk: bbolt cursors may skip keys when their bucket changes.
-			for _, f := range fills {
-				if err := live.Put(f.k, f.v); err != nil {
+			for _, st := range steps {
+				if err := tx.addTimeCounts(&Job{ID: st.job, TeamID: st.team}, st.state, 1); err != nil {
 					return err
 				}
-				last = f.k
+				if st.state != JobQueued {
+					continue
+				}
+				j, err := tx.Job(st.job)
+				if err != nil {
+					return fmt.Errorf("queued job %s: %w", st.job, err)
+				}
+				if err := btx.Bucket(bucketLiveJobs).Put(key(stateKey(JobQueued), id(st.job)), encodeQueueEntry(j.QueueEntry())); err != nil {
+					return err
+				}
 			}
-			if len(fills) < migrationChunk {
-				last = nil
-				return btx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("2"))
+			if len(steps) < migrationChunk {
+				done = true
+				if err := meta.Delete([]byte(metaMigrationCursor)); err != nil {
+					return err
+				}
+				return meta.Put([]byte(metaSchemaVersion), []byte("2"))
 			}
-			return nil
+			return meta.Put([]byte(metaMigrationCursor), last)
 		})
 		if err != nil {
 			return err
@@ -119,9 +146,8 @@ func fillQueueEntries(db *bolt.DB) error {
 				return err
 			}
 		}
-		if last == nil {
+		if done {
 			return nil
 		}
-		after = last
 	}
 }

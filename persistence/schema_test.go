@@ -61,8 +61,8 @@ func TestQueueEntriesFollowTheJob(t *testing.T) {
 }
 
 // TestUpgradeFromSchema1SurvivesAKillHalfway: a store written before versions were recorded gets
-// its queue entries in chunks; stopped after the first chunk, it is still version 1 and the next
-// open finishes the upgrade.
+// its queue entries and its counters by creation time in chunks; stopped after the first chunk,
+// it is still version 1, and the next open goes on from there (counting no job twice).
 func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "framefarm.db")
 	s := openTestStore(t, path)
@@ -71,7 +71,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 	var want []QueueEntry
 	if err := s.Update(func(tx *Tx) error {
 		for i := range 25 {
-			j := &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Engine: "lottie", Priority: i % 3, Tags: []string{"t"}}
+			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Hour)), TeamID: team, State: JobQueued, Engine: "lottie", Priority: i % 3, Tags: []string{"t"}}
 			if i%5 == 0 {
 				j.State = JobFinished
 			} else {
@@ -86,6 +86,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
+	counts := bucketDump(t, path, bucketJobTimeCounts)
 	downgradeToSchema1(t, path)
 
 	chunk, hook := migrationChunk, afterMigrationChunk
@@ -107,6 +108,9 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 	s.Close()
 	if v := schemaVersion(t, path); v != "2" {
 		t.Fatalf("schema version %q after the upgrade", v)
+	}
+	if got := bucketDump(t, path, bucketJobTimeCounts); !reflect.DeepEqual(got, counts) || len(counts) == 0 {
+		t.Fatalf("counters by creation time after the upgrade %v, want %v", got, counts)
 	}
 }
 
@@ -132,8 +136,26 @@ func downgradeToSchema1(t *testing.T, path string) {
 				return err
 			}
 		}
+		if err := tx.DeleteBucket(bucketJobTimeCounts); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketMeta).Delete([]byte(metaSchemaVersion))
 	})
+}
+
+// bucketDump reads a bucket's keys and values.
+func bucketDump(t *testing.T, path string, bucket []byte) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error { out[string(k)] = string(v); return nil })
+	})
+	return out
 }
 
 func schemaVersion(t *testing.T, path string) string {

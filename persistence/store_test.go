@@ -102,6 +102,13 @@ func TestSecondOpenReportsLocked(t *testing.T) {
 // TestListJobsMatchesReference checks every filter and order against a plain filter-and-sort over
 // all records, on random data and random queries.
 func TestListJobsMatchesReference(t *testing.T) {
+	// Jobs over 1.5 s (many per counter unit) and over 17 hours (units of every level).
+	for _, step := range []time.Duration{time.Millisecond, 41 * time.Second} {
+		t.Run(step.String(), func(t *testing.T) { listJobsMatchesReference(t, step) })
+	}
+}
+
+func listJobsMatchesReference(t *testing.T, step time.Duration) {
 	s := openTestStore(t, "")
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := NewIDs()
@@ -111,7 +118,7 @@ func TestListJobsMatchesReference(t *testing.T) {
 	var all []*Job
 	err := s.Update(func(tx *Tx) error {
 		for i := range 600 {
-			created := base.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			created := base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(int(step/time.Millisecond)))*time.Millisecond)
 			j := &Job{
 				ID:        ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
 				TeamID:    []ulid.ULID{teamA, teamB}[i%2],
@@ -145,10 +152,10 @@ func TestListJobsMatchesReference(t *testing.T) {
 	for round := range 400 {
 		q := JobQuery{TeamID: teamA, Offset: rng.IntN(40), Limit: 1 + rng.IntN(60), Sort: []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}[rng.IntN(3)]}
 		if rng.IntN(2) == 0 {
-			q.CreatedFrom = base.Add(time.Duration(rng.IntN(1500))*time.Millisecond + time.Duration(rng.IntN(1000))*time.Microsecond)
+			q.CreatedFrom = base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(1000))*time.Microsecond)
 		}
 		if rng.IntN(2) == 0 {
-			q.CreatedTo = base.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			q.CreatedTo = base.Add(time.Duration(rng.IntN(1500)) * step)
 		}
 		for _, st := range AllJobStates {
 			if rng.IntN(3) == 0 {
@@ -184,6 +191,29 @@ func TestListJobsMatchesReference(t *testing.T) {
 	slices.Sort(wantIDs)
 	if total != len(want) || !slices.Equal(gotIDs, wantIDs) {
 		t.Fatalf("random listing: got %d jobs (total %d), want %d", len(got), total, len(want))
+	}
+	// A random page smaller than the matches: distinct matching jobs, and every match drawn
+	// at some point.
+	q.Limit, q.CreatedFrom = 10, base.Add(300*step)
+	want = referenceList(all, q)
+	drawn := map[string]bool{}
+	for range 200 {
+		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+			t.Fatal(err)
+		}
+		ids := jobIDsOf(got)
+		if total != len(want) || len(ids) != 10 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 10 {
+			t.Fatalf("random page %v (total %d, want %d)", ids, total, len(want))
+		}
+		for _, id := range ids {
+			if !slices.ContainsFunc(want, func(j *Job) bool { return j.ID.String() == id }) {
+				t.Fatalf("random page holds %s, which does not match", id)
+			}
+			drawn[id] = true
+		}
+	}
+	if len(drawn) != len(want) {
+		t.Fatalf("200 random pages of 10 drew %d of the %d matching jobs", len(drawn), len(want))
 	}
 }
 

@@ -1,0 +1,193 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"slices"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Job counts by creation time: for each team, state and level, how many jobs were created in
+// each unit of time (a job's id carries its creation millisecond). Three levels, each unit of
+// one splitting into 2^10 or 2^8 units of the next, let a listing count the jobs before any id,
+// or find the job at any rank, by walking a few thousand counters at most and then at most one
+// 16 ms unit of the state index: offsets, date-range totals and random samples at any size.
+//
+//	level 0: 2^22 ms (about 70 minutes)   level 1: 2^12 ms (about 4 s)   level 2: 2^4 ms (16 ms)
+var timeLevelShifts = [...]uint{22, 12, 4}
+
+// timeCountKey is team + state + level + unit.
+func timeCountKey(team []byte, s JobState, level int, unit uint64) []byte {
+	k := make([]byte, 0, 26)
+	k = append(k, team...)
+	k = append(k, byte(s), byte(level))
+	return binary.BigEndian.AppendUint64(k, unit)
+}
+
+// addTimeCounts moves a job's counters at every level.
+func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) error {
+	ms := j.ID.Time()
+	for level, shift := range timeLevelShifts {
+		if err := t.addCount(bucketJobTimeCounts, timeCountKey(id(j.TeamID), s, level, ms>>shift), delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unitCount is the number of matching jobs in one unit of a level.
+type unitCount struct {
+	unit  uint64
+	count int
+}
+
+// timeIndex answers rank questions over one team's jobs in a set of states, in id order.
+type timeIndex struct {
+	tx     *Tx
+	team   []byte
+	states []JobState
+	// units memoizes the counters read: level and parent unit -> the units below it.
+	units map[[2]uint64][]unitCount
+}
+
+func (t *Tx) timeIndex(team ulid.ULID, states []JobState) *timeIndex {
+	return &timeIndex{tx: t, team: id(team), states: states, units: make(map[[2]uint64][]unitCount)}
+}
+
+// children lists, in unit order, the non-empty units of a level inside a parent unit of the
+// level above (level 0: every unit), summed over the states.
+func (ix *timeIndex) children(level int, parent uint64) []unitCount {
+	memo := [2]uint64{uint64(level), parent}
+	if cached, ok := ix.units[memo]; ok {
+		return cached
+	}
+	var lo, hi uint64 = 0, ^uint64(0)
+	if level > 0 {
+		span := timeLevelShifts[level-1] - timeLevelShifts[level]
+		lo, hi = parent<<span, (parent+1)<<span
+	}
+	sums := make(map[uint64]int)
+	for _, s := range ix.states {
+		prefix := key(ix.team, []byte{byte(s), byte(level)})
+		c := ix.tx.bucket(bucketJobTimeCounts).Cursor()
+		for k, v := c.Seek(timeCountKey(ix.team, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			unit := binary.BigEndian.Uint64(k[len(prefix):])
+			if unit >= hi {
+				break
+			}
+			if n := readCount(v); n > 0 {
+				sums[unit] += n
+			}
+		}
+	}
+	out := make([]unitCount, 0, len(sums))
+	for unit, n := range sums {
+		out = append(out, unitCount{unit, n})
+	}
+	slices.SortFunc(out, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
+	ix.units[memo] = out
+	return out
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// before counts the matching jobs whose id sorts before bound (a 16-byte id prefix).
+func (ix *timeIndex) before(bound []byte) int {
+	ms := ulidAt(bound).Time()
+	n := 0
+	var parent uint64
+	for level, shift := range timeLevelShifts {
+		unit := ms >> shift
+		for _, uc := range ix.children(level, parent) {
+			if uc.unit >= unit {
+				break
+			}
+			n += uc.count
+		}
+		parent = unit
+	}
+	// The bottom unit holding the bound: count its jobs before the bound in the state index.
+	start := msKey(parent << timeLevelShifts[len(timeLevelShifts)-1])
+	for range ix.tx.mergeRanges(bucketJobsByTeamState, ix.prefixes(), start, bound, false, nil) {
+		n++
+	}
+	return n
+}
+
+// nth returns the id of the matching job at rank r (0-based, in id order); false past the end.
+func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
+	var parent uint64
+	for level := range timeLevelShifts {
+		units := ix.children(level, parent)
+		found := false
+		for _, uc := range units {
+			if r < uc.count {
+				parent, found = uc.unit, true
+				break
+			}
+			r -= uc.count
+		}
+		if !found {
+			return ulid.ULID{}, false
+		}
+	}
+	shift := timeLevelShifts[len(timeLevelShifts)-1]
+	lo, hi := msKey(parent<<shift), msKey((parent+1)<<shift)
+	for jobID := range ix.tx.mergeRanges(bucketJobsByTeamState, ix.prefixes(), lo, hi, false, nil) {
+		if r == 0 {
+			return jobID, true
+		}
+		r--
+	}
+	return ulid.ULID{}, false
+}
+
+// prefixes are the state index prefixes of the index's team and states.
+func (ix *timeIndex) prefixes() [][]byte {
+	out := make([][]byte, len(ix.states))
+	for i, s := range ix.states {
+		out[i] = key(ix.team, stateKey(s))
+	}
+	return out
+}
+
+// sampleRanks returns up to n distinct ranks in [from, to), uniformly, in random order.
+func sampleRanks(from, to, n int, intN func(int) int) []int {
+	size := to - from
+	if size <= 0 {
+		return nil
+	}
+	if n >= size {
+		out := make([]int, size)
+		for i := range out {
+			out[i] = from + i
+		}
+		shuffle(out, intN)
+		return out
+	}
+	seen := make(map[int]bool, n)
+	out := make([]int, 0, n)
+	for len(out) < n {
+		r := from + intN(size)
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func shuffle(list []int, intN func(int) int) {
+	for i := len(list) - 1; i > 0; i-- {
+		k := intN(i + 1)
+		list[i], list[k] = list[k], list[i]
+	}
+}
