@@ -179,6 +179,9 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 			entries = append(entries, jobIndexEntry{bucketJobsByTemplate, key(id(j.TemplateID), jid), nil})
 		}
 	}
+	if s.Terminal() && j.ParentID == (ulid.ULID{}) {
+		entries = append(entries, jobIndexEntry{bucketJobsByEnd, endKey(j), nil})
+	}
 	if j.BatchID != (ulid.ULID{}) && j.ParentID == (ulid.ULID{}) {
 		entries = append(entries, jobIndexEntry{bucketJobsByBatch, key(id(j.BatchID), u32(j.BatchIndex)), key(jid, st)})
 	}

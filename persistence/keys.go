@@ -42,6 +42,8 @@ var (
 	bucketJobCounts = []byte("job_counts")
 	// team + len(tag) + tag + state -> count
 	bucketTagCounts = []byte("tag_counts")
+	// end millisecond + job id -> nothing, for terminal top-level jobs: what retention removes
+	bucketJobsByEnd = []byte("jobs_by_end")
 	// team + state + level + time unit -> count (timecounts.go)
 	bucketJobTimeCounts = []byte("job_time_counts")
 
@@ -55,7 +57,7 @@ var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
 	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
-	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
+	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
 }
 
 func createBuckets(tx *bolt.Tx) error {

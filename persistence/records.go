@@ -228,7 +228,7 @@ func (j *Job) WithProgress(percent float64) *Job {
 // uploads under its own key, so a late upload from an attempt the job has moved past can never
 // replace the output of the attempt that finished.
 func (j *Job) OutputKey() string {
-	return "outputs/" + j.ID.String() + "/" + strconv.Itoa(j.Attempts) + "/" + j.OutputName
+	return j.OutputFolder() + "/" + strconv.Itoa(j.Attempts) + "/" + j.OutputName
 }
 
 // AttemptFailure is one attempt that ended without output.

@@ -14,8 +14,9 @@ import (
 // store in place, once; a store written by a newer build is refused rather than misread.
 //
 //	1  the layout before versions were recorded
-//	2  the live-jobs index carries each queued job's queue entry (restart without records), and
-//	   jobs are counted by creation time (listings by rank)
+//	2  the live-jobs index carries each queued job's queue entry (restart without records), jobs
+//	   are counted by creation time (listings by rank), terminal top-level jobs are filed by
+//	   the time they ended (retention)
 const SchemaVersion = 2
 
 const metaSchemaVersion = "schema_version"
@@ -76,8 +77,9 @@ func prepare(db *bolt.DB) error {
 	return nil
 }
 
-// upgradeTo2 walks every job in the team-and-state index: it counts the job by creation time
-// and, for a queued job, writes its queue entry into the live-jobs index.
+// upgradeTo2 walks every job in the team-and-state index: it counts the job by creation time,
+// writes a queued job's queue entry into the live-jobs index, and files a terminal top-level job
+// in the ended-jobs index (retention).
 func upgradeTo2(db *bolt.DB) error {
 	for {
 		done := false
@@ -118,14 +120,20 @@ func upgradeTo2(db *bolt.DB) error {
 				if err := tx.addTimeCounts(&Job{ID: st.job, TeamID: st.team}, st.state, 1); err != nil {
 					return err
 				}
-				if st.state != JobQueued {
+				if st.state != JobQueued && !st.state.Terminal() {
 					continue
 				}
 				j, err := tx.Job(st.job)
 				if err != nil {
-					return fmt.Errorf("queued job %s: %w", st.job, err)
+					return fmt.Errorf("job %s: %w", st.job, err)
 				}
-				if err := btx.Bucket(bucketLiveJobs).Put(key(stateKey(JobQueued), id(st.job)), encodeQueueEntry(j.QueueEntry())); err != nil {
+				switch {
+				case st.state == JobQueued:
+					err = btx.Bucket(bucketLiveJobs).Put(key(stateKey(JobQueued), id(st.job)), encodeQueueEntry(j.QueueEntry()))
+				case j.ParentID == (ulid.ULID{}):
+					err = btx.Bucket(bucketJobsByEnd).Put(endKey(j), []byte{})
+				}
+				if err != nil {
 					return err
 				}
 			}

@@ -73,7 +73,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 		for i := range 25 {
 			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Hour)), TeamID: team, State: JobQueued, Engine: "lottie", Priority: i % 3, Tags: []string{"t"}}
 			if i%5 == 0 {
-				j.State = JobFinished
+				j.State, j.FinishedAt = JobFinished, time.Now()
 			} else {
 				want = append(want, j.QueueEntry())
 			}
@@ -86,7 +86,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	counts := bucketDump(t, path, bucketJobTimeCounts)
+	counts, ended := bucketDump(t, path, bucketJobTimeCounts), bucketDump(t, path, bucketJobsByEnd)
 	downgradeToSchema1(t, path)
 
 	chunk, hook := migrationChunk, afterMigrationChunk
@@ -112,6 +112,9 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 	if got := bucketDump(t, path, bucketJobTimeCounts); !reflect.DeepEqual(got, counts) || len(counts) == 0 {
 		t.Fatalf("counters by creation time after the upgrade %v, want %v", got, counts)
 	}
+	if got := bucketDump(t, path, bucketJobsByEnd); !reflect.DeepEqual(got, ended) || len(ended) != 5 {
+		t.Fatalf("ended jobs after the upgrade %v, want %v", got, ended)
+	}
 }
 
 func TestNewerSchemaIsRefused(t *testing.T) {
@@ -136,8 +139,10 @@ func downgradeToSchema1(t *testing.T, path string) {
 				return err
 			}
 		}
-		if err := tx.DeleteBucket(bucketJobTimeCounts); err != nil {
-			return err
+		for _, b := range [][]byte{bucketJobTimeCounts, bucketJobsByEnd} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bucketMeta).Delete([]byte(metaSchemaVersion))
 	})

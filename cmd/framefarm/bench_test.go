@@ -215,8 +215,8 @@ func BenchmarkGetJobUnderLoad(b *testing.B) {
 	b.ReportMetric(serverQuantile(b, f.c, `code="200",method="GET",route="/api/v2/jobs/{id}"`, 0.99)*1000, "server-p99-ms")
 }
 
-// waitMetric reads /metrics until it holds line (benchmark set-up only; bounded).
-func (c *coordinator) waitMetric(b *testing.B, line string) {
+// waitMetric reads /metrics until it holds line (bounded by waitLimit).
+func (c *coordinator) waitMetric(b testing.TB, line string) {
 	deadline := time.Now().Add(waitLimit)
 	for {
 		_, metrics := get(b, c.url+"/metrics")

@@ -165,6 +165,9 @@ type JobsConfig struct {
 	MaxNestingDepth  int      `toml:"max_nesting_depth"`
 	MaxAssets        int      `toml:"max_assets"`
 	ProgressInterval Duration `toml:"progress_interval"`
+	// Retention is how long finished, failed and cancelled jobs are kept after they ended; 0
+	// keeps them for ever.
+	Retention Duration `toml:"retention"`
 }
 
 type TemplatesConfig struct {
@@ -228,8 +231,9 @@ func defaultConfig() Config {
 		Log:    LogConfig{Format: "text", Level: "info"},
 		Node: NodeConfig{LocalSlots: 2, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour),
 			MaxDownloadBytes: 2 << 30, DownloadTimeout: dur(30 * time.Minute)},
-		Engines:   EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
-		Jobs:      JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second)},
+		Engines: EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
+		Jobs: JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second),
+			Retention: dur(30 * 24 * time.Hour)},
 		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour), DownloadTimeout: dur(30 * time.Minute)},
 		Outputs:   OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
 		RateLimit: RateLimitConfig{RequestsPerSecond: 50, Burst: 200},

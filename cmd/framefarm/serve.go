@@ -67,10 +67,10 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 // serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
 // Retry-After, readyz fails); the embedded node interrupts its renders (they are queued again at
 // the next start, without counting as failed attempts) and stops its engines; the coordinator
-// leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP server
-// lets requests in flight finish; the actors stop (scheduler, template processor, webhook
-// dispatcher); the debug listener closes (profiles of the shutdown stay readable until then); the
-// store commits what it holds and closes.
+// leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP
+// server lets requests in flight finish; retention ends its step; the actors stop (scheduler,
+// template processor, webhook dispatcher); the debug listener closes (profiles of the shutdown
+// stay readable until then); the store commits what it holds and closes.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
 	cfg, err := serveConfig(args, stderr)
 	if err != nil {
@@ -226,6 +226,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	releaseCtx, stopReleasing := context.WithCancel(context.Background())
 	defer stopReleasing()
 	go memoryReleaser{Interval: 10 * time.Second, Threshold: 64 << 20}.Run(releaseCtx)
+	stopRetention := func() {}
+	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
+		retention := &actors.Retention{Store: store, Blobs: objects, Clock: clk, Observer: m, Log: log,
+			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
+		retentionCtx, cancel := context.WithCancel(context.Background())
+		swept := make(chan struct{})
+		go func() { defer close(swept); retention.Run(retentionCtx) }()
+		stopRetention = func() { cancel(); <-swept }
+	}
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(ln) }()
 	log.Info("framefarm serving", "listen", ln.Addr().String(), "public_url", publicURL, "version", buildVersion(),
@@ -248,6 +257,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if err := server.Shutdown(shutdownCtx); err != nil {
 		log.Warn("requests still in flight at the shutdown timeout", "err", err)
 	}
+	stopRetention()
 	coord.Stop(shutdownCtx)
 	stopDebug()
 	log.Info("stopped")

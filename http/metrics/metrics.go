@@ -34,6 +34,7 @@ type Metrics struct {
 	requeues       prometheus.Counter
 	templates      *prometheus.CounterVec
 	passivations   prometheus.Counter
+	removed        *prometheus.CounterVec
 	nodes          *prometheus.GaugeVec
 	assignLatency  prometheus.Histogram
 	leaseExpiries  prometheus.Counter
@@ -42,7 +43,8 @@ type Metrics struct {
 }
 
 var (
-	_ actors.Observer = (*Metrics)(nil)
+	_ actors.Observer          = (*Metrics)(nil)
+	_ actors.RetentionObserver = (*Metrics)(nil)
 )
 
 // New registers the collectors.
@@ -80,8 +82,11 @@ func New() *Metrics {
 		requeues: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framefarm_requeues_total", Help: "Jobs queued again after an attempt was lost.",
 		}),
+		removed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_retention_removed_total", Help: "Records retention removed: jobs (with their logs and outputs) and batches.",
+		}, []string{"record"}),
 		passivations: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "framefarm_job_actor_passivations_total", Help: "Actors of terminal jobs stopped after being idle.",
+			Name: "framefarm_job_actor_passivations_total", Help: "Job actors stopped once idle (their records stay in the store).",
 		}),
 		templates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framefarm_template_transitions_total", Help: "Templates that reached a status.",
@@ -104,7 +109,7 @@ func New() *Metrics {
 		}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
-		m.commitWrites, m.staleReports, m.requeues, m.templates, m.passivations,
+		m.commitWrites, m.staleReports, m.requeues, m.templates, m.passivations, m.removed,
 		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
@@ -149,6 +154,15 @@ func (m *Metrics) JobStateChanged(_ ulid.ULID, from, to persistence.JobState) {
 }
 
 func (m *Metrics) JobActorStopped(ulid.ULID) { m.passivations.Inc() }
+
+// JobsRemoved counts what retention removed and takes the jobs out of the per-state gauge.
+func (m *Metrics) JobsRemoved(jobs []*persistence.Job, batches int) {
+	for _, j := range jobs {
+		m.jobs.WithLabelValues(j.State.String()).Dec()
+	}
+	m.removed.WithLabelValues("jobs").Add(float64(len(jobs)))
+	m.removed.WithLabelValues("batches").Add(float64(batches))
+}
 
 // JobProgressSaved needs no metric: progress is visible on the job.
 func (m *Metrics) JobProgressSaved(ulid.ULID, float64) {}
@@ -218,7 +232,7 @@ func (m *Metrics) WatchQueue(src QueueSource, now func() time.Time) {
 var (
 	queueDepthDesc = prometheus.NewDesc("framefarm_queue_depth", "Queued jobs by engine.", []string{"engine"}, nil)
 	oldestDesc     = prometheus.NewDesc("framefarm_queue_oldest_age_seconds", "Age of the oldest queued job.", nil, nil)
-	liveDesc       = prometheus.NewDesc("framefarm_job_actors_live", "Job actors in memory (terminal jobs are passivated).", nil, nil)
+	liveDesc       = prometheus.NewDesc("framefarm_job_actors_live", "Job actors in memory (a job has one only while something happens to it).", nil, nil)
 	slotsDesc      = prometheus.NewDesc("framefarm_slots", "Render slots of the ready nodes by engine: total and busy.", []string{"engine", "kind"}, nil)
 )
 

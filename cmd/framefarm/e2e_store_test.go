@@ -136,3 +136,28 @@ func writeFile(path string, r io.Reader) error {
 	}
 	return f.Close()
 }
+
+// TestRetentionRemovesEndedJobsFromTheAPI: with [jobs] retention = "1s", a finished job and its
+// output are gone within a sweep, while a job still rendering stays.
+func TestRetentionRemovesEndedJobsFromTheAPI(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, config: "\n[jobs]\nretention = \"1s\"\n"})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var done, busy created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &done)
+	c.control.next(t).answer(finishAll(nil))
+	c.waitJob(done.ID, "finished")
+	output := acme.job(done.ID).OutputURL
+	if status, _ := get(t, output); status != http.StatusOK {
+		t.Fatalf("output before retention: %d", status)
+	}
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &busy)
+	call := c.control.next(t) // the render goes on until the end of the test
+	c.waitMetric(t, `framefarm_retention_removed_total{record="jobs"} 1`)
+	acme.fails(http.MethodGet, "/api/v2/jobs/"+done.ID, nil, http.StatusNotFound, "not_found")
+	if status, _ := get(t, output); status != http.StatusNotFound {
+		t.Fatalf("output after retention: %d, want 404", status)
+	}
+	acme.must(http.MethodGet, "/api/v2/jobs/"+busy.ID, nil, http.StatusOK, nil)
+	call.answer(finishAll(nil))
+}

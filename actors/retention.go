@@ -1,0 +1,88 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// RetentionObserver hears what retention removed (metrics).
+type RetentionObserver interface {
+	// JobsRemoved reports removed jobs (each in its final state) and how many batches went
+	// with their last job.
+	JobsRemoved(jobs []*persistence.Job, batches int)
+}
+
+// Retention removes finished, failed and cancelled jobs that ended more than Keep ago, with
+// their descendants, logs, emptied batches and outputs in the embedded object store (outputs
+// uploaded to a client's own bucket are never touched). It works in small steps, each one
+// group-committed write of at most StepJobs jobs, so intake never waits behind it.
+type Retention struct {
+	Store    Store
+	Blobs    Blobs
+	Clock    clock.Clock
+	Observer RetentionObserver
+	Log      *slog.Logger
+	// Keep is how long a job is kept after it ended; Every is the wait between sweeps.
+	Keep, Every time.Duration
+	// StepJobs caps the top-level jobs one write removes (default 256).
+	StepJobs int
+}
+
+// Run sweeps at once and then every Every, until ctx ends.
+func (r *Retention) Run(ctx context.Context) {
+	for {
+		if _, err := r.Sweep(ctx); err != nil {
+			r.Log.Error("retention sweep failed; the next sweep tries again", "err", err)
+		}
+		next := make(chan struct{})
+		timer := r.Clock.AfterFunc(r.Every, func() { close(next) })
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-next:
+		}
+	}
+}
+
+// Sweep removes every job that has expired now and reports how many it removed.
+func (r *Retention) Sweep(ctx context.Context) (int, error) {
+	step := r.StepJobs
+	if step <= 0 {
+		step = 256
+	}
+	cutoff := r.Clock.Now().Add(-r.Keep)
+	var after []byte
+	removed := 0
+	for ctx.Err() == nil {
+		var res persistence.Removal
+		err := r.Store.Update(func(tx *persistence.Tx) (err error) {
+			res, err = tx.RemoveExpired(cutoff, after, step)
+			return err
+		})
+		if err != nil {
+			return removed, err
+		}
+		for _, j := range res.Jobs {
+			if err := r.Blobs.DeletePrefix(j.OutputFolder()); err != nil {
+				r.Log.Warn("cannot delete the output of a removed job", "job", j.ID.String(), "err", err)
+			}
+		}
+		if len(res.Jobs) > 0 || res.Batches > 0 {
+			r.Observer.JobsRemoved(res.Jobs, res.Batches)
+		}
+		removed += len(res.Jobs)
+		if res.Next == nil {
+			break
+		}
+		after = res.Next
+	}
+	if removed > 0 {
+		r.Log.Info("retention removed jobs that ended before the cutoff", "jobs", removed, "cutoff", cutoff)
+	}
+	return removed, nil
+}

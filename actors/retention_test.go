@@ -1,0 +1,92 @@
+package actors_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+type removals struct {
+	mu      sync.Mutex
+	jobs    int
+	batches int
+}
+
+func (r *removals) JobsRemoved(jobs []*persistence.Job, batches int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.jobs += len(jobs)
+	r.batches += batches
+}
+
+// TestRetentionRemovesExpiredJobsWithTheirOutputs: a job that finished more than Keep ago goes
+// with the output it left in the embedded store; one that finished since, and a queued one, stay
+// with theirs.
+func TestRetentionRemovesExpiredJobsWithTheirOutputs(t *testing.T) {
+	// Heartbeats are not sent here: a lease long enough for the minute the clock moves.
+	f := newFixture(t, actors.Config{HeartbeatInterval: 10 * time.Minute, NodeLease: time.Hour})
+	n := f.attachTestNode("n1", 1)
+	ids := f.queue(f.team, 0, 2)
+	finish := func() *persistence.Job {
+		a := n.next(t)
+		a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: a.msg.Attempt})
+		j := f.job(ids[0])
+		if a.msg.JobID != ids[0].String() {
+			j = f.job(ids[1])
+		}
+		f.obs.reached(t, j.ID, persistence.JobFinished)
+		j = f.job(j.ID)
+		if _, err := f.deps.Blobs.Put(j.OutputKey(), strings.NewReader("frames"), 100); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	expired := finish()
+	f.clock.Advance(time.Minute)
+	kept := finish()
+	queued := f.queue(f.team, 0, 1)[0]
+	f.coord.DrainNode("n1")
+
+	seen := &removals{}
+	// Thirty days and half a minute after the first job ended: only it is past the cutoff.
+	later := clock.NewFake(expired.FinishedAt.Add(30*24*time.Hour + 30*time.Second))
+	r := &actors.Retention{Store: f.deps.Store, Blobs: f.deps.Blobs, Clock: later, Observer: seen,
+		Log: slog.New(slog.DiscardHandler), Keep: 30 * 24 * time.Hour, Every: time.Hour}
+	removed, err := r.Sweep(context.Background())
+	if err != nil || removed != 1 || seen.jobs != 1 {
+		t.Fatalf("sweep removed %d (observed %d), %v; want the expired job", removed, seen.jobs, err)
+	}
+	f.store.View(func(tx *persistence.Tx) error {
+		if _, err := tx.Job(expired.ID); err == nil {
+			t.Error("the expired job is still stored")
+		}
+		if _, err := tx.Job(kept.ID); err != nil {
+			t.Errorf("the recent job: %v", err)
+		}
+		if _, err := tx.Job(queued); err != nil {
+			t.Errorf("the queued job: %v", err)
+		}
+		return nil
+	})
+	for job, want := range map[*persistence.Job]bool{expired: false, kept: true} {
+		path, err := f.deps.Blobs.Path(job.OutputKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(path); (err == nil) != want {
+			t.Errorf("output of job %s kept %v, want %v", job.ID, err == nil, want)
+		}
+	}
+	if removed, err := r.Sweep(context.Background()); removed != 0 || err != nil {
+		t.Fatalf("a second sweep removed %d, %v", removed, err)
+	}
+}
