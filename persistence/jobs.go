@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -98,12 +100,17 @@ func (t *Tx) BatchJobs(batchID ulid.ULID) []BatchJob {
 
 // JobCount is how many of a team's jobs are in a state.
 func (t *Tx) JobCount(teamID ulid.ULID, s JobState) int {
-	return readCount(t.bucket(bucketJobCounts).Get(key(id(teamID), stateKey(s))))
+	return t.readCounter(bucketJobCounts, key(id(teamID), stateKey(s)))
 }
 
 // TagCount is how many of a team's jobs carrying a tag are in a state.
 func (t *Tx) TagCount(teamID ulid.ULID, tag string, s JobState) int {
-	return readCount(t.bucket(bucketTagCounts).Get(key(id(teamID), tagKey(tag), stateKey(s))))
+	return t.readCounter(bucketTagCounts, key(id(teamID), tagKey(tag), stateKey(s)))
+}
+
+func (t *Tx) readCounter(bucket, k []byte) int {
+	t.mustFlushCounts()
+	return readCount(t.bucket(bucket).Get(k))
 }
 
 func readCount(raw []byte) int {
@@ -115,6 +122,7 @@ func readCount(raw []byte) int {
 
 // JobCountsByState sums every team's jobs per state.
 func (t *Tx) JobCountsByState() map[JobState]int {
+	t.mustFlushCounts()
 	counts := make(map[JobState]int)
 	t.scanPrefix(bucketJobCounts, nil, func(k, v []byte) bool {
 		counts[JobState(k[16])] += int(binary.BigEndian.Uint64(v))
@@ -139,16 +147,51 @@ func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
 	return nil
 }
 
+// addCount adds delta to a counter when the transaction commits: the jobs one group commit
+// creates or moves mostly share their counters (team and state, creation time units), so each
+// is read and written once per commit, not once per job.
 func (t *Tx) addCount(bucket, k []byte, delta int) error {
-	b := t.bucket(bucket)
-	var n uint64
-	if raw := b.Get(k); raw != nil {
-		n = binary.BigEndian.Uint64(raw)
+	if t.counts == nil {
+		t.counts = make(map[string]int)
 	}
-	n = uint64(int64(n) + int64(delta))
-	v := make([]byte, 8)
-	binary.BigEndian.PutUint64(v, n)
-	return b.Put(k, v)
+	t.counts[string(bucket)+"\x00"+string(k)] += delta
+	return nil
+}
+
+// flushCounts writes the counters changed in this transaction, in key order (the same
+// transaction always writes the same bytes).
+func (t *Tx) flushCounts() error {
+	keys := make([]string, 0, len(t.counts))
+	for k, delta := range t.counts {
+		if delta != 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, bk := range keys {
+		name, k, _ := strings.Cut(bk, "\x00")
+		b := t.bucket([]byte(name))
+		var n uint64
+		if raw := b.Get([]byte(k)); raw != nil {
+			n = binary.BigEndian.Uint64(raw)
+		}
+		n = uint64(int64(n) + int64(t.counts[bk]))
+		if err := b.Put([]byte(k), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+			return err
+		}
+	}
+	clear(t.counts)
+	return nil
+}
+
+// mustFlushCounts makes pending counter changes readable before a write transaction reads a
+// counter; a failure there fails the commit, which flushes again.
+func (t *Tx) mustFlushCounts() {
+	if len(t.counts) > 0 {
+		if err := t.flushCounts(); err != nil {
+			t.countsErr = err
+		}
+	}
 }
 
 // jobIndexEntry is one index key of a job in a given state, with its value.

@@ -137,6 +137,9 @@ func upgradeTo2(db *bolt.DB) error {
 					return err
 				}
 			}
+			if err := tx.finish(); err != nil {
+				return err
+			}
 			if len(steps) < migrationChunk {
 				done = true
 				if err := meta.Delete([]byte(metaMigrationCursor)); err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -152,6 +153,10 @@ func (s *Store) commitLoop() {
 	batch := make([]*write, 0, s.maxBatch)
 	for first := range s.writes {
 		batch = append(batch[:0], first)
+		// Let writers that are ready to submit do so first: with one processor (a one-CPU
+		// container), the writers cannot run while this goroutine holds it, and each commit
+		// would carry one write and pay a whole fsync for it.
+		runtime.Gosched()
 	drain:
 		for len(batch) < s.maxBatch {
 			select {
@@ -184,6 +189,9 @@ func (s *Store) commit(batch []*write) {
 					return err
 				}
 			}
+			if err := tx.finish(); err != nil {
+				return err
+			}
 			after = tx.afterCommit
 			return nil
 		})
@@ -213,6 +221,18 @@ type Tx struct {
 	now         func() time.Time
 	cache       *decodeCache
 	afterCommit []func()
+	// counts are counter changes written when the transaction commits (addCount); countsErr
+	// is a failure to write them early.
+	counts    map[string]int
+	countsErr error
+}
+
+// finish writes what a write transaction holds back until its commit.
+func (t *Tx) finish() error {
+	if t.countsErr != nil {
+		return t.countsErr
+	}
+	return t.flushCounts()
 }
 
 // AfterCommit runs f once the transaction is durable (never if it rolls back).

@@ -61,6 +61,7 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 	if cached, ok := ix.units[memo]; ok {
 		return cached
 	}
+	ix.tx.mustFlushCounts()
 	var lo, hi uint64 = 0, ^uint64(0)
 	if level > 0 {
 		span := timeLevelShifts[level-1] - timeLevelShifts[level]
