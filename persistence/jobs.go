@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,17 +53,9 @@ func (t *Tx) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
 	return j, err
 }
 
-func decodeJob(raw []byte) (*Job, error) {
-	j := new(Job)
-	if err := json.Unmarshal(raw, j); err != nil {
-		return nil, fmt.Errorf("decode job: %w", err)
-	}
-	return j, nil
-}
-
 func (t *Tx) putJob(j *Job) error {
 	j.UpdatedAt = t.now()
-	return t.putJSON(bucketJobs, id(j.ID), j)
+	return t.bucket(bucketJobs).Put(id(j.ID), encodeJob(j))
 }
 
 // TemplateInUse reports whether a live job uses the template.
