@@ -90,23 +90,43 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 			}
 		}
 	case SortNewestFirst:
-		if last, ok := ix.nth(end - 1 - q.Offset); ok && end-1-q.Offset >= start {
-			for jobID := range t.mergeRanges(bucketJobsByTeamState, ix.prefixes(), lo, successor(last), true, nil) {
-				if ids = append(ids, jobID); len(ids) == q.Limit {
-					break
-				}
+		if pos := end - 1 - q.Offset; pos >= start {
+			if last, ok := ix.nth(pos); ok {
+				ids = t.pageFrom(q, states, lo, successor(last), true)
 			}
 		}
 	default:
-		if first, ok := ix.nth(start + q.Offset); ok && start+q.Offset < end {
-			for jobID := range t.mergeRanges(bucketJobsByTeamState, ix.prefixes(), first[:], hi, false, nil) {
-				if ids = append(ids, jobID); len(ids) == q.Limit {
-					break
-				}
+		if pos := start + q.Offset; pos < end {
+			if first, ok := ix.nth(pos); ok {
+				ids = t.pageFrom(q, states, first[:], hi, false)
 			}
 		}
 	}
 	return ids, total
+}
+
+// pageFrom reads up to q.Limit ids of jobs in the states within [lo, hi), from one end: from the
+// team's creation index when every state is wanted, else merging the states' ranges.
+func (t *Tx) pageFrom(q JobQuery, states []JobState, lo, hi []byte, reverse bool) []ulid.ULID {
+	ids := make([]ulid.ULID, 0, q.Limit)
+	if len(states) == len(AllJobStates) {
+		team := id(q.TeamID)
+		t.rangeScan(bucketJobsByTeam, team, lo, hi, reverse, func(k, _ []byte) bool {
+			ids = append(ids, ulidAt(k[len(team):]))
+			return len(ids) < q.Limit
+		})
+		return ids
+	}
+	var prefixes [][]byte
+	for _, s := range states {
+		prefixes = append(prefixes, key(id(q.TeamID), stateKey(s)))
+	}
+	for jobID := range t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, nil) {
+		if ids = append(ids, jobID); len(ids) == q.Limit {
+			break
+		}
+	}
+	return ids
 }
 
 // successor is the id bound just after id (nil past the last id).

@@ -46,8 +46,10 @@ type timeIndex struct {
 	tx     *Tx
 	team   []byte
 	states []JobState
-	// units memoizes the counters read: level and parent unit -> the units below it.
+	// units memoizes the counters read: level and parent unit -> the units below it; jobs the
+	// bottom units' jobs read.
 	units map[[2]uint64][]unitCount
+	jobs  map[uint64][]ulid.ULID
 }
 
 func (t *Tx) timeIndex(team ulid.ULID, states []JobState) *timeIndex {
@@ -117,14 +119,20 @@ func (ix *timeIndex) before(bound []byte) int {
 	}
 	// The bottom unit holding the bound: count its jobs before the bound in the state index.
 	start := msKey(parent << timeLevelShifts[len(timeLevelShifts)-1])
-	for range ix.tx.mergeRanges(bucketJobsByTeamState, ix.prefixes(), start, bound, false, nil) {
-		n++
+	for _, prefix := range ix.prefixes() {
+		ix.tx.rangeScan(bucketJobsByTeamState, prefix, start, bound, false, func(_, _ []byte) bool {
+			n++
+			return true
+		})
 	}
 	return n
 }
 
 // nth returns the id of the matching job at rank r (0-based, in id order); false past the end.
 func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
+	if r < 0 {
+		return ulid.ULID{}, false
+	}
 	var parent uint64
 	for level := range timeLevelShifts {
 		units := ix.children(level, parent)
@@ -140,15 +148,35 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 			return ulid.ULID{}, false
 		}
 	}
-	shift := timeLevelShifts[len(timeLevelShifts)-1]
-	lo, hi := msKey(parent<<shift), msKey((parent+1)<<shift)
-	for jobID := range ix.tx.mergeRanges(bucketJobsByTeamState, ix.prefixes(), lo, hi, false, nil) {
-		if r == 0 {
-			return jobID, true
-		}
-		r--
+	// One 16 ms unit: its jobs of every state, in id order (a few hundred at the most intense
+	// intake), read once and kept for the next rank that falls in it.
+	ids := ix.unitJobs(parent)
+	if r >= len(ids) {
+		return ulid.ULID{}, false
 	}
-	return ulid.ULID{}, false
+	return ids[r], true
+}
+
+// unitJobs lists the matching jobs of a bottom-level unit in id order.
+func (ix *timeIndex) unitJobs(unit uint64) []ulid.ULID {
+	if ids, ok := ix.jobs[unit]; ok {
+		return ids
+	}
+	shift := timeLevelShifts[len(timeLevelShifts)-1]
+	lo, hi := msKey(unit<<shift), msKey((unit+1)<<shift)
+	var ids []ulid.ULID
+	for _, prefix := range ix.prefixes() {
+		ix.tx.rangeScan(bucketJobsByTeamState, prefix, lo, hi, false, func(k, _ []byte) bool {
+			ids = append(ids, ulidAt(k[len(prefix):]))
+			return true
+		})
+	}
+	slices.SortFunc(ids, ulid.ULID.Compare)
+	if ix.jobs == nil {
+		ix.jobs = make(map[uint64][]ulid.ULID)
+	}
+	ix.jobs[unit] = ids
+	return ids
 }
 
 // prefixes are the state index prefixes of the index's team and states.

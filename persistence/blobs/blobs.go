@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/framefarm/framefarm/persistence"
@@ -131,11 +133,15 @@ func (s *Store) DeletePrefix(prefix string) error {
 type Signer struct {
 	base string
 	key  []byte
+	macs sync.Pool
 }
 
 // NewSigner signs URLs under base (the public URL of the coordinator) with key.
 func NewSigner(base string, key []byte) *Signer {
-	return &Signer{base: strings.TrimRight(base, "/"), key: key}
+	s := &Signer{base: strings.TrimRight(base, "/"), key: key}
+	// A listing signs a URL per job: keyed hashes are reused rather than set up each time.
+	s.macs.New = func() any { return hmac.New(sha256.New, s.key) }
+	return s
 }
 
 // FilesPrefix is the HTTP path under which signed objects are served.
@@ -166,9 +172,12 @@ func (s *Signer) Verify(method, key, exp, sig string, now time.Time) error {
 }
 
 func (s *Signer) signature(method, key, exp string) string {
-	mac := hmac.New(sha256.New, s.key)
+	mac := s.macs.Get().(hash.Hash)
+	defer s.macs.Put(mac)
+	mac.Reset()
+	var sum [sha256.Size]byte
 	mac.Write([]byte(method + "\n" + key + "\n" + exp))
-	return hex.EncodeToString(mac.Sum(nil))
+	return hex.EncodeToString(mac.Sum(sum[:0]))
 }
 
 func escapeKey(key string) string {
