@@ -8,13 +8,14 @@ import (
 )
 
 // Job counts by creation time: for each team, state and level, how many jobs were created in
-// each unit of time (a job's id carries its creation millisecond). Three levels, each unit of
-// one splitting into 2^10 or 2^8 units of the next, let a listing count the jobs before any id,
-// or find the job at any rank, by walking a few thousand counters at most and then at most one
-// 16 ms unit of the state index: offsets, date-range totals and random samples at any size.
+// each unit of time (a job's id carries its creation millisecond). Four levels, each unit of one
+// splitting into 256 or 64 units of the next, let a listing count the jobs before any id, or find
+// the job at any rank, by reading a few hundred counters per level and then the jobs of one
+// millisecond: offsets, date-range totals and random samples at any size.
 //
-//	level 0: 2^22 ms (about 70 minutes)   level 1: 2^12 ms (about 4 s)   level 2: 2^4 ms (16 ms)
-var timeLevelShifts = [...]uint{22, 12, 4}
+//	level 0: 2^22 ms (about 70 minutes)   level 1: 2^14 ms (about 16 s)
+//	level 2: 2^6 ms (64 ms)               level 3: 1 ms
+var timeLevelShifts = [...]uint{22, 14, 6, 0}
 
 // timeCountKey is team + state + level + unit.
 func timeCountKey(team []byte, s JobState, level int, unit uint64) []byte {
@@ -148,7 +149,7 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 			return ulid.ULID{}, false
 		}
 	}
-	// One 16 ms unit: its jobs of every state, in id order (a few hundred at the most intense
+	// One millisecond: its jobs of every state, in id order (a few dozen at the most intense
 	// intake), read once and kept for the next rank that falls in it.
 	ids := ix.unitJobs(parent)
 	if r >= len(ids) {
