@@ -336,12 +336,15 @@ func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job
 				return err
 			}
 		}
+		checked := make(map[ulid.ULID]bool, 1)
 		for _, j := range jobs {
-			if j.TemplateID != (ulid.ULID{}) {
+			if j.TemplateID != (ulid.ULID{}) && !checked[j.TemplateID] {
 				// The template may have been deleted since validation; jobs must not outlive it.
+				// (Checked once per template: a batch's jobs mostly share one.)
 				if !tx.TemplateExists(j.TeamID, j.TemplateID) {
 					return fmt.Errorf("%w: template %s", ErrTemplateGone, j.TemplateID)
 				}
+				checked[j.TemplateID] = true
 			}
 			if err := tx.CreateJob(j); err != nil {
 				return err

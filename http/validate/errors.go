@@ -4,6 +4,7 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,7 +78,7 @@ func Strict(raw []byte, v any) *Error { return decodeStrict(raw, v, "") }
 
 // decodeStrict reads exactly one JSON value into v, rejecting unknown fields and trailing data.
 func decodeStrict(raw []byte, v any, field string) *Error {
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err, field)
