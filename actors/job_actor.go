@@ -224,8 +224,12 @@ func (a *jobActor) resumeWaiting(ctx actor.Context) {
 	case failed != nil:
 		a.onChildFailed(ctx, &childFailed{child: failed.ID, reason: failed.Error})
 	case cancelled != nil:
-		// A cancel cascade was cut short by a restart: finish it from here.
-		a.c.startCancelWalk(ctx, []ulid.ULID{a.job.ID}, nil)
+		// A cancel cascade reached a child and goes on to this parent. After a restart it may
+		// have been cut short: finish it from here. Otherwise the cascade in flight arrives
+		// itself (a second walk would race it for the jobs its answer lists).
+		if a.resume {
+			a.c.startCancelWalk(ctx, []ulid.ULID{a.job.ID}, nil)
+		}
 	case len(a.waitingOn) == 0:
 		a.childrenFinished(ctx)
 	}
