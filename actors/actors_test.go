@@ -47,7 +47,7 @@ func newFixture(t testing.TB, cfg actors.Config) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	store, err := persistence.Open(filepath.Join(dir, "framefarm.db"), persistence.Options{Now: clk.Now})
+	store, err := persistence.Open(filepath.Join(dir, "framefarm.db"), persistence.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,10 +669,12 @@ func TestWebhookRetriesFollowTheBackoffOnTheInjectedClock(t *testing.T) {
 	callCount := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
 
 	n := f.attachTestNode("n1", 1)
-	var team persistence.Team // the webhook is signed with its team's secret
-	if err := f.store.Update(func(tx *persistence.Tx) (err error) { team, _, err = tx.EnsureTeam("t", f.ids); return err }); err != nil {
+	// The webhook is signed with its team's secret.
+	issued := &persistence.IssueToken{At: f.clock.Now(), TeamName: "t", NewTeamID: f.ids.New(f.clock.Now()), WebhookSecret: "cafe"}
+	if err := f.store.Apply(issued); err != nil {
 		t.Fatal(err)
 	}
+	team := issued.Team
 	id := f.ids.New(f.clock.Now())
 	job := &persistence.Job{ID: id, TeamID: team.ID, Kind: persistence.KindRender, Engine: "test", State: persistence.JobQueued,
 		OutputName: "out.mp4", Spec: persistence.JobSpec{Webhook: &persistence.Webhook{URL: srv.URL}}}

@@ -149,12 +149,12 @@ type Deps struct {
 	JobJSON func(job *persistence.Job, data json.RawMessage) ([]byte, error)
 }
 
-// Store is the database as the actors use it (persistence.Store): reads, and group-committed
-// writes, waited for or answered later.
+// Store is the database as the actors use it (persistence.Store): reads, and commands applied
+// in group commits, waited for or answered later.
 type Store interface {
 	View(fn func(*persistence.Tx) error) error
-	Update(fn func(*persistence.Tx) error) error
-	UpdateAsync(fn func(*persistence.Tx) error, done func(error))
+	Apply(c persistence.Command) error
+	ApplyAsync(c persistence.Command, done func(error))
 }
 
 // Blobs is the embedded object store as the actors use it (template files).
@@ -239,14 +239,15 @@ const metaCleanShutdown = "clean_shutdown"
 // job that was not terminal when the previous process stopped: queued jobs into the scheduler's
 // queue, pending parents and interrupted renders into actors.
 func (c *Coordinator) Start() error {
-	err := c.Store.Update(func(tx *persistence.Tx) error {
+	c.Store.View(func(tx *persistence.Tx) error {
 		c.cleanRestart = tx.Meta(metaCleanShutdown) == "1"
-		return tx.SetMeta(metaCleanShutdown, "0")
+		return nil
 	})
-	if err != nil {
+	if err := c.Store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
 		return err
 	}
 	c.scheduler = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newScheduler(c) }))
+	var err error
 	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &nodeGateway{c: c, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}
 	}), GatewayName)
@@ -302,7 +303,7 @@ func (c *Coordinator) Stop(ctx context.Context) {
 			c.log.Warn("actor did not stop cleanly", "pid", pid.String(), "err", err)
 		}
 	}
-	if err := c.Store.Update(func(tx *persistence.Tx) error { return tx.SetMeta(metaCleanShutdown, "1") }); err != nil {
+	if err := c.Store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "1"}); err != nil {
 		c.log.Error("cannot record the clean shutdown", "err", err)
 	}
 	c.system.Shutdown()
@@ -328,33 +329,10 @@ func (c *Coordinator) CreateJobs(jobs []*persistence.Job) error {
 }
 
 // writeNewJobs submits the first write of new jobs (and of their batch when b is not nil); done
-// is called once it is durable or has failed.
+// is called once it is durable or has failed (persistence.ErrTemplateGone when a job's template
+// was deleted since validation: jobs must not outlive it).
 func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job, done func(error)) {
-	c.Store.UpdateAsync(func(tx *persistence.Tx) error {
-		if b != nil {
-			if err := tx.PutBatch(b); err != nil {
-				return err
-			}
-		}
-		checked := make(map[ulid.ULID]bool, 1)
-		for _, j := range jobs {
-			if j.TemplateID != (ulid.ULID{}) && !checked[j.TemplateID] {
-				// The template may have been deleted since validation; jobs must not outlive it.
-				// (Checked once per template: a batch's jobs mostly share one.)
-				if !tx.TemplateExists(j.TeamID, j.TemplateID) {
-					return fmt.Errorf("%w: template %s", ErrTemplateGone, j.TemplateID)
-				}
-				checked[j.TemplateID] = true
-			}
-			if err := tx.CreateJob(j); err != nil {
-				return err
-			}
-			if err := tx.AppendLog(j.ID, "created as "+j.State.String()); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, done)
+	c.Store.ApplyAsync(&persistence.CreateJobs{At: c.Clock.Now(), Batch: b, Jobs: jobs}, done)
 }
 
 // startNewJobs queues the jobs whose first write is durable. They get actors only when something
@@ -371,6 +349,3 @@ func (c *Coordinator) startNewJobs(jobs []*persistence.Job) {
 		c.system.Root.Send(c.scheduler, &jobsQueued{entries: queued})
 	}
 }
-
-// ErrTemplateGone is returned when a job's template was deleted while the job was created.
-var ErrTemplateGone = errors.New("template no longer exists")

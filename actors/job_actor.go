@@ -246,7 +246,7 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 		next.Node = o.nodeID
 		next.StartedAt = now
 		next.Progress = 0
-	}, []string{fmt.Sprintf("dispatched to node %s (attempt %d)", o.nodeID, a.job.Attempts+1)}, nil,
+	}, []string{fmt.Sprintf("dispatched to node %s (attempt %d)", o.nodeID, a.job.Attempts+1)},
 		func(err error) {
 			if err != nil {
 				ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
@@ -276,7 +276,8 @@ func (a *jobActor) current(attempt int, what, node string, settle *actor.PID) bo
 	}
 	line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
 		what, attempt, node, a.job.State, a.job.Attempts)
-	a.c.Store.UpdateAsync(func(tx *persistence.Tx) error { return tx.AppendLog(jobID, line) }, func(err error) {
+	appended := &persistence.AppendJobLog{At: a.c.Clock.Now(), JobID: jobID, Lines: []string{line}}
+	a.c.Store.ApplyAsync(appended, func(err error) {
 		if err != nil {
 			a.c.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
 		} else {
@@ -342,7 +343,7 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 		next.Progress = 100
 		next.FinishedAt = now
 		next.RenderDuration = d.duration
-	}, log, nil, func(err error) {
+	}, log, func(err error) {
 		if err != nil {
 			return
 		}
@@ -371,7 +372,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		a.transition(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
 			next.Progress = 0
-		}, append(log, "queued again"), nil, func(err error) {
+		}, append(log, "queued again"), func(err error) {
 			if err == nil {
 				a.c.settled(f.settle, a.job.ID, f.attempt)
 				a.c.Observer.Requeued()
@@ -388,7 +389,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		next.Failures = failures
 		next.Error = message
 		next.ErrorAt = now
-	}, log, nil, func(err error) {
+	}, log, func(err error) {
 		if err == nil {
 			a.c.settled(f.settle, a.job.ID, f.attempt)
 			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: message})
@@ -421,7 +422,7 @@ func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
 	err := a.transition(ctx, EventCancel, func(next *persistence.Job) {
 		next.Error = "cancelled through the API"
 		next.ErrorAt = now
-	}, []string{"cancelled"}, nil, func(err error) {
+	}, []string{"cancelled"}, func(err error) {
 		if err == nil && wasQueued {
 			ctx.Send(a.c.scheduler, &jobWithdrawn{jobID: a.job.ID})
 		}
@@ -455,7 +456,7 @@ func (a *jobActor) onChildFinished(ctx actor.Context, m *childFinished) {
 
 func (a *jobActor) childrenFinished(ctx actor.Context) {
 	a.transition(ctx, EventChildrenFinished, nil,
-		[]string{fmt.Sprintf("all %d child jobs finished; their outputs go into this job", len(a.job.Children))}, nil,
+		[]string{fmt.Sprintf("all %d child jobs finished; their outputs go into this job", len(a.job.Children))},
 		func(err error) {
 			if err == nil {
 				a.enqueue(ctx)
@@ -479,7 +480,7 @@ func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, fa
 	a.transition(ctx, ev, func(next *persistence.Job) {
 		next.Error = reason
 		next.ErrorAt = now
-	}, []string{reason}, nil, func(err error) {
+	}, []string{reason}, func(err error) {
 		if err != nil {
 			return
 		}
@@ -504,10 +505,10 @@ func (a *jobActor) notifyParent(_ actor.Context, msg any) {
 }
 
 // transition applies ev to a copy of the job, lets edit adjust the copy, and persists it with the
-// log lines. then runs once the write is durable (err nil) or has failed; an illegal event is
-// returned at once and nothing is written.
+// log lines (and, when the job ends with a webhook, its delivery). then runs once the write is
+// durable (err nil) or has failed; an illegal event is returned at once and nothing is written.
 func (a *jobActor) transition(ctx actor.Context, ev JobEvent, edit func(*persistence.Job), log []string,
-	extra func(*persistence.Tx) error, then func(error)) error {
+	then func(error)) error {
 	next := a.job.Clone()
 	if err := applyJobEvent(next, ev); err != nil {
 		a.log().Error("refused a state change", "err", err)
@@ -516,51 +517,26 @@ func (a *jobActor) transition(ctx actor.Context, ev JobEvent, edit func(*persist
 	if edit != nil {
 		edit(next)
 	}
-	if next.State.Terminal() {
-		extra = a.withWebhook(next, extra)
+	var delivery *persistence.Delivery
+	if next.State.Terminal() && next.Spec.Webhook != nil {
+		now := a.c.Clock.Now()
+		delivery = &persistence.Delivery{ID: a.c.IDs.New(now), JobID: next.ID, TeamID: next.TeamID, NextAt: now, CreatedAt: now}
 	}
-	a.persist(ctx, a.job.State, next, log, extra, then)
+	a.persist(ctx, a.job.State, next, log, delivery, then)
 	return nil
 }
 
-// withWebhook adds the outbox entry of a job that just became terminal to the same write.
-func (a *jobActor) withWebhook(next *persistence.Job, extra func(*persistence.Tx) error) func(*persistence.Tx) error {
-	if next.Spec.Webhook == nil {
-		return extra
-	}
-	now := a.c.Clock.Now()
-	d := &persistence.Delivery{ID: a.c.IDs.New(now), JobID: next.ID, TeamID: next.TeamID, NextAt: now, CreatedAt: now}
-	return func(tx *persistence.Tx) error {
-		if extra != nil {
-			if err := extra(tx); err != nil {
-				return err
-			}
-		}
-		if err := tx.PutDelivery(d); err != nil {
-			return err
-		}
-		tx.AfterCommit(func() { a.c.system.Root.Send(a.c.webhooks, &deliveryQueued{delivery: d}) })
-		return nil
-	}
-}
-
+// persist writes the job's next version; the webhook dispatcher hears of a delivery once it is
+// durable.
 func (a *jobActor) persist(ctx actor.Context, prev persistence.JobState, next *persistence.Job, log []string,
-	extra func(*persistence.Tx) error, then func(error)) {
+	delivery *persistence.Delivery, then func(error)) {
 	a.held.busy = true
 	self := ctx.Self()
-	a.c.Store.UpdateAsync(func(tx *persistence.Tx) error {
-		if extra != nil {
-			if err := extra(tx); err != nil {
-				return err
-			}
+	change := &persistence.ChangeJob{At: a.c.Clock.Now(), Prev: prev, Job: next, Log: log, Delivery: delivery}
+	a.c.Store.ApplyAsync(change, func(err error) {
+		if err == nil && delivery != nil {
+			a.c.system.Root.Send(a.c.webhooks, &deliveryQueued{delivery: delivery})
 		}
-		if len(log) > 0 {
-			if err := tx.AppendLog(next.ID, log...); err != nil {
-				return err
-			}
-		}
-		return tx.UpdateJob(prev, next)
-	}, func(err error) {
 		a.c.system.Root.Send(self, &writeDone{err: err, next: next, then: then})
 	})
 }

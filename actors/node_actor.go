@@ -179,7 +179,7 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 			// Writes are committed in the order submitted, so the last hold decided wins.
 			self, system, key, answer := ctx.Self(), ctx.ActorSystem(), nodeHoldKey(n.book.hello.NodeID), then
 			then = nil
-			n.c.Store.UpdateAsync(func(tx *persistence.Tx) error { return tx.SetMeta(key, e.why) },
+			n.c.Store.ApplyAsync(&persistence.SetMeta{Name: key, Value: e.why},
 				func(err error) { system.Root.Send(self, &holdWritten{err: err, answer: answer}) })
 		case logged:
 			n.log.Log(context.Background(), e.level, e.msg, e.args...)

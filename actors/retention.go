@@ -59,14 +59,11 @@ func (r *Retention) Sweep(ctx context.Context) (int, error) {
 	var after []byte
 	removed := 0
 	for ctx.Err() == nil {
-		var res persistence.Removal
-		err := r.Store.Update(func(tx *persistence.Tx) (err error) {
-			res, err = tx.RemoveExpired(cutoff, after, step)
-			return err
-		})
-		if err != nil {
+		command := &persistence.RemoveExpired{Cutoff: cutoff, After: after, Max: step}
+		if err := r.Store.Apply(command); err != nil {
 			return removed, err
 		}
+		res := command.Removal
 		for _, j := range res.Jobs {
 			if err := r.Blobs.DeletePrefix(j.OutputFolder()); err != nil {
 				r.Log.Warn("cannot delete the output of a removed job", "job", j.ID.String(), "err", err)

@@ -112,7 +112,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 	reply := func(tpl *persistence.Template, err error) { ctx.Send(sender, &templateAnswer{tpl: tpl, err: err}) }
 	switch m := msg.(type) {
 	case *templateCreate:
-		p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(m.tpl) }, func(err error) {
+		p.write(ctx, &persistence.PutTemplate{Template: m.tpl}, func(err error) {
 			if err == nil {
 				p.c.Observer.TemplateStatusChanged(m.tpl.ID, m.tpl.Status)
 				if m.tpl.Status == persistence.TemplateDownloading {
@@ -129,9 +129,9 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 		}
 		tpl.DisplayName = m.name
 		tpl.UpdatedAt = p.c.Clock.Now()
-		p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(tpl) }, func(err error) { reply(tpl, err) })
+		p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) { reply(tpl, err) })
 	case *templateDelete:
-		p.write(ctx, func(tx *persistence.Tx) error { return tx.DeleteTemplate(m.teamID, m.id) }, func(err error) {
+		p.write(ctx, &persistence.DeleteTemplate{TeamID: m.teamID, TemplateID: m.id}, func(err error) {
 			if err == nil {
 				p.forget(m.id)
 				if rmErr := p.c.Blobs.DeletePrefix(templateKeyPrefix(m.id)); rmErr != nil {
@@ -158,11 +158,11 @@ func (p *templateProcessor) load(teamID, id ulid.ULID) (*persistence.Template, e
 	return tpl, err
 }
 
-// write persists fn and runs then with its result; messages wait meanwhile.
-func (p *templateProcessor) write(ctx actor.Context, fn func(*persistence.Tx) error, then func(error)) {
+// write applies a command and runs then with its result; messages wait meanwhile.
+func (p *templateProcessor) write(ctx actor.Context, c persistence.Command, then func(error)) {
 	p.held.busy = true
 	self := ctx.Self()
-	p.c.Store.UpdateAsync(fn, func(err error) { p.c.system.Root.Send(self, &templateWritten{err: err, then: then}) })
+	p.c.Store.ApplyAsync(c, func(err error) { p.c.system.Root.Send(self, &templateWritten{err: err, then: then}) })
 }
 
 // transition applies ev to the stored template, lets edit adjust it, and persists it.
@@ -178,7 +178,7 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 	}
 	edit(tpl)
 	tpl.UpdatedAt = p.c.Clock.Now()
-	p.write(ctx, func(tx *persistence.Tx) error { return tx.PutTemplate(tpl) }, func(err error) {
+	p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) {
 		if err == nil {
 			p.c.Observer.TemplateStatusChanged(tpl.ID, tpl.Status)
 		}

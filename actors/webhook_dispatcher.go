@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
@@ -124,32 +125,24 @@ func (w *webhookDispatcher) settle(r *deliveryResult) {
 	d := *r.delivery
 	d.Attempt++
 	var line, result string
-	var write func(*persistence.Tx) error
+	record := &persistence.RecordDelivery{At: w.c.Clock.Now(), JobID: d.JobID, Done: d.ID}
 	switch {
 	case r.err == nil:
 		line, result = fmt.Sprintf("webhook delivered (attempt %d, %s)", d.Attempt, r.outcome), WebhookDelivered
-		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
 	case errors.Is(r.err, errDeliveryObsolete):
-		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
 	case d.Attempt > len(w.c.cfg.WebhookBackoff):
 		line, result = fmt.Sprintf("webhook failed after %d attempts, giving up: %v", d.Attempt, r.err), WebhookFailed
-		write = func(tx *persistence.Tx) error { return tx.DeleteDelivery(d.ID) }
 	default:
 		wait := jitter(w.c.cfg.WebhookBackoff[d.Attempt-1])
 		d.NextAt = w.c.Clock.Now().Add(wait)
 		d.LastError = r.err.Error()
 		line, result = fmt.Sprintf("webhook attempt %d failed (%v); next attempt in %s", d.Attempt, r.err, wait.Round(time.Millisecond)), WebhookRetrying
-		write = func(tx *persistence.Tx) error { return tx.PutDelivery(&d) }
+		retry := d
+		record.Retry, record.Done = &retry, ulid.ULID{}
 		heap.Push(&w.waiting, &d)
 	}
-	w.c.Store.UpdateAsync(func(tx *persistence.Tx) error {
-		if line != "" {
-			if err := tx.AppendLog(d.JobID, line); err != nil {
-				return err
-			}
-		}
-		return write(tx)
-	}, func(err error) {
+	record.Line = line
+	w.c.Store.ApplyAsync(record, func(err error) {
 		switch {
 		case err != nil:
 			w.c.log.Error("cannot record a webhook attempt", "delivery", d.ID.String(), "err", err)

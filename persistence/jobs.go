@@ -5,25 +5,26 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
 
-// CreateJob stores a new job and its index entries.
-func (t *Tx) CreateJob(j *Job) error {
+// createJob stores a new job and its index entries.
+func (t *Tx) createJob(j *Job, at time.Time) error {
 	if t.bucket(bucketJobs).Get(id(j.ID)) != nil {
 		return fmt.Errorf("job %s already exists", j.ID)
 	}
-	if err := t.putJob(j); err != nil {
+	if err := t.putJob(j, at); err != nil {
 		return err
 	}
 	return t.writeJobIndexes(j, j.State)
 }
 
-// UpdateJob stores a new version of a job whose stored state was prev, moving its index entries
+// updateJob stores a new version of a job whose stored state was prev, moving its index entries
 // when the state changed.
-func (t *Tx) UpdateJob(prev JobState, j *Job) error {
-	if err := t.putJob(j); err != nil {
+func (t *Tx) updateJob(prev JobState, j *Job, at time.Time) error {
+	if err := t.putJob(j, at); err != nil {
 		return err
 	}
 	if prev == j.State {
@@ -53,8 +54,9 @@ func (t *Tx) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
 	return j, err
 }
 
-func (t *Tx) putJob(j *Job) error {
-	j.UpdatedAt = t.now()
+func (t *Tx) putJob(j *Job, at time.Time) error {
+	j.UpdatedAt = at
+	compactJSONValues(j)
 	return t.bucket(bucketJobs).Put(id(j.ID), encodeJob(j))
 }
 

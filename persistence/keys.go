@@ -144,8 +144,3 @@ func ulidAt(b []byte) ulid.ULID {
 
 // Meta reads a fact about the store ("" when unset).
 func (t *Tx) Meta(name string) string { return string(t.bucket(bucketMeta).Get([]byte(name))) }
-
-// SetMeta records a fact about the store.
-func (t *Tx) SetMeta(name, value string) error {
-	return t.bucket(bucketMeta).Put([]byte(name), []byte(value))
-}

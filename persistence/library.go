@@ -12,11 +12,6 @@ import (
 // ErrConflict is returned when a write would break a uniqueness rule or a record is in use.
 var ErrConflict = errors.New("conflict")
 
-// PutTemplate stores a template.
-func (t *Tx) PutTemplate(tpl *Template) error {
-	return t.putJSON(bucketTemplates, key(id(tpl.TeamID), id(tpl.ID)), tpl)
-}
-
 // Template loads one of a team's templates.
 func (t *Tx) Template(teamID, templateID ulid.ULID) (*Template, error) {
 	tpl := new(Template)
@@ -62,8 +57,8 @@ func (t *Tx) Templates(teamID ulid.ULID) ([]*Template, error) {
 	return listJSON[Template](t, bucketTemplates, id(teamID))
 }
 
-// DeleteTemplate removes a template; it is ErrConflict while live jobs use it.
-func (t *Tx) DeleteTemplate(teamID, templateID ulid.ULID) error {
+// deleteTemplate removes a template; it is ErrConflict while live jobs use it.
+func (t *Tx) deleteTemplate(teamID, templateID ulid.ULID) error {
 	if _, err := t.Template(teamID, templateID); err != nil {
 		return err
 	}
@@ -87,8 +82,8 @@ func (t *Tx) AllTemplates(fn func(*Template) error) error {
 	return nil
 }
 
-// CreateFont stores a font; a second font with the same file name is ErrConflict.
-func (t *Tx) CreateFont(f *Font) error {
+// createFont stores a font; a second font with the same file name is ErrConflict.
+func (t *Tx) createFont(f *Font) error {
 	nameKey := key(id(f.TeamID), []byte(f.FileName))
 	if t.bucket(bucketFontNames).Get(nameKey) != nil {
 		return ErrConflict
@@ -123,8 +118,8 @@ func (t *Tx) Fonts(teamID ulid.ULID) ([]*Font, error) {
 	return listJSON[Font](t, bucketFonts, id(teamID))
 }
 
-// DeleteFont removes a font and returns it.
-func (t *Tx) DeleteFont(teamID, fontID ulid.ULID) (*Font, error) {
+// deleteFont removes a font and returns it.
+func (t *Tx) deleteFont(teamID, fontID ulid.ULID) (*Font, error) {
 	f, err := t.Font(teamID, fontID)
 	if err != nil {
 		return nil, err
@@ -135,8 +130,8 @@ func (t *Tx) DeleteFont(teamID, fontID ulid.ULID) (*Font, error) {
 	return f, t.bucket(bucketFonts).Delete(key(id(teamID), id(fontID)))
 }
 
-// CreateSecret stores a secret; a second secret with the same name is ErrConflict.
-func (t *Tx) CreateSecret(s *Secret) error {
+// createSecret stores a secret; a second secret with the same name is ErrConflict.
+func (t *Tx) createSecret(s *Secret) error {
 	nameKey := key(id(s.TeamID), []byte(s.Name))
 	if t.bucket(bucketSecretNames).Get(nameKey) != nil {
 		return ErrConflict
@@ -166,8 +161,8 @@ func (t *Tx) Secrets(teamID ulid.ULID) ([]*Secret, error) {
 	return listJSON[Secret](t, bucketSecrets, id(teamID))
 }
 
-// DeleteSecret removes a secret.
-func (t *Tx) DeleteSecret(teamID, secretID ulid.ULID) error {
+// deleteSecret removes a secret.
+func (t *Tx) deleteSecret(teamID, secretID ulid.ULID) error {
 	s := new(Secret)
 	found, err := t.getJSON(bucketSecrets, key(id(teamID), id(secretID)), s)
 	if err != nil {
@@ -182,9 +177,6 @@ func (t *Tx) DeleteSecret(teamID, secretID ulid.ULID) error {
 	return t.bucket(bucketSecrets).Delete(key(id(teamID), id(secretID)))
 }
 
-// PutBatch stores a batch.
-func (t *Tx) PutBatch(b *Batch) error { return t.putJSON(bucketBatches, id(b.ID), b) }
-
 // BatchExists reports whether a batch is stored.
 func (t *Tx) BatchExists(batchID ulid.ULID) bool {
 	return t.bucket(bucketBatches).Get(id(batchID)) != nil
@@ -198,14 +190,6 @@ func (t *Tx) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {
 		err = ErrNotFound
 	}
 	return b, err
-}
-
-// PutDelivery stores (or updates) a webhook delivery in the outbox.
-func (t *Tx) PutDelivery(d *Delivery) error { return t.putJSON(bucketOutbox, id(d.ID), d) }
-
-// DeleteDelivery removes a delivery from the outbox.
-func (t *Tx) DeleteDelivery(deliveryID ulid.ULID) error {
-	return t.bucket(bucketOutbox).Delete(id(deliveryID))
 }
 
 // Deliveries lists the outbox.

@@ -3,6 +3,7 @@ package persistence
 import (
 	"encoding/binary"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -15,8 +16,11 @@ const (
 
 const logTruncated = "[log truncated: further lines dropped]"
 
-// AppendLog adds lines to a job's log, stamping each with the transaction's time.
-func (t *Tx) AppendLog(jobID ulid.ULID, lines ...string) error {
+// appendLog adds lines to a job's log, stamping each with at.
+func (t *Tx) appendLog(jobID ulid.ULID, at time.Time, lines ...string) error {
+	if len(lines) == 0 {
+		return nil
+	}
 	b := t.bucket(bucketLogs)
 	prefix := id(jobID)
 	next := 0
@@ -31,7 +35,7 @@ func (t *Tx) AppendLog(jobID ulid.ULID, lines ...string) error {
 	if k != nil && hasPrefix(k, prefix) {
 		next = int(binary.BigEndian.Uint32(k[16:])) + 1
 	}
-	stamp := t.now().UTC().Format("2006-01-02T15:04:05.000Z07:00") + " "
+	stamp := at.UTC().Format("2006-01-02T15:04:05.000Z07:00") + " "
 	for _, line := range lines {
 		switch {
 		case next > MaxLogLines:

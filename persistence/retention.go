@@ -31,7 +31,7 @@ func endKey(j *Job) []byte {
 	return key(binary.BigEndian.AppendUint64(nil, uint64(max(j.EndedAt().UnixMilli(), 0))), id(j.ID))
 }
 
-// Removal is what one RemoveExpired step removed.
+// Removal is what one RemoveExpired command removed.
 type Removal struct {
 	// Jobs are the removed jobs, descendants included; their outputs in the object store go
 	// next (the caller's, after the commit).
@@ -42,11 +42,11 @@ type Removal struct {
 	Next []byte
 }
 
-// RemoveExpired removes up to max top-level jobs that ended before cutoff, starting after the
+// removeExpired removes up to max top-level jobs that ended before cutoff, starting after the
 // ended-jobs index key after (nil: from the oldest), each with its descendants, their index
 // entries and logs; a batch goes with its last job. A job whose descendants are not all
 // terminal stays (a child lives as long as its parent, and the parent as long as its work).
-func (t *Tx) RemoveExpired(cutoff time.Time, after []byte, max int) (Removal, error) {
+func (t *Tx) removeExpired(cutoff time.Time, after []byte, max int) (Removal, error) {
 	var out Removal
 	limit := binary.BigEndian.AppendUint64(nil, uint64(cutoff.UnixMilli()))
 	var candidates [][]byte

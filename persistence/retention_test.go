@@ -51,17 +51,17 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	keptA, keptB := job(JobFinished, old, inBatch(batchKept, 0)), job(JobFinished, recent, inBatch(batchKept, 1))
 	all := []*Job{oldFinished, oldFailed, oldCancelled, recentFinished, oldQueued, parent, child, busyParent, busyChild,
 		waitingParent, endedChild, goneA, goneB, keptA, keptB}
-	err := s.Update(func(tx *Tx) error {
+	err := s.update(func(tx *Tx) error {
 		for _, b := range []ulid.ULID{batchGone, batchKept} {
-			if err := tx.PutBatch(&Batch{ID: b, TeamID: team}); err != nil {
+			if err := tx.putJSON(bucketBatches, id(b), &Batch{ID: b, TeamID: team}); err != nil {
 				return err
 			}
 		}
 		for _, j := range all {
-			if err := tx.CreateJob(j); err != nil {
+			if err := tx.createJob(j, testNow); err != nil {
 				return err
 			}
-			if err := tx.AppendLog(j.ID, "created"); err != nil {
+			if err := tx.appendLog(j.ID, testNow, "created"); err != nil {
 				return err
 			}
 		}
@@ -76,7 +76,7 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	var after []byte
 	for step := 0; ; step++ {
 		var r Removal
-		if err := s.Update(func(tx *Tx) (err error) { r, err = tx.RemoveExpired(cutoff, after, 2); return err }); err != nil {
+		if err := s.update(func(tx *Tx) (err error) { r, err = tx.removeExpired(cutoff, after, 2); return err }); err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range r.Jobs {

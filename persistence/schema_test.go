@@ -31,26 +31,26 @@ func TestQueueEntriesFollowTheJob(t *testing.T) {
 	team := ids.New(time.Now())
 	a := &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Engine: "lottie", Priority: -7, Tags: []string{"b", "a"}}
 	b := &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Engine: "ae2026"}
-	if err := s.Update(func(tx *Tx) error {
-		if err := tx.CreateJob(a); err != nil {
+	if err := s.update(func(tx *Tx) error {
+		if err := tx.createJob(a, testNow); err != nil {
 			return err
 		}
-		return tx.CreateJob(b)
+		return tx.createJob(b, testNow)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	// b is dispatched, fails on n1, and comes back; a is cancelled.
-	if err := s.Update(func(tx *Tx) error {
+	if err := s.update(func(tx *Tx) error {
 		b.State = JobRendering
-		if err := tx.UpdateJob(JobQueued, b); err != nil {
+		if err := tx.updateJob(JobQueued, b, testNow); err != nil {
 			return err
 		}
 		b.State, b.Failures = JobQueued, []AttemptFailure{{Attempt: 1, Node: "n1"}, {Attempt: 2, Node: "n1"}}
-		if err := tx.UpdateJob(JobRendering, b); err != nil {
+		if err := tx.updateJob(JobRendering, b, testNow); err != nil {
 			return err
 		}
 		a.State = JobCancelled
-		return tx.UpdateJob(JobQueued, a)
+		return tx.updateJob(JobQueued, a, testNow)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 	ids := NewIDs()
 	team := ids.New(time.Now())
 	var want []QueueEntry
-	if err := s.Update(func(tx *Tx) error {
+	if err := s.update(func(tx *Tx) error {
 		for i := range 25 {
 			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Hour)), TeamID: team, State: JobQueued, Engine: "lottie", Priority: i % 3, Tags: []string{"t"}}
 			if i%5 == 0 {
@@ -77,7 +77,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 			} else {
 				want = append(want, j.QueueEntry())
 			}
-			if err := tx.CreateJob(j); err != nil {
+			if err := tx.createJob(j, testNow); err != nil {
 				return err
 			}
 		}

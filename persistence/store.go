@@ -1,7 +1,8 @@
 // Package persistence keeps every record of the coordinator in one bbolt file: teams, token
 // hashes, templates, jobs with their indexes, batches, fonts, secrets, render logs and the webhook
-// outbox. Writes are group-committed: concurrent writers share one transaction and one fsync, and
-// each writer is answered only after its write is durable.
+// outbox. Every write is a Command (commands.go), applied by one function; commands are
+// group-committed: concurrent writers share one transaction and one fsync, and each writer is
+// answered only after its command is durable.
 package persistence
 
 import (
@@ -31,8 +32,6 @@ type Options struct {
 	OpenTimeout time.Duration
 	// OnCommit observes each commit: its duration and the writes it carried.
 	OnCommit func(d time.Duration, writes int)
-	// Now stamps created records (default time.Now).
-	Now func() time.Time
 }
 
 // Store is the coordinator's database.
@@ -41,7 +40,6 @@ type Store struct {
 	writes   chan *write
 	maxBatch int
 	onCommit func(time.Duration, int)
-	now      func() time.Time
 
 	mu      sync.RWMutex // guards closed against concurrent submits
 	closed  bool
@@ -54,8 +52,9 @@ type decodeCache struct {
 	templates sync.Map // template id -> *sharedTemplate
 }
 
-// write is one caller's transaction function and how to answer it. fn may run more than once:
-// when another write of the same batch fails, the batch is rolled back and replayed without it.
+// write is one caller's command, as the function applying it, and how to answer it. fn may run
+// more than once: when another write of the same batch fails, the batch is rolled back and
+// replayed without it.
 type write struct {
 	fn   func(*Tx) error
 	done func(error)
@@ -68,9 +67,6 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = time.Second
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
@@ -96,7 +92,6 @@ func Open(path string, opts Options) (*Store, error) {
 		writes:   make(chan *write, opts.MaxBatch*4),
 		maxBatch: opts.MaxBatch,
 		onCommit: opts.OnCommit,
-		now:      opts.Now,
 		stopped:  make(chan struct{}),
 		cache:    &decodeCache{},
 	}
@@ -104,24 +99,26 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Now is the store's clock.
-func (s *Store) Now() time.Time { return s.now() }
-
 // View runs fn in a read-only transaction.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now, cache: s.cache}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, cache: s.cache}) })
 }
 
-// Update runs fn in a group-committed transaction and returns once it is durable.
-func (s *Store) Update(fn func(*Tx) error) error {
+// Apply applies a command in a group-committed transaction and returns once it is durable.
+// The command's result fields are filled in by then.
+func (s *Store) Apply(c Command) error {
 	result := make(chan error, 1)
-	s.UpdateAsync(fn, func(err error) { result <- err })
+	s.ApplyAsync(c, func(err error) { result <- err })
 	return <-result
 }
 
-// UpdateAsync submits fn and calls done, from the committer's goroutine, once the write is
+// ApplyAsync submits a command and calls done, from the committer's goroutine, once it is
 // durable or has failed. done must not block.
-func (s *Store) UpdateAsync(fn func(*Tx) error, done func(error)) {
+func (s *Store) ApplyAsync(c Command, done func(error)) {
+	s.submit(func(tx *Tx) error { return tx.apply(c) }, done)
+}
+
+func (s *Store) submit(fn func(*Tx) error, done func(error)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
@@ -180,20 +177,15 @@ func (s *Store) commit(batch []*write) {
 		started := time.Now()
 		failed := -1
 		var failure error
-		var after []func()
 		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{tx: btx, now: s.now, cache: s.cache}
+			tx := &Tx{tx: btx, cache: s.cache}
 			for i, w := range batch {
 				if err := w.fn(tx); err != nil {
 					failed, failure = i, err
 					return err
 				}
 			}
-			if err := tx.finish(); err != nil {
-				return err
-			}
-			after = tx.afterCommit
-			return nil
+			return tx.finish()
 		})
 		if failed >= 0 {
 			batch[failed].done(failure)
@@ -202,11 +194,6 @@ func (s *Store) commit(batch []*write) {
 		}
 		if s.onCommit != nil {
 			s.onCommit(time.Since(started), len(batch))
-		}
-		if err == nil {
-			for _, f := range after {
-				f()
-			}
 		}
 		for _, w := range batch {
 			w.done(err)
@@ -217,10 +204,8 @@ func (s *Store) commit(batch []*write) {
 
 // Tx is a transaction with typed access to the records.
 type Tx struct {
-	tx          *bolt.Tx
-	now         func() time.Time
-	cache       *decodeCache
-	afterCommit []func()
+	tx    *bolt.Tx
+	cache *decodeCache
 	// counts are counter changes written when the transaction commits (addCount); countsErr
 	// is a failure to write them early.
 	counts    map[string]int
@@ -234,6 +219,3 @@ func (t *Tx) finish() error {
 	}
 	return t.flushCounts()
 }
-
-// AfterCommit runs f once the transaction is durable (never if it rolls back).
-func (t *Tx) AfterCommit(f func()) { t.afterCommit = append(t.afterCommit, f) }

@@ -43,8 +43,8 @@ func TestGroupCommitAnswersEachWriterAndSurvivesReopen(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = s.Update(func(tx *Tx) error {
-				if err := tx.CreateJob(&Job{ID: jobIDs[i], TeamID: team, State: JobQueued}); err != nil {
+			results[i] = s.update(func(tx *Tx) error {
+				if err := tx.createJob(&Job{ID: jobIDs[i], TeamID: team, State: JobQueued}, testNow); err != nil {
 					return err
 				}
 				if i%50 == 7 {
@@ -85,7 +85,7 @@ func TestGroupCommitAnswersEachWriterAndSurvivesReopen(t *testing.T) {
 func TestUpdateAfterCloseFails(t *testing.T) {
 	s := openTestStore(t, "")
 	s.Close()
-	if err := s.Update(func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+	if err := s.update(func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
 }
@@ -116,7 +116,7 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tags := []string{"red", "green", "blue", "a-b_c"}
 	var all []*Job
-	err := s.Update(func(tx *Tx) error {
+	err := s.update(func(tx *Tx) error {
 		for i := range 600 {
 			created := base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(int(step/time.Millisecond)))*time.Millisecond)
 			j := &Job{
@@ -131,7 +131,7 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 					j.Tags = append(j.Tags, tag)
 				}
 			}
-			if err := tx.CreateJob(j); err != nil {
+			if err := tx.createJob(j, testNow); err != nil {
 				return err
 			}
 			all = append(all, j)
@@ -140,7 +140,7 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 		for _, j := range all[:200] {
 			prev := j.State
 			j.State = AllJobStates[rng.IntN(len(AllJobStates))]
-			if err := tx.UpdateJob(prev, j); err != nil {
+			if err := tx.updateJob(prev, j, testNow); err != nil {
 				return err
 			}
 		}
@@ -263,35 +263,32 @@ func TestTemplateInUseBlocksDelete(t *testing.T) {
 	s := openTestStore(t, "")
 	ids := NewIDs()
 	team, tplID, jobID := ids.New(time.Now()), ids.New(time.Now()), ids.New(time.Now())
-	err := s.Update(func(tx *Tx) error {
-		if err := tx.PutTemplate(&Template{ID: tplID, TeamID: team, Status: TemplateUploaded}); err != nil {
-			return err
-		}
-		return tx.CreateJob(&Job{ID: jobID, TeamID: team, TemplateID: tplID, State: JobQueued})
-	})
-	if err != nil {
+	if err := s.Apply(&PutTemplate{Template: &Template{ID: tplID, TeamID: team, Status: TemplateUploaded}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Update(func(tx *Tx) error { return tx.DeleteTemplate(team, tplID) }); !errors.Is(err, ErrConflict) {
+	job := &Job{ID: jobID, TeamID: team, TemplateID: tplID, State: JobQueued}
+	if err := s.Apply(&CreateJobs{At: testNow, Jobs: []*Job{job}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(&DeleteTemplate{TeamID: team, TemplateID: tplID}); !errors.Is(err, ErrConflict) {
 		t.Fatalf("delete while queued: %v, want ErrConflict", err)
 	}
-	err = s.Update(func(tx *Tx) error {
-		j, err := tx.Job(jobID)
-		if err != nil {
-			return err
-		}
-		j.State = JobFinished
-		return tx.UpdateJob(JobQueued, j)
-	})
-	if err != nil {
+	finished := *job
+	finished.State = JobFinished
+	if err := s.Apply(&ChangeJob{At: testNow, Prev: JobQueued, Job: &finished}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Update(func(tx *Tx) error { return tx.DeleteTemplate(team, tplID) }); err != nil {
+	if err := s.Apply(&DeleteTemplate{TeamID: team, TemplateID: tplID}); err != nil {
 		t.Fatalf("delete after the job finished: %v", err)
 	}
 	otherTeam := ids.New(time.Now())
-	if err := s.Update(func(tx *Tx) error { return tx.DeleteTemplate(otherTeam, tplID) }); !errors.Is(err, ErrNotFound) {
+	if err := s.Apply(&DeleteTemplate{TeamID: otherTeam, TemplateID: tplID}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete from another team: %v, want ErrNotFound", err)
+	}
+	// A job naming a template that is gone is refused.
+	late := &Job{ID: ids.New(time.Now()), TeamID: team, TemplateID: tplID, State: JobQueued}
+	if err := s.Apply(&CreateJobs{At: testNow, Jobs: []*Job{late}}); !errors.Is(err, ErrTemplateGone) {
+		t.Fatalf("a job for a deleted template: %v, want ErrTemplateGone", err)
 	}
 }
 
@@ -299,12 +296,12 @@ func TestLogIsCappedAndOrdered(t *testing.T) {
 	s := openTestStore(t, "")
 	jobID := NewIDs().New(time.Now())
 	for range 3 {
-		err := s.Update(func(tx *Tx) error {
+		err := s.update(func(tx *Tx) error {
 			lines := make([]string, MaxLogLines/2)
 			for i := range lines {
 				lines[i] = fmt.Sprintf("line %d", i)
 			}
-			return tx.AppendLog(jobID, lines...)
+			return tx.appendLog(jobID, testNow, lines...)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -342,14 +339,14 @@ func TestBatchJobsFollowStateChanges(t *testing.T) {
 		{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, BatchIndex: 2, State: JobPending},
 	}
 	child := &Job{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, ParentID: jobs[1].ID, State: JobQueued}
-	err := s.Update(func(tx *Tx) error {
+	err := s.update(func(tx *Tx) error {
 		for _, j := range append(jobs, child) {
-			if err := tx.CreateJob(j); err != nil {
+			if err := tx.createJob(j, testNow); err != nil {
 				return err
 			}
 		}
 		jobs[0].State = JobCancelled
-		return tx.UpdateJob(JobQueued, jobs[0])
+		return tx.updateJob(JobQueued, jobs[0], testNow)
 	})
 	if err != nil {
 		t.Fatal(err)

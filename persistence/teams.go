@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -31,8 +32,9 @@ func NewToken() (token string, hash [32]byte) {
 // HashToken is the stored form of a token.
 func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 
-// EnsureTeam returns the team with this name, creating it if needed.
-func (t *Tx) EnsureTeam(name string, ids *IDs) (Team, bool, error) {
+// ensureTeam returns the team with this name, creating it with the id and webhook secret given
+// when there is none.
+func (t *Tx) ensureTeam(name string, newID ulid.ULID, webhookSecret string, at time.Time) (Team, bool, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return Team{}, false, errors.New("team name is empty")
@@ -41,12 +43,7 @@ func (t *Tx) EnsureTeam(name string, ids *IDs) (Team, bool, error) {
 		team, err := t.Team(ulidAt(raw))
 		return team, false, err
 	}
-	var secret [32]byte
-	if _, err := rand.Read(secret[:]); err != nil {
-		return Team{}, false, err
-	}
-	now := t.now()
-	team := Team{ID: ids.New(now), Name: name, WebhookSecret: hex.EncodeToString(secret[:]), CreatedAt: now}
+	team := Team{ID: newID, Name: name, WebhookSecret: webhookSecret, CreatedAt: at}
 	if err := t.putJSON(bucketTeams, id(team.ID), team); err != nil {
 		return Team{}, false, err
 	}
@@ -63,11 +60,6 @@ func (t *Tx) Team(teamID ulid.ULID) (Team, error) {
 	return team, err
 }
 
-// PutToken stores a token hash for a team.
-func (t *Tx) PutToken(hash [32]byte, teamID ulid.ULID) error {
-	return t.putJSON(bucketTokens, hash[:], Token{TeamID: teamID, CreatedAt: t.now()})
-}
-
 // TokenTeam returns the team a token hash belongs to.
 func (t *Tx) TokenTeam(hash [32]byte) (ulid.ULID, error) {
 	var tok Token
@@ -76,4 +68,13 @@ func (t *Tx) TokenTeam(hash [32]byte) (ulid.ULID, error) {
 		err = ErrNotFound
 	}
 	return tok.TeamID, err
+}
+
+// NewWebhookSecret makes the key a new team's webhooks are signed with (32 random bytes, hex).
+func NewWebhookSecret() (string, error) {
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(secret[:]), nil
 }

@@ -64,32 +64,33 @@ func testPlugins() plugins {
 const envHoldFinish = "FRAMEFARM_TEST_HOLD_FINISH"
 
 // finishHolder is a store whose first write finishing a job never commits. It says so with a
-// signal ("commit held finished") and holds the write open until the process is killed.
+// signal ("commit held finished") and holds the write until the process is killed.
 type finishHolder struct {
 	actors.Store
 	once sync.Once
 }
 
-func (h *finishHolder) hold(fn func(*persistence.Tx) error) func(*persistence.Tx) error {
-	return func(tx *persistence.Tx) error {
-		before := tx.JobCountsByState()[persistence.JobFinished]
-		if err := fn(tx); err != nil {
-			return err
-		}
-		if tx.JobCountsByState()[persistence.JobFinished] > before {
-			h.once.Do(func() { fmt.Fprintln(os.Stdout, "ffsignal commit held finished") })
-			select {}
-		}
-		return nil
+// finishes reports whether a command finishes a job.
+func finishes(c persistence.Command) bool {
+	change, ok := c.(*persistence.ChangeJob)
+	return ok && change.Prev != persistence.JobFinished && change.Job.State == persistence.JobFinished
+}
+
+func (h *finishHolder) hold(c persistence.Command) {
+	if finishes(c) {
+		h.once.Do(func() { fmt.Fprintln(os.Stdout, "ffsignal commit held finished") })
+		select {}
 	}
 }
 
-func (h *finishHolder) Update(fn func(*persistence.Tx) error) error {
-	return h.Store.Update(h.hold(fn))
+func (h *finishHolder) Apply(c persistence.Command) error {
+	h.hold(c)
+	return h.Store.Apply(c)
 }
 
-func (h *finishHolder) UpdateAsync(fn func(*persistence.Tx) error, done func(error)) {
-	h.Store.UpdateAsync(h.hold(fn), done)
+func (h *finishHolder) ApplyAsync(c persistence.Command, done func(error)) {
+	h.hold(c)
+	h.Store.ApplyAsync(c, done)
 }
 
 // envJobSignals set to 0 silences job signals: benchmarks create jobs by the thousand and wait

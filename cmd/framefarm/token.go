@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -42,18 +43,17 @@ func createToken(args []string, stdout, stderr io.Writer) error {
 	}
 	defer store.Close()
 	token, hash := persistence.NewToken()
-	var t persistence.Team
-	var created bool
-	err = store.Update(func(tx *persistence.Tx) (err error) {
-		if t, created, err = tx.EnsureTeam(name, persistence.NewIDs()); err != nil {
-			return err
-		}
-		return tx.PutToken(hash, t.ID)
-	})
+	secret, err := persistence.NewWebhookSecret()
 	if err != nil {
 		return err
 	}
-	if created {
+	now := time.Now()
+	issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: persistence.NewIDs().New(now), WebhookSecret: secret, TokenHash: hash}
+	if err := store.Apply(issued); err != nil {
+		return err
+	}
+	t := issued.Team
+	if issued.Created {
 		fmt.Fprintf(stdout, "created team %q (%s)\n", t.Name, t.ID)
 	} else {
 		fmt.Fprintf(stdout, "team %q (%s)\n", t.Name, t.ID)

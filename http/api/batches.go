@@ -103,7 +103,7 @@ type batchJobStatus struct {
 }
 
 func (s *Server) loadBatch(r *request) (*persistence.Batch, bool) {
-	return teamRecord(r, false, func(id string) *apiError { return notFound("batch", id) }, (*persistence.Tx).TeamBatch)
+	return teamRecord(r, func(id string) *apiError { return notFound("batch", id) }, (*persistence.Tx).TeamBatch)
 }
 
 // getBatch reports a batch's progress.

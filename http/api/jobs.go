@@ -174,7 +174,7 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 
 // failCreate answers a creation that the store refused.
 func (r *request) failCreate(err error) {
-	if errors.Is(err, actors.ErrTemplateGone) {
+	if errors.Is(err, persistence.ErrTemplateGone) {
 		r.fail(newError(http.StatusBadRequest, validate.CodeTemplateNotFound, "%v", err))
 		return
 	}
@@ -189,7 +189,7 @@ func (s *Server) getJob(r *request) {
 }
 
 func (s *Server) loadJob(r *request) (*persistence.Job, bool) {
-	return teamRecord(r, false, func(id string) *apiError { return notFound("job", id) }, (*persistence.Tx).TeamJob)
+	return teamRecord(r, func(id string) *apiError { return notFound("job", id) }, (*persistence.Tx).TeamJob)
 }
 
 func (s *Server) jobLogs(r *request) {

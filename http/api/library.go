@@ -108,7 +108,7 @@ func (s *Server) uploadFont(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	err = s.Store.Update(func(tx *persistence.Tx) error { return tx.CreateFont(f) })
+	err = s.Store.Apply(&persistence.CreateFont{Font: f})
 	if err != nil {
 		s.Blobs.Delete(key)
 		if errors.Is(err, persistence.ErrConflict) {
@@ -135,17 +135,19 @@ func (s *Server) listFonts(r *request) {
 }
 
 func (s *Server) getFont(r *request) {
-	if f, ok := teamRecord(r, false, fontNotFound, (*persistence.Tx).Font); ok {
+	if f, ok := teamRecord(r, fontNotFound, (*persistence.Tx).Font); ok {
 		r.json(http.StatusOK, fontViewOf(f))
 	}
 }
 
 func (s *Server) deleteFont(r *request) {
-	f, ok := teamRecord(r, true, fontNotFound, (*persistence.Tx).DeleteFont)
+	deleted, ok := teamWrite(r, fontNotFound, func(team, id ulid.ULID) *persistence.DeleteFont {
+		return &persistence.DeleteFont{TeamID: team, FontID: id}
+	})
 	if !ok {
 		return
 	}
-	if err := s.Blobs.Delete(f.File.Key); err != nil {
+	if err := s.Blobs.Delete(deleted.Deleted.File.Key); err != nil {
 		r.log.Warn("cannot remove a deleted font's file", "err", err)
 	}
 	r.noContent()
@@ -182,7 +184,7 @@ func (s *Server) putSecret(r *request) {
 	now := s.Clock.Now()
 	sec := &persistence.Secret{ID: s.IDs.New(now), TeamID: r.team, Name: body.Name, CreatedAt: now,
 		Ciphertext: s.Secrets.Seal([]byte(*body.Value), actors.SecretAAD(r.team, body.Name))}
-	err := s.Store.Update(func(tx *persistence.Tx) error { return tx.CreateSecret(sec) })
+	err := s.Store.Apply(&persistence.CreateSecret{Secret: sec})
 	if errors.Is(err, persistence.ErrConflict) {
 		r.fail(newError(http.StatusConflict, codeConflict, "a secret named %q exists; delete it first to replace it", body.Name))
 		return
@@ -208,10 +210,10 @@ func (s *Server) listSecrets(r *request) {
 }
 
 func (s *Server) deleteSecret(r *request) {
-	deleteSecret := func(tx *persistence.Tx, team, id ulid.ULID) (struct{}, error) {
-		return struct{}{}, tx.DeleteSecret(team, id)
+	deleteSecret := func(team, id ulid.ULID) *persistence.DeleteSecret {
+		return &persistence.DeleteSecret{TeamID: team, SecretID: id}
 	}
-	if _, ok := teamRecord(r, true, func(id string) *apiError { return notFound("secret", id) }, deleteSecret); ok {
+	if _, ok := teamWrite(r, func(id string) *apiError { return notFound("secret", id) }, deleteSecret); ok {
 		r.noContent()
 	}
 }

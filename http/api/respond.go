@@ -152,31 +152,50 @@ func (r *request) decode(v any) bool {
 	return true
 }
 
-// teamRecord reads the record named by the path's {id} for the request's team with read (in a
-// read transaction, or a write one when write is set); an id that is malformed, unknown or
-// another team's answers missing(id).
-func teamRecord[T any](r *request, write bool, missing func(id string) *apiError,
+// teamRecord reads the record named by the path's {id} for the request's team with read; an id
+// that is malformed, unknown or another team's answers missing(id).
+func teamRecord[T any](r *request, missing func(id string) *apiError,
 	read func(tx *persistence.Tx, team, id ulid.ULID) (T, error)) (T, bool) {
 	var rec T
-	text, _ := r.ctx.UserValue("id").(string)
-	id, ok := persistence.ParseID(text)
+	id, ok := pathID(r, missing)
 	if !ok {
-		r.fail(missing(text))
 		return rec, false
 	}
-	run := r.s.Store.View
-	if write {
-		run = r.s.Store.Update
-	}
-	err := run(func(tx *persistence.Tx) (err error) {
+	err := r.s.Store.View(func(tx *persistence.Tx) (err error) {
 		rec, err = read(tx, r.team, id)
 		return err
 	})
 	if err != nil {
-		r.failErr(err, missing(text))
+		r.failErr(err, missing(id.String()))
 		return rec, false
 	}
 	return rec, true
+}
+
+// teamWrite applies the command made for the record named by the path's {id} of the request's
+// team; an id that is malformed, unknown or another team's answers missing(id).
+func teamWrite[C persistence.Command](r *request, missing func(id string) *apiError, command func(team, id ulid.ULID) C) (C, bool) {
+	var c C
+	id, ok := pathID(r, missing)
+	if !ok {
+		return c, false
+	}
+	c = command(r.team, id)
+	if err := r.s.Store.Apply(c); err != nil {
+		r.failErr(err, missing(id.String()))
+		return c, false
+	}
+	return c, true
+}
+
+// pathID reads the path's {id}; a malformed one answers missing.
+func pathID(r *request, missing func(id string) *apiError) (ulid.ULID, bool) {
+	text, _ := r.ctx.UserValue("id").(string)
+	id, ok := persistence.ParseID(text)
+	if !ok {
+		r.fail(missing(text))
+	}
+	return id, ok
 }
 
 func notFound(what, id string) *apiError {

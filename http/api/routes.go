@@ -120,18 +120,19 @@ func (s *Server) createToken(r *request) {
 		r.fail(badField("team", "must be 1 to 128 characters"))
 		return
 	}
-	var team persistence.Team
 	token, hash := persistence.NewToken()
-	err := s.Store.Update(func(tx *persistence.Tx) (err error) {
-		if team, _, err = tx.EnsureTeam(name, s.IDs); err != nil {
-			return err
-		}
-		return tx.PutToken(hash, team.ID)
-	})
+	secret, err := persistence.NewWebhookSecret()
 	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
+	now := s.Clock.Now()
+	issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: s.IDs.New(now), WebhookSecret: secret, TokenHash: hash}
+	if err := s.Store.Apply(issued); err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	team := issued.Team
 	r.log.Info("token created", "for_team", team.ID.String())
 	r.json(http.StatusCreated, map[string]any{"team": map[string]string{"id": team.ID.String(), "name": team.Name}, "token": token})
 }

@@ -80,7 +80,7 @@ func (s *Server) checkURL(field, raw string) *apiError {
 }
 
 func (s *Server) loadTemplate(r *request) (*persistence.Template, bool) {
-	return teamRecord(r, false, templateNotFound, (*persistence.Tx).Template)
+	return teamRecord(r, templateNotFound, (*persistence.Tx).Template)
 }
 
 func (s *Server) getTemplate(r *request) {

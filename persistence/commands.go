@@ -1,0 +1,282 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Command is one write of the coordinator: a value holding everything the write needs (its
+// time included, stamped by the caller), applied by Tx.apply and by nothing else. Applying the
+// same commands in the same order to the same store writes the same records, so a command log
+// can be shipped to another machine and replayed there (EncodeCommand, DecodeCommand). Group
+// commit batches commands.
+type Command interface{ command() }
+
+// The commands. Fields marked json:"-" are results, filled in when the command is applied.
+type (
+	// CreateJobs stores new jobs (parents before their children), each with its first log
+	// line, and their batch if any; it fails with ErrTemplateGone when a job's template was
+	// deleted since the request was checked.
+	CreateJobs struct {
+		At    time.Time `json:"at"`
+		Batch *Batch    `json:"batch,omitempty"`
+		Jobs  []*Job    `json:"jobs"`
+	}
+	// ChangeJob stores a job's new version (its stored state was Prev), with log lines and
+	// the webhook delivery its end queues.
+	ChangeJob struct {
+		At       time.Time `json:"at"`
+		Prev     JobState  `json:"prev"`
+		Job      *Job      `json:"job"`
+		Log      []string  `json:"log,omitempty"`
+		Delivery *Delivery `json:"delivery,omitempty"`
+	}
+	// AppendJobLog adds lines to a job's log.
+	AppendJobLog struct {
+		At    time.Time `json:"at"`
+		JobID ulid.ULID `json:"jobId"`
+		Lines []string  `json:"lines"`
+	}
+	// RecordDelivery records a webhook attempt: the delivery to try again (Retry), or the id of
+	// one that is over (Done), with a line for the job's log.
+	RecordDelivery struct {
+		At    time.Time `json:"at"`
+		JobID ulid.ULID `json:"jobId"`
+		Retry *Delivery `json:"retry,omitempty"`
+		Done  ulid.ULID `json:"done,omitzero"`
+		Line  string    `json:"line,omitempty"`
+	}
+	// SetMeta records a fact about the store (a clean shutdown, a node's hold).
+	SetMeta struct {
+		Name  string `json:"name"`
+		Value string `json:"value"`
+	}
+	// PutTemplate stores a template.
+	PutTemplate struct {
+		Template *Template `json:"template"`
+	}
+	// DeleteTemplate removes a template; ErrConflict while live jobs use it.
+	DeleteTemplate struct {
+		TeamID     ulid.ULID `json:"teamId"`
+		TemplateID ulid.ULID `json:"templateId"`
+	}
+	// CreateFont adds a font; ErrConflict when the team has one of that file name.
+	CreateFont struct {
+		Font *Font `json:"font"`
+	}
+	// DeleteFont removes a font; Deleted is the font removed.
+	DeleteFont struct {
+		TeamID  ulid.ULID `json:"teamId"`
+		FontID  ulid.ULID `json:"fontId"`
+		Deleted *Font     `json:"-"`
+	}
+	// CreateSecret adds a secret; ErrConflict when the team has one of that name.
+	CreateSecret struct {
+		Secret *Secret `json:"secret"`
+	}
+	// DeleteSecret removes a secret.
+	DeleteSecret struct {
+		TeamID   ulid.ULID `json:"teamId"`
+		SecretID ulid.ULID `json:"secretId"`
+	}
+	// IssueToken stores a token's hash for the team of that name, creating the team (with the
+	// id and webhook secret given) when there is none. Team is the team, Created whether it
+	// is new.
+	IssueToken struct {
+		At            time.Time `json:"at"`
+		TeamName      string    `json:"teamName"`
+		NewTeamID     ulid.ULID `json:"newTeamId"`
+		WebhookSecret string    `json:"webhookSecret"`
+		TokenHash     [32]byte  `json:"tokenHash"`
+		Team          Team      `json:"-"`
+		Created       bool      `json:"-"`
+	}
+	// RemoveExpired removes up to Max top-level jobs that ended before Cutoff, starting after
+	// the ended-jobs key After (Tx.removeExpired); Removal is what went.
+	RemoveExpired struct {
+		Cutoff  time.Time `json:"cutoff"`
+		After   []byte    `json:"after,omitempty"`
+		Max     int       `json:"max"`
+		Removal Removal   `json:"-"`
+	}
+)
+
+func (*CreateJobs) command()     {}
+func (*ChangeJob) command()      {}
+func (*AppendJobLog) command()   {}
+func (*RecordDelivery) command() {}
+func (*SetMeta) command()        {}
+func (*PutTemplate) command()    {}
+func (*DeleteTemplate) command() {}
+func (*CreateFont) command()     {}
+func (*DeleteFont) command()     {}
+func (*CreateSecret) command()   {}
+func (*DeleteSecret) command()   {}
+func (*IssueToken) command()     {}
+func (*RemoveExpired) command()  {}
+
+// ErrTemplateGone is returned when a job's template was deleted while the job was created.
+var ErrTemplateGone = errors.New("template no longer exists")
+
+// apply carries out one command: the only place where the store is written.
+func (t *Tx) apply(c Command) error {
+	switch c := c.(type) {
+	case *CreateJobs:
+		if c.Batch != nil {
+			if err := t.putJSON(bucketBatches, id(c.Batch.ID), c.Batch); err != nil {
+				return err
+			}
+		}
+		checked := make(map[ulid.ULID]bool, 1)
+		for _, j := range c.Jobs {
+			// Checked once per template: a batch's jobs mostly share one.
+			if j.TemplateID != (ulid.ULID{}) && !checked[j.TemplateID] {
+				if !t.TemplateExists(j.TeamID, j.TemplateID) {
+					return fmt.Errorf("%w: template %s", ErrTemplateGone, j.TemplateID)
+				}
+				checked[j.TemplateID] = true
+			}
+			if err := t.createJob(j, c.At); err != nil {
+				return err
+			}
+			if err := t.appendLog(j.ID, c.At, "created as "+j.State.String()); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *ChangeJob:
+		if c.Delivery != nil {
+			if err := t.putJSON(bucketOutbox, id(c.Delivery.ID), c.Delivery); err != nil {
+				return err
+			}
+		}
+		if err := t.appendLog(c.Job.ID, c.At, c.Log...); err != nil {
+			return err
+		}
+		return t.updateJob(c.Prev, c.Job, c.At)
+	case *AppendJobLog:
+		return t.appendLog(c.JobID, c.At, c.Lines...)
+	case *RecordDelivery:
+		if c.Line != "" {
+			if err := t.appendLog(c.JobID, c.At, c.Line); err != nil {
+				return err
+			}
+		}
+		if c.Retry != nil {
+			return t.putJSON(bucketOutbox, id(c.Retry.ID), c.Retry)
+		}
+		return t.bucket(bucketOutbox).Delete(id(c.Done))
+	case *SetMeta:
+		return t.bucket(bucketMeta).Put([]byte(c.Name), []byte(c.Value))
+	case *PutTemplate:
+		return t.putJSON(bucketTemplates, key(id(c.Template.TeamID), id(c.Template.ID)), c.Template)
+	case *DeleteTemplate:
+		return t.deleteTemplate(c.TeamID, c.TemplateID)
+	case *CreateFont:
+		return t.createFont(c.Font)
+	case *DeleteFont:
+		f, err := t.deleteFont(c.TeamID, c.FontID)
+		c.Deleted = f
+		return err
+	case *CreateSecret:
+		return t.createSecret(c.Secret)
+	case *DeleteSecret:
+		return t.deleteSecret(c.TeamID, c.SecretID)
+	case *IssueToken:
+		team, created, err := t.ensureTeam(c.TeamName, c.NewTeamID, c.WebhookSecret, c.At)
+		if err != nil {
+			return err
+		}
+		c.Team, c.Created = team, created
+		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At})
+	case *RemoveExpired:
+		r, err := t.removeExpired(c.Cutoff, c.After, c.Max)
+		c.Removal = r
+		return err
+	}
+	return fmt.Errorf("unknown command %T", c)
+}
+
+// commandKinds names each command on the wire.
+var commandKinds = map[string]reflect.Type{}
+
+func init() {
+	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
+		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
+		&IssueToken{}, &RemoveExpired{}} {
+		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
+	}
+}
+
+type wireCommand struct {
+	Kind    string          `json:"kind"`
+	Command json.RawMessage `json:"command"`
+}
+
+// EncodeCommand writes a command for a log or another machine. JSON values inside it (asset
+// values, webhook data) keep their bytes: nothing is escaped or reformatted.
+func EncodeCommand(c Command) ([]byte, error) {
+	body, err := marshalExact(c)
+	if err != nil {
+		return nil, err
+	}
+	return marshalExact(wireCommand{Kind: reflect.TypeOf(c).Elem().Name(), Command: body})
+}
+
+// DecodeCommand reads what EncodeCommand wrote.
+func DecodeCommand(raw []byte) (Command, error) {
+	var w wireCommand
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("decode command: %w", err)
+	}
+	typ, ok := commandKinds[w.Kind]
+	if !ok {
+		return nil, fmt.Errorf("decode command: unknown kind %q", w.Kind)
+	}
+	c := reflect.New(typ).Interface().(Command)
+	if err := json.Unmarshal(w.Command, c); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", w.Kind, err)
+	}
+	return c, nil
+}
+
+// compactJSONValues removes the insignificant spaces of the JSON values a job carries (asset
+// values and params, webhook data), so a job stores the same bytes whether it came from a
+// request or from a command read back from the wire (JSON encoding compacts raw values).
+// Values are replaced only when they change: records in the store are compact already, and a
+// job's spec may be read elsewhere meanwhile.
+func compactJSONValues(j *Job) {
+	compact := func(raw *json.RawMessage) {
+		if !bytes.ContainsAny(*raw, " \t\r\n") {
+			return
+		}
+		var buf bytes.Buffer
+		if json.Compact(&buf, *raw) == nil && buf.Len() != len(*raw) {
+			*raw = buf.Bytes()
+		}
+	}
+	for i := range j.Spec.Assets {
+		compact(&j.Spec.Assets[i].Value)
+		compact(&j.Spec.Assets[i].Params)
+	}
+	if j.Spec.Webhook != nil {
+		compact(&j.Spec.Webhook.Data)
+	}
+}
+
+// marshalExact is json.Marshal without HTML escaping, so raw JSON values keep their bytes.
+func marshalExact(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
