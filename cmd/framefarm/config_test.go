@@ -40,6 +40,8 @@ func TestConfigErrors(t *testing.T) {
 		"bad bind":         "[cluster]\nkey = \"0123456789abcdef\"\nbind = \"7946\"\ninsecure = true\n",
 		"no TLS":           "[cluster]\nkey = \"0123456789abcdef\"\n",
 		"TLS and insecure": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n[cluster.tls]\ncert_file = \"a\"\nkey_file = \"b\"\nca_file = \"c\"\n",
+		"debug elsewhere":  "[debug]\nlisten = \"0.0.0.0:6060\"\n",
+		"debug no port":    "[debug]\nlisten = \"127.0.0.1\"\n",
 	} {
 		path := filepath.Join(dir, name+".toml")
 		os.WriteFile(path, []byte(body), 0o600)

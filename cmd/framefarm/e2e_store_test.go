@@ -3,12 +3,16 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 )
 
 // The data folder in testdata/data-0fb8cdc.tar.gz was written by framefarm at commit 0fb8cdc (the
@@ -160,4 +164,17 @@ func TestRetentionRemovesEndedJobsFromTheAPI(t *testing.T) {
 	}
 	acme.must(http.MethodGet, "/api/v2/jobs/"+busy.ID, nil, http.StatusOK, nil)
 	call.answer(finishAll(nil))
+}
+
+// TestDebugListenerServesProfiles: with [debug] listen, the coordinator serves Go's profiles on
+// that loopback address, and nothing of the API there.
+func TestDebugListenerServesProfiles(t *testing.T) {
+	addr := membershiptest.FreeAddr(t)
+	startCoordinator(t, options{config: fmt.Sprintf("\n[debug]\nlisten = %q\n", addr)})
+	if status, body := get(t, "http://"+addr+"/debug/pprof/heap?debug=1"); status != http.StatusOK || !strings.Contains(string(body), "heap profile") {
+		t.Fatalf("heap profile: %d %.100s", status, body)
+	}
+	if status, _ := get(t, "http://"+addr+"/api/v2/jobs"); status != http.StatusNotFound {
+		t.Fatalf("the API on the debug listener: %d, want 404", status)
+	}
 }
