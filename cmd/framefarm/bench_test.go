@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -109,7 +111,13 @@ type benchFarm struct {
 }
 
 func newBenchFarm(b *testing.B) *benchFarm {
-	c := startCoordinator(b, options{slots: 0, logLevel: "warn", noJobSignals: true})
+	return newBenchFarmWith(b, options{})
+}
+
+// newBenchFarmWith starts a bench farm with extra options (the harness's are set here).
+func newBenchFarmWith(b *testing.B, opts options) *benchFarm {
+	opts.slots, opts.logLevel, opts.noJobSignals = 0, "warn", true
+	c := startCoordinator(b, opts)
 	cl := c.team("bench")
 	tplID := cl.uploadTemplate(inspection())
 	body, _ := json.Marshal(map[string]any{
@@ -147,6 +155,28 @@ func BenchmarkCreateJob(b *testing.B) {
 			lat.report(b)
 		})
 	}
+}
+
+// BenchmarkCreateJobOneCore: POST /jobs at 64 concurrent with the server pinned to one CPU
+// (taskset -c 1: Go then runs it with GOMAXPROCS=1, as in a one-CPU container); the load
+// generator, in this process, is not pinned.
+func BenchmarkCreateJobOneCore(b *testing.B) {
+	if runtime.NumCPU() < 2 {
+		b.Skip("needs a second CPU for the load generator")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		b.Skip("taskset (util-linux) is not installed")
+	}
+	f := newBenchFarmWith(b, options{cpus: "1"})
+	load := newLoadClient(f.c, f.client.token, 64)
+	total := 20000
+	b.ResetTimer()
+	lat, elapsed := drive(b, 64, total, func(int) (time.Duration, error) {
+		_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusOK)
+		return d, err
+	})
+	b.ReportMetric(float64(total)/elapsed.Seconds(), "jobs/s")
+	lat.report(b)
 }
 
 func BenchmarkCreateBatch1000(b *testing.B) {

@@ -75,6 +75,9 @@ type options struct {
 	cluster          bool
 	heartbeat, lease string
 	insecure         bool
+	// cpus pins the process to these CPUs with taskset (as a container's CPU limit would), so
+	// Go sizes GOMAXPROCS to them.
+	cpus string
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -193,8 +196,12 @@ timeout = "2s"
 // launch starts the process and waits until it listens.
 func (c *coordinator) launch(listen string) {
 	c.t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
-		"--data-dir", c.dataDir(), "--listen", listen, "--local-slots", fmt.Sprint(c.opts.slots))
+	args := []string{os.Args[0], "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
+		"--data-dir", c.dataDir(), "--listen", listen, "--local-slots", fmt.Sprint(c.opts.slots)}
+	if c.opts.cpus != "" {
+		args = append([]string{"taskset", "-c", c.opts.cpus}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(append(os.Environ(), envRun+"=1", envControl+"="+c.control.url), c.env...)
 	if c.opts.noJobSignals {
 		cmd.Env = append(cmd.Env, envJobSignals+"=0")
