@@ -63,7 +63,7 @@ func (f *benchFarm) createQueued(b *testing.B, n int) {
 	load := newLoadClient(f.c, f.client.token, 4)
 	for n > 0 {
 		size := min(n, 1000)
-		if _, _, err := load.do(http.MethodPost, "/api/v2/batches", f.batchBody(size), http.StatusOK); err != nil {
+		if _, _, err := load.do(http.MethodPost, "/api/v2/batches", f.batchBody(size), http.StatusCreated); err != nil {
 			b.Fatal(err)
 		}
 		n -= size
@@ -82,7 +82,7 @@ func BenchmarkClusterAssignLatencyIdle(b *testing.B) {
 	b.ResetTimer()
 	for range 500 {
 		started := time.Now()
-		if _, _, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusOK); err != nil {
+		if _, _, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated); err != nil {
 			b.Fatal(err)
 		}
 		select {
@@ -93,7 +93,7 @@ func BenchmarkClusterAssignLatencyIdle(b *testing.B) {
 		lat.add(time.Since(started))
 	}
 	lat.report(b)
-	b.ReportMetric(serverQuantile(b, f.c, `code="200",method="POST",route="/api/v2/jobs"`, 0.99)*1000, "post-server-p99-ms")
+	b.ReportMetric(serverQuantile(b, f.c, `code="201",method="POST",route="/api/v2/jobs"`, 0.99)*1000, "post-server-p99-ms")
 }
 
 // BenchmarkClusterThroughput: jobs queued beforehand (six per slot), then simulated nodes with

@@ -43,7 +43,7 @@ func BenchmarkMillionJobs(b *testing.B) {
 	stage := func(name string, run func(b *testing.B)) { b.Run(name, run) }
 	stage("intake", func(b *testing.B) {
 		_, elapsed := drive(b, 4, batches, func(i int) (time.Duration, error) {
-			out, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusOK)
+			out, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
 			var bc struct {
 				BatchID string    `json:"batchId"`
 				Jobs    []created `json:"jobs"`

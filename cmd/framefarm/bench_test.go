@@ -148,7 +148,7 @@ func BenchmarkCreateJob(b *testing.B) {
 			}
 			b.ResetTimer()
 			lat, elapsed := drive(b, conc, total, func(int) (time.Duration, error) {
-				_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusOK)
+				_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated)
 				return d, err
 			})
 			b.ReportMetric(float64(total)/elapsed.Seconds(), "jobs/s")
@@ -172,7 +172,7 @@ func BenchmarkCreateJobOneCore(b *testing.B) {
 	total := 20000
 	b.ResetTimer()
 	lat, elapsed := drive(b, 64, total, func(int) (time.Duration, error) {
-		_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusOK)
+		_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated)
 		return d, err
 	})
 	b.ReportMetric(float64(total)/elapsed.Seconds(), "jobs/s")
@@ -186,7 +186,7 @@ func BenchmarkCreateBatch1000(b *testing.B) {
 	batches := 60
 	b.ResetTimer()
 	lat, elapsed := drive(b, 4, batches, func(int) (time.Duration, error) {
-		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusOK)
+		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
 		return d, err
 	})
 	b.ReportMetric(float64(batches*1000)/elapsed.Seconds(), "jobs/s")
@@ -201,7 +201,7 @@ func BenchmarkGetJobUnderLoad(b *testing.B) {
 	var ids []string
 	var mu sync.Mutex
 	_, elapsed := drive(b, 64, 10000, func(int) (time.Duration, error) {
-		out, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusOK)
+		out, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated)
 		var cr created
 		json.Unmarshal(out, &cr)
 		mu.Lock()
@@ -215,7 +215,7 @@ func BenchmarkGetJobUnderLoad(b *testing.B) {
 	stop := make(chan struct{})
 	var created atomic.Int64
 	creators := paced(newLoadClient(f.c, f.client.token, 32), 32, peak/2, stop, func(l *loadClient, _ int) {
-		if _, _, err := l.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusOK); err == nil {
+		if _, _, err := l.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated); err == nil {
 			created.Add(1)
 		}
 	})
@@ -331,7 +331,7 @@ func BenchmarkListJobs(b *testing.B) {
 	load := newLoadClient(f.c, f.client.token, 8)
 	body := f.batchBody(1000)
 	drive(b, 4, 100, func(int) (time.Duration, error) {
-		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusOK)
+		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
 		return d, err
 	})
 	// Cancel 10 batches' worth so state filters have something to tell apart.
@@ -364,7 +364,7 @@ func BenchmarkCancelBatch1000(b *testing.B) {
 	body := f.batchBody(1000)
 	var batchIDs []string
 	for range 20 {
-		out, _, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusOK)
+		out, _, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -402,7 +402,7 @@ func BenchmarkQueuedToFirstFrame(b *testing.B) {
 	const jobs = 11 // the first one warms the worker and the template cache and is not counted
 	for i := range jobs {
 		var cr created
-		acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusOK, &cr)
+		acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated, &cr)
 		queued := time.Now()
 		first := c.waitFirst("progress", cr.ID)
 		c.waitJob(cr.ID, "finished")

@@ -55,7 +55,7 @@ func TestTemplateLifecycle(t *testing.T) {
 
 	// Delete: refused while a queued job uses it, done once the job is cancelled.
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tpl.ID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tpl.ID), http.StatusCreated, &cr)
 	acme.fails(http.MethodDelete, "/api/v2/templates/"+tpl.ID, nil, http.StatusConflict, "conflict")
 	acme.must(http.MethodPatch, "/api/v2/jobs/"+cr.ID+"/cancel", nil, http.StatusOK, nil)
 	if status, _, _ := acme.call(http.MethodDelete, "/api/v2/templates/"+tpl.ID, nil); status != http.StatusNoContent {
@@ -159,7 +159,6 @@ func TestJobValidation(t *testing.T) {
 		{"unknown field", job(func(b map[string]any) { b["colour"] = "red" }), "validation_error", "colour"},
 		{"wrong type", job(func(b map[string]any) { b["preview"] = "yes" }), "validation_error", "preview"},
 		{"no template", map[string]any{"assets": []any{}}, "validation_error", "template"},
-		{"no assets", map[string]any{"template": map[string]any{"id": tplID, "composition": "main"}}, "validation_error", "assets"},
 		{"unknown template", renderJob("01ARZ3NDEKTSV4RRFFQ69G5FAV"), "template_not_found", "template.id"},
 		{"unknown composition", job(func(b map[string]any) { b["template"].(map[string]any)["composition"] = "nope" }), "composition_not_found", "template.composition"},
 		{"unknown layer", renderJob(tplID, map[string]any{"type": "image", "layerName": "Tittle", "src": "https://example.com/a.png"}), "layer_not_found", "assets[0].layerName"},
@@ -217,7 +216,7 @@ func TestJobValidation(t *testing.T) {
 			map[string]any{"type": "data", "layerName": "Title", "property": "Opacity", "value": 50},
 			map[string]any{"type": "static", "src": "https://example.com/data.json"},
 		}
-	}), http.StatusOK, &cr)
+	}), http.StatusCreated, &cr)
 	if strings.Join(cr.MissingFonts, ",") != "Brand.ttf" || !strings.HasPrefix(cr.OutputURL, "https://b.s3.eu-west-1.amazonaws.com/renders/") || !strings.HasSuffix(cr.OutputURL, ".jpg") {
 		t.Fatalf("creation %+v", cr)
 	}
@@ -225,6 +224,13 @@ func TestJobValidation(t *testing.T) {
 	if j.Priority != 7 || strings.Join(j.Tags, ",") != "promo,q4" || len(j.Assets) != 4 || j.Assets[0]["params"].(map[string]any)["layerName"] != "Photo" ||
 		j.Assets[1]["params"].(map[string]any)["layerName"] != "Logo" {
 		t.Fatalf("job %+v: the layerName array must expand in place", j)
+	}
+	// Only the template is required: a job without assets is created with an empty list, and
+	// the answer is 201 as the official client expects.
+	var bare created
+	acme.must(http.MethodPost, "/api/v2/jobs", map[string]any{"template": map[string]any{"id": tplID, "composition": "main"}}, http.StatusCreated, &bare)
+	if j := acme.job(bare.ID); j.Assets == nil || len(j.Assets) != 0 || j.Status != "queued" {
+		t.Fatalf("a job without assets: %+v", j)
 	}
 	// Bodies over the limit are refused before they are read.
 	big := `{"assets": [], "pad": "` + strings.Repeat("x", 17<<20) + `"}`
@@ -236,11 +242,11 @@ func TestAuthAndTeamIsolation(t *testing.T) {
 	acme, rival := c.team("acme"), c.team("rival")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
 	var batch struct {
 		BatchID string `json:"batchId"`
 	}
-	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID)}}, http.StatusOK, &batch)
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID)}}, http.StatusCreated, &batch)
 	var secret struct {
 		ID string `json:"id"`
 	}
@@ -338,7 +344,7 @@ func TestFontsAndSecrets(t *testing.T) {
 	b := renderJob(tplID)
 	b["fonts"] = []string{"Brand.ttf", "Missing.ttf"}
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
 	if strings.Join(cr.MissingFonts, ",") != "Missing.ttf" {
 		t.Fatalf("missing fonts %v", cr.MissingFonts)
 	}

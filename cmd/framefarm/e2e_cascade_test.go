@@ -47,7 +47,7 @@ func TestNestedJobRendersChildrenFirstAndInjectsTheirOutputs(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusCreated, &cr)
 	if cr.Status != "pending" || len(cr.Children) != 2 || cr.Children[0].Status != "queued" {
 		t.Fatalf("creation answer %+v", cr)
 	}
@@ -91,7 +91,7 @@ func TestChildFailureFailsParentNamingTheChild(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusCreated, &cr)
 	call := c.control.next(t)
 	call.answer(renderReply{Result: "fail", Message: "the font exploded"})
 	c.waitJob(cr.ID, "error")
@@ -124,7 +124,7 @@ func TestCancelParentCancelsWaitingChildren(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusCreated, &cr)
 	rendering := c.control.next(t) // one child renders; the other stays queued
 	var cancelled []job
 	acme.must(http.MethodPatch, "/api/v2/jobs/"+cr.ID+"/cancel", nil, http.StatusOK, &cancelled)
@@ -157,7 +157,7 @@ func TestCancelChildCancelsParentAndWaitingSiblings(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusCreated, &cr)
 	var cancelled []job
 	acme.must(http.MethodPatch, "/api/v2/jobs/"+cr.Children[1].ID+"/cancel", nil, http.StatusOK, &cancelled)
 	if got, want := ids(cancelled), sorted(cr.ID, cr.Children[0].ID, cr.Children[1].ID); !slices.Equal(got, want) {
@@ -173,9 +173,9 @@ func TestCancelErrors(t *testing.T) {
 	acme, other := c.team("acme"), c.team("other")
 	tplID := acme.uploadTemplate(inspection())
 	var a, b created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &a)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &a)
 	rendering := c.control.next(t)
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &b)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &b)
 
 	acme.fails(http.MethodPatch, "/api/v2/jobs/"+a.ID+"/cancel", nil, http.StatusConflict, "not_cancellable")
 	acme.fails(http.MethodPatch, "/api/v2/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", nil, http.StatusNotFound, "not_found")
@@ -216,7 +216,7 @@ func TestBatchCancelCascadesAndCounts(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var plain created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &plain) // takes the only slot
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &plain) // takes the only slot
 	rendering := c.control.next(t)
 
 	var batch struct {
@@ -224,7 +224,7 @@ func TestBatchCancelCascadesAndCounts(t *testing.T) {
 		Status  string    `json:"status"`
 		Jobs    []created `json:"jobs"`
 	}
-	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), nestedJob(tplID), renderJob(tplID)}}, http.StatusOK, &batch)
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), nestedJob(tplID), renderJob(tplID)}}, http.StatusCreated, &batch)
 	var out struct {
 		Status         string `json:"status"`
 		TotalJobs      int    `json:"totalJobs"`
@@ -277,7 +277,7 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 			ErrorCode string `json:"errorCode"`
 		} `json:"errors"`
 	}
-	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), bad, renderJob(tplID), "not a job"}}, http.StatusOK, &batch)
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), bad, renderJob(tplID), "not a job"}}, http.StatusCreated, &batch)
 	if batch.Status != "partial" || batch.TotalJobs != 4 || batch.SuccessCount != 2 || len(batch.Jobs) != 2 || *batch.Jobs[1].Index != 2 {
 		t.Fatalf("batch %+v", batch)
 	}

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,7 +154,7 @@ func (cl *client) createJobs(templateID string, count int) []string {
 	var ids []string
 	for range count {
 		var j created
-		cl.must("POST", "/api/v2/jobs", renderJob(templateID), 200, &j)
+		cl.must(http.MethodPost, "/api/v2/jobs", renderJob(templateID), http.StatusCreated, &j)
 		ids = append(ids, j.ID)
 	}
 	return ids

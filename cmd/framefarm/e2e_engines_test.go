@@ -82,7 +82,7 @@ func (cl *client) uploadTemplateFile(typ string, data []byte) templateAnswer {
 func (cl *client) render(body map[string]any) (job, []byte) {
 	cl.c.t.Helper()
 	var cr created
-	cl.must(http.MethodPost, "/api/v2/jobs", body, http.StatusOK, &cr)
+	cl.must(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated, &cr)
 	if state := cl.c.waitFor("job", cr.ID, "finished", "error"); state != "finished" {
 		_, logs, _ := cl.call(http.MethodGet, "/api/v2/jobs/"+cr.ID+"/logs", nil)
 		cl.c.t.Fatalf("job %s ended in %s: %v\n%s", cr.ID, state, *cl.job(cr.ID).Stats.Error, logs)
@@ -272,7 +272,7 @@ func TestNestedVideoAndJoinOfOutputs(t *testing.T) {
 	acme.must(http.MethodPost, "/api/v2/jobs/join", map[string]any{"assets": []any{
 		map[string]any{"type": "video", "src": first.OutputURL},
 		map[string]any{"type": "video", "src": parent.OutputURL},
-	}}, http.StatusOK, &joined)
+	}}, http.StatusCreated, &joined)
 	if state := c.waitFor("job", joined.ID, "finished", "error"); state != "finished" {
 		t.Fatalf("join ended in %s: %v", state, *acme.job(joined.ID).Stats.Error)
 	}
@@ -349,7 +349,7 @@ func TestStalledDownloadsEndInErrors(t *testing.T) {
 	}
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo", "src": slow + "/slow.png"}), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID, map[string]any{"type": "image", "layerName": "Photo", "src": slow + "/slow.png"}), http.StatusCreated, &cr)
 	c.waitJob(cr.ID, "error")
 	if j := acme.job(cr.ID); j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "took longer than the 300ms allowed") {
 		t.Fatalf("job %+v", j.Stats)

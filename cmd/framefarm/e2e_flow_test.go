@@ -27,7 +27,7 @@ func TestQuickStartFlow(t *testing.T) {
 	body := renderJob(tplID, map[string]any{"type": "text", "layerName": "Title", "value": "Hello, farm"})
 	body["webhook"] = map[string]any{"url": hooks.url + "/done", "data": map[string]string{"order": "42"}}
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated, &cr)
 	if cr.Status != "queued" || cr.OutputURL == "" || cr.MissingFonts == nil {
 		t.Fatalf("creation answer %+v", cr)
 	}
@@ -71,7 +71,7 @@ func TestQuickStartFlow(t *testing.T) {
 	_, metrics := get(t, c.url+"/metrics")
 	for _, want := range []string{`framefarm_jobs{state="finished"} 1`, `framefarm_jobs_total{event="created"} 1`,
 		`framefarm_webhook_deliveries_total{result="delivered"} 1`, `framefarm_render_duration_seconds_count{engine="lottie"} 1`,
-		`framefarm_http_request_duration_seconds_count{code="200",method="POST",route="/api/v2/jobs"} 1`,
+		`framefarm_http_request_duration_seconds_count{code="201",method="POST",route="/api/v2/jobs"} 1`,
 		"framefarm_store_commit_duration_seconds_count", `framefarm_queue_depth{engine="lottie"} 0`, "framefarm_queue_oldest_age_seconds 0"} {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("metrics lack %s", want)

@@ -21,7 +21,7 @@ func TestListingFiltersAndSorts(t *testing.T) {
 		b["priority"] = priority
 		b["tags"] = tags
 		var cr created
-		acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+		acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
 		return cr.ID
 	}
 	a := create(0, "red")
@@ -103,7 +103,7 @@ func TestWaitingForAnEngineNoNodeHas(t *testing.T) {
 	in.Engines = []string{"ae2026", "lottie"}
 	tplID := acme.uploadTemplate(in)
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
 	if w := acme.job(cr.ID).Stats.WaitingFor; !strings.Contains(w, `no ready render node offers the "ae2026" engine`) {
 		t.Fatalf("waitingFor %q", w)
 	}
@@ -123,7 +123,7 @@ func TestWebhookRetriesCustomPayloadAndSecrets(t *testing.T) {
 	b["webhook"] = map[string]any{"url": hooks.url, "method": "PUT", "custom": true,
 		"headers": map[string]string{"X-Key": "${secret.HOOK_KEY}"}, "data": map[string]any{"order": 7}}
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
 	var deliveryID string
 	for attempt := 1; attempt <= 3; attempt++ {
 		h := hooks.next(t)
@@ -141,7 +141,7 @@ func TestWebhookRetriesCustomPayloadAndSecrets(t *testing.T) {
 	failing := newWebhookReceiver(t, 500, 500, 500, 500, 500)
 	b = renderJob(tplID)
 	b["webhook"] = map[string]any{"url": failing.url}
-	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
 	for range 4 {
 		failing.next(t)
 	}
@@ -153,7 +153,7 @@ func TestWebhookRetriesCustomPayloadAndSecrets(t *testing.T) {
 	b = renderJob(tpl2)
 	b["webhook"] = map[string]any{"url": cancelled.url}
 	var queued created
-	other.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &queued)
+	other.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &queued)
 	other.must(http.MethodPatch, "/api/v2/jobs/"+queued.ID+"/cancel", nil, http.StatusOK, nil)
 	var payload job
 	json.Unmarshal(cancelled.next(t).Body, &payload)
@@ -178,10 +178,10 @@ func TestRestartResumesEverything(t *testing.T) {
 	var rendering, queued, parent created
 	b := renderJob(tplID)
 	b["webhook"] = map[string]any{"url": hooks.url}
-	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &rendering)
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &rendering)
 	call := c.control.next(t)
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &queued)
-	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusOK, &parent)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &queued)
+	acme.must(http.MethodPost, "/api/v2/jobs", nestedJob(tplID), http.StatusCreated, &parent)
 	if call.JobID != rendering.ID {
 		t.Fatalf("rendering %s, want %s", call.JobID, rendering.ID)
 	}
@@ -217,7 +217,7 @@ func TestGracefulStopRequeuesWithoutPenalty(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
 	c.control.next(t)
 	c.stop()
 	c.restart()
@@ -230,7 +230,7 @@ func TestRetryableFailuresThenGiveUp(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
 	c.control.next(t).answer(renderReply{Result: "retry", Message: "GPU fell off"})
 	call := c.control.next(t)
 	if call.Attempt != 2 {
@@ -251,7 +251,7 @@ func TestRetryableFailuresThenGiveUp(t *testing.T) {
 		t.Fatalf("error %v", j.Stats.Error)
 	}
 	// A plain failure is final at once.
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
 	c.control.next(t).answer(renderReply{Result: "fail", Message: "layer Title is locked"})
 	c.waitJob(cr.ID, "error")
 	if j := acme.job(cr.ID); j.Attempts != 1 || *j.Stats.Error != "layer Title is locked" {
@@ -273,7 +273,7 @@ func TestJoinStitchesStaticVideosAndChildren(t *testing.T) {
 			map[string]any{"type": "job", "template": map[string]any{"id": tplID, "composition": "main"}, "assets": []any{}},
 		},
 		"settings": map[string]any{"preset": "mp4"},
-	}, http.StatusOK, &cr)
+	}, http.StatusCreated, &cr)
 	if u, err := url.Parse(cr.OutputURL); err != nil || cr.Status != "pending" || len(cr.Children) != 1 || !strings.HasSuffix(u.Path, ".mp4") {
 		t.Fatalf("join %+v", cr)
 	}
@@ -348,7 +348,7 @@ func TestPendingWebhookSurvivesARestart(t *testing.T) {
 	b := renderJob(tplID)
 	b["webhook"] = map[string]any{"url": hooks.url}
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
 	first := hooks.next(t)
 	c.waitFor("webhook", cr.ID, "retrying") // durable: the retry is in the outbox, due in about 1s
 	c.kill()

@@ -32,7 +32,7 @@ func TestOutputGoesToTheJobsOwnBucket(t *testing.T) {
 		"endpoint": s3.URL, "region": "us-east-1", "bucket": "renders", "acl": "public-read",
 		"accessKeyId": "AKIDEXAMPLE", "accessKeySecret": "${secret.S3_SECRET}"}}
 	var cr created
-	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusOK, &cr)
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
 	key := "campaign/2026/" + cr.ID + ".mp4"
 	if cr.OutputURL != s3.URL+"/renders/"+key {
 		t.Fatalf("outputUrl %s, want the bucket's URL of %s", cr.OutputURL, key)

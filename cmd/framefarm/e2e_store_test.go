@@ -148,14 +148,14 @@ func TestRetentionRemovesEndedJobsFromTheAPI(t *testing.T) {
 	acme := c.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 	var done, busy created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &done)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &done)
 	c.control.next(t).answer(finishAll(nil))
 	c.waitJob(done.ID, "finished")
 	output := acme.job(done.ID).OutputURL
 	if status, _ := get(t, output); status != http.StatusOK {
 		t.Fatalf("output before retention: %d", status)
 	}
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusOK, &busy)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &busy)
 	call := c.control.next(t) // the render goes on until the end of the test
 	c.waitMetric(t, `framefarm_retention_removed_total{record="jobs"} 1`)
 	acme.fails(http.MethodGet, "/api/v2/jobs/"+done.ID, nil, http.StatusNotFound, "not_found")

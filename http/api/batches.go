@@ -77,7 +77,7 @@ func (s *Server) createBatch(r *request) {
 	if len(answer.Errors) > 0 {
 		answer.Status = "partial"
 	}
-	r.json(http.StatusOK, answer)
+	r.json(http.StatusCreated, answer)
 }
 
 type batchStatus struct {

@@ -169,7 +169,7 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 		r.failCreate(err)
 		return
 	}
-	r.json(http.StatusOK, s.created(records))
+	r.json(http.StatusCreated, s.created(records))
 }
 
 // failCreate answers a creation that the store refused.

@@ -148,9 +148,7 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	job.Tags = c.tags(raw.Tags, at(path, "tags"))
 	job.Spec.Upload = c.upload(raw.Upload, at(path, "upload"))
 	job.Spec.Webhook = c.webhook(raw.Webhook, at(path, "webhook"))
-	if raw.Assets == nil {
-		c.add(CodeValidation, at(path, "assets"), "is required (an empty array when nothing is injected)")
-	}
+	// Only template is required: a job without assets renders the template as it is.
 	c.assets(job, raw.Assets, tpl, comp, path, depth)
 	return job
 }
