@@ -80,7 +80,9 @@ func StrayBytes(t testing.TB, addr string) {
 // Send writes one remote message on a new stream and returns how the endpoint ended the stream
 // (nil if it was still open after wait).
 func Send(client remote.RemotingClient, msg *remote.RemoteMessage, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	// Opening the stream and sending may take a while on a loaded machine; the wait for the
+	// endpoint's verdict starts once the message is out.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	stream, err := client.Receive(ctx)
 	if err != nil {
@@ -89,12 +91,17 @@ func Send(client remote.RemotingClient, msg *remote.RemoteMessage, wait time.Dur
 	if err := stream.Send(msg); err != nil {
 		return err
 	}
+	waited := make(chan struct{})
+	timer := time.AfterFunc(wait, func() { close(waited); cancel() })
+	defer timer.Stop()
 	for {
 		if _, err := stream.Recv(); err != nil {
-			if ctx.Err() != nil {
+			select {
+			case <-waited:
 				return nil
+			default:
+				return err
 			}
-			return err
 		}
 	}
 }
