@@ -80,10 +80,11 @@ type (
 	CreateSecret struct {
 		Secret *Secret `json:"secret"`
 	}
-	// DeleteSecret removes a secret.
+	// DeleteSecret removes a secret; Deleted is the secret removed.
 	DeleteSecret struct {
 		TeamID   ulid.ULID `json:"teamId"`
 		SecretID ulid.ULID `json:"secretId"`
+		Deleted  *Secret   `json:"-"`
 	}
 	// IssueToken stores a token's hash for the team of that name, creating the team (with the
 	// id and webhook secret given) when there is none. Team is the team, Created whether it
@@ -187,7 +188,9 @@ func (t *Tx) apply(c Command) error {
 	case *CreateSecret:
 		return t.createSecret(c.Secret)
 	case *DeleteSecret:
-		return t.deleteSecret(c.TeamID, c.SecretID)
+		s, err := t.deleteSecret(c.TeamID, c.SecretID)
+		c.Deleted = s
+		return err
 	case *IssueToken:
 		team, created, err := t.ensureTeam(c.TeamName, c.NewTeamID, c.WebhookSecret, c.At)
 		if err != nil {

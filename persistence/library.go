@@ -162,19 +162,19 @@ func (t *Tx) Secrets(teamID ulid.ULID) ([]*Secret, error) {
 }
 
 // deleteSecret removes a secret.
-func (t *Tx) deleteSecret(teamID, secretID ulid.ULID) error {
+func (t *Tx) deleteSecret(teamID, secretID ulid.ULID) (*Secret, error) {
 	s := new(Secret)
 	found, err := t.getJSON(bucketSecrets, key(id(teamID), id(secretID)), s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !found {
-		return ErrNotFound
+		return nil, ErrNotFound
 	}
 	if err := t.bucket(bucketSecretNames).Delete(key(id(teamID), []byte(s.Name))); err != nil {
-		return err
+		return nil, err
 	}
-	return t.bucket(bucketSecrets).Delete(key(id(teamID), id(secretID)))
+	return s, t.bucket(bucketSecrets).Delete(key(id(teamID), id(secretID)))
 }
 
 // BatchExists reports whether a batch is stored.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,11 @@ func TestTemplateLifecycle(t *testing.T) {
 	}
 	// The upload URL is bound to its signature.
 	acme.put(strings.Replace(tpl.UploadInfo.URL, "sig=", "sig=0", 1), []byte("x"), http.StatusForbidden)
+	// Nothing to download before the upload; mogrt is left out of templates that are not mogrt.
+	acme.fails(http.MethodGet, "/api/v2/templates/"+tpl.ID+"/download", nil, http.StatusNotFound, "not_found")
+	if _, raw, _ := acme.call(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil); strings.Contains(string(raw), `"mogrt"`) {
+		t.Fatalf("a zip template carries mogrt: %s", raw)
+	}
 	// A fresh upload URL works as well as the first.
 	var fresh struct {
 		URL string `json:"url"`
@@ -189,7 +195,11 @@ func TestJobValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := acme.fails(http.MethodPost, "/api/v2/jobs", tc.body, http.StatusBadRequest, tc.code)
+			status := http.StatusBadRequest
+			if tc.code == "template_not_found" {
+				status = http.StatusNotFound // DECISIONS.md: a job naming an unknown template
+			}
+			e := acme.fails(http.MethodPost, "/api/v2/jobs", tc.body, status, tc.code)
 			if tc.field != "" && (len(e.Details) == 0 || e.Details[0].Field != tc.field) {
 				t.Fatalf("details %+v, want field %q", e.Details, tc.field)
 			}
@@ -225,12 +235,30 @@ func TestJobValidation(t *testing.T) {
 		j.Assets[1]["params"].(map[string]any)["layerName"] != "Logo" {
 		t.Fatalf("job %+v: the layerName array must expand in place", j)
 	}
+	// An id in a path that is not a ULID is a 400; a well-formed unknown one a 404, on every
+	// route that takes one.
+	for _, path := range []string{"/api/v2/jobs/%s", "/api/v2/jobs/%s/logs", "/api/v2/templates/%s", "/api/v2/batches/%s", "/api/v2/fonts/%s"} {
+		e := acme.fails(http.MethodGet, fmt.Sprintf(path, "not-a-ulid"), nil, http.StatusBadRequest, "validation_error")
+		if len(e.Details) != 1 || e.Details[0].Field != "id" {
+			t.Fatalf("GET %s: details %+v", path, e.Details)
+		}
+		if status, body, _ := acme.call(http.MethodGet, fmt.Sprintf(path, "01ARZ3NDEKTSV4RRFFQ69G5FAV"), nil); status != http.StatusNotFound {
+			t.Fatalf("GET %s of an unknown id: %d %s", path, status, body)
+		}
+	}
+	acme.fails(http.MethodDelete, "/api/v2/secrets/not-a-ulid", nil, http.StatusBadRequest, "validation_error")
 	// Only the template is required: a job without assets is created with an empty list, and
 	// the answer is 201 as the official client expects.
 	var bare created
 	acme.must(http.MethodPost, "/api/v2/jobs", map[string]any{"template": map[string]any{"id": tplID, "composition": "main"}}, http.StatusCreated, &bare)
 	if j := acme.job(bare.ID); j.Assets == nil || len(j.Assets) != 0 || j.Status != "queued" {
 		t.Fatalf("a job without assets: %+v", j)
+	}
+	// Its log is plain text a browser will not sniff, named for the job.
+	status, logText, header := acme.call(http.MethodGet, "/api/v2/jobs/"+bare.ID+"/logs", nil)
+	if status != http.StatusOK || !strings.Contains(string(logText), "created as queued") || header.Get("X-Content-Type-Options") != "nosniff" ||
+		header.Get("Content-Disposition") != `inline; filename="`+bare.ID+`.log"` {
+		t.Fatalf("log: %d %q %v", status, logText, header)
 	}
 	// Bodies over the limit are refused before they are read.
 	big := `{"assets": [], "pad": "` + strings.Repeat("x", 17<<20) + `"}`
@@ -264,7 +292,7 @@ func TestAuthAndTeamIsolation(t *testing.T) {
 	}
 	rival.fails(http.MethodGet, "/api/v2/templates/"+tplID, nil, http.StatusNotFound, "template_not_found")
 	rival.fails(http.MethodDelete, "/api/v2/secrets/"+secret.ID, nil, http.StatusNotFound, "not_found")
-	rival.fails(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusBadRequest, "template_not_found")
+	rival.fails(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusNotFound, "template_not_found")
 	var list []job
 	h := rival.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, &list)
 	if len(list) != 0 || h.Get("X-Total-Count") != "0" {
@@ -371,9 +399,12 @@ func TestFontsAndSecrets(t *testing.T) {
 	if strings.Contains(string(listed), "hunter2") || !strings.Contains(string(listed), "S3_KEY") {
 		t.Fatalf("secret list %s", listed)
 	}
-	if status, _, _ := acme.call(http.MethodDelete, "/api/v2/secrets/"+s.ID, nil); status != http.StatusNoContent {
-		t.Fatal("delete secret")
+	var deleted struct{ ID, Name string }
+	acme.must(http.MethodDelete, "/api/v2/secrets/"+s.ID, nil, http.StatusOK, &deleted)
+	if deleted.ID != s.ID || deleted.Name != "S3_KEY" {
+		t.Fatalf("delete secret answered %+v", deleted)
 	}
+	acme.fails(http.MethodDelete, "/api/v2/secrets/"+s.ID, nil, http.StatusNotFound, "not_found")
 	if strings.Contains(c.stderr.String(), "hunter2") || strings.Contains(c.stderr.String(), acme.token) {
 		t.Fatal("a secret value or a token reached the log")
 	}

@@ -179,7 +179,7 @@ func TestCancelErrors(t *testing.T) {
 
 	acme.fails(http.MethodPatch, "/api/v2/jobs/"+a.ID+"/cancel", nil, http.StatusConflict, "not_cancellable")
 	acme.fails(http.MethodPatch, "/api/v2/jobs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel", nil, http.StatusNotFound, "not_found")
-	acme.fails(http.MethodPatch, "/api/v2/jobs/not-an-id/cancel", nil, http.StatusNotFound, "not_found")
+	acme.fails(http.MethodPatch, "/api/v2/jobs/not-an-id/cancel", nil, http.StatusBadRequest, "validation_error")
 	other.fails(http.MethodPatch, "/api/v2/jobs/"+b.ID+"/cancel", nil, http.StatusNotFound, "not_found")
 
 	// Many at once: any unknown id cancels nothing.

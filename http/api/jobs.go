@@ -175,7 +175,7 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 // failCreate answers a creation that the store refused.
 func (r *request) failCreate(err error) {
 	if errors.Is(err, persistence.ErrTemplateGone) {
-		r.fail(newError(http.StatusBadRequest, validate.CodeTemplateNotFound, "%v", err))
+		r.fail(newError(http.StatusNotFound, validate.CodeTemplateNotFound, "%v", err))
 		return
 	}
 	r.failErr(err, nil)
@@ -200,6 +200,9 @@ func (s *Server) jobLogs(r *request) {
 	var log string
 	s.Store.View(func(tx *persistence.Tx) error { log = tx.Log(j.ID); return nil })
 	r.ctx.SetContentType("text/plain; charset=utf-8")
+	// A log holds text nodes and users wrote: never sniffed into anything a browser would run.
+	r.ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	r.ctx.Response.Header.Set("Content-Disposition", `inline; filename="`+j.ID.String()+`.log"`)
 	r.ctx.SetBodyString(log)
 }
 

@@ -213,7 +213,9 @@ func (s *Server) deleteSecret(r *request) {
 	deleteSecret := func(team, id ulid.ULID) *persistence.DeleteSecret {
 		return &persistence.DeleteSecret{TeamID: team, SecretID: id}
 	}
-	if _, ok := teamWrite(r, func(id string) *apiError { return notFound("secret", id) }, deleteSecret); ok {
-		r.noContent()
+	// 200 with what was deleted, as the official interface answers (fonts and templates: 204).
+	if deleted, ok := teamWrite(r, func(id string) *apiError { return notFound("secret", id) }, deleteSecret); ok {
+		sec := deleted.Deleted
+		r.json(http.StatusOK, secretView{ID: sec.ID.String(), Name: sec.Name, CreatedAt: sec.CreatedAt.UTC()})
 	}
 }

@@ -46,8 +46,14 @@ func newError(status int, code, format string, args ...any) *apiError {
 }
 
 // fromValidation answers a rejected body: always 400, with the specific code.
+// fromValidation answers a refused request: 400, or 404 when what it names first is a template
+// that does not exist (for this team).
 func fromValidation(e *validate.Error) *apiError {
-	return &apiError{status: http.StatusBadRequest, Code: e.Code, Error: e.Message, Details: e.Details}
+	status := http.StatusBadRequest
+	if e.Code == validate.CodeTemplateNotFound {
+		status = http.StatusNotFound
+	}
+	return &apiError{status: status, Code: e.Code, Error: e.Message, Details: e.Details}
 }
 
 // request is one API call in a handler's hands.
@@ -153,11 +159,11 @@ func (r *request) decode(v any) bool {
 }
 
 // teamRecord reads the record named by the path's {id} for the request's team with read; an id
-// that is malformed, unknown or another team's answers missing(id).
+// that is unknown or another team's answers missing(id), a malformed one 400.
 func teamRecord[T any](r *request, missing func(id string) *apiError,
 	read func(tx *persistence.Tx, team, id ulid.ULID) (T, error)) (T, bool) {
 	var rec T
-	id, ok := pathID(r, missing)
+	id, ok := pathID(r)
 	if !ok {
 		return rec, false
 	}
@@ -173,10 +179,10 @@ func teamRecord[T any](r *request, missing func(id string) *apiError,
 }
 
 // teamWrite applies the command made for the record named by the path's {id} of the request's
-// team; an id that is malformed, unknown or another team's answers missing(id).
+// team; an id that is unknown or another team's answers missing(id), a malformed one 400.
 func teamWrite[C persistence.Command](r *request, missing func(id string) *apiError, command func(team, id ulid.ULID) C) (C, bool) {
 	var c C
-	id, ok := pathID(r, missing)
+	id, ok := pathID(r)
 	if !ok {
 		return c, false
 	}
@@ -188,12 +194,13 @@ func teamWrite[C persistence.Command](r *request, missing func(id string) *apiEr
 	return c, true
 }
 
-// pathID reads the path's {id}; a malformed one answers missing.
-func pathID(r *request, missing func(id string) *apiError) (ulid.ULID, bool) {
+// pathID reads the path's {id}; one that is not a well-formed ULID is a 400 (an unknown one is
+// the caller's 404).
+func pathID(r *request) (ulid.ULID, bool) {
 	text, _ := r.ctx.UserValue("id").(string)
 	id, ok := persistence.ParseID(text)
 	if !ok {
-		r.fail(missing(text))
+		r.fail(badField("id", fmt.Sprintf("%q is not an id (a ULID: 26 characters of 0-9 and A-Z without I, L, O, U)", text)))
 	}
 	return id, ok
 }

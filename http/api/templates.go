@@ -152,7 +152,8 @@ func (s *Server) downloadTemplate(r *request) {
 		return
 	}
 	if tpl.File == nil {
-		r.fail(newError(http.StatusConflict, validate.CodeTemplateNotReady, "template %s has no file yet (status %s)", tpl.ID, tpl.Status))
+		// Nothing to download (never uploaded, or its download failed): there is no such file.
+		r.fail(newError(http.StatusNotFound, codeNotFound, "template %s has no file (status %s)", tpl.ID, tpl.Status))
 		return
 	}
 	r.json(http.StatusOK, map[string]string{"url": s.signedURL(http.MethodGet, tpl.File.Key, s.cfg.DownloadURLTTL)})

@@ -185,17 +185,18 @@ func (s *Server) signedURL(method, key string, ttl time.Duration) string {
 
 // templateView is the Template object of the v2 API.
 type templateView struct {
-	ID           string          `json:"id"`
-	Type         string          `json:"type"`
-	DisplayName  string          `json:"displayName"`
-	Status       string          `json:"status"`
-	CreatedAt    time.Time       `json:"createdAt"`
-	UpdatedAt    time.Time       `json:"updatedAt"`
-	Compositions []string        `json:"compositions"`
-	Layers       []string        `json:"layers"`
-	Mogrt        *renderer.Mogrt `json:"mogrt"`
-	Error        *string         `json:"error"`
-	UploadInfo   *uploadInfo     `json:"uploadInfo,omitempty"`
+	ID           string    `json:"id"`
+	Type         string    `json:"type"`
+	DisplayName  string    `json:"displayName"`
+	Status       string    `json:"status"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
+	Compositions []string  `json:"compositions"`
+	Layers       []string  `json:"layers"`
+	// Mogrt is left out of templates that are not mogrt (the official interface omits it).
+	Mogrt      *renderer.Mogrt `json:"mogrt,omitempty"`
+	Error      *string         `json:"error"`
+	UploadInfo *uploadInfo     `json:"uploadInfo,omitempty"`
 	// Engines are the engines able to render the template (extension).
 	Engines []string `json:"engines"`
 	Src     string   `json:"src,omitempty"`
