@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -226,9 +227,26 @@ func (j *Job) WithProgress(percent float64) *Job {
 
 // OutputKey is the object store key of the output of the job's current attempt. Each attempt
 // uploads under its own key, so a late upload from an attempt the job has moved past can never
-// replace the output of the attempt that finished.
+// replace the output of the attempt that finished. Clients get OutputLink instead.
 func (j *Job) OutputKey() string {
 	return j.OutputFolder() + "/" + strconv.Itoa(j.Attempts) + "/" + j.OutputName
+}
+
+// OutputFolder is the object store folder holding every attempt's output of the job.
+func (j *Job) OutputFolder() string { return "outputs/" + j.ID.String() }
+
+// OutputLink is the key clients are given for the job's output: the same for every attempt, it
+// is served from the attempt that is current when it is read (ParseOutputLink).
+func (j *Job) OutputLink() string { return j.OutputFolder() + "/" + j.OutputName }
+
+// ParseOutputLink reads a key made by OutputLink.
+func ParseOutputLink(key string) (ulid.ULID, string, bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 3 || parts[0] != "outputs" || parts[2] == "" {
+		return ulid.ULID{}, "", false
+	}
+	jobID, ok := ParseID(parts[1])
+	return jobID, parts[2], ok
 }
 
 // AttemptFailure is one attempt that ended without output.

@@ -23,9 +23,6 @@ func (j *Job) EndedAt() time.Time {
 	return j.UpdatedAt
 }
 
-// OutputFolder is the object store folder holding every attempt's output of the job.
-func (j *Job) OutputFolder() string { return "outputs/" + j.ID.String() }
-
 // endKey is the ended-jobs index key of a terminal top-level job: end millisecond + id.
 func endKey(j *Job) []byte {
 	return key(binary.BigEndian.AppendUint64(nil, uint64(max(j.EndedAt().UnixMilli(), 0))), id(j.ID))

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -176,5 +177,30 @@ func TestDebugListenerServesProfiles(t *testing.T) {
 	}
 	if status, _ := get(t, "http://"+addr+"/api/v2/jobs"); status != http.StatusNotFound {
 		t.Fatalf("the API on the debug listener: %d, want 404", status)
+	}
+}
+
+// TestOutputURLFromCreationServesTheOutput: the outputUrl a creation answers with serves the
+// output once the job finishes, whichever attempt finished it.
+func TestOutputURLFromCreationServesTheOutput(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
+	if status, _ := get(t, cr.OutputURL); status != http.StatusNotFound {
+		t.Fatalf("output before the render: %d", status)
+	}
+	c.control.next(t).answer(renderReply{Result: "retry", Message: "node hiccup"})
+	c.control.next(t).answer(finishAll(nil))
+	c.waitJob(cr.ID, "finished")
+	status, out := get(t, cr.OutputURL)
+	var rendered renderCall
+	if status != http.StatusOK || json.Unmarshal(out, &rendered) != nil || rendered.Attempt != 2 {
+		t.Fatalf("the creation's outputUrl: %d %s, want attempt 2's output", status, out)
+	}
+	// The job's own outputUrl names the same file (its signature's expiry may differ).
+	if j := acme.job(cr.ID); strings.Split(j.OutputURL, "?")[0] != strings.Split(cr.OutputURL, "?")[0] {
+		t.Fatalf("the job's outputUrl %s names another file than the creation's %s", j.OutputURL, cr.OutputURL)
 	}
 }

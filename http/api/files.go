@@ -43,6 +43,16 @@ func (s *Server) getFile(r *request) {
 	if !s.verifySigned(r, http.MethodGet, key) {
 		return
 	}
+	if jobID, name, ok := persistence.ParseOutputLink(key); ok {
+		// A job's output link: served from the attempt that is current now (earlier attempts'
+		// outputs, under their own keys, are never what the link gives).
+		var j *persistence.Job
+		if s.Store.View(func(tx *persistence.Tx) (err error) { j, err = tx.Job(jobID); return err }) != nil || j.OutputName != name {
+			r.fail(missing)
+			return
+		}
+		key = j.OutputKey()
+	}
 	p, _ := s.Blobs.Path(key)
 	f, err := os.Open(p)
 	if err != nil {

@@ -173,7 +173,7 @@ func (s *Server) outputURL(j *persistence.Job) string {
 	if up := j.Spec.Upload; up != nil && up.OutputURL != "" {
 		return strings.TrimRight(up.OutputURL, "/") + "/" + actors.UploadKey(up.Prefix, j.OutputName)
 	}
-	return s.signedURL(http.MethodGet, j.OutputKey(), s.cfg.DownloadURLTTL)
+	return s.signedURL(http.MethodGet, j.OutputLink(), s.cfg.DownloadURLTTL)
 }
 
 // signedURL signs key with an expiry rounded up to the hour, so repeated reads of one record
