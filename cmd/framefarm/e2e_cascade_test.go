@@ -316,11 +316,27 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 	if !strings.Contains(string(failed), `"status":"error"`) || !strings.Contains(string(failed), `"successCount":0`) {
 		t.Fatalf("all-failed batch %s", failed)
 	}
-	acme.fails(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{}}, http.StatusBadRequest, "validation_error")
+	// Refused as a whole (no jobs, jobs not an array, too many): the batch response's shape,
+	// with the error's fields beside it.
 	tooMany := make([]any, 1001)
 	for i := range tooMany {
 		tooMany[i] = renderJob(tplID)
 	}
-	acme.fails(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": tooMany}, http.StatusBadRequest, "validation_error")
+	for name, body := range map[string]any{"empty": map[string]any{"jobs": []any{}}, "not an array": map[string]any{"jobs": "x"},
+		"missing": map[string]any{}, "too many": map[string]any{"jobs": tooMany}} {
+		var refused struct {
+			BatchID      string            `json:"batchId"`
+			Status       string            `json:"status"`
+			TotalJobs    *int              `json:"totalJobs"`
+			SuccessCount *int              `json:"successCount"`
+			Jobs         []json.RawMessage `json:"jobs"`
+			Code         string            `json:"code"`
+		}
+		acme.must(http.MethodPost, "/api/v2/batches", body, http.StatusBadRequest, &refused)
+		if refused.BatchID == "" || refused.Status != "error" || refused.TotalJobs == nil || refused.SuccessCount == nil ||
+			refused.Jobs == nil || refused.Code != "validation_error" {
+			t.Fatalf("batch %s: %+v", name, refused)
+		}
+	}
 	acme.fails(http.MethodGet, "/api/v2/batches/01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, http.StatusNotFound, "not_found")
 }

@@ -23,6 +23,16 @@ type batchCreated struct {
 	Errors       []batchError  `json:"errors,omitempty"`
 }
 
+// batchRefused is the answer to a batch refused as a whole (not JSON, no jobs, too many): the
+// batch response's shape, which clients of the official interface parse, with the error body's
+// fields beside it.
+type batchRefused struct {
+	batchCreated
+	Error   string                `json:"error"`
+	Code    string                `json:"code"`
+	Details []validate.FieldError `json:"details,omitempty"`
+}
+
 // createBatch validates each item on its own: the valid ones are created together in one
 // durable write, the others are reported by index.
 func (s *Server) createBatch(r *request) {
@@ -31,12 +41,16 @@ func (s *Server) createBatch(r *request) {
 		r.fail(e)
 		return
 	}
+	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, CreatedAt: s.Clock.Now()}
 	items, verr := validate.ParseBatch(body)
 	if verr != nil {
-		r.fail(fromValidation(verr))
+		r.json(http.StatusBadRequest, batchRefused{
+			batchCreated: batchCreated{BatchID: batch.ID.String(), Status: "error", Jobs: []*createdJob{}},
+			Error:        verr.Message, Code: verr.Code, Details: verr.Details,
+		})
 		return
 	}
-	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, Total: len(items), CreatedAt: s.Clock.Now()}
+	batch.Total = len(items)
 	answer := &batchCreated{BatchID: batch.ID.String(), TotalJobs: len(items), Jobs: []*createdJob{}}
 	var records []*persistence.Job
 	var tops [][]*persistence.Job
