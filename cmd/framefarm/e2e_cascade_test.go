@@ -246,7 +246,7 @@ func TestBatchCancelCascadesAndCounts(t *testing.T) {
 		t.Fatalf("batch cancel %+v, cancelled %v; want every job and the nested children %v", out, ids(out.CancelledJobs), want)
 	}
 	for i, j := range out.Jobs {
-		if j.Index != i || j.Result != "cancelled" || j.Status != "manually_cancelled" {
+		if j.Index != i || j.Result != "cancelled" || j.Status != "manually_cancelled" || j.Reason != "cancelled" {
 			t.Fatalf("entry %d: %+v", i, j)
 		}
 	}
@@ -301,11 +301,20 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 			ID        string `json:"id"`
 			Status    string `json:"status"`
 			OutputURL string `json:"outputUrl"`
+			Stats     *struct {
+				CreatedAt  string  `json:"createdAt"`
+				FinishedAt *string `json:"finishedAt"`
+			} `json:"stats"`
 		} `json:"jobs"`
 	}
 	acme.must(http.MethodGet, "/api/v2/batches/"+batch.BatchID, nil, http.StatusOK, &progress)
 	if progress.Status != "finished" || progress.Stats.Total != 2 || progress.Stats.Finished != 2 || progress.Jobs[1].Index != 2 || progress.Jobs[1].OutputURL == "" {
 		t.Fatalf("batch progress %+v", progress)
+	}
+	for _, j := range progress.Jobs {
+		if j.Stats == nil || j.Stats.CreatedAt == "" || j.Stats.FinishedAt == nil {
+			t.Fatalf("batch item %s carries no stats of its job", j.ID)
+		}
 	}
 	if status, _ := get(t, progress.Jobs[0].OutputURL); status != http.StatusOK {
 		t.Fatalf("batch job output: %d", status)

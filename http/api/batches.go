@@ -110,10 +110,11 @@ type batchStats struct {
 }
 
 type batchJobStatus struct {
-	Index     int    `json:"index"`
-	ID        string `json:"id"`
-	Status    string `json:"status"`
-	OutputURL string `json:"outputUrl"`
+	Index     int       `json:"index"`
+	ID        string    `json:"id"`
+	Status    string    `json:"status"`
+	OutputURL string    `json:"outputUrl"`
+	Stats     *jobStats `json:"stats"`
 }
 
 func (s *Server) loadBatch(r *request) (*persistence.Batch, bool) {
@@ -155,7 +156,8 @@ func (s *Server) getBatch(r *request) {
 		default:
 			out.Stats.Pending++
 		}
-		out.Jobs = append(out.Jobs, batchJobStatus{Index: indexes[i], ID: j.ID.String(), Status: j.State.String(), OutputURL: s.outputURL(j)})
+		out.Jobs = append(out.Jobs, batchJobStatus{Index: indexes[i], ID: j.ID.String(), Status: j.State.String(),
+			OutputURL: s.outputURL(j), Stats: s.jobStats(j)})
 	}
 	switch {
 	case out.Stats.Pending > 0:
@@ -198,7 +200,8 @@ func (s *Server) cancelBatch(r *request) {
 	}
 	out := batchCancelled{BatchID: b.ID.String(), TotalJobs: len(outcome.Jobs), Jobs: []batchJobCancel{}, CancelledJobs: s.jobViews(outcome.Cancelled)}
 	for _, jc := range outcome.Jobs {
-		entry := batchJobCancel{Index: jc.Index, ID: jc.JobID.String(), Result: "cancelled"}
+		// Cancelled items carry a reason as skipped ones do (the official interface's shape).
+		entry := batchJobCancel{Index: jc.Index, ID: jc.JobID.String(), Result: "cancelled", Reason: "cancelled"}
 		if jc.Job != nil {
 			entry.Status = jc.Job.State.String()
 		}

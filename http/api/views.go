@@ -106,16 +106,7 @@ func (s *Server) jobView(j *persistence.Job) *jobView {
 		Tags:       j.Tags,
 		Attempts:   j.Attempts,
 		Node:       j.Node,
-		Stats: &jobStats{
-			CreatedAt:   j.CreatedAt.UTC(),
-			UpdatedAt:   j.UpdatedAt.UTC(),
-			StartedAt:   optionalTime(j.StartedAt),
-			FinishedAt:  optionalTime(j.FinishedAt),
-			ErrorAt:     optionalTime(j.ErrorAt),
-			TotalAssets: len(j.Spec.Assets),
-			Error:       optionalString(j.Error),
-			WaitingFor:  s.waitingFor(j),
-		},
+		Stats:      s.jobStats(j),
 	}
 	if v.Assets == nil {
 		v.Assets = []renderer.Asset{}
@@ -123,14 +114,29 @@ func (s *Server) jobView(j *persistence.Job) *jobView {
 	if v.Tags == nil {
 		v.Tags = []string{}
 	}
-	if j.RenderDuration > 0 {
-		seconds := j.RenderDuration.Seconds()
-		v.Stats.RenderDuration = &seconds
-	}
 	for _, c := range j.Children {
 		v.Children = append(v.Children, c.String())
 	}
 	return v
+}
+
+// jobStats are a job's times, size and outcome, as GET /jobs/{id} and batch items show them.
+func (s *Server) jobStats(j *persistence.Job) *jobStats {
+	st := &jobStats{
+		CreatedAt:   j.CreatedAt.UTC(),
+		UpdatedAt:   j.UpdatedAt.UTC(),
+		StartedAt:   optionalTime(j.StartedAt),
+		FinishedAt:  optionalTime(j.FinishedAt),
+		ErrorAt:     optionalTime(j.ErrorAt),
+		TotalAssets: len(j.Spec.Assets),
+		Error:       optionalString(j.Error),
+		WaitingFor:  s.waitingFor(j),
+	}
+	if j.RenderDuration > 0 {
+		seconds := j.RenderDuration.Seconds()
+		st.RenderDuration = &seconds
+	}
+	return st
 }
 
 func (s *Server) minimalJobView(j *persistence.Job) *minimalJobView {
