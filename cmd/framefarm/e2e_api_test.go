@@ -433,3 +433,19 @@ func (cl *client) uploadFont(name string, data []byte, family string) (int, []by
 	out.ReadFrom(resp.Body)
 	return resp.StatusCode, out.Bytes()
 }
+
+// TestAnswersArriveWholeWhateverTheRouteReadOfTheBody: a route that answers without reading a
+// large body (an unknown template, a bad token) still reads it before answering, so a client
+// still sending gets the answer, never a reset connection.
+func TestAnswersArriveWholeWhateverTheRouteReadOfTheBody(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	body := `{"displayName": "` + strings.Repeat("x", 2<<20) + `"}`
+	for i := range 20 {
+		e := acme.fails(http.MethodPatch, "/api/v2/templates/01ARZ3NDEKTSV4RRFFQ69G5FAV", body, http.StatusNotFound, "template_not_found")
+		if e.Error == "" {
+			t.Fatalf("round %d: an empty error", i)
+		}
+		(&client{c: c, token: "wrong"}).fails(http.MethodPost, "/api/v2/jobs", body, http.StatusUnauthorized, "unauthorized")
+	}
+}

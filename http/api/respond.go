@@ -132,6 +132,20 @@ func (r *request) body(limit int64) ([]byte, *apiError) {
 	return data, nil
 }
 
+// drainBody reads and drops what the handler left of the request body, up to limit: a client
+// still sending a body the route answered without reading (an unknown id, a bad token) would
+// otherwise have its connection reset before it reads the answer. Past limit the connection is
+// closed after the answer.
+func (r *request) drainBody(limit int64) {
+	stream := r.ctx.RequestBodyStream()
+	if stream == nil {
+		return // no body streamed: nothing left unread
+	}
+	if n, _ := io.CopyN(io.Discard, stream, limit+1); n > limit {
+		r.ctx.SetConnectionClose()
+	}
+}
+
 // drainLimit is how much of a refused body is read and dropped so the client, still sending,
 // can read the answer; past it the connection is closed.
 const drainLimit = 64 << 20

@@ -203,6 +203,7 @@ func (s *Server) wrap(route string, auth authKind, h func(*request)) fasthttp.Re
 				r.log.Error("handler panicked", "panic", p, "route", route)
 				r.fail(newError(http.StatusInternalServerError, codeInternal, "internal error; the request id is in X-Request-Id"))
 			}
+			r.drainBody(s.cfg.MaxBodyBytes)
 			status := ctx.Response.StatusCode()
 			if s.Observer != nil {
 				s.Observer.ObserveRequest(route, string(ctx.Method()), status, time.Since(started))
