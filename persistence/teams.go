@@ -78,3 +78,9 @@ func NewWebhookSecret() (string, error) {
 	}
 	return hex.EncodeToString(secret[:]), nil
 }
+
+// HasTeams reports whether any team exists (a first start has none).
+func (t *Tx) HasTeams() bool {
+	k, _ := t.bucket(bucketTeams).Cursor().First()
+	return k != nil
+}

@@ -301,8 +301,8 @@ func TestTokenCreateCommand(t *testing.T) {
 	if !strings.HasPrefix(token, "ff_") || !strings.Contains(string(out), `created team "studio"`) {
 		t.Fatalf("output:\n%s", out)
 	}
-	// The token works on a server using that data directory; while it runs, the command says
-	// to use the admin route instead.
+	// The token works on a server using that data directory; while it runs, the command goes
+	// through it, for the same team.
 	c := newCoordinator(t, options{})
 	if out, err := framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "studio"); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -313,7 +313,7 @@ func TestTokenCreateCommand(t *testing.T) {
 	c.launch("127.0.0.1:0")
 	(&client{c: c, token: token}).must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, nil)
 	out, err = framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "studio")
-	if err == nil || !strings.Contains(string(out), "admin/tokens") {
+	if err != nil || !strings.Contains(string(out), `team "studio"`) || !strings.Contains(string(out), "through the server") {
 		t.Fatalf("token create beside a running server: %v\n%s", err, out)
 	}
 	if out, err := framefarm("token", "create", "--data-dir", dir); err == nil {

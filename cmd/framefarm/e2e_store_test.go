@@ -204,3 +204,24 @@ func TestOutputURLFromCreationServesTheOutput(t *testing.T) {
 		t.Fatalf("the job's outputUrl %s names another file than the creation's %s", j.OutputURL, cr.OutputURL)
 	}
 }
+
+// TestTokenCreateWhileTheServerRuns: a first start says how to get a token, and `framefarm
+// token create` then works in another terminal, through the running server.
+func TestTokenCreateWhileTheServerRuns(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	c.stdout.waitFor(waitLimit, "framefarm token create --data-dir "+c.dataDir())
+	if out := c.stdout.String(); !strings.Contains(out, "no team yet") || !strings.Contains(out, "framefarm token create --data-dir "+c.dataDir()) {
+		t.Fatalf("first start printed:\n%s", out)
+	}
+	out, err := framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "first")
+	if err != nil {
+		t.Fatalf("token create while the server runs: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	first := &client{c: c, token: lines[len(lines)-1]}
+	var team struct{ Name string }
+	first.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &team)
+	if team.Name != "first" {
+		t.Fatalf("the token is team %q's", team.Name)
+	}
+}

@@ -91,6 +91,8 @@ type coordinator struct {
 	cmd     *exec.Cmd
 	exited  chan error
 	stderr  *lockedBuffer
+	// stdout holds what the process printed besides its signals.
+	stdout *lockedBuffer
 
 	mu        sync.Mutex
 	changed   chan struct{}
@@ -123,7 +125,7 @@ func startCoordinator(t testing.TB, opts options) *coordinator {
 func newCoordinator(t testing.TB, opts options) *coordinator {
 	t.Helper()
 	c := &coordinator{
-		t: t, dir: t.TempDir(), opts: opts, control: newRenderControl(t), stderr: &lockedBuffer{},
+		t: t, dir: t.TempDir(), opts: opts, control: newRenderControl(t), stderr: &lockedBuffer{}, stdout: &lockedBuffer{},
 		changed: make(chan struct{}), jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
 		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{}, firstSignal: map[string]time.Time{},
 		nodes: map[string]map[string]bool{}, fenced: map[string]map[string]bool{}, counts: map[string]int{},
@@ -228,6 +230,8 @@ func (c *coordinator) launch(listen string) {
 			}
 			if fields := strings.Fields(line); len(fields) == 4 && fields[0] == "ffsignal" {
 				c.signal(fields[1], fields[2], fields[3])
+			} else {
+				c.stdout.Write([]byte(line + "\n"))
 			}
 		}
 		c.exited <- cmd.Wait()

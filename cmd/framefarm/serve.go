@@ -115,6 +115,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	}
 	defer ln.Close()
 	localURL := "http://" + loopbackAddr(ln.Addr().String())
+	local, err := writeLocalAdmin(dataDir, localURL)
+	if err != nil {
+		return fmt.Errorf("local admin token: %w", err)
+	}
 	publicURL := cfg.publicURL()
 	if cfg.Server.PublicURL == "" {
 		publicURL = localURL
@@ -172,6 +176,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		RateLimit:        cfg.RateLimit.RequestsPerSecond,
 		RateBurst:        cfg.RateLimit.Burst,
 		AdminToken:       cfg.Server.AdminToken,
+		LocalAdminToken:  local.Token,
 		Limits: validate.Limits{
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 		},
@@ -240,6 +245,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	log.Info("framefarm serving", "listen", ln.Addr().String(), "public_url", publicURL, "version", buildVersion(),
 		"embedded_node_slots", cfg.Node.LocalSlots)
 	fmt.Fprintf(stdout, "framefarm listening on %s\n", ln.Addr().String())
+	var teams bool
+	store.View(func(tx *persistence.Tx) error { teams = tx.HasTeams(); return nil })
+	if !teams {
+		abs, _ := filepath.Abs(dataDir)
+		fmt.Fprintf(stdout, "no team yet: for a first API token, run in another terminal on this machine\n  framefarm token create --data-dir %s --team NAME\n", abs)
+	}
 
 	select {
 	case <-ctx.Done():

@@ -48,6 +48,9 @@ type Config struct {
 	RateBurst int
 	// AdminToken guards the admin routes; empty disables them.
 	AdminToken string
+	// LocalAdminToken also opens the admin routes: the token a server writes into its data
+	// folder for commands run on its machine (framefarm token create while it runs).
+	LocalAdminToken string
 	// Limits bound job requests.
 	Limits validate.Limits
 	// RetryAfter is what 503 answers say while shutting down [5s].
@@ -284,8 +287,10 @@ func (s *Server) authenticateAdmin(r *request) bool {
 		return false
 	}
 	hash := persistence.HashToken(token)
-	if s.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.AdminToken)) == 1 {
-		return s.limit(r, hash)
+	for _, admin := range []string{s.cfg.AdminToken, s.cfg.LocalAdminToken} {
+		if admin != "" && subtle.ConstantTimeCompare([]byte(token), []byte(admin)) == 1 {
+			return s.limit(r, hash)
+		}
 	}
 	err := s.Store.View(func(tx *persistence.Tx) error {
 		_, err := tx.TokenTeam(hash)
