@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,6 +151,34 @@ type EnginesConfig struct {
 	FontsDir     string   `toml:"fonts_dir"`
 	AE2025       AEConfig `toml:"ae2025"`
 	AE2026       AEConfig `toml:"ae2026"`
+	// configDir is the folder of the configuration file read (relative lottie_worker paths are
+	// looked for there too).
+	configDir string
+}
+
+// lottieWorker finds the Lottie worker's folder. A relative lottie_worker is looked for from the
+// working folder, the configuration file's folder, and the executable's folder and its parent
+// (bin/framefarm in a checkout), so the binary works started from anywhere; the first holding
+// worker.js wins. Nothing found: the setting as written, and the places looked, for the warning.
+func (c EnginesConfig) lottieWorker(executable string) (string, []string) {
+	if filepath.IsAbs(c.LottieWorker) {
+		return c.LottieWorker, []string{c.LottieWorker}
+	}
+	var looked []string
+	for _, base := range []string{".", c.configDir, filepath.Dir(executable), filepath.Join(filepath.Dir(executable), "..")} {
+		if base == "" {
+			continue
+		}
+		dir, err := filepath.Abs(filepath.Join(base, c.LottieWorker))
+		if err != nil || slices.Contains(looked, dir) {
+			continue
+		}
+		looked = append(looked, dir)
+		if _, err := os.Stat(filepath.Join(dir, "worker.js")); err == nil {
+			return dir, looked
+		}
+	}
+	return c.LottieWorker, looked
 }
 
 // AEConfig is one After Effects installation.
@@ -272,6 +302,9 @@ func loadConfig(path string) (Config, error) {
 		if md, err = toml.Decode(string(raw), &cfg); err != nil {
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
+	}
+	if dir, err := filepath.Abs(filepath.Dir(path)); err == nil {
+		cfg.Engines.configDir = dir
 	}
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		keys := make([]string, len(undecoded))

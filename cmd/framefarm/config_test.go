@@ -150,3 +150,27 @@ func TestNodeTakesItsIDFromItsCertificate(t *testing.T) {
 		t.Fatalf("the key file: %v %v", info.Mode(), err)
 	}
 }
+
+// TestLottieWorkerIsFoundFromAnyFolder: a relative lottie_worker is found beside the
+// configuration file or the executable (bin/ of a checkout), whatever the working folder.
+func TestLottieWorkerIsFoundFromAnyFolder(t *testing.T) {
+	checkout := t.TempDir()
+	worker := filepath.Join(checkout, "renderer", "lottie", "worker")
+	os.MkdirAll(worker, 0o700)
+	os.WriteFile(filepath.Join(worker, "worker.js"), []byte("//"), 0o600)
+	executable := filepath.Join(checkout, "bin", "framefarm")
+	t.Chdir(t.TempDir())
+
+	byExecutable := EnginesConfig{LottieWorker: "renderer/lottie/worker"}
+	if got, _ := byExecutable.lottieWorker(executable); got != worker {
+		t.Fatalf("beside the executable: %s, want %s", got, worker)
+	}
+	byConfig := EnginesConfig{LottieWorker: "renderer/lottie/worker", configDir: checkout}
+	if got, _ := byConfig.lottieWorker("/elsewhere/framefarm"); got != worker {
+		t.Fatalf("beside the configuration: %s, want %s", got, worker)
+	}
+	nowhere := EnginesConfig{LottieWorker: "renderer/lottie/worker"}
+	if got, looked := nowhere.lottieWorker("/elsewhere/framefarm"); got != "renderer/lottie/worker" || len(looked) < 2 {
+		t.Fatalf("not found: %s, looked in %v", got, looked)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender"
@@ -20,8 +21,11 @@ func startEngines(cfg EnginesConfig, log *slog.Logger) (engines []renderer.Rende
 		return nil, stop
 	}
 	engines = append(engines, &ffmpeg.Joiner{Tools: tools})
-	if l, err := lottie.New(lottie.Config{Node: cfg.Node, WorkerDir: cfg.LottieWorker, Tools: tools, Logger: log}); err != nil {
-		log.Warn("the lottie engine is off", "err", err)
+	executable, _ := os.Executable()
+	worker, looked := cfg.lottieWorker(executable)
+	if l, err := lottie.New(lottie.Config{Node: cfg.Node, WorkerDir: worker, Tools: tools, Logger: log}); err != nil {
+		log.Warn("the lottie engine is off; set engines.lottie_worker to the worker's folder (renderer/lottie/worker of the source, after make setup)",
+			"err", err, "looked_in", looked)
 	} else {
 		engines, stop = append(engines, l), l.Close
 	}
