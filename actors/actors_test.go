@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -755,5 +756,32 @@ func TestRequeuedJobPassivatesAndIsOfferedFromTheStore(t *testing.T) {
 	second := n2.next(t)
 	if second.msg.JobID != id.String() || second.msg.Attempt != 2 {
 		t.Fatalf("second assignment %+v", second.msg)
+	}
+}
+
+// TestNodeLogLinesKeepTheirTimes: the lines a node wrote while rendering reach the job's log
+// with the times it wrote them; the coordinator's own lines carry the time it recorded them.
+func TestNodeLogLinesKeepTheirTimes(t *testing.T) {
+	// Heartbeats are not sent here: a lease long enough for the minute the clock moves.
+	f := newFixture(t, actors.Config{HeartbeatInterval: 10 * time.Minute, NodeLease: time.Hour})
+	n := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	a := n.next(t)
+	started := f.clock.Now()
+	f.clock.Advance(time.Minute) // the render took a minute; the result arrives at its end
+	a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: 1, Log: []string{"frame 1", "frame 2"},
+		LogAt: []int64{started.Add(time.Second).UnixMilli(), started.Add(30 * time.Second).UnixMilli()}})
+	f.obs.reached(t, id, persistence.JobFinished)
+	var log string
+	f.store.View(func(tx *persistence.Tx) error { log = tx.Log(id); return nil })
+	stamp := func(at time.Time) string { return at.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+	for _, want := range []string{
+		stamp(started.Add(time.Second)) + " frame 1",
+		stamp(started.Add(30*time.Second)) + " frame 2",
+		stamp(f.clock.Now()) + " finished on node n1",
+	} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("log lacks %q:\n%s", want, log)
+		}
 	}
 }

@@ -322,7 +322,7 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	}
 	a.progressSavedAt = now
 	next := a.job.WithProgress(percent)
-	a.persist(ctx, a.job.State, next, nil, nil, func(err error) {
+	a.persist(ctx, a.job.State, next, nil, nil, nil, func(err error) {
 		if err == nil {
 			a.c.Observer.JobProgressSaved(a.job.ID, percent)
 		}
@@ -338,12 +338,12 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 		return
 	}
 	now := a.c.Clock.Now()
-	log := append(d.log, fmt.Sprintf("finished on node %s in %s", d.node, d.duration.Round(time.Millisecond)))
-	a.transition(ctx, EventRenderFinished, func(next *persistence.Job) {
+	log := append(slices.Clip(d.log), fmt.Sprintf("finished on node %s in %s", d.node, d.duration.Round(time.Millisecond)))
+	a.transitionLogged(ctx, EventRenderFinished, func(next *persistence.Job) {
 		next.Progress = 100
 		next.FinishedAt = now
 		next.RenderDuration = d.duration
-	}, log, func(err error) {
+	}, log, d.logAt, func(err error) {
 		if err != nil {
 			return
 		}
@@ -367,12 +367,12 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 	if !f.countless {
 		failures = append(slices.Clone(failures), failure)
 	}
-	log := append(f.log, fmt.Sprintf("attempt %d on node %s ended: %s", f.attempt, f.node, f.err))
+	log := append(slices.Clip(f.log), fmt.Sprintf("attempt %d on node %s ended: %s", f.attempt, f.node, f.err))
 	if f.retryable && len(failures) < a.c.cfg.MaxAttempts {
-		a.transition(ctx, EventAttemptLost, func(next *persistence.Job) {
+		a.transitionLogged(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
 			next.Progress = 0
-		}, append(log, "queued again"), func(err error) {
+		}, append(log, "queued again"), f.logAt, func(err error) {
 			if err == nil {
 				a.c.settled(f.settle, a.job.ID, f.attempt)
 				a.c.Observer.Requeued()
@@ -385,11 +385,11 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 	if f.retryable {
 		message = attemptsMessage(failures)
 	}
-	a.transition(ctx, EventRenderFailed, func(next *persistence.Job) {
+	a.transitionLogged(ctx, EventRenderFailed, func(next *persistence.Job) {
 		next.Failures = failures
 		next.Error = message
 		next.ErrorAt = now
-	}, log, func(err error) {
+	}, log, f.logAt, func(err error) {
 		if err == nil {
 			a.c.settled(f.settle, a.job.ID, f.attempt)
 			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: message})
@@ -509,6 +509,13 @@ func (a *jobActor) notifyParent(_ actor.Context, msg any) {
 // durable (err nil) or has failed; an illegal event is returned at once and nothing is written.
 func (a *jobActor) transition(ctx actor.Context, ev JobEvent, edit func(*persistence.Job), log []string,
 	then func(error)) error {
+	return a.transitionLogged(ctx, ev, edit, log, nil, then)
+}
+
+// transitionLogged is transition with the times of the first log lines (a node's, written
+// while it rendered); the lines past them take the change's time.
+func (a *jobActor) transitionLogged(ctx actor.Context, ev JobEvent, edit func(*persistence.Job), log []string,
+	logAt []time.Time, then func(error)) error {
 	next := a.job.Clone()
 	if err := applyJobEvent(next, ev); err != nil {
 		a.log().Error("refused a state change", "err", err)
@@ -522,17 +529,17 @@ func (a *jobActor) transition(ctx actor.Context, ev JobEvent, edit func(*persist
 		now := a.c.Clock.Now()
 		delivery = &persistence.Delivery{ID: a.c.IDs.New(now), JobID: next.ID, TeamID: next.TeamID, NextAt: now, CreatedAt: now}
 	}
-	a.persist(ctx, a.job.State, next, log, delivery, then)
+	a.persist(ctx, a.job.State, next, log, logAt, delivery, then)
 	return nil
 }
 
 // persist writes the job's next version; the webhook dispatcher hears of a delivery once it is
 // durable.
 func (a *jobActor) persist(ctx actor.Context, prev persistence.JobState, next *persistence.Job, log []string,
-	delivery *persistence.Delivery, then func(error)) {
+	logAt []time.Time, delivery *persistence.Delivery, then func(error)) {
 	a.held.busy = true
 	self := ctx.Self()
-	change := &persistence.ChangeJob{At: a.c.Clock.Now(), Prev: prev, Job: next, Log: log, Delivery: delivery}
+	change := &persistence.ChangeJob{At: a.c.Clock.Now(), Prev: prev, Job: next, Log: log, LogAt: logAt, Delivery: delivery}
 	a.c.Store.ApplyAsync(change, func(err error) {
 		if err == nil && delivery != nil {
 			a.c.system.Root.Send(a.c.webhooks, &deliveryQueued{delivery: delivery})

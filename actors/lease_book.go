@@ -237,9 +237,10 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 		}
 		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent}})
 	case *protocol.Done:
-		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, log: m.Log}, "", now)
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}, "", now)
 	case *protocol.Failed:
-		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log, countless: m.NotStarted}
+		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log,
+			logAt: logTimes(m.Log, m.LogAt), countless: m.NotStarted}
 		failure := m.Error
 		if m.NotStarted {
 			failure = "" // a refusal says nothing of the node
@@ -518,4 +519,17 @@ func (b *leaseBook) info() NodeInfo {
 // holds reports whether a node's list of attempts has this one.
 func holds(list []protocol.AttemptStatus, jobID ulid.ULID, attempt int) bool {
 	return slices.ContainsFunc(list, func(s protocol.AttemptStatus) bool { return s.JobID == jobID.String() && s.Attempt == attempt })
+}
+
+// logTimes reads the times a node gave its log lines; none when they do not match the lines
+// one for one (the lines then take the time they are recorded).
+func logTimes(lines []string, unixMillis []int64) []time.Time {
+	if len(unixMillis) != len(lines) {
+		return nil
+	}
+	at := make([]time.Time, len(unixMillis))
+	for i, ms := range unixMillis {
+		at[i] = time.UnixMilli(ms).UTC()
+	}
+	return at
 }

@@ -27,6 +27,8 @@ type (
 		node     string
 		duration time.Duration
 		log      []string
+		// logAt holds when each log line was written on the node (empty: not known).
+		logAt []time.Time
 		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
 		settle *actor.PID
 	}
@@ -36,6 +38,7 @@ type (
 		err       string
 		retryable bool
 		log       []string
+		logAt     []time.Time
 		// countless: the attempt never began (refused) or was interrupted by a clean coordinator
 		// restart; either says nothing about the job, so it does not count towards
 		// Config.MaxAttempts.

@@ -31,11 +31,14 @@ type (
 	// ChangeJob stores a job's new version (its stored state was Prev), with log lines and
 	// the webhook delivery its end queues.
 	ChangeJob struct {
-		At       time.Time `json:"at"`
-		Prev     JobState  `json:"prev"`
-		Job      *Job      `json:"job"`
-		Log      []string  `json:"log,omitempty"`
-		Delivery *Delivery `json:"delivery,omitempty"`
+		At   time.Time `json:"at"`
+		Prev JobState  `json:"prev"`
+		Job  *Job      `json:"job"`
+		Log  []string  `json:"log,omitempty"`
+		// LogAt holds the times of the first Log lines when they happened before the change
+		// (a node's, written while it rendered); the others take At.
+		LogAt    []time.Time `json:"logAt,omitempty"`
+		Delivery *Delivery   `json:"delivery,omitempty"`
 	}
 	// AppendJobLog adds lines to a job's log.
 	AppendJobLog struct {
@@ -157,7 +160,7 @@ func (t *Tx) apply(c Command) error {
 				return err
 			}
 		}
-		if err := t.appendLog(c.Job.ID, c.At, c.Log...); err != nil {
+		if err := t.appendLogAt(c.Job.ID, c.At, c.Log, c.LogAt); err != nil {
 			return err
 		}
 		return t.updateJob(c.Prev, c.Job, c.At)

@@ -47,7 +47,7 @@ func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
 		&CreateJobs{At: at(1), Jobs: []*Job{singleJob}},
 		&ChangeJob{At: at(2), Prev: JobQueued, Job: &dispatched, Log: []string{"dispatched to node n1 (attempt 1)"}},
 		&AppendJobLog{At: at(2), JobID: single, Lines: []string{"a stale report"}},
-		&ChangeJob{At: at(3), Prev: JobRendering, Job: &finished, Log: []string{"finished"}, Delivery: d},
+		&ChangeJob{At: at(3), Prev: JobRendering, Job: &finished, Log: []string{"frame 1", "finished"}, LogAt: []time.Time{at(2).Add(time.Second)}, Delivery: d},
 		&RecordDelivery{At: at(4), JobID: single, Retry: &retry, Line: "webhook attempt 1 failed"},
 		&RecordDelivery{At: at(5), JobID: single, Done: delivery, Line: "webhook delivered"},
 		&SetMeta{Name: "node_hold/n1", Value: "quarantined"},

@@ -18,6 +18,12 @@ const logTruncated = "[log truncated: further lines dropped]"
 
 // appendLog adds lines to a job's log, stamping each with at.
 func (t *Tx) appendLog(jobID ulid.ULID, at time.Time, lines ...string) error {
+	return t.appendLogAt(jobID, at, lines, nil)
+}
+
+// appendLogAt adds lines to a job's log, stamping each with its time in times, or at past them
+// (or where a time is zero).
+func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []time.Time) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -35,8 +41,12 @@ func (t *Tx) appendLog(jobID ulid.ULID, at time.Time, lines ...string) error {
 	if k != nil && hasPrefix(k, prefix) {
 		next = int(binary.BigEndian.Uint32(k[16:])) + 1
 	}
-	stamp := at.UTC().Format("2006-01-02T15:04:05.000Z07:00") + " "
-	for _, line := range lines {
+	for i, line := range lines {
+		when := at
+		if i < len(times) && !times[i].IsZero() {
+			when = times[i]
+		}
+		stamp := when.UTC().Format("2006-01-02T15:04:05.000Z07:00") + " "
 		switch {
 		case next > MaxLogLines:
 			return nil

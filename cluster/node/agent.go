@@ -412,7 +412,7 @@ var (
 // run performs one attempt and returns its final report (nil when it was interrupted).
 func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *protocol.Assign, r renderer.Renderer) any {
 	started := a.clock.Now()
-	log := newLogCapture(a.cfg.MaxLogLines)
+	log := newLogCapture(a.cfg.MaxLogLines, a.clock.Now)
 	work, err := os.MkdirTemp(workRoot(a.cfg), safeName(m.JobID)+"-")
 	if err != nil {
 		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
@@ -439,9 +439,11 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 		case errors.Is(cause, errTooLong):
 			message = fmt.Sprintf("the render ran longer than the %s allowed", m.Task.MaxDuration)
 		}
-		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: log.Lines()}
+		lines, at := log.Lines()
+		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: lines, LogAt: at}
 	}
-	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: log.Lines()}
+	lines, at := log.Lines()
+	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: lines, LogAt: at}
 }
 
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and

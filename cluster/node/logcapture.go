@@ -4,20 +4,27 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
-// logCapture collects a render's log lines, keeping the first and the last ones when there are
-// more than it may hold.
+// logCapture collects a render's log lines with the time each was written, keeping the first
+// and the last ones when there are more than it may hold.
 type logCapture struct {
 	mu      sync.Mutex
 	max     int
-	head    []string
-	tail    []string
+	now     func() time.Time
+	head    []logLine
+	tail    []logLine
 	dropped int
 	partial string
 }
 
-func newLogCapture(max int) *logCapture { return &logCapture{max: max} }
+type logLine struct {
+	text string
+	at   time.Time
+}
+
+func newLogCapture(max int, now func() time.Time) *logCapture { return &logCapture{max: max, now: now} }
 
 // Write takes text from an engine; lines may arrive in pieces.
 func (l *logCapture) Write(p []byte) (int, error) {
@@ -32,10 +39,11 @@ func (l *logCapture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (l *logCapture) add(line string) {
-	if line == "" {
+func (l *logCapture) add(text string) {
+	if text == "" {
 		return
 	}
+	line := logLine{text: text, at: l.now()}
 	if len(l.head) < l.max/2 {
 		l.head = append(l.head, line)
 		return
@@ -52,17 +60,28 @@ func (l *logCapture) Printf(format string, args ...any) {
 	l.Write([]byte(fmt.Sprintf(format, args...) + "\n"))
 }
 
-// Lines returns what was kept, noting how many lines were left out.
-func (l *logCapture) Lines() []string {
+// Lines returns what was kept, noting how many lines were left out, and when each was written
+// (Unix milliseconds).
+func (l *logCapture) Lines() ([]string, []int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.partial != "" {
 		l.add(l.partial)
 		l.partial = ""
 	}
-	out := append([]string(nil), l.head...)
-	if l.dropped > 0 {
-		out = append(out, fmt.Sprintf("... %d lines left out ...", l.dropped))
+	var texts []string
+	var at []int64
+	keep := func(line logLine) {
+		texts, at = append(texts, line.text), append(at, line.at.UnixMilli())
 	}
-	return append(out, l.tail...)
+	for _, line := range l.head {
+		keep(line)
+	}
+	if l.dropped > 0 && len(l.tail) > 0 {
+		keep(logLine{text: fmt.Sprintf("... %d lines left out ...", l.dropped), at: l.tail[0].at})
+	}
+	for _, line := range l.tail {
+		keep(line)
+	}
+	return texts, at
 }

@@ -216,6 +216,9 @@ type Done struct {
 	Size     int64         `json:"size"`
 	Duration time.Duration `json:"duration"`
 	Log      []string      `json:"log,omitempty"`
+	// LogAt is when each Log line was written on the node, in Unix milliseconds (nodes before
+	// it send none: their lines take the time the result is recorded).
+	LogAt []int64 `json:"logAt,omitempty"`
 }
 
 // Failed reports an attempt that ended without output. Retryable failures say nothing about the
@@ -230,6 +233,7 @@ type Failed struct {
 	Retryable  bool     `json:"retryable"`
 	NotStarted bool     `json:"notStarted,omitempty"`
 	Log        []string `json:"log,omitempty"`
+	LogAt      []int64  `json:"logAt,omitempty"`
 }
 
 // FinalAck tells a node the job's outcome of its Done or Failed is durable; until then the node
