@@ -174,3 +174,20 @@ func TestLottieWorkerIsFoundFromAnyFolder(t *testing.T) {
 		t.Fatalf("not found: %s, looked in %v", got, looked)
 	}
 }
+
+// TestDefaultNodeIDIsStableAndPerDataFolder: without --id (or a certificate naming one), a node
+// is the host name and a suffix kept in its data folder: the same at every start, another for a
+// node with another data folder on the same machine.
+func TestDefaultNodeIDIsStableAndPerDataFolder(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	a, err := defaultNodeID(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := defaultNodeID(first)
+	other, _ := defaultNodeID(second)
+	host, _ := os.Hostname()
+	if a != again || a == other || !strings.HasPrefix(a, host+"-") || !strings.HasPrefix(other, host+"-") {
+		t.Fatalf("ids %q, %q again, %q for another folder", a, again, other)
+	}
+}

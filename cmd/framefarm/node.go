@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -12,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -64,7 +67,7 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration file (TOML): [engines], [node], [cluster]")
 	join := fs.String("join", "", "coordinator gossip address(es) to join, HOST:PORT[,HOST:PORT]")
-	nodeID := fs.String("id", "", "node id, unique in the farm (default: the one its certificate names, else the host name)")
+	nodeID := fs.String("id", "", "node id, unique in the farm (default: the one its certificate names, else the host name and a suffix kept in --data-dir)")
 	engineList := fs.String("engines", "", "engines to offer, e.g. lottie,ffmpeg,ae2026 (default: every engine this machine can run)")
 	slotCount := fs.Int("slots", 1, "renders run at once")
 	bind := fs.String("bind", "", "gossip bind address HOST:PORT (default cluster.bind, 0.0.0.0:7946)")
@@ -141,9 +144,6 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 	} else if certified != "" && certified != ns.id {
 		errs = append(errs, fmt.Errorf("the certificate %s is node %s's, not %s's", c.TLS.CertFile, certified, ns.id))
 	}
-	if ns.id == "" {
-		ns.id, _ = os.Hostname()
-	}
 	if len(c.Seeds) == 0 {
 		errs = append(errs, errors.New("--join HOST:PORT (the coordinator's cluster.bind) is required"))
 	}
@@ -186,6 +186,11 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 	log, err := newLogger(stderr, cfg.Log)
 	if err != nil {
 		return err
+	}
+	if id == "" {
+		if id, err = defaultNodeID(cfg.Server.DataDir); err != nil {
+			return fmt.Errorf("node id: %w", err)
+		}
 	}
 	engines, stopEngines := p.engines(cfg.Engines, log)
 	defer stopEngines()
@@ -347,4 +352,37 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 			len(n.CurrentJobs), n.LastHeartbeat.Format(time.RFC3339), n.Reason)
 	}
 	return w.Flush()
+}
+
+// nodeIDFile, in a node's data folder, keeps the suffix of its default id.
+const nodeIDFile = "node-id"
+
+// defaultNodeID is the host name and a suffix made at the first start and kept in the data
+// folder: stable across the node's restarts, and different for two nodes of one machine (each
+// has its own data folder, as it must for its attempt markers).
+func defaultNodeID(dataDir string) (string, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	path := filepath.Join(dataDir, nodeIDFile)
+	if raw, err := os.ReadFile(path); err == nil {
+		if suffix := strings.TrimSpace(string(raw)); suffix != "" {
+			return host + "-" + suffix, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var b [3]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	suffix := hex.EncodeToString(b[:])
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(suffix+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return host + "-" + suffix, nil
 }
