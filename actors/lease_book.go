@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
 	"time"
@@ -176,6 +177,15 @@ func (e *effects) log(level slog.Level, msg string, args ...any) {
 // assignments are abandoned, after the welcome, whose session they carry.
 func (b *leaseBook) onHello(h *protocol.Hello, now time.Time, session string, claim func(job ulid.ULID, attempt int) (ulid.ULID, bool)) effects {
 	var out effects
+	if h.Incarnation != b.hello.Incarnation && b.heldBy(now) && hostOf(h.AgentAddress) != hostOf(b.hello.AgentAddress) {
+		// Another machine under the id of a node still alive: two nodes given one id, not a
+		// restart. The joining one is refused; the id is free again once the lease lapses.
+		reason := fmt.Sprintf("node id %s is in use by a live node at %s (this node is at %s): give each node its own --id",
+			h.NodeID, b.hello.AgentAddress, h.AgentAddress)
+		out.log(slog.LevelWarn, "refused a node whose id a live node holds", "node", h.NodeID, "live_at", b.hello.AgentAddress, "joining_at", h.AgentAddress)
+		out.add(reply{&protocol.Welcome{Accepted: false, Reason: reason, Nonce: h.Nonce}})
+		return out
+	}
 	if h.Incarnation != b.hello.Incarnation || b.state == NodeLost || b.state == NodeLeft {
 		b.loseAttempts(&out, "the render node restarted", func(id ulid.ULID, r *heldAttempt) bool {
 			return !holds(h.Running, id, r.attempt)
@@ -532,4 +542,23 @@ func logTimes(lines []string, unixMillis []int64) []time.Time {
 		at[i] = time.UnixMilli(ms).UTC()
 	}
 	return at
+}
+
+// heldBy reports whether a live node holds this id now: welcomed, not lost or gone, and heard
+// from within the lease.
+func (b *leaseBook) heldBy(now time.Time) bool {
+	switch b.state {
+	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect:
+		return now.Sub(b.lastBeat) <= b.rules.lease
+	}
+	return false
+}
+
+// hostOf is the host part of an actor address ("" when it has none).
+func hostOf(address string) string {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return address
+	}
+	return host
 }

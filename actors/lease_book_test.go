@@ -52,6 +52,13 @@ func hello(incarnation string, running ...protocol.AttemptStatus) *protocol.Hell
 	return &protocol.Hello{NodeID: "n1", Incarnation: incarnation, Engines: []string{"lottie"}, Slots: 2, Nonce: "c-" + incarnation, Running: running}
 }
 
+// helloFrom is a hello of a node whose agent is at address.
+func helloFrom(incarnation, address string) *protocol.Hello {
+	h := hello(incarnation)
+	h.AgentAddress = address
+	return h
+}
+
 func at(name string, attempt int, percent float64) protocol.AttemptStatus {
 	return protocol.AttemptStatus{JobID: job(name).String(), Attempt: attempt, Percent: percent}
 }
@@ -87,6 +94,9 @@ func render(out effects) []string {
 func describeMsg(msg any) string {
 	switch m := msg.(type) {
 	case *protocol.Welcome:
+		if !m.Accepted {
+			return "refused: " + m.Reason
+		}
 		return fmt.Sprintf("welcome session=%s seq=%d", m.Session, m.Seq)
 	case *protocol.HeartbeatAck:
 		if !m.Known {
@@ -186,6 +196,17 @@ func TestLeaseBook(t *testing.T) {
 	}{
 		{name: "a first hello makes the node ready, with a session and no assignment counted", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), want: []string{welcomed, "reply welcome session=s1 seq=0"}, state: NodeReady},
+		}},
+		{name: "another machine under a live node's id is refused, naming both; once the lease lapsed it is a restart", steps: []step{
+			{event: sayHello(helloFrom("i1", "10.0.0.1:7947"), "s1"), state: NodeReady},
+			{at: 1 * s, event: sayHello(helloFrom("i2", "10.0.0.2:7947"), "s2"), want: []string{
+				"reply refused: node id n1 is in use by a live node at 10.0.0.1:7947 (this node is at 10.0.0.2:7947): give each node its own --id"}, state: NodeReady},
+			// The same machine under a new incarnation: the node restarted.
+			{at: 2 * s, event: sayHello(helloFrom("i2", "10.0.0.1:40111"), "s3"), want: []string{"state ready->ready", "reply welcome session=s3 seq=0"}, state: NodeReady},
+		}},
+		{name: "a node of another machine takes the id of one whose lease lapsed", steps: []step{
+			{event: sayHello(helloFrom("i1", "10.0.0.1:7947"), "s1"), state: NodeReady},
+			{at: 6 * s, event: sayHello(helloFrom("i2", "10.0.0.2:7947"), "s2"), want: []string{"state ready->ready", "reply welcome session=s2 seq=0"}, state: NodeReady},
 		}},
 		{name: "a recorded drain or quarantine holds at the first hello", hold: drainedByOperator, steps: []step{
 			{event: sayHello(hello("i1"), "s1"), want: []string{"state joined->draining", "reply welcome session=s1 seq=0"}, state: NodeDraining},
