@@ -228,11 +228,11 @@ type wireCommand struct {
 // EncodeCommand writes a command for a log or another machine. JSON values inside it (asset
 // values, webhook data) keep their bytes: nothing is escaped or reformatted.
 func EncodeCommand(c Command) ([]byte, error) {
-	body, err := marshalExact(c)
+	body, err := MarshalExact(c)
 	if err != nil {
 		return nil, err
 	}
-	return marshalExact(wireCommand{Kind: reflect.TypeOf(c).Elem().Name(), Command: body})
+	return MarshalExact(wireCommand{Kind: reflect.TypeOf(c).Elem().Name(), Command: body})
 }
 
 // DecodeCommand reads what EncodeCommand wrote.
@@ -276,8 +276,9 @@ func compactJSONValues(j *Job) {
 	}
 }
 
-// marshalExact is json.Marshal without HTML escaping, so raw JSON values keep their bytes.
-func marshalExact(v any) ([]byte, error) {
+// MarshalExact is json.Marshal without HTML escaping (<, > and & stay as they are), so raw JSON
+// values keep their bytes and URLs stay readable.
+func MarshalExact(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

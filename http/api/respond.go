@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,15 +75,7 @@ func (r *request) json(status int, v any) {
 }
 
 // marshal encodes v as JSON without escaping <, > and &, which URLs are full of.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+func marshal(v any) ([]byte, error) { return persistence.MarshalExact(v) }
 
 func (r *request) noContent() { r.ctx.SetStatusCode(http.StatusNoContent) }
 
