@@ -339,11 +339,12 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 			TotalJobs    *int              `json:"totalJobs"`
 			SuccessCount *int              `json:"successCount"`
 			Jobs         []json.RawMessage `json:"jobs"`
+			Errors       []json.RawMessage `json:"errors"`
 			Code         string            `json:"code"`
 		}
 		acme.must(http.MethodPost, "/api/v2/batches", body, http.StatusBadRequest, &refused)
 		if refused.BatchID == "" || refused.Status != "error" || refused.TotalJobs == nil || refused.SuccessCount == nil ||
-			refused.Jobs == nil || refused.Code != "validation_error" {
+			refused.Jobs == nil || refused.Errors == nil || refused.Code != "validation_error" {
 			t.Fatalf("batch %s: %+v", name, refused)
 		}
 	}

@@ -28,6 +28,8 @@ type batchCreated struct {
 // fields beside it.
 type batchRefused struct {
 	batchCreated
+	// Errors is always there (empty) in a refusal: no item was looked at.
+	Errors  []batchError          `json:"errors"`
 	Error   string                `json:"error"`
 	Code    string                `json:"code"`
 	Details []validate.FieldError `json:"details,omitempty"`
@@ -45,8 +47,8 @@ func (s *Server) createBatch(r *request) {
 	items, verr := validate.ParseBatch(body)
 	if verr != nil {
 		r.json(http.StatusBadRequest, batchRefused{
-			batchCreated: batchCreated{BatchID: batch.ID.String(), Status: "error", Jobs: []*createdJob{}},
-			Error:        verr.Message, Code: verr.Code, Details: verr.Details,
+			batchCreated: batchCreated{BatchID: batch.ID.String(), Status: "error", Jobs: []*createdJob{}}, Errors: []batchError{},
+			Error: verr.Message, Code: verr.Code, Details: verr.Details,
 		})
 		return
 	}
