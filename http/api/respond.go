@@ -43,7 +43,6 @@ func newError(status int, code, format string, args ...any) *apiError {
 	return &apiError{status: status, Code: code, Error: fmt.Sprintf(format, args...)}
 }
 
-// fromValidation answers a rejected body: always 400, with the specific code.
 // fromValidation answers a refused request: 400, or 404 when what it names first is a template
 // that does not exist (for this team).
 func fromValidation(e *validate.Error) *apiError {
