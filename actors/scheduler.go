@@ -65,6 +65,17 @@ type engineQueue struct {
 	size   int
 }
 
+// sortedUnique reports whether a tag list is sorted without repeats (a queue's key needs one;
+// most lists already are, and are then used as they are).
+func sortedUnique(tags []string) bool {
+	for i := 1; i < len(tags); i++ {
+		if tags[i-1] >= tags[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // queueKey names the queue of an engine and a sorted tag set.
 func queueKey(engine string, tags []string) string {
 	return engine + "\x00" + strings.Join(tags, "\x00")
@@ -197,7 +208,7 @@ func (s *scheduler) enqueue(e *persistence.QueueEntry) {
 		return
 	}
 	tags := e.Tags
-	if !slices.IsSorted(tags) || len(slices.Compact(slices.Clone(tags))) != len(tags) {
+	if !sortedUnique(tags) {
 		tags = slices.Compact(slices.Sorted(slices.Values(tags)))
 	}
 	key := queueKey(e.Engine, tags)

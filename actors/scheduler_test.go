@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,23 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 	b.ReportMetric(perJob, "bytes/queued-job")
+}
+
+// TestQueuesGroupTagSetsWhateverTheirOrder: jobs whose tags differ only in order or repeats wait
+// in one queue.
+func TestQueuesGroupTagSetsWhateverTheirOrder(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
+	s := newScheduler(c)
+	for _, tags := range [][]string{{"b", "a", "a"}, {"a", "b"}, {"b", "a"}} {
+		s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), Engine: "lottie", Tags: tags})
+	}
+	if len(s.queues) != 1 {
+		t.Fatalf("%d queues for one tag set", len(s.queues))
+	}
+	for _, q := range s.queues {
+		if q.size != 3 || strings.Join(q.tags, ",") != "a,b" {
+			t.Fatalf("queue %q holds %d jobs, tags %v", q.key, q.size, q.tags)
+		}
+	}
 }
