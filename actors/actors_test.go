@@ -107,7 +107,7 @@ func (f *fixture) queue(team ulid.ULID, priority, n int) []ulid.ULID {
 		jobs = append(jobs, &persistence.Job{ID: id, TeamID: team, Kind: persistence.KindRender, Engine: "test",
 			State: persistence.JobQueued, Priority: priority, OutputName: id.String() + ".mp4", CreatedAt: f.clock.Now()})
 	}
-	if err := f.coord.CreateJobs(jobs); err != nil {
+	if err := f.coord.CreateJobs(jobs, nil); err != nil {
 		f.t.Fatal(err)
 	}
 	out := make([]ulid.ULID, n)
@@ -679,7 +679,7 @@ func TestWebhookRetriesFollowTheBackoffOnTheInjectedClock(t *testing.T) {
 	id := f.ids.New(f.clock.Now())
 	job := &persistence.Job{ID: id, TeamID: team.ID, Kind: persistence.KindRender, Engine: "test", State: persistence.JobQueued,
 		OutputName: "out.mp4", Spec: persistence.JobSpec{Webhook: &persistence.Webhook{URL: srv.URL}}}
-	if err := f.coord.CreateJobs([]*persistence.Job{job}); err != nil {
+	if err := f.coord.CreateJobs([]*persistence.Job{job}, nil); err != nil {
 		t.Fatal(err)
 	}
 	a := n.next(t)

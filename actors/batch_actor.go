@@ -27,8 +27,9 @@ type batchActor struct {
 // Messages to a BatchActor.
 type (
 	batchCreate struct {
-		batch *persistence.Batch
-		jobs  []*persistence.Job
+		batch    *persistence.Batch
+		jobs     []*persistence.Job
+		remember *persistence.Answer
 	}
 	batchCreated struct {
 		err  error
@@ -110,7 +111,7 @@ func (b *batchActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	switch m := msg.(type) {
 	case *batchCreate:
 		self := ctx.Self()
-		b.c.writeNewJobs(m.batch, m.jobs, func(err error) {
+		b.c.writeNewJobs(m.batch, m.jobs, m.remember, func(err error) {
 			b.c.system.Root.Send(self, &batchCreated{err: err, jobs: m.jobs})
 		})
 	case *batchCancel:
@@ -162,10 +163,10 @@ func (b *batchActor) done(ctx actor.Context, answer any) {
 }
 
 // CreateBatch stores a batch and its jobs (children included) in one durable write and starts
-// them; it returns once the write is durable.
-func (c *Coordinator) CreateBatch(batch *persistence.Batch, jobs []*persistence.Job) error {
+// them; it returns once the write is durable. remember is as for CreateJobs.
+func (c *Coordinator) CreateBatch(batch *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error {
 	c.batches.activate(batch.ID, c.batchProducer(batch.ID))
-	res, err := c.askBatch(batch.ID, &batchCreate{batch: batch, jobs: jobs})
+	res, err := c.askBatch(batch.ID, &batchCreate{batch: batch, jobs: jobs, remember: remember})
 	if err != nil {
 		return err
 	}

@@ -315,12 +315,13 @@ func (c *Coordinator) LiveJobActors() int { return c.jobs.live() }
 // ErrUnavailable is returned when an actor did not answer in time.
 var ErrUnavailable = errors.New("the coordinator did not answer in time")
 
-// CreateJobs stores new jobs (each with its children) in one durable write, then starts their
-// actors. Until that write the jobs have no owner; from then on their actors are their only
-// writers.
-func (c *Coordinator) CreateJobs(jobs []*persistence.Job) error {
+// CreateJobs stores new jobs (each with its children) in one durable write, then queues them.
+// Until that write the jobs have no owner; from then on their actors are their only writers.
+// remember (nil without an Idempotency-Key) keeps the request's answer in the same write; a key
+// answered before fails with *persistence.AnsweredError and creates nothing.
+func (c *Coordinator) CreateJobs(jobs []*persistence.Job, remember *persistence.Answer) error {
 	result := make(chan error, 1)
-	c.writeNewJobs(nil, jobs, func(err error) { result <- err })
+	c.writeNewJobs(nil, jobs, remember, func(err error) { result <- err })
 	if err := <-result; err != nil {
 		return err
 	}
@@ -331,8 +332,8 @@ func (c *Coordinator) CreateJobs(jobs []*persistence.Job) error {
 // writeNewJobs submits the first write of new jobs (and of their batch when b is not nil); done
 // is called once it is durable or has failed (persistence.ErrTemplateGone when a job's template
 // was deleted since validation: jobs must not outlive it).
-func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job, done func(error)) {
-	c.Store.ApplyAsync(&persistence.CreateJobs{At: c.Clock.Now(), Batch: b, Jobs: jobs}, done)
+func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer, done func(error)) {
+	c.Store.ApplyAsync(&persistence.CreateJobs{At: c.Clock.Now(), Batch: b, Jobs: jobs, Remember: remember}, done)
 }
 
 // startNewJobs queues the jobs whose first write is durable. They get actors only when something

@@ -228,7 +228,7 @@ func TestNodeRequiringTagsTakesOnlyTaggedJobs(t *testing.T) {
 	plain := f.queue(f.team, 5, 1)[0]
 	tagged := f.ids.New(f.clock.Now())
 	err := f.coord.CreateJobs([]*persistence.Job{{ID: tagged, TeamID: f.team, Kind: persistence.KindRender, Engine: "test",
-		State: persistence.JobQueued, Tags: []string{"hd", "gpu"}, OutputName: "x.mp4", CreatedAt: f.clock.Now()}})
+		State: persistence.JobQueued, Tags: []string{"hd", "gpu"}, OutputName: "x.mp4", CreatedAt: f.clock.Now()}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

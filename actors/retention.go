@@ -81,5 +81,16 @@ func (r *Retention) Sweep(ctx context.Context) (int, error) {
 	if removed > 0 {
 		r.Log.Info("retention removed jobs that ended before the cutoff", "jobs", removed, "cutoff", cutoff)
 	}
+	// Answers kept for Idempotency-Keys go after a day, whatever the jobs' retention.
+	forget := &persistence.ForgetAnswers{Before: r.Clock.Now().Add(-persistence.AnswerTTL), Max: 4 * step}
+	for ctx.Err() == nil {
+		if err := r.Store.Apply(forget); err != nil {
+			return removed, err
+		}
+		if forget.Next == nil {
+			break
+		}
+		forget.After = forget.Next
+	}
 	return removed, nil
 }

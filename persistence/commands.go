@@ -23,10 +23,15 @@ type (
 	// CreateJobs stores new jobs (parents before their children), each with its first log
 	// line, and their batch if any; it fails with ErrTemplateGone when a job's template was
 	// deleted since the request was checked.
+	//
+	// With Remember (a request's Idempotency-Key and its answer), the answer is kept for
+	// AnswerTTL; a creation with a key answered within it creates nothing and fails with an
+	// *AnsweredError holding that answer.
 	CreateJobs struct {
-		At    time.Time `json:"at"`
-		Batch *Batch    `json:"batch,omitempty"`
-		Jobs  []*Job    `json:"jobs"`
+		At       time.Time `json:"at"`
+		Batch    *Batch    `json:"batch,omitempty"`
+		Jobs     []*Job    `json:"jobs"`
+		Remember *Answer   `json:"remember,omitempty"`
 	}
 	// ChangeJob stores a job's new version (its stored state was Prev), with log lines and
 	// the webhook delivery its end queues.
@@ -101,6 +106,15 @@ type (
 		Team          Team      `json:"-"`
 		Created       bool      `json:"-"`
 	}
+	// ForgetAnswers removes the kept answers older than Before among up to Max after the key
+	// After; Next is where the next step starts (nil at the end), Forgotten how many went.
+	ForgetAnswers struct {
+		Before    time.Time `json:"before"`
+		After     []byte    `json:"after,omitempty"`
+		Max       int       `json:"max"`
+		Next      []byte    `json:"-"`
+		Forgotten int       `json:"-"`
+	}
 	// RemoveExpired removes up to Max top-level jobs that ended before Cutoff, starting after
 	// the ended-jobs key After (Tx.removeExpired); Removal is what went.
 	RemoveExpired struct {
@@ -124,6 +138,7 @@ func (*CreateSecret) command()   {}
 func (*DeleteSecret) command()   {}
 func (*IssueToken) command()     {}
 func (*RemoveExpired) command()  {}
+func (*ForgetAnswers) command()  {}
 
 // ErrTemplateGone is returned when a job's template was deleted while the job was created.
 var ErrTemplateGone = errors.New("template no longer exists")
@@ -132,6 +147,19 @@ var ErrTemplateGone = errors.New("template no longer exists")
 func (t *Tx) apply(c Command) error {
 	switch c := c.(type) {
 	case *CreateJobs:
+		if r := c.Remember; r != nil {
+			prev, err := t.answered(r.TeamID, r.Key, c.At)
+			if err != nil {
+				return err
+			}
+			if prev != nil {
+				return &AnsweredError{Answer: prev}
+			}
+			r.At = c.At
+			if err := t.putJSON(bucketAnswers, answerKey(r.TeamID, r.Key), r); err != nil {
+				return err
+			}
+		}
 		if c.Batch != nil {
 			if err := t.putJSON(bucketBatches, id(c.Batch.ID), c.Batch); err != nil {
 				return err
@@ -205,6 +233,10 @@ func (t *Tx) apply(c Command) error {
 		r, err := t.removeExpired(c.Cutoff, c.After, c.Max)
 		c.Removal = r
 		return err
+	case *ForgetAnswers:
+		next, n, err := t.forgetAnswers(c.Before, c.After, c.Max)
+		c.Next, c.Forgotten = next, n
+		return err
 	}
 	return fmt.Errorf("unknown command %T", c)
 }
@@ -215,7 +247,7 @@ var commandKinds = map[string]reflect.Type{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RemoveExpired{}} {
+		&IssueToken{}, &RemoveExpired{}, &ForgetAnswers{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 }

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -44,7 +45,7 @@ func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
 		&IssueToken{At: at(0), TeamName: "acme", NewTeamID: team, WebhookSecret: "ab", TokenHash: [32]byte{1, 2}},
 		&PutTemplate{Template: &Template{ID: tpl, TeamID: team, Type: "zip", DisplayName: "t", Status: TemplateUploaded, CreatedAt: at(0), UpdatedAt: at(0)}},
 		&CreateJobs{At: at(1), Batch: &Batch{ID: batch, TeamID: team, Total: 1, Jobs: []BatchEntry{{0, parent}}, CreatedAt: at(1)}, Jobs: jobs},
-		&CreateJobs{At: at(1), Jobs: []*Job{singleJob}},
+		&CreateJobs{At: at(1), Jobs: []*Job{singleJob}, Remember: &Answer{TeamID: team, Key: "k1", RequestHash: "h", Status: 201, Body: []byte(`{"id":"x"}`)}},
 		&ChangeJob{At: at(2), Prev: JobQueued, Job: &dispatched, Log: []string{"dispatched to node n1 (attempt 1)"}},
 		&AppendJobLog{At: at(2), JobID: single, Lines: []string{"a stale report"}},
 		&ChangeJob{At: at(3), Prev: JobRendering, Job: &finished, Log: []string{"frame 1", "finished"}, LogAt: []time.Time{at(2).Add(time.Second)}, Delivery: d},
@@ -56,6 +57,7 @@ func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
 		&CreateSecret{Secret: &Secret{ID: secret, TeamID: team, Name: "tok", Ciphertext: []byte{9, 9}, CreatedAt: at(2)}},
 		&DeleteSecret{TeamID: team, SecretID: secret},
 		&RemoveExpired{Cutoff: at(10), Max: 10},
+		&ForgetAnswers{Before: at(0), Max: 10},
 	}
 	first := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
 	second := openTestStore(t, filepath.Join(t.TempDir(), "b.db"))
@@ -75,7 +77,7 @@ func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
 			t.Fatalf("replayed command %d (%T): %v", i, replayed, err)
 		}
 	}
-	if removed := commands[len(commands)-1].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
+	if removed := commands[len(commands)-2].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
 		t.Fatalf("retention removed %d jobs, want the finished one", len(removed.Jobs))
 	}
 	a, b := storeDump(t, first), storeDump(t, second)
@@ -104,4 +106,35 @@ func storeDump(t *testing.T, s *Store) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestAnIdempotencyKeyAnswersForADay: a creation with a key answered within AnswerTTL creates
+// nothing and returns that answer; after it, the key is free, and ForgetAnswers removes it.
+func TestAnIdempotencyKeyAnswersForADay(t *testing.T) {
+	s := openTestStore(t, "")
+	ids := NewIDs()
+	team := ids.New(testNow)
+	create := func(at time.Time) error {
+		j := &Job{ID: ids.New(at), TeamID: team, State: JobQueued, Engine: "lottie", CreatedAt: at}
+		return s.Apply(&CreateJobs{At: at, Jobs: []*Job{j}, Remember: &Answer{TeamID: team, Key: "k", RequestHash: "h", Status: 201, Body: []byte("first")}})
+	}
+	if err := create(testNow); err != nil {
+		t.Fatal(err)
+	}
+	var answered *AnsweredError
+	if err := create(testNow.Add(23 * time.Hour)); !errors.As(err, &answered) || string(answered.Answer.Body) != "first" {
+		t.Fatalf("within a day: %v", err)
+	}
+	if err := create(testNow.Add(25 * time.Hour)); err != nil {
+		t.Fatalf("after a day: %v", err)
+	}
+	forget := &ForgetAnswers{Before: testNow.Add(50 * time.Hour), Max: 10}
+	if err := s.Apply(forget); err != nil || forget.Forgotten != 1 || forget.Next != nil {
+		t.Fatalf("forget: %+v, %v", forget, err)
+	}
+	var total int
+	s.View(func(tx *Tx) error { total = tx.JobCount(team, JobQueued); return nil })
+	if total != 2 {
+		t.Fatalf("%d jobs, want 2 (the retry within the day made none)", total)
+	}
 }

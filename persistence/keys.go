@@ -51,13 +51,14 @@ var (
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
 	bucketOutbox  = []byte("outbox")  // delivery id -> Delivery
 	bucketMeta    = []byte("meta")    // name -> value: facts about the store itself
+	bucketAnswers = []byte("answers") // team + sha256(idempotency key) -> Answer
 )
 
 var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
 	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
-	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta,
+	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
 }
 
 func createBuckets(tx *bolt.Tx) error {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -447,5 +450,64 @@ func TestAnswersArriveWholeWhateverTheRouteReadOfTheBody(t *testing.T) {
 			t.Fatalf("round %d: an empty error", i)
 		}
 		(&client{c: c, token: "wrong"}).fails(http.MethodPost, "/api/v2/jobs", body, http.StatusUnauthorized, "unauthorized")
+	}
+}
+
+// TestIdempotencyKeyMakesRetriesSafe: a creation sent again with its Idempotency-Key (even at
+// the same moment) gets the first answer and creates nothing more; the key with another body is
+// a 409.
+func TestIdempotencyKeyMakesRetriesSafe(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	post := func(path, key string, body any) (int, []byte, http.Header) {
+		raw, _ := json.Marshal(body)
+		req, _ := http.NewRequest(http.MethodPost, c.url+path, bytes.NewReader(raw))
+		req.Header.Set("Authorization", "Bearer "+acme.token)
+		req.Header.Set("Idempotency-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out, resp.Header
+	}
+	count := func() string {
+		_, _, h := acme.call(http.MethodGet, "/api/v2/jobs?limit=1", nil)
+		return h.Get("X-Total-Count")
+	}
+	status, first, _ := post("/api/v2/jobs", "order-1", renderJob(tplID))
+	again, second, h := post("/api/v2/jobs", "order-1", renderJob(tplID))
+	if status != http.StatusCreated || again != http.StatusCreated || !bytes.Equal(first, second) || h.Get("Idempotent-Replayed") != "true" || count() != "1" {
+		t.Fatalf("retry: %d %s, then %d %s (%v); %s jobs", status, first, again, second, h, count())
+	}
+	if status, body, _ := post("/api/v2/jobs", "order-1", renderJob(tplID, map[string]any{"type": "text", "layerName": "Title", "value": "other"})); status != http.StatusConflict {
+		t.Fatalf("the key with another body: %d %s", status, body)
+	}
+	// Sent ten times at once: one batch, one answer.
+	batch := map[string]any{"jobs": []any{renderJob(tplID), renderJob(tplID)}}
+	answers := make(chan string, 10)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, body, _ := post("/api/v2/batches", "campaign-7", batch)
+			answers <- fmt.Sprint(status, " ", string(body))
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	var seen []string
+	for a := range answers {
+		seen = append(seen, a)
+	}
+	distinct := slices.Compact(slices.Sorted(slices.Values(seen)))
+	if len(distinct) != 1 || !strings.HasPrefix(distinct[0], "201 ") || count() != "3" {
+		t.Fatalf("ten identical batches: %d different answers, %s jobs:\n%s", len(distinct), count(), strings.Join(distinct, "\n"))
+	}
+	if status, _, _ := post("/api/v2/jobs", strings.Repeat("k", 300), renderJob(tplID)); status != http.StatusBadRequest {
+		t.Fatalf("a 300-character key: %d", status)
 	}
 }

@@ -78,10 +78,6 @@ func (s *Server) createBatch(r *request) {
 		r.json(http.StatusBadRequest, answer)
 		return
 	}
-	if err := s.Coordinator.CreateBatch(batch, records); err != nil {
-		r.failCreate(err)
-		return
-	}
 	for k, recs := range tops {
 		v := s.created(recs)
 		index := batch.Jobs[k].Index
@@ -93,7 +89,23 @@ func (s *Server) createBatch(r *request) {
 	if len(answer.Errors) > 0 {
 		answer.Status = "partial"
 	}
-	r.json(http.StatusCreated, answer)
+	once, ok := r.idempotency(body)
+	if !ok {
+		return
+	}
+	// The answer is made before the write, so a key's answer is kept in the same write.
+	remember, encoded, err := once.remember(r, http.StatusCreated, answer)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if err := s.Coordinator.CreateBatch(batch, records, remember); err != nil {
+		if !once.replay(r, err) {
+			r.failCreate(err)
+		}
+		return
+	}
+	r.raw(http.StatusCreated, encoded)
 }
 
 type batchStatus struct {

@@ -165,11 +165,23 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 		return
 	}
 	records := s.records(r.team, job, ulid.ULID{}, 0, nil)
-	if err := s.Coordinator.CreateJobs(records); err != nil {
-		r.failCreate(err)
+	once, ok := r.idempotency(body)
+	if !ok {
 		return
 	}
-	r.json(http.StatusCreated, s.created(records))
+	// The answer is made before the write, so a key's answer is kept in the same write.
+	remember, answer, err := once.remember(r, http.StatusCreated, s.created(records))
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if err := s.Coordinator.CreateJobs(records, remember); err != nil {
+		if !once.replay(r, err) {
+			r.failCreate(err)
+		}
+		return
+	}
+	r.raw(http.StatusCreated, answer)
 }
 
 // failCreate answers a creation that the store refused.

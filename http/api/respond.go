@@ -68,6 +68,11 @@ func (r *request) json(status int, v any) {
 		r.log.Error("cannot encode an answer", "err", err)
 		return
 	}
+	r.raw(status, body)
+}
+
+// raw answers with JSON already encoded.
+func (r *request) raw(status int, body []byte) {
 	r.ctx.SetStatusCode(status)
 	r.ctx.SetContentType("application/json")
 	r.ctx.SetBody(body)

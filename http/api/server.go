@@ -86,8 +86,8 @@ func (c *Config) setDefaults() {
 
 // Coordinator is what the API needs of the actors.
 type Coordinator interface {
-	CreateJobs(jobs []*persistence.Job) error
-	CreateBatch(b *persistence.Batch, jobs []*persistence.Job) error
+	CreateJobs(jobs []*persistence.Job, remember *persistence.Answer) error
+	CreateBatch(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error
 	CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error)
 	CancelBatch(id ulid.ULID) (*actors.BatchCancelOutcome, error)
 	CreateTemplate(tpl *persistence.Template) error
