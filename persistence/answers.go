@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -38,18 +39,34 @@ func answerKey(team ulid.ULID, key string) []byte {
 	return append(id(team), sum[:]...)
 }
 
+// An answer is stored as the Unix nanoseconds it was made at (8 bytes), then its JSON: the sweep
+// reads the time alone, however large the answer.
+
+func (t *Tx) putAnswer(a *Answer) error {
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return err
+	}
+	value := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(raw)), uint64(a.At.UnixNano()))
+	return t.bucket(bucketAnswers).Put(answerKey(a.TeamID, a.Key), append(value, raw...))
+}
+
+func answerTime(value []byte) time.Time {
+	if len(value) < 8 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(value)))
+}
+
 // answered returns the live answer kept for a key at time at (nil when none).
 func (t *Tx) answered(team ulid.ULID, key string, at time.Time) (*Answer, error) {
 	raw := t.bucket(bucketAnswers).Get(answerKey(team, key))
-	if raw == nil {
+	if raw == nil || at.Sub(answerTime(raw)) >= AnswerTTL {
 		return nil, nil
 	}
 	a := new(Answer)
-	if err := json.Unmarshal(raw, a); err != nil {
+	if err := json.Unmarshal(raw[8:], a); err != nil {
 		return nil, fmt.Errorf("decode answer: %w", err)
-	}
-	if at.Sub(a.At) >= AnswerTTL {
-		return nil, nil
 	}
 	return a, nil
 }
@@ -71,8 +88,7 @@ func (t *Tx) forgetAnswers(before time.Time, after []byte, max int) ([]byte, int
 	for ; k != nil && seen < max; k, v = c.Next() {
 		seen++
 		last = bytes.Clone(k)
-		var a Answer
-		if json.Unmarshal(v, &a) != nil || a.At.Before(before) {
+		if answerTime(v).Before(before) {
 			old = append(old, last)
 		}
 	}

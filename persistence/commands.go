@@ -156,7 +156,7 @@ func (t *Tx) apply(c Command) error {
 				return &AnsweredError{Answer: prev}
 			}
 			r.At = c.At
-			if err := t.putJSON(bucketAnswers, answerKey(r.TeamID, r.Key), r); err != nil {
+			if err := t.putAnswer(r); err != nil {
 				return err
 			}
 		}
