@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,10 +37,30 @@ type renderNode struct {
 
 func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNode {
 	c.t.Helper()
+	return c.startNodeIn(c.t.TempDir(), id, slots, append([]string{"--id", id}, extra...)...)
+}
+
+// startNodeWithoutID starts a node given no --id (and no certificate naming one): its id is the
+// host name and the suffix kept in its data folder, written here beforehand so the test knows it.
+func (c *coordinator) startNodeWithoutID(suffix string, slots int) *renderNode {
+	c.t.Helper()
 	dir := c.t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", nodeIDFile), []byte(suffix+"\n"), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	return c.startNodeIn(dir, host+"-"+suffix, slots)
+}
+
+// startNodeIn starts a node whose files are in dir; id is what the node will call itself.
+func (c *coordinator) startNodeIn(dir, id string, slots int, extra ...string) *renderNode {
+	c.t.Helper()
 	n := &renderNode{
 		t: c.t, id: id, stderr: &lockedBuffer{},
-		args: append([]string{"node", "--join", c.gossip, "--id", id, "--slots", fmt.Sprint(slots),
+		args: append([]string{"node", "--join", c.gossip, "--slots", fmt.Sprint(slots),
 			"--bind", membershiptest.FreeAddr(c.t), "--actors-bind", membershiptest.FreeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
 			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, append(c.nodeTLS(id), extra...)...),
 		env: append(os.Environ(), envRun+"=1", envControl+"="+c.control.url, envNodeName+"="+id, envClusterKey+"="+clusterKey),
@@ -469,5 +490,24 @@ func TestClusterNodeRendersWithTheRealEngine(t *testing.T) {
 	}
 	if m := probe(t, video, ".mp4"); m.Codec != "h264" || m.Width != 150 || m.Height != 150 {
 		t.Fatalf("video %+v", m)
+	}
+}
+
+// TestClusterTwoNodesOnOneMachineWithoutIDs: two nodes of one machine started without --id take
+// the ids their data folders give them, both join, and both render.
+func TestClusterTwoNodesOnOneMachineWithoutIDs(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true, insecure: true})
+	cl := c.team("cluster")
+	a, b := c.startNodeWithoutID("aaaaaa", 1), c.startNodeWithoutID("bbbbbb", 1)
+	tplID := cl.uploadTemplate(inspection())
+	ids := cl.createJobs(tplID, 2)
+	first, second := c.control.next(t), c.control.next(t)
+	if got, want := []string{first.Node, second.Node}, []string{a.id, b.id}; !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+		t.Fatalf("renders ran on %v, want one on each of %v", got, want)
+	}
+	first.answer(finishAll(nil))
+	second.answer(finishAll(nil))
+	for _, id := range ids {
+		c.waitJob(id, "finished")
 	}
 }
