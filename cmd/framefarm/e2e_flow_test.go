@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -82,4 +83,33 @@ func TestQuickStartFlow(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(string(logs), "dispatched to node") || !strings.Contains(string(logs), "test renderer") {
 		t.Fatalf("logs %d:\n%s", status, logs)
 	}
+}
+
+// TestMadeUpMethodsDoNotGrowTheMetrics: requests with made-up methods, from anyone, are counted
+// under one method label, so they cannot add series to /metrics one by one.
+func TestMadeUpMethodsDoNotGrowTheMetrics(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	for i := range 20 {
+		req, _ := http.NewRequest(fmt.Sprintf("BREW%d", i), c.url+"/api/v2/jobs", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	_, metrics := get(t, c.url+"/metrics")
+	if strings.Contains(string(metrics), `method="BREW`) || !strings.Contains(string(metrics), `method="OTHER"`) {
+		t.Fatalf("made-up methods in the metrics:\n%s", grepLines(string(metrics), "framefarm_http_request_duration_seconds_count"))
+	}
+}
+
+// grepLines keeps the lines holding text.
+func grepLines(s, text string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, text) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
