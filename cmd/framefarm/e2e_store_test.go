@@ -199,6 +199,15 @@ func TestOutputURLFromCreationServesTheOutput(t *testing.T) {
 	if status != http.StatusOK || json.Unmarshal(out, &rendered) != nil || rendered.Attempt != 2 {
 		t.Fatalf("the creation's outputUrl: %d %s, want attempt 2's output", status, out)
 	}
+	// Served as a download a browser will not sniff.
+	resp, err := http.Get(cr.OutputURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("X-Content-Type-Options") != "nosniff" || !strings.HasPrefix(resp.Header.Get("Content-Disposition"), `attachment; filename="`+cr.ID) {
+		t.Fatalf("output headers %v", resp.Header)
+	}
 	// The job's own outputUrl names the same file (its signature's expiry may differ).
 	if j := acme.job(cr.ID); strings.Split(j.OutputURL, "?")[0] != strings.Split(cr.OutputURL, "?")[0] {
 		t.Fatalf("the job's outputUrl %s names another file than the creation's %s", j.OutputURL, cr.OutputURL)

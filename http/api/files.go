@@ -69,6 +69,10 @@ func (s *Server) getFile(r *request) {
 	ctx := r.ctx
 	ctx.Response.Header.Set("Accept-Ranges", "bytes")
 	ctx.SetContentType(renderer.ContentType(path.Ext(key)))
+	// Files hold what teams uploaded and renders made: a browser saves them, never runs them as a
+	// page of this origin (a player in a page still plays them).
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="`+path.Base(key)+`"`)
 	start, end := 0, size-1
 	if rng := ctx.Request.Header.Peek("Range"); len(rng) > 0 && size > 0 {
 		start, end, err = fasthttp.ParseByteRange(rng, size)
