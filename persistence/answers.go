@@ -76,12 +76,7 @@ func (t *Tx) answered(team ulid.ULID, key string, at time.Time) (*Answer, error)
 func (t *Tx) forgetAnswers(before time.Time, after []byte, max int) ([]byte, int, error) {
 	b := t.bucket(bucketAnswers)
 	c := b.Cursor()
-	k, v := c.First()
-	if after != nil {
-		if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-			k, v = c.Next()
-		}
-	}
+	k, v := firstAfter(c, after)
 	var old [][]byte
 	var last []byte
 	seen := 0

@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -131,6 +132,18 @@ func (t *Tx) scanPrefix(bucket, prefix []byte, fn func(k, v []byte) bool) {
 			return
 		}
 	}
+}
+
+// firstAfter places c on the first key after after (the first key of all when after is nil): where
+// a walk in steps goes on from the last key of the step before.
+func firstAfter(c *bolt.Cursor, after []byte) (k, v []byte) {
+	if after == nil {
+		return c.First()
+	}
+	if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+		return c.Next()
+	}
+	return k, v
 }
 
 func hasPrefix(k, prefix []byte) bool {

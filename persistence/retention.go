@@ -48,12 +48,7 @@ func (t *Tx) removeExpired(cutoff time.Time, after []byte, max int) (Removal, er
 	limit := binary.BigEndian.AppendUint64(nil, uint64(cutoff.UnixMilli()))
 	var candidates [][]byte
 	c := t.bucket(bucketJobsByEnd).Cursor()
-	k, _ := c.First()
-	if after != nil {
-		if k, _ = c.Seek(after); k != nil && bytes.Equal(k, after) {
-			k, _ = c.Next()
-		}
-	}
+	k, _ := firstAfter(c, after)
 	for ; k != nil && bytes.Compare(k[:8], limit) < 0 && len(candidates) < max; k, _ = c.Next() {
 		candidates = append(candidates, bytes.Clone(k))
 	}

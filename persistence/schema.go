@@ -103,13 +103,7 @@ func upgradeTo2(db *bolt.DB) error {
 			}
 			var steps []step
 			c := btx.Bucket(bucketJobsByTeamState).Cursor()
-			k, _ := c.First()
-			if after != nil {
-				k, _ = c.Seek(after)
-				if k != nil && bytes.Equal(k, after) {
-					k, _ = c.Next()
-				}
-			}
+			k, _ := firstAfter(c, after)
 			var last []byte
 			for ; k != nil && len(steps) < migrationChunk; k, _ = c.Next() {
 				steps = append(steps, step{team: ulidAt(k), state: JobState(k[16]), job: ulidAt(k[17:])})
