@@ -89,23 +89,9 @@ func (s *Server) createBatch(r *request) {
 	if len(answer.Errors) > 0 {
 		answer.Status = "partial"
 	}
-	once, ok := r.idempotency(body)
-	if !ok {
-		return
-	}
-	// The answer is made before the write, so a key's answer is kept in the same write.
-	remember, encoded, err := once.remember(r, http.StatusCreated, answer)
-	if err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	if err := s.Coordinator.CreateBatch(batch, records, remember); err != nil {
-		if !once.replay(r, err) {
-			r.failCreate(err)
-		}
-		return
-	}
-	r.raw(http.StatusCreated, encoded)
+	r.createOnce(body, http.StatusCreated, answer, func(remember *persistence.Answer) error {
+		return s.Coordinator.CreateBatch(batch, records, remember)
+	})
 }
 
 type batchStatus struct {

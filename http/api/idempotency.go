@@ -43,13 +43,31 @@ func (r *request) idempotency(body []byte) (*idempotent, bool) {
 	return &idempotent{key: string(raw), requestHash: hex.EncodeToString(h.Sum(nil))}, true
 }
 
-// remember is the answer to keep with the creation (nil without a key).
-func (i *idempotent) remember(r *request, status int, v any) (*persistence.Answer, []byte, error) {
-	body, err := marshal(v)
-	if err != nil || i == nil {
-		return nil, body, err
+// createOnce answers a creation with status and answer, after create stores its records. With an
+// Idempotency-Key, the answer is encoded before the write and kept in the same write (create
+// receives it); a key answered within a day gets that answer again for the same request, or a
+// 409 for another one.
+func (r *request) createOnce(body []byte, status int, answer any, create func(remember *persistence.Answer) error) {
+	once, ok := r.idempotency(body)
+	if !ok {
+		return
 	}
-	return &persistence.Answer{TeamID: r.team, Key: i.key, RequestHash: i.requestHash, Status: status, Body: body}, body, nil
+	encoded, err := marshal(answer)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	var remember *persistence.Answer
+	if once != nil {
+		remember = &persistence.Answer{TeamID: r.team, Key: once.key, RequestHash: once.requestHash, Status: status, Body: encoded}
+	}
+	if err := create(remember); err != nil {
+		if !once.replay(r, err) {
+			r.failCreate(err)
+		}
+		return
+	}
+	r.raw(status, encoded)
 }
 
 // replay answers a request whose key was answered within a day: that answer again for the same

@@ -165,23 +165,9 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 		return
 	}
 	records := s.records(r.team, job, ulid.ULID{}, 0, nil)
-	once, ok := r.idempotency(body)
-	if !ok {
-		return
-	}
-	// The answer is made before the write, so a key's answer is kept in the same write.
-	remember, answer, err := once.remember(r, http.StatusCreated, s.created(records))
-	if err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	if err := s.Coordinator.CreateJobs(records, remember); err != nil {
-		if !once.replay(r, err) {
-			r.failCreate(err)
-		}
-		return
-	}
-	r.raw(http.StatusCreated, answer)
+	r.createOnce(body, http.StatusCreated, s.created(records), func(remember *persistence.Answer) error {
+		return s.Coordinator.CreateJobs(records, remember)
+	})
 }
 
 // failCreate answers a creation that the store refused.
