@@ -40,14 +40,20 @@ func (s *scheduler) recount() map[string]Capacity {
 	return capacity
 }
 
+// newTestScheduler is a scheduler of a coordinator with nothing but a fake clock and an actor
+// system: what the scheduler's own rules need.
+func newTestScheduler() *scheduler {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
+	return newScheduler(c)
+}
+
 // TestSchedulerKeepsItsCapacity: through a random run of every event the scheduler takes, the
 // capacity it keeps as it goes equals the capacity walked from scratch.
 func TestSchedulerKeepsItsCapacity(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
+	s := newTestScheduler()
 	// No job actor exists here, so the slot of every offer comes back at once.
-	c.jobs = newRegistry(system, func(ulid.ULID) (func(*registryEntry) actor.Actor, error) { return nil, errors.New("no such job") })
-	s := newScheduler(c)
+	s.c.jobs = newRegistry(s.c.system, func(ulid.ULID) (func(*registryEntry) actor.Actor, error) { return nil, errors.New("no such job") })
 	rng := rand.New(rand.NewPCG(1, 2))
 	engines := []string{"lottie", "ae2026", "ffmpeg"}
 	var jobs []ulid.ULID
@@ -102,8 +108,6 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 // BenchmarkQueuedJobMemory: the heap one queued job costs the coordinator (the scheduler's entry,
 // its index and its heap slot; a queued job has no actor), measured over 100,000 jobs of 10 teams.
 func BenchmarkQueuedJobMemory(b *testing.B) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
 	const jobs = 100_000
 	entries := make([]persistence.QueueEntry, jobs)
 	for i := range entries {
@@ -111,7 +115,7 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 	}
 	var perJob float64
 	for b.Loop() {
-		s := newScheduler(c)
+		s := newTestScheduler()
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -129,9 +133,7 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 // TestQueuesGroupTagSetsWhateverTheirOrder: jobs whose tags differ only in order or repeats wait
 // in one queue.
 func TestQueuesGroupTagSetsWhateverTheirOrder(t *testing.T) {
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
-	s := newScheduler(c)
+	s := newTestScheduler()
 	for _, tags := range [][]string{{"b", "a", "a"}, {"a", "b"}, {"b", "a"}} {
 		s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), Engine: "lottie", Tags: tags})
 	}
