@@ -110,6 +110,8 @@ type Observer interface {
 	JobProgressSaved(jobID ulid.ULID, percent float64)
 	// TemplateStatusChanged reports a durable template status.
 	TemplateStatusChanged(templateID ulid.ULID, status persistence.TemplateStatus)
+	// TemplateReinspected reports an uploaded template read again by a newer inspector, durably.
+	TemplateReinspected(templateID ulid.ULID)
 	RenderFinished(engine string, d time.Duration)
 	// StaleReport reports a node's report rejected because its attempt is no longer current
 	// (what is "progress", "done" or "failure").

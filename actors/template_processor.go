@@ -58,6 +58,8 @@ type (
 		generation int
 		inspection *renderer.Inspection
 		err        error
+		// refresh marks a new inspection of an uploaded template by a newer inspector.
+		refresh bool
 	}
 	templateWritten struct {
 		err  error
@@ -90,8 +92,10 @@ func (p *templateProcessor) Receive(ctx actor.Context) {
 	}
 }
 
-// resume restarts what a previous process left unfinished: downloads and inspections.
+// resume restarts what a previous process left unfinished, downloads and inspections, and
+// inspects again, one at a time, uploaded templates an older inspector read.
 func (p *templateProcessor) resume(ctx actor.Context) {
+	var stale []*persistence.Template
 	err := p.c.Store.View(func(tx *persistence.Tx) error {
 		return tx.AllTemplates(func(tpl *persistence.Template) error {
 			switch tpl.Status {
@@ -99,6 +103,10 @@ func (p *templateProcessor) resume(ctx actor.Context) {
 				p.startDownload(ctx, tpl)
 			case persistence.TemplateProcessing:
 				p.startInspection(ctx, tpl)
+			case persistence.TemplateUploaded:
+				if tpl.File != nil && tpl.Inspection != nil && tpl.Inspection.Version < renderer.InspectionVersion {
+					stale = append(stale, tpl)
+				}
 			}
 			return nil
 		})
@@ -106,6 +114,28 @@ func (p *templateProcessor) resume(ctx actor.Context) {
 	if err != nil {
 		p.c.log.Error("cannot resume template processing", "err", err)
 	}
+	p.refresh(ctx, stale)
+}
+
+// refresh inspects templates again in one goroutine; a template uploaded anew meanwhile moves
+// to a newer generation, and its refresh is discarded.
+func (p *templateProcessor) refresh(ctx actor.Context, templates []*persistence.Template) {
+	if len(templates) == 0 {
+		return
+	}
+	work := make([]*inspectionDone, len(templates))
+	contexts := make([]context.Context, len(templates))
+	for i, tpl := range templates {
+		workCtx, gen := p.nextGeneration(tpl.ID)
+		work[i], contexts[i] = &inspectionDone{teamID: tpl.TeamID, id: tpl.ID, generation: gen, refresh: true}, workCtx
+	}
+	self := ctx.Self()
+	go func() {
+		for i, done := range work {
+			done.inspection, done.err = p.inspect(contexts[i], templates[i].Type, templates[i].File.Key)
+			p.c.system.Root.Send(self, done)
+		}
+	}()
 }
 
 func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID) {
@@ -341,6 +371,10 @@ func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone)
 	if !p.current(m.id, m.generation) {
 		return
 	}
+	if m.refresh {
+		p.refreshDone(ctx, m)
+		return
+	}
 	ev, edit := EventInspected, func(tpl *persistence.Template) { tpl.Inspection = m.inspection }
 	if m.err != nil {
 		ev, edit = EventInspectionFailed, func(tpl *persistence.Template) { tpl.Error = m.err.Error() }
@@ -349,6 +383,27 @@ func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone)
 		if err != nil {
 			p.c.log.Warn("template inspection result not recorded", "template", m.id.String(), "err", err)
 		}
+	})
+}
+
+// refreshDone keeps a newer inspection of an uploaded template; when the newer inspector cannot
+// read the file, the template keeps what the older one found.
+func (p *templateProcessor) refreshDone(ctx actor.Context, m *inspectionDone) {
+	if m.err != nil {
+		p.c.log.Warn("template not inspected again; it keeps its previous inspection", "template", m.id.String(), "err", m.err)
+		return
+	}
+	tpl, err := p.load(m.teamID, m.id)
+	if err != nil || tpl.Status != persistence.TemplateUploaded {
+		return
+	}
+	tpl.Inspection = m.inspection
+	p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) {
+		if err != nil {
+			p.c.log.Warn("template inspection not refreshed", "template", m.id.String(), "err", err)
+			return
+		}
+		p.c.Observer.TemplateReinspected(m.id)
 	})
 }
 

@@ -12,8 +12,14 @@ const (
 	TemplateMogrt = "mogrt"
 )
 
+// InspectionVersion is the version of what inspection reads from a file. Templates inspected by
+// an older version are inspected again at start, so what later versions add (ids, times, nesting)
+// is known for every template.
+const InspectionVersion = 2
+
 // Inspection is what a template file contains, as far as jobs need to know.
 type Inspection struct {
+	Version      int           `json:"version,omitempty"`
 	Compositions []Composition `json:"compositions"`
 	Mogrt        *Mogrt        `json:"mogrt,omitempty"`
 	// Engines are the engines able to render this template, preferred first.
@@ -24,12 +30,17 @@ type Inspection struct {
 
 // Composition is one renderable composition of a template.
 type Composition struct {
+	// ID is the composition's id in the file: the After Effects item id; for Lottie, 1 for the
+	// root animation and 2, 3, ... for its precomp assets in order.
+	ID       int     `json:"id,omitempty"`
 	Name     string  `json:"name"`
 	Width    int     `json:"width"`
 	Height   int     `json:"height"`
 	FPS      float64 `json:"fps"`
 	Duration float64 `json:"duration"`
 	Layers   []Layer `json:"layers"`
+	// Data is what else the file says about the composition (a Lottie precomp's asset id).
+	Data map[string]any `json:"data,omitempty"`
 }
 
 // Layer is one layer of a composition, in timeline order.
@@ -38,6 +49,30 @@ type Layer struct {
 	Name  string `json:"name"`
 	Type  string `json:"type"`
 	Text  string `json:"text,omitempty"`
+	// ID is the layer's id in the file: After Effects' layer id, Lottie's ind.
+	ID int `json:"id,omitempty"`
+	// ParentID is the id of the layer this one is parented to.
+	ParentID *int `json:"parentId,omitempty"`
+	// SourceCompID is the id of the composition a precomp layer shows.
+	SourceCompID *int `json:"sourceCompId,omitempty"`
+	// SourceType is what the layer shows: composition, solid, image, video, audio, footage.
+	SourceType string `json:"sourceType,omitempty"`
+	// Times in seconds, in the composition's time.
+	StartTime float64 `json:"startTime"`
+	InPoint   float64 `json:"inPoint"`
+	OutPoint  float64 `json:"outPoint"`
+	// Bounds are the layer's box in its composition at time 0, when the file says enough.
+	Bounds *Bounds `json:"bounds,omitempty"`
+	// Data is what else the parser knows, such as the layer's switches.
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// Bounds is an axis-aligned box in composition pixels.
+type Bounds struct {
+	Left   float64 `json:"left"`
+	Top    float64 `json:"top"`
+	Width  float64 `json:"width"`
+	Height float64 `json:"height"`
 }
 
 // Mogrt is the metadata of a motion graphics template.

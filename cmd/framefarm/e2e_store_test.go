@@ -70,6 +70,13 @@ func TestUpgradeOpensTheFolderOfThePreviousRelease(t *testing.T) {
 	if tpl.Status != "uploaded" || !slices.Equal(tpl.Compositions, []string{"Name"}) {
 		t.Fatalf("template %+v", tpl)
 	}
+	// The template, inspected before layers had ids and times, is read again at start.
+	c.waitFor("template", fixtureTemplate, "reinspected")
+	var layers []cliLayer
+	fixture.must(http.MethodGet, "/api/v3/templates/"+fixtureTemplate+"/layers", nil, http.StatusOK, &layers)
+	if len(layers) != 1 || layers[0].Name != "NAME" || layers[0].OutPoint == 0 || layers[0].CompositionID != 1 {
+		t.Fatalf("layers after the upgrade %+v", layers)
+	}
 	var batch struct {
 		Jobs []struct{ Status string } `json:"jobs"`
 	}

@@ -121,6 +121,11 @@ func (s *signalObserver) TemplateStatusChanged(id ulid.ULID, status persistence.
 	fmt.Fprintf(os.Stdout, "ffsignal template %s %s\n", id, status)
 }
 
+func (s *signalObserver) TemplateReinspected(id ulid.ULID) {
+	s.Observer.TemplateReinspected(id)
+	fmt.Fprintf(os.Stdout, "ffsignal template %s reinspected\n", id)
+}
+
 func (s *signalObserver) JobProgressSaved(jobID ulid.ULID, percent float64) {
 	s.Observer.JobProgressSaved(jobID, percent)
 	s.mu.Lock()

@@ -147,6 +147,7 @@ func New(cfg Config, deps Deps) *Server {
 	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New()}
 	s.limiter = newRateLimiter(cfg.RateLimit, float64(cfg.RateBurst), deps.Clock)
 	s.routesV2()
+	s.routesV3()
 	s.http = &fasthttp.Server{
 		Handler:                      s.router.Handler,
 		Name:                         "framefarm",

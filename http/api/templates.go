@@ -89,7 +89,8 @@ func (s *Server) getTemplate(r *request) {
 	}
 }
 
-func (s *Server) listTemplates(r *request) {
+// teamTemplates loads the team's templates, or answers why it cannot.
+func (s *Server) teamTemplates(r *request) ([]*persistence.Template, bool) {
 	var all []*persistence.Template
 	err := s.Store.View(func(tx *persistence.Tx) (err error) {
 		all, err = tx.Templates(r.team)
@@ -97,13 +98,19 @@ func (s *Server) listTemplates(r *request) {
 	})
 	if err != nil {
 		r.failErr(err, nil)
-		return
+		return nil, false
 	}
-	out := make([]*templateView, len(all))
-	for i, tpl := range all {
-		out[i] = s.templateView(tpl)
+	return all, true
+}
+
+func (s *Server) listTemplates(r *request) {
+	if all, ok := s.teamTemplates(r); ok {
+		out := make([]*templateView, len(all))
+		for i, tpl := range all {
+			out[i] = s.templateView(tpl)
+		}
+		r.json(http.StatusOK, out)
 	}
-	r.json(http.StatusOK, out)
 }
 
 func (s *Server) renameTemplate(r *request) {

@@ -189,16 +189,26 @@ func (s *Server) signedURL(method, key string, ttl time.Duration) string {
 	return s.URLs.URL(method, key, expires)
 }
 
+// templateMeta is what both versions of the API say about every template.
+type templateMeta struct {
+	ID          string    `json:"id"`
+	Type        string    `json:"type"`
+	DisplayName string    `json:"displayName"`
+	Status      string    `json:"status"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+}
+
+func templateMetaOf(t *persistence.Template) templateMeta {
+	return templateMeta{ID: t.ID.String(), Type: t.Type, DisplayName: t.DisplayName, Status: string(t.Status),
+		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()}
+}
+
 // templateView is the Template object of the v2 API.
 type templateView struct {
-	ID           string    `json:"id"`
-	Type         string    `json:"type"`
-	DisplayName  string    `json:"displayName"`
-	Status       string    `json:"status"`
-	CreatedAt    time.Time `json:"createdAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
-	Compositions []string  `json:"compositions"`
-	Layers       []string  `json:"layers"`
+	templateMeta
+	Compositions []string `json:"compositions"`
+	Layers       []string `json:"layers"`
 	// Mogrt is left out of templates that are not mogrt (the official interface omits it).
 	Mogrt      *renderer.Mogrt `json:"mogrt,omitempty"`
 	Error      *string         `json:"error"`
@@ -218,8 +228,7 @@ type uploadInfo struct {
 
 func (s *Server) templateView(t *persistence.Template) *templateView {
 	v := &templateView{
-		ID: t.ID.String(), Type: t.Type, DisplayName: t.DisplayName, Status: string(t.Status),
-		CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC(), Error: optionalString(t.Error),
+		templateMeta: templateMetaOf(t), Error: optionalString(t.Error),
 		Compositions: []string{}, Layers: []string{}, Engines: []string{}, Src: t.Src,
 	}
 	if in := t.Inspection; in != nil {

@@ -33,6 +33,7 @@ type Metrics struct {
 	staleReports   prometheus.Counter
 	requeues       prometheus.Counter
 	templates      *prometheus.CounterVec
+	reinspections  prometheus.Counter
 	passivations   prometheus.Counter
 	removed        *prometheus.CounterVec
 	nodes          *prometheus.GaugeVec
@@ -91,6 +92,9 @@ func New() *Metrics {
 		templates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framefarm_template_transitions_total", Help: "Templates that reached a status.",
 		}, []string{"status"}),
+		reinspections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framefarm_template_reinspections_total", Help: "Uploaded templates read again at start by a newer inspector.",
+		}),
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "framefarm_nodes", Help: "Render nodes by state.",
 		}, []string{"state"}),
@@ -109,7 +113,7 @@ func New() *Metrics {
 		}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
-		m.commitWrites, m.staleReports, m.requeues, m.templates, m.passivations, m.removed,
+		m.commitWrites, m.staleReports, m.requeues, m.templates, m.reinspections, m.passivations, m.removed,
 		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
@@ -170,6 +174,8 @@ func (m *Metrics) JobProgressSaved(ulid.ULID, float64) {}
 func (m *Metrics) TemplateStatusChanged(_ ulid.ULID, status persistence.TemplateStatus) {
 	m.templates.WithLabelValues(string(status)).Inc()
 }
+
+func (m *Metrics) TemplateReinspected(ulid.ULID) { m.reinspections.Inc() }
 
 func (m *Metrics) RenderFinished(engine string, d time.Duration) {
 	m.renderDuration.WithLabelValues(engine).Observe(d.Seconds())

@@ -89,12 +89,13 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 	if ra.Type == renderer.AssetData && present["value"] == present["expression"] {
 		c.add(CodeValidation, path, "a data asset needs exactly one of value and expression")
 	}
-	assetComp := c.assetComposition(tpl, comp, a.Composition, at(path, "composition"))
+	scope := c.scope(tpl, comp, a.Composition, at(path, "composition"))
 	if ra.LayerName != nil {
 		a.LayerName = c.str(ra.LayerName, at(path, "layerName"))
-		if l := c.layer(assetComp, a.LayerName, at(path, "layerName")); l != nil && job.Engine == renderer.EngineLottie {
-			if want := lottie.LayerTypeFor(a.Type); want != "" && l.Type != want {
+		for _, l := range c.layers(scope, a.LayerName, at(path, "layerName")) {
+			if want := lottie.LayerTypeFor(a.Type); job.Engine == renderer.EngineLottie && want != "" && l.Type != want {
 				c.add(CodeValidation, at(path, "layerName"), "layer %q is a %s layer; the lottie engine puts %s assets in %s layers", l.Name, l.Type, a.Type, want)
+				break
 			}
 		}
 	}
@@ -105,7 +106,7 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 	a.Name = c.str(ra.Name, at(path, "name"))
 	switch ra.Type {
 	case renderer.AssetFunction:
-		c.function(job, a, ra.Params, assetComp, path)
+		c.function(job, a, ra.Params, scope, path)
 		return
 	case renderer.AssetScript:
 		a.Params = c.params(ra.Params, at(path, "params"))
@@ -139,32 +140,52 @@ func (c *checker) str(s *string, path string) string {
 	return *s
 }
 
-// assetComposition is where an asset's layer is looked up: its own composition, or the job's.
-func (c *checker) assetComposition(tpl *persistence.Template, jobComp *renderer.Composition, name, path string) *renderer.Composition {
-	if name == "" || tpl == nil || tpl.Inspection == nil {
-		return jobComp
-	}
-	comp := tpl.Inspection.Composition(name)
-	if comp == nil {
-		c.add(CodeCompositionNotFound, path, "no composition named %q in template %s", name, tpl.ID)
-	}
-	return comp
+// assetScope is where an asset's layers are looked for: compositions of an inspected template.
+type assetScope struct {
+	in           *renderer.Inspection
+	compositions []string
 }
 
-// layer checks a layer name against the composition, when it is known, and returns the layer.
-func (c *checker) layer(comp *renderer.Composition, name, path string) *renderer.Layer {
+// scope resolves an asset's composition (its own, or else the job's and those nested in it);
+// nil when the template's compositions are not known.
+func (c *checker) scope(tpl *persistence.Template, jobComp *renderer.Composition, composition, path string) *assetScope {
+	if tpl == nil || tpl.Inspection == nil || composition == "" && jobComp == nil {
+		return nil
+	}
+	rendered := ""
+	if jobComp != nil {
+		rendered = jobComp.Name
+	}
+	names, err := renderer.Scope(tpl.Inspection, rendered, composition)
+	if err != nil {
+		c.add(CodeCompositionNotFound, path, "%s in template %s; it has %s", err, tpl.ID, quoteList(tpl.Inspection.CompositionNames()))
+		return nil
+	}
+	return &assetScope{in: tpl.Inspection, compositions: names}
+}
+
+// layers checks a layer name against the asset's scope, when it is known, and returns every
+// layer of that name there.
+func (c *checker) layers(scope *assetScope, name, path string) []renderer.Layer {
 	if name == "" {
 		c.add(CodeValidation, path, "must not be empty")
 		return nil
 	}
-	if comp == nil {
+	if scope == nil {
 		return nil
 	}
-	l := comp.Layer(name)
-	if l == nil {
-		c.add(CodeLayerNotFound, path, "no layer named %q in composition %q", name, comp.Name)
+	var found []renderer.Layer
+	for _, comp := range scope.compositions {
+		for _, l := range scope.in.Composition(comp).Layers {
+			if l.Name == name {
+				found = append(found, l)
+			}
+		}
 	}
-	return l
+	if len(found) == 0 {
+		c.add(CodeLayerNotFound, path, "no layer named %q in the compositions searched: %s", name, quoteList(scope.compositions))
+	}
+	return found
 }
 
 func (c *checker) value(ra *rawAsset, path string) json.RawMessage {
@@ -206,7 +227,7 @@ func (c *checker) params(raw json.RawMessage, path string) json.RawMessage {
 
 // function checks a function asset; an array params.layerName becomes one asset per layer, in
 // place, keeping the order of the assets.
-func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp *renderer.Composition, path string) {
+func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, scope *assetScope, path string) {
 	a.Params = c.params(raw, at(path, "params"))
 	var params map[string]json.RawMessage
 	json.Unmarshal(a.Params, &params)
@@ -226,7 +247,7 @@ func (c *checker) function(job *Job, a renderer.Asset, raw json.RawMessage, comp
 	if names != nil {
 		calls = calls[:0]
 		for i, name := range names {
-			c.layer(comp, name, fmt.Sprintf("%s[%d]", at(path, "params.layerName"), i))
+			c.layers(scope, name, fmt.Sprintf("%s[%d]", at(path, "params.layerName"), i))
 			params["layerName"], _ = json.Marshal(name)
 			expanded := a
 			expanded.Params, _ = json.Marshal(params)

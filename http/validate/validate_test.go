@@ -33,7 +33,20 @@ const (
 	aeID     = "01JA0000000000000000000002"
 	mogrtID  = "01JA0000000000000000000003"
 	brokenID = "01JA0000000000000000000004"
+	nestedID = "01JA0000000000000000000005"
 )
+
+// nestedComps: the text layer Title sits two compositions deep, Main -> Scene -> Card; Other
+// is not nested in Main.
+func nestedComps() []renderer.Composition {
+	id := func(n int) *int { return &n }
+	return []renderer.Composition{
+		{ID: 1, Name: "Main", Layers: []renderer.Layer{{Name: "Scene", Type: "precomp", SourceCompID: id(2)}}},
+		{ID: 2, Name: "Scene", Layers: []renderer.Layer{{Name: "Card", Type: "precomp", SourceCompID: id(3)}}},
+		{ID: 3, Name: "Card", Layers: []renderer.Layer{{Name: "Title", Type: "text"}}},
+		{ID: 4, Name: "Other", Layers: []renderer.Layer{{Name: "Title", Type: "text"}, {Name: "Logo", Type: "image"}}},
+	}
+}
 
 func testCatalog() memoryCatalog {
 	comps := []renderer.Composition{
@@ -51,6 +64,8 @@ func testCatalog() memoryCatalog {
 			mogrtID: tpl(mogrtID, []string{"ae2026"}, &renderer.Mogrt{Composition: "end", Controls: []renderer.MogrtControl{
 				{ID: "c1", Name: "Headline", Type: "text"}}}),
 			brokenID: {ID: ulid.MustParse(brokenID), Status: persistence.TemplateError, Error: "bad file"},
+			nestedID: {ID: ulid.MustParse(nestedID), Status: persistence.TemplateUploaded,
+				Inspection: &renderer.Inspection{Compositions: nestedComps(), Engines: []string{"lottie"}}},
 		},
 		fonts:   []string{"Brand.ttf"},
 		secrets: []string{"KEY"},
@@ -288,5 +303,35 @@ func TestLottieAcceptsWhatItRenders(t *testing.T) {
 		{"type": "job", "layerName": "Photo", "template": {"id": "`+lottieID+`", "composition": "end"}, "assets": [{"type": "text", "layerName": "Credits", "value": "x"}]}]}`)
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLayersAreFoundWhereNexrenderUsersPutThem: nested compositions, "*", and paths.
+func TestLayersAreFoundWhereNexrenderUsersPutThem(t *testing.T) {
+	job := func(asset string) string {
+		return `{"template": {"id": "` + nestedID + `", "composition": "Main"}, "assets": [` + asset + `]}`
+	}
+	for _, ok := range []string{
+		`{"type": "text", "layerName": "Title", "value": "x"}`,
+		`{"type": "text", "layerName": "Title", "composition": "*", "value": "x"}`,
+		`{"type": "text", "layerName": "Title", "composition": "Main->Scene->Card", "value": "x"}`,
+		`{"type": "text", "layerName": "Title", "composition": "Scene->Card", "value": "x"}`,
+		`{"type": "function", "name": "nx:layer-state-set", "params": {"layerName": "Title", "enabled": false}}`,
+	} {
+		if _, err := parse(t, job(ok)); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, tc := range []struct{ asset, code, field, says string }{
+		{`{"type": "text", "layerName": "Nobody", "value": "x"}`, CodeLayerNotFound, "assets[0].layerName", `"Main", "Scene", "Card"`},
+		{`{"type": "image", "layerName": "Logo", "src": "https://cdn.example.com/a.png"}`, CodeLayerNotFound, "assets[0].layerName", `"Main", "Scene", "Card"`},
+		{`{"type": "text", "layerName": "Title", "composition": "Main->Other", "value": "x"}`, CodeCompositionNotFound, "assets[0].composition", `"Other"`},
+		{`{"type": "text", "layerName": "Title", "composition": "Gone", "value": "x"}`, CodeCompositionNotFound, "assets[0].composition", `"Gone"`},
+		{`{"type": "image", "layerName": "Title", "composition": "*", "src": "https://cdn.example.com/a.png"}`, CodeValidation, "assets[0].layerName", "text layer"},
+	} {
+		_, err := parse(t, job(tc.asset))
+		if err == nil || err.Code != tc.code || err.Details[0].Field != tc.field || !strings.Contains(err.Message, tc.says) {
+			t.Errorf("%s: %+v, want %s at %s saying %s", tc.asset, err, tc.code, tc.field, tc.says)
+		}
 	}
 }

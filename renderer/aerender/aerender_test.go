@@ -99,7 +99,7 @@ func TestRendersAVideoThroughAerender(t *testing.T) {
 		t.Fatalf("aerender flags %v", flags)
 	}
 	photo := filepath.Join(task.WorkDir, "project", "framefarm-assets", "1-photo.jpg")
-	for _, want := range []string{`framefarm.text("main", "Title", "Hello");`, `framefarm.footage("main", "Photo", ` + js(photo) + `);`} {
+	for _, want := range []string{`framefarm.text({"rendered":"main","composition":""}, "Title", "Hello");`, `framefarm.footage({"rendered":"main","composition":""}, "Photo", ` + js(photo) + `);`} {
 		if !strings.Contains(script, want) {
 			t.Fatalf("the script lacks %s", want)
 		}

@@ -20,22 +20,72 @@ var framefarm = (function () {
         fail("no composition named \"" + name + "\"");
     }
 
-    function findLayers(compName, layerName) {
-        var comp = findComp(compName);
-        var found = [];
-        for (var i = 1; i <= comp.numLayers; i++) {
-            if (comp.layer(i).name === layerName) {
-                found.push(comp.layer(i));
+    // scopeComps lists the compositions where an asset finds its layer, by nexrender's
+    // conventions. scope.rendered is the job's composition, scope.composition the asset's: none
+    // is the rendered one and every composition nested in it; "*" is every composition;
+    // "A->B->C" is C as used in B as used in A; any other name is that composition.
+    function scopeComps(scope) {
+        var where = scope.composition, out = [], i, j;
+        if (where === "*") {
+            for (i = 1; i <= app.project.numItems; i++) {
+                if (app.project.item(i) instanceof CompItem) {
+                    out.push(app.project.item(i));
+                }
+            }
+            return out;
+        }
+        if (!where) {
+            var seen = {};
+            out.push(findComp(scope.rendered));
+            seen[out[0].id] = true;
+            for (i = 0; i < out.length; i++) {
+                for (j = 1; j <= out[i].numLayers; j++) {
+                    var source = out[i].layer(j).source;
+                    if (source instanceof CompItem && !seen[source.id]) {
+                        seen[source.id] = true;
+                        out.push(source);
+                    }
+                }
+            }
+            return out;
+        }
+        var parts = where.split("->");
+        var at = findComp(parts[0]);
+        for (i = 1; i < parts.length; i++) {
+            var next = null;
+            for (j = 1; j <= at.numLayers && !next; j++) {
+                var layer = at.layer(j);
+                if (layer.source instanceof CompItem && (layer.name === parts[i] || layer.source.name === parts[i])) {
+                    next = layer.source;
+                }
+            }
+            if (!next) {
+                fail("composition \"" + at.name + "\" has no precomp layer or nested composition named \"" + parts[i] + "\" (in \"" + where + "\")");
+            }
+            at = next;
+        }
+        return [at];
+    }
+
+    // findLayers returns every layer of that name in the asset's scope.
+    function findLayers(scope, layerName) {
+        var comps = scopeComps(scope), found = [], names = [];
+        for (var c = 0; c < comps.length; c++) {
+            names.push("\"" + comps[c].name + "\"");
+            for (var i = 1; i <= comps[c].numLayers; i++) {
+                if (comps[c].layer(i).name === layerName) {
+                    found.push(comps[c].layer(i));
+                }
             }
         }
         if (found.length === 0) {
-            fail("no layer named \"" + layerName + "\" in composition \"" + compName + "\"");
+            fail("no layer named \"" + layerName + "\" in the compositions searched: " + names.join(", "));
         }
         return found;
     }
 
-    function eachLayer(compName, layerName, apply) {
-        var layers = findLayers(compName, layerName);
+    function eachLayer(scope, layerName, apply) {
+        var layers = findLayers(scope, layerName);
         for (var i = 0; i < layers.length; i++) {
             apply(layers[i]);
         }
@@ -115,17 +165,17 @@ var framefarm = (function () {
     };
 
     var functions = {
-        "nx:layer-remove": function (comp, p) {
-            var layers = findLayers(comp, p.layerName);
+        "nx:layer-remove": function (scope, p) {
+            var layers = findLayers(scope, p.layerName);
             for (var i = layers.length - 1; i >= 0; i--) {
                 layers[i].remove();
             }
         },
-        "nx:layer-state-set": function (comp, p) {
-            eachLayer(comp, p.layerName, function (layer) { layer.enabled = p.enabled; });
+        "nx:layer-state-set": function (scope, p) {
+            eachLayer(scope, p.layerName, function (layer) { layer.enabled = p.enabled; });
         },
-        "nx:text-params-set": function (comp, p) {
-            eachLayer(comp, p.layerName, function (layer) {
+        "nx:text-params-set": function (scope, p) {
+            eachLayer(scope, p.layerName, function (layer) {
                 editText(layer, function (doc) {
                     if (p.fontSize !== undefined) { doc.fontSize = p.fontSize; }
                     if (p.font !== undefined) { doc.font = p.font; }
@@ -137,22 +187,22 @@ var framefarm = (function () {
                 });
             });
         },
-        "nx:solid-color-set": function (comp, p) {
-            eachLayer(comp, p.layerName, function (layer) {
+        "nx:solid-color-set": function (scope, p) {
+            eachLayer(scope, p.layerName, function (layer) {
                 if (!(layer.source && layer.source.mainSource instanceof SolidSource)) {
                     fail("layer \"" + layer.name + "\" is not a solid");
                 }
                 layer.source.mainSource.color = p.color;
             });
         },
-        "nx:layer-start-set": function (comp, p) {
-            eachLayer(comp, p.layerName, function (layer) { layer.startTime += p.start - layer.inPoint; });
+        "nx:layer-start-set": function (scope, p) {
+            eachLayer(scope, p.layerName, function (layer) { layer.startTime += p.start - layer.inPoint; });
         },
-        "nx:layer-duration-set": function (comp, p) {
-            eachLayer(comp, p.layerName, function (layer) { layer.outPoint = layer.inPoint + p.duration; });
+        "nx:layer-duration-set": function (scope, p) {
+            eachLayer(scope, p.layerName, function (layer) { layer.outPoint = layer.inPoint + p.duration; });
         },
-        "nx:comp-duration-set": function (comp, p) {
-            var c = findComp(comp);
+        "nx:comp-duration-set": function (scope, p) {
+            var c = scope.composition ? scopeComps(scope)[0] : findComp(scope.rendered);
             c.duration = p.duration;
             c.workAreaStart = 0;
             c.workAreaDuration = p.duration;
@@ -160,20 +210,20 @@ var framefarm = (function () {
     };
 
     return {
-        text: function (comp, layer, text) {
-            eachLayer(comp, layer, function (l) { editText(l, function (doc) { doc.text = text; }); });
+        text: function (scope, layer, text) {
+            eachLayer(scope, layer, function (l) { editText(l, function (doc) { doc.text = text; }); });
         },
-        value: function (comp, layer, path, value) {
-            eachLayer(comp, layer, function (l) { setValue(findProperty(l, path), value); });
+        value: function (scope, layer, path, value) {
+            eachLayer(scope, layer, function (l) { setValue(findProperty(l, path), value); });
         },
-        expression: function (comp, layer, path, expression) {
-            eachLayer(comp, layer, function (l) { findProperty(l, path).expression = expression; });
+        expression: function (scope, layer, path, expression) {
+            eachLayer(scope, layer, function (l) { findProperty(l, path).expression = expression; });
         },
         // footage replaces the source of the named layers only; other users of the old
         // footage keep it.
-        footage: function (comp, layer, path) {
+        footage: function (scope, layer, path) {
             var item = importFile(path);
-            eachLayer(comp, layer, function (l) { l.replaceSource(item, false); });
+            eachLayer(scope, layer, function (l) { l.replaceSource(item, false); });
         },
         // essential sets a composition's Essential Graphics properties. They are set on a layer
         // of the composition placed in a wrapper composition, which is then what gets rendered.
@@ -207,11 +257,11 @@ var framefarm = (function () {
             };
             $.evalFile(file);
         },
-        call: function (name, comp, params) {
+        call: function (name, scope, params) {
             if (!functions[name]) {
                 fail("no function \"" + name + "\"");
             }
-            functions[name](comp, params);
+            functions[name](scope, params);
         },
         save: function (path) {
             app.project.save(new File(path));

@@ -43,14 +43,17 @@ func script(p plan) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// layerScope tells the runtime where an asset finds its layers (see scopeComps in runtime.jsx).
+type layerScope struct {
+	Rendered    string `json:"rendered"`
+	Composition string `json:"composition"`
+}
+
 // assetCalls are the runtime calls that apply the assets, one per line.
 func assetCalls(p plan) ([]byte, error) {
 	var b bytes.Buffer
 	for i, a := range p.Assets {
-		comp := a.Composition
-		if comp == "" {
-			comp = p.Composition
-		}
+		scope := js(layerScope{Rendered: p.Composition, Composition: a.Composition})
 		fmt.Fprintf(&b, "    // assets[%d]: %s\n", i, a.Type)
 		switch a.Type {
 		case renderer.AssetText:
@@ -58,18 +61,22 @@ func assetCalls(p plan) ([]byte, error) {
 			if err := json.Unmarshal(a.Value, &text); err != nil {
 				return nil, fmt.Errorf("assets[%d]: value must be a string", i)
 			}
-			fmt.Fprintf(&b, "    framefarm.text(%s, %s, %s);\n", js(comp), js(a.LayerName), js(text))
+			fmt.Fprintf(&b, "    framefarm.text(%s, %s, %s);\n", scope, js(a.LayerName), js(text))
 		case renderer.AssetData:
 			if a.Expression != "" {
-				fmt.Fprintf(&b, "    framefarm.expression(%s, %s, %s, %s);\n", js(comp), js(a.LayerName), js(a.Property), js(a.Expression))
+				fmt.Fprintf(&b, "    framefarm.expression(%s, %s, %s, %s);\n", scope, js(a.LayerName), js(a.Property), js(a.Expression))
 			} else {
-				fmt.Fprintf(&b, "    framefarm.value(%s, %s, %s, %s);\n", js(comp), js(a.LayerName), js(a.Property), jsRaw(a.Value))
+				fmt.Fprintf(&b, "    framefarm.value(%s, %s, %s, %s);\n", scope, js(a.LayerName), js(a.Property), jsRaw(a.Value))
 			}
 		case renderer.AssetImage, renderer.AssetVideo, renderer.AssetAudio, renderer.AssetJob:
-			fmt.Fprintf(&b, "    framefarm.footage(%s, %s, %s);\n", js(comp), js(a.LayerName), js(a.LocalPath))
+			fmt.Fprintf(&b, "    framefarm.footage(%s, %s, %s);\n", scope, js(a.LayerName), js(a.LocalPath))
 		case renderer.AssetStatic:
 			fmt.Fprintf(&b, "    // %s is next to the project\n", js(a.LocalPath))
 		case renderer.AssetEssential:
+			comp := a.Composition
+			if comp == "" {
+				comp = p.Composition
+			}
 			fmt.Fprintf(&b, "    framefarm.essential(%s, %s, %s);\n", js(comp), js(p.EssentialComp), jsRaw(a.Value))
 		case renderer.AssetScript:
 			params := a.Params
@@ -82,7 +89,7 @@ func assetCalls(p plan) ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("assets[%d]: %w", i, err)
 			}
-			fmt.Fprintf(&b, "    framefarm.call(%s, %s, %s);\n", js(call.Name), js(comp), js(functionParams(call)))
+			fmt.Fprintf(&b, "    framefarm.call(%s, %s, %s);\n", js(call.Name), scope, js(functionParams(call)))
 		default:
 			return nil, fmt.Errorf("assets[%d]: the After Effects engine has no asset type %q", i, a.Type)
 		}

@@ -175,7 +175,7 @@ func cString(b []byte) string {
 
 // composition reads a composition's settings and its layers in timeline order.
 func composition(it *aepItem, byID map[uint32]*aepItem) (renderer.Composition, []string, error) {
-	comp := renderer.Composition{Name: it.name, Layers: []renderer.Layer{}}
+	comp := renderer.Composition{ID: int(it.id), Name: it.name, Layers: []renderer.Layer{}}
 	cdta := it.node.child("cdta")
 	if cdta == nil || len(cdta.data) < 144 {
 		return comp, nil, errors.New("damaged project: composition settings (cdta) are missing or short")
@@ -208,6 +208,23 @@ func composition(it *aepItem, byID map[uint32]*aepItem) (renderer.Composition, [
 	return comp, fonts, nil
 }
 
+// layerTimes reads a layer's start, in and out times: signed fractions of seconds at bytes 12 to
+// 36 of the layer data of After Effects 15 and later. In and out are kept relative to the start.
+func layerTimes(layer *renderer.Layer, d []byte) {
+	at := func(i int) float64 {
+		div := binary.BigEndian.Uint32(d[i+4 : i+8])
+		if div == 0 {
+			return 0
+		}
+		return float64(int32(binary.BigEndian.Uint32(d[i:i+4]))) / float64(div)
+	}
+	layer.StartTime = round(at(12), 3)
+	layer.InPoint = round(at(12)+at(20), 3)
+	layer.OutPoint = round(at(12)+at(28), 3)
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func round(v float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(v*p) / p
@@ -232,10 +249,17 @@ func layerOf(node *chunk, index int, byID map[uint32]*aepItem) (renderer.Layer, 
 		return renderer.Layer{}, nil, fmt.Errorf("damaged project: layer %d has no layer data", index)
 	}
 	d := ldta.data
-	layer := renderer.Layer{Index: index, Name: node.text()}
+	layer := renderer.Layer{Index: index, Name: node.text(), ID: int(binary.BigEndian.Uint32(d[0:4]))}
 	source := byID[binary.BigEndian.Uint32(d[40:44])]
 	if layer.Name == "" && source != nil {
 		layer.Name = source.name // what After Effects shows for an unnamed layer
+	}
+	if source != nil {
+		layer.SourceType = source.footage
+		if source.kind == itemComposition {
+			layer.SourceType = "composition"
+			layer.SourceCompID = ptr(int(source.id))
+		}
 	}
 	layerType := byte(layerAV)
 	switch {
@@ -244,8 +268,18 @@ func layerOf(node *chunk, index int, byID map[uint32]*aepItem) (renderer.Layer, 
 	case len(d) > 108:
 		layerType = d[108]
 	}
+	if len(d) >= 160 {
+		layerTimes(&layer, d)
+		if parent := binary.BigEndian.Uint32(d[132:136]); parent != 0 {
+			layer.ParentID = ptr(int(parent))
+		}
+	}
 	groups := matchNames(node)
 	null, adjustment := d[38]&0x80 != 0, d[38]&0x02 != 0
+	layer.Data = map[string]any{"switches": map[string]bool{
+		"guide": d[37]&0x02 != 0, "adjustment": adjustment, "threeD": d[38]&0x04 != 0, "solo": d[38]&0x08 != 0,
+		"null": null, "visible": d[39]&0x01 != 0, "motionBlur": d[39]&0x08 != 0, "locked": d[39]&0x20 != 0, "shy": d[39]&0x40 != 0,
+	}}
 	switch {
 	case layerType == layerLight || groups["ADBE Light Options Group"]:
 		layer.Type = "light"

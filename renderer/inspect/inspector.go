@@ -18,6 +18,15 @@ var _ renderer.Inspector = Inspector{}
 
 // Inspect reads the template file at p, declared as templateType.
 func (in Inspector) Inspect(ctx context.Context, templateType, p string) (*renderer.Inspection, error) {
+	inspection, err := in.inspect(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	inspection.Version = renderer.InspectionVersion
+	return inspection, nil
+}
+
+func (in Inspector) inspect(ctx context.Context, p string) (*renderer.Inspection, error) {
 	limits := in.Limits.withDefaults()
 	format, err := Sniff(p)
 	if err != nil {

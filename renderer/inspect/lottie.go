@@ -20,14 +20,8 @@ type LottieDoc struct {
 	W      float64       `json:"w"`
 	H      float64       `json:"h"`
 	Layers []lottieLayer `json:"layers"`
-	Assets []struct {
-		ID     string        `json:"id"`
-		Nm     string        `json:"nm"`
-		W      float64       `json:"w"`
-		H      float64       `json:"h"`
-		Layers []lottieLayer `json:"layers"`
-	} `json:"assets"`
-	Fonts struct {
+	Assets []lottieAsset `json:"assets"`
+	Fonts  struct {
 		List []struct {
 			FName   string `json:"fName"`
 			FFamily string `json:"fFamily"`
@@ -35,10 +29,32 @@ type LottieDoc struct {
 	} `json:"fonts"`
 }
 
+type lottieAsset struct {
+	ID     string        `json:"id"`
+	Nm     string        `json:"nm"`
+	W      float64       `json:"w"`
+	H      float64       `json:"h"`
+	Layers []lottieLayer `json:"layers"`
+}
+
 type lottieLayer struct {
-	Ty int    `json:"ty"`
-	Nm string `json:"nm"`
-	T  *struct {
+	Ty     int             `json:"ty"`
+	Nm     string          `json:"nm"`
+	Ind    *int            `json:"ind"`
+	Parent *int            `json:"parent"`
+	RefID  string          `json:"refId"`
+	Ip     float64         `json:"ip"`
+	Op     float64         `json:"op"`
+	St     float64         `json:"st"`
+	W      float64         `json:"w"`
+	H      float64         `json:"h"`
+	Sw     float64         `json:"sw"`
+	Sh     float64         `json:"sh"`
+	Hd     bool            `json:"hd"`
+	Ddd    int             `json:"ddd"`
+	Tt     int             `json:"tt"`
+	Ks     json.RawMessage `json:"ks"`
+	T      *struct {
 		D struct {
 			K []struct {
 				S struct {
@@ -91,7 +107,20 @@ func inspectLottie(b []byte) (*renderer.Inspection, error) {
 		name = "main"
 	}
 	in := &renderer.Inspection{Engines: []string{renderer.EngineLottie}}
-	in.Compositions = append(in.Compositions, lottieComposition(name, doc.W, doc.H, doc.Fr, duration, doc.Layers))
+	// Compositions are numbered 1 (the root) then 2, 3, ... for precomp assets in order, so a
+	// precomp layer can name the composition it shows.
+	ids := map[string]int{}
+	for _, a := range doc.Assets {
+		if a.Layers != nil {
+			ids[a.ID] = len(ids) + 2
+		}
+	}
+	sizes := map[string][2]float64{}
+	for _, a := range doc.Assets {
+		sizes[a.ID] = [2]float64{a.W, a.H}
+	}
+	lc := lottieComps{ids: ids, sizes: sizes, fps: doc.Fr}
+	in.Compositions = append(in.Compositions, lc.composition(1, name, doc.W, doc.H, duration, doc.Layers))
 	for _, a := range doc.Assets {
 		if a.Layers == nil {
 			continue // an image or data asset
@@ -100,7 +129,9 @@ func inspectLottie(b []byte) (*renderer.Inspection, error) {
 		if w < 1 || h < 1 {
 			w, h = doc.W, doc.H
 		}
-		in.Compositions = append(in.Compositions, lottieComposition(LottiePrecompName(a.Nm, a.ID, name), w, h, doc.Fr, duration, a.Layers))
+		comp := lc.composition(ids[a.ID], LottiePrecompName(a.Nm, a.ID, name), w, h, duration, a.Layers)
+		comp.Data = map[string]any{"refId": a.ID}
+		in.Compositions = append(in.Compositions, comp)
 	}
 	for _, f := range doc.Fonts.List {
 		family := f.FFamily
@@ -123,18 +154,69 @@ func LottiePrecompName(nm, id, rootName string) string {
 	return nm
 }
 
-func lottieComposition(name string, w, h, fps, duration float64, layers []lottieLayer) renderer.Composition {
-	comp := renderer.Composition{Name: name, Width: int(w), Height: int(h), FPS: round(fps, 3), Duration: duration, Layers: []renderer.Layer{}}
-	for i, l := range layers {
+// lottieComps is what every composition of one export shares.
+type lottieComps struct {
+	ids   map[string]int        // composition ids of precomp assets
+	sizes map[string][2]float64 // sizes of assets
+	fps   float64
+}
+
+// Lottie layer types (ty) that show a source, and its kind.
+var lottieSources = map[int]string{0: "composition", 1: "solid", 2: "image", 6: "audio", 9: "video"}
+
+func (lc lottieComps) composition(id int, name string, w, h, duration float64, layers []lottieLayer) renderer.Composition {
+	comp := renderer.Composition{ID: id, Name: name, Width: int(w), Height: int(h), FPS: round(lc.fps, 3), Duration: duration, Layers: []renderer.Layer{}}
+	byInd := map[int]*lottieLayer{}
+	for i := range layers {
+		if layers[i].Ind != nil {
+			byInd[*layers[i].Ind] = &layers[i]
+		}
+	}
+	for i := range layers {
+		l := &layers[i]
 		kind, ok := lottieKinds[l.Ty]
 		if !ok {
 			kind = "footage"
 		}
-		layer := renderer.Layer{Index: i + 1, Name: l.Nm, Type: kind}
+		layer := renderer.Layer{
+			Index: i + 1, ID: i + 1, Name: l.Nm, Type: kind, SourceType: lottieSources[l.Ty], ParentID: l.Parent,
+			StartTime: round(l.St/lc.fps, 3), InPoint: round(l.Ip/lc.fps, 3), OutPoint: round(l.Op/lc.fps, 3),
+			Data: map[string]any{"hidden": l.Hd, "threeD": l.Ddd == 1, "matteMode": l.Tt},
+		}
+		if l.Ind != nil {
+			layer.ID = *l.Ind
+		}
+		if l.RefID != "" {
+			layer.Data["refId"] = l.RefID
+			if cid, ok := lc.ids[l.RefID]; ok && l.Ty == 0 {
+				layer.SourceCompID = &cid
+			}
+		}
 		if l.T != nil && len(l.T.D.K) > 0 {
 			layer.Text = l.T.D.K[0].S.T
+		}
+		if w, h, ok := lc.sourceSize(l); ok {
+			layer.Bounds = boundsAtZero(l, w, h, byInd)
 		}
 		comp.Layers = append(comp.Layers, layer)
 	}
 	return comp
+}
+
+// sourceSize is the size of what a layer shows, when the export says it.
+func (lc lottieComps) sourceSize(l *lottieLayer) (w, h float64, ok bool) {
+	switch l.Ty {
+	case 0:
+		w, h = l.W, l.H
+		if w < 1 || h < 1 {
+			size := lc.sizes[l.RefID]
+			w, h = size[0], size[1]
+		}
+	case 1:
+		w, h = l.Sw, l.Sh
+	case 2:
+		size := lc.sizes[l.RefID]
+		w, h = size[0], size[1]
+	}
+	return w, h, w >= 1 && h >= 1
 }

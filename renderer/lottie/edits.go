@@ -124,14 +124,14 @@ func (d *document) function(comp string, call *renderer.FunctionCall) error {
 	onLayers := func(edit func(l obj) error) error { return d.eachLayer(comp, call.LayerName, edit) }
 	switch call.Name {
 	case "nx:layer-remove":
-		layers, set, err := d.layersOf(comp)
-		if err != nil {
-			return err
-		}
 		if _, err := d.layers(comp, call.LayerName); err != nil {
 			return err
 		}
-		set(slices.DeleteFunc(slices.Clone(layers), func(l any) bool { m, _ := l.(obj); return m["nm"] == call.LayerName }))
+		scope, _ := renderer.Scope(d, d.name(), comp)
+		for _, c := range scope {
+			layers, set, _ := d.layersOf(c)
+			set(slices.DeleteFunc(slices.Clone(layers), func(l any) bool { m, _ := l.(obj); return m["nm"] == call.LayerName }))
+		}
 		return nil
 	case "nx:layer-state-set":
 		return onLayers(func(l obj) error { l["hd"] = !call.Enabled; return nil })

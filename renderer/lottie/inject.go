@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -112,24 +113,68 @@ func (d *document) layersOf(comp string) ([]any, func([]any), error) {
 	return nil, nil, fmt.Errorf("the animation has no composition named %q", comp)
 }
 
-// layers returns every layer named name in a composition.
+// CompositionNames lists the root animation and its precomp assets.
+func (d *document) CompositionNames() []string {
+	names := []string{d.name()}
+	for _, a := range d.assets() {
+		if _, ok := a["layers"].([]any); ok {
+			names = append(names, d.precompName(a))
+		}
+	}
+	return names
+}
+
+// Nested lists a composition's precomp layers that show a precomp asset.
+func (d *document) Nested(comp string) []renderer.NestedComposition {
+	layers, _, err := d.layersOf(comp)
+	if err != nil {
+		return nil
+	}
+	precomps := map[string]string{}
+	for _, a := range d.assets() {
+		if id, _ := a["id"].(string); id != "" {
+			if _, ok := a["layers"].([]any); ok {
+				precomps[id] = d.precompName(a)
+			}
+		}
+	}
+	var out []renderer.NestedComposition
+	for _, l := range layers {
+		m, _ := l.(obj)
+		ref, _ := m["refId"].(string)
+		if name, ok := precomps[ref]; ok && layerType(m) == layerPrecomp {
+			nm, _ := m["nm"].(string)
+			out = append(out, renderer.NestedComposition{Layer: nm, Composition: name})
+		}
+	}
+	return out
+}
+
+var _ renderer.CompositionTree = (*document)(nil)
+
+// layers returns every layer named name where an asset of composition comp looks for it (see
+// renderer.Scope), each once.
 func (d *document) layers(comp, name string) ([]obj, error) {
-	list, _, err := d.layersOf(comp)
+	scope, err := renderer.Scope(d, d.name(), comp)
 	if err != nil {
 		return nil, err
 	}
 	var out []obj
-	for _, l := range list {
-		if m, ok := l.(obj); ok && m["nm"] == name {
-			out = append(out, m)
+	seen := map[uintptr]bool{}
+	for _, c := range scope {
+		list, _, err := d.layersOf(c)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range list {
+			if m, ok := l.(obj); ok && m["nm"] == name && !seen[reflect.ValueOf(m).Pointer()] {
+				seen[reflect.ValueOf(m).Pointer()] = true
+				out = append(out, m)
+			}
 		}
 	}
 	if len(out) == 0 {
-		where := comp
-		if where == "" {
-			where = d.name()
-		}
-		return nil, fmt.Errorf("no layer named %q in composition %q", name, where)
+		return nil, fmt.Errorf("no layer named %q in the compositions %s", name, strings.Join(scope, ", "))
 	}
 	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -210,4 +211,54 @@ func FuzzApply(f *testing.F) {
 			t.Fatalf("the edited animation cannot be written: %v", err)
 		}
 	})
+}
+
+// TestLayersFollowNexrenderConventions: a text layer two compositions deep is found from the
+// rendered composition, by "*" and by a path; a composition not nested stays as it was.
+func TestLayersFollowNexrenderConventions(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(fixtures, "..", "..", "nested", "nested.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(d *document, comp, value string) error {
+		return d.apply(context.Background(), renderer.Asset{Type: renderer.AssetText, LayerName: "Title", Composition: comp,
+			Value: json.RawMessage(`"` + value + `"`)}, fontSet{})
+	}
+	titles := func(d *document) (card, other string) {
+		card, _ = textOf(t, d, "Card", "Title")
+		other, _ = textOf(t, d, "Other", "Title")
+		return card, other
+	}
+	for _, tc := range []struct{ composition, card, other string }{
+		{"", "new", "Other"},
+		{"*", "new", "new"},
+		{"Main->Scene->Card", "new", "Other"},
+		{"Scene->Card", "new", "Other"},
+		{"Other", "Hello", "new"},
+	} {
+		d := loadDocument(t, raw)
+		if err := text(d, tc.composition, "new"); err != nil {
+			t.Fatalf("%q: %v", tc.composition, err)
+		}
+		if card, other := titles(d); card != tc.card || other != tc.other {
+			t.Errorf("%q: Card shows %q, Other %q; want %q, %q", tc.composition, card, other, tc.card, tc.other)
+		}
+	}
+	d := loadDocument(t, raw)
+	if err := text(d, "Main->Other", "x"); err == nil || !strings.Contains(err.Error(), "Other") {
+		t.Errorf("a path through a composition not nested there: %v", err)
+	}
+	err = d.apply(context.Background(), renderer.Asset{Type: renderer.AssetText, LayerName: "Nobody", Value: json.RawMessage(`"x"`)}, fontSet{})
+	if err == nil || !strings.Contains(err.Error(), "Main, Scene, Card") {
+		t.Errorf("a name found nowhere must say where it was looked for: %v", err)
+	}
+	// Rendering a precomp raises it to the root; its layers are still changed once.
+	d = loadDocument(t, raw)
+	if err := d.selectComposition("Scene"); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	if err := d.eachLayer("*", "Card", func(obj) error { calls++; return nil }); err != nil || calls != 1 {
+		t.Errorf("the raised precomp's layer was visited %d times (%v)", calls, err)
+	}
 }

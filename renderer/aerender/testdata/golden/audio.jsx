@@ -1,2 +1,2 @@
     // assets[0]: audio
-    framefarm.footage("main", "Music", "/work/project/framefarm-assets/0-music.wav");
+    framefarm.footage({"rendered":"main","composition":""}, "Music", "/work/project/framefarm-assets/0-music.wav");

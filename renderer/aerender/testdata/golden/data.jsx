@@ -1,4 +1,4 @@
     // assets[0]: data
-    framefarm.value("main", "Title", "Transform.Position", [960,540]);
+    framefarm.value({"rendered":"main","composition":""}, "Title", "Transform.Position", [960,540]);
     // assets[1]: data
-    framefarm.expression("end", "Logo", "Effects.Glow.Radius", "wiggle(2, 10)");
+    framefarm.expression({"rendered":"main","composition":"end"}, "Logo", "Effects.Glow.Radius", "wiggle(2, 10)");

@@ -1,14 +1,14 @@
     // assets[0]: function
-    framefarm.call("nx:layer-remove", "main", {"layerName":"Watermark"});
+    framefarm.call("nx:layer-remove", {"rendered":"main","composition":""}, {"layerName":"Watermark"});
     // assets[1]: function
-    framefarm.call("nx:text-params-set", "main", {"layerName":"Title","fontSize":72,"fillColor":[1,0.5019607843137255,0],"justification":"center"});
+    framefarm.call("nx:text-params-set", {"rendered":"main","composition":""}, {"layerName":"Title","fontSize":72,"fillColor":[1,0.5019607843137255,0],"justification":"center"});
     // assets[2]: function
-    framefarm.call("nx:solid-color-set", "main", {"color":[0,0,1],"layerName":"BG"});
+    framefarm.call("nx:solid-color-set", {"rendered":"main","composition":""}, {"color":[0,0,1],"layerName":"BG"});
     // assets[3]: function
-    framefarm.call("nx:layer-state-set", "main", {"enabled":false,"layerName":"BG"});
+    framefarm.call("nx:layer-state-set", {"rendered":"main","composition":""}, {"enabled":false,"layerName":"BG"});
     // assets[4]: function
-    framefarm.call("nx:layer-start-set", "main", {"layerName":"BG","start":1.5});
+    framefarm.call("nx:layer-start-set", {"rendered":"main","composition":""}, {"layerName":"BG","start":1.5});
     // assets[5]: function
-    framefarm.call("nx:layer-duration-set", "main", {"duration":3,"layerName":"BG"});
+    framefarm.call("nx:layer-duration-set", {"rendered":"main","composition":""}, {"duration":3,"layerName":"BG"});
     // assets[6]: function
-    framefarm.call("nx:comp-duration-set", "main", {"duration":8});
+    framefarm.call("nx:comp-duration-set", {"rendered":"main","composition":""}, {"duration":8});

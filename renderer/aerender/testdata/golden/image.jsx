@@ -1,2 +1,2 @@
     // assets[0]: image
-    framefarm.footage("main", "Photo", "C:\\work\\project\\framefarm-assets\\0-photo.jpg");
+    framefarm.footage({"rendered":"main","composition":""}, "Photo", "C:\\work\\project\\framefarm-assets\\0-photo.jpg");

@@ -1,2 +1,2 @@
     // assets[0]: job
-    framefarm.footage("main", "Inset", "/work/project/framefarm-assets/0-child.mp4");
+    framefarm.footage({"rendered":"main","composition":""}, "Inset", "/work/project/framefarm-assets/0-child.mp4");

@@ -1,2 +1,2 @@
     // assets[0]: text
-    framefarm.text("main", "Title", "Ünïcode \"quoted\"\nsecond line \u2028");
+    framefarm.text({"rendered":"main","composition":""}, "Title", "Ünïcode \"quoted\"\nsecond line \u2028");

@@ -1,2 +1,2 @@
     // assets[0]: video
-    framefarm.footage("main", "Clip", "/work/project/framefarm-assets/0-clip.mp4");
+    framefarm.footage({"rendered":"main","composition":""}, "Clip", "/work/project/framefarm-assets/0-clip.mp4");

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"image/png"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/renderer/framediff"
+)
+
+// The shapes below are those the official nexrender CLI decodes answers into (its generated
+// client): a field of another JSON type fails its decoding, so the tests decode into them.
+type (
+	cliTemplateV3 struct {
+		ID          string    `json:"id"`
+		Type        string    `json:"type"`
+		DisplayName string    `json:"displayName"`
+		Status      string    `json:"status"`
+		CreatedAt   time.Time `json:"createdAt"`
+		UpdatedAt   time.Time `json:"updatedAt"`
+	}
+	cliComposition struct {
+		AEID      string         `json:"aeid"`
+		Name      string         `json:"name"`
+		Width     float32        `json:"width"`
+		Height    float32        `json:"height"`
+		Duration  float32        `json:"duration"`
+		FrameRate float32        `json:"frame_rate"`
+		Data      map[string]any `json:"data"`
+	}
+	cliLayer struct {
+		AEID          int            `json:"aeid"`
+		CompositionID int            `json:"composition_id"`
+		Name          string         `json:"name"`
+		Top           float32        `json:"top"`
+		Left          float32        `json:"left"`
+		Width         float32        `json:"width"`
+		Height        float32        `json:"height"`
+		StartTime     float32        `json:"start_time"`
+		InPoint       float32        `json:"in_point"`
+		OutPoint      float32        `json:"out_point"`
+		LayerType     string         `json:"layer_type"`
+		SourceType    *string        `json:"source_type"`
+		SourceCompID  *int           `json:"source_comp_id"`
+		ParentID      *int           `json:"parent_id"`
+		Data          map[string]any `json:"data"`
+	}
+)
+
+// nestedTemplate is the Lottie test template whose text layer Title sits in Main -> Scene -> Card.
+func nestedTemplate(t *testing.T) []byte {
+	t.Helper()
+	return fixtureZip(t, filepath.Join("..", "nested"))
+}
+
+// TestOfficialClientTemplateCommands walks the official CLI's template commands the way it calls
+// them: upload (v2 create, PUT to the upload URL, wait on v3), list, show, compositions, layers
+// (matched to compositions by aeid), download without -o, rename, delete; and its job diagnose
+// reads of the v3 routes.
+func TestOfficialClientTemplateCommands(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme, other := c.team("acme"), c.team("other")
+
+	// template upload
+	var created struct {
+		ID         string `json:"id"`
+		UploadInfo struct {
+			URL    string `json:"url"`
+			Method string `json:"method"`
+		} `json:"uploadInfo"`
+	}
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"displayName": "Nested", "type": "zip"}, http.StatusCreated, &created)
+	var waiting cliTemplateV3
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID, nil, http.StatusOK, &waiting)
+	if waiting.Status != "awaiting_upload" || waiting.Type != "zip" || waiting.DisplayName != "Nested" || waiting.CreatedAt.IsZero() {
+		t.Fatalf("template before its upload %+v", waiting)
+	}
+	acme.fails(http.MethodGet, "/api/v3/templates/"+created.ID+"/layers", nil, http.StatusConflict, "template_not_ready")
+	acme.put(created.UploadInfo.URL, nestedTemplate(t), http.StatusOK)
+	c.waitFor("template", created.ID, "uploaded")
+
+	// template list, show
+	var list []cliTemplateV3
+	acme.must(http.MethodGet, "/api/v3/templates", nil, http.StatusOK, &list)
+	if len(list) != 1 || list[0].ID != created.ID || list[0].Status != "uploaded" {
+		t.Fatalf("list %+v", list)
+	}
+	other.must(http.MethodGet, "/api/v3/templates", nil, http.StatusOK, &list)
+	if len(list) != 0 {
+		t.Fatalf("another team sees %+v", list)
+	}
+
+	// template compositions: defaults, paging, the cap at 1000, bad values.
+	var comps []cliComposition
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID+"/compositions?limit=300&offset=0", nil, http.StatusOK, &comps)
+	names := map[string]string{}
+	for _, cp := range comps {
+		names[cp.AEID] = cp.Name
+	}
+	if len(comps) != 4 || names["1"] != "Main" || names["3"] != "Card" || comps[2].Width != 200 || comps[2].FrameRate != 25 ||
+		comps[2].Duration != 1 || comps[2].Data["refId"] != "comp_card" {
+		t.Fatalf("compositions %+v", comps)
+	}
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID+"/compositions?limit=1&offset=1", nil, http.StatusOK, &comps)
+	if len(comps) != 1 || comps[0].Name != "Scene" {
+		t.Fatalf("second page %+v", comps)
+	}
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID+"/compositions?limit=5000", nil, http.StatusOK, &comps)
+	if len(comps) != 4 {
+		t.Fatalf("limit 5000: %d compositions", len(comps))
+	}
+	for _, q := range []string{"limit=0", "limit=x", "offset=-1", "offset=1.5"} {
+		acme.fails(http.MethodGet, "/api/v3/templates/"+created.ID+"/compositions?"+q, nil, http.StatusBadRequest, "validation_error")
+	}
+
+	// template layers, each named with its composition as the CLI does.
+	var layers []cliLayer
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID+"/layers", nil, http.StatusOK, &layers)
+	byPlace := map[string]cliLayer{}
+	for _, l := range layers {
+		byPlace[names[fmt.Sprint(l.CompositionID)]+"/"+l.Name] = l
+	}
+	if len(layers) != 6 || len(byPlace) != 6 {
+		t.Fatalf("layers %+v", layers)
+	}
+	card := byPlace["Scene/Card"]
+	if card.SourceCompID == nil || *card.SourceCompID != 3 || card.SourceType == nil || *card.SourceType != "composition" ||
+		card.Left != 110 || card.Top != 65 || card.Width != 100 || card.Height != 50 || card.OutPoint != 1 || card.LayerType != "precomp" {
+		t.Fatalf("the Card precomp layer %+v", card)
+	}
+	if title := byPlace["Card/Title"]; title.LayerType != "text" || title.Data["text"] != "Hello" || title.SourceType != nil || title.AEID != 1 {
+		t.Fatalf("the Title text layer %+v", title)
+	}
+	if _, ok := byPlace["Other/Title"]; !ok {
+		t.Fatalf("layers %v", byPlace)
+	}
+	// A text layer's box is not in the file: null, not zero.
+	if _, raw, _ := acme.call(http.MethodGet, "/api/v3/templates/"+created.ID+"/layers?limit=1&offset=3", nil); !strings.Contains(string(raw), `"name":"Title","top":null`) {
+		t.Fatalf("fourth layer %s", raw)
+	}
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID+"/layers?limit=2&offset=4", nil, http.StatusOK, &layers)
+	if len(layers) != 2 || layers[0].Name != "Panel" || layers[1].Name != "Title" || layers[1].CompositionID != 4 {
+		t.Fatalf("last page %+v", layers)
+	}
+
+	// template download without -o: the v3 template names the file, the v2 route gives the URL.
+	var shown cliTemplateV3
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID, nil, http.StatusOK, &shown)
+	var download struct {
+		URL string `json:"url"`
+	}
+	acme.must(http.MethodGet, "/api/v2/templates/"+created.ID+"/download", nil, http.StatusOK, &download)
+	if status, data := get(t, download.URL); status != http.StatusOK || !bytes.Equal(data, nestedTemplate(t)) || shown.Type != "zip" {
+		t.Fatalf("download: %d, %d bytes, type %q", status, len(data), shown.Type)
+	}
+
+	// Ids: malformed is 400, unknown or another team's is 404, no token is 401.
+	for _, path := range []string{"", "/compositions", "/layers"} {
+		acme.fails(http.MethodGet, "/api/v3/templates/not-an-id"+path, nil, http.StatusBadRequest, "validation_error")
+		acme.fails(http.MethodGet, "/api/v3/templates/01JA0000000000000000000000"+path, nil, http.StatusNotFound, "template_not_found")
+		other.fails(http.MethodGet, "/api/v3/templates/"+created.ID+path, nil, http.StatusNotFound, "template_not_found")
+		(&client{c: c}).fails(http.MethodGet, "/api/v3/templates/"+created.ID+path, nil, http.StatusUnauthorized, "unauthorized")
+	}
+
+	// template rename, delete
+	var renamed cliTemplateV3
+	acme.must(http.MethodPatch, "/api/v2/templates/"+created.ID, map[string]string{"displayName": "Nested v2"}, http.StatusOK, nil)
+	acme.must(http.MethodGet, "/api/v3/templates/"+created.ID, nil, http.StatusOK, &renamed)
+	if renamed.DisplayName != "Nested v2" || !renamed.UpdatedAt.After(renamed.CreatedAt) && !renamed.UpdatedAt.Equal(renamed.CreatedAt) {
+		t.Fatalf("renamed %+v", renamed)
+	}
+	acme.must(http.MethodDelete, "/api/v2/templates/"+created.ID, nil, http.StatusNoContent, nil)
+	acme.fails(http.MethodGet, "/api/v3/templates/"+created.ID, nil, http.StatusNotFound, "template_not_found")
+}
+
+// TestLayersTwoCompositionsDeepRenderWithLottie: a job without a composition on its asset
+// changes the text layer two compositions below the rendered one, as nexrender users expect;
+// paths and "*" work; a name found nowhere says where it was looked for.
+func TestLayersTwoCompositionsDeepRenderWithLottie(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, realEngines: true})
+	acme := c.team("acme")
+	tpl := acme.uploadTemplateFile("zip", nestedTemplate(t))
+	still := func(assets ...map[string]any) map[string]any {
+		if assets == nil {
+			assets = []map[string]any{}
+		}
+		return map[string]any{"template": map[string]any{"id": tpl.ID, "composition": "Main"}, "assets": assets,
+			"settings": map[string]any{"type": "image", "frames": 0}}
+	}
+	title := func(composition string) map[string]any {
+		a := map[string]any{"type": "text", "layerName": "Title", "value": "WWWWWWWW"}
+		if composition != "" {
+			a["composition"] = composition
+		}
+		return a
+	}
+	decode := func(data []byte) *bytes.Reader { return bytes.NewReader(data) }
+	_, plain := acme.render(still())
+	base, err := png.Decode(decode(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, composition := range []string{"", "Main->Scene->Card", "*"} {
+		_, out := acme.render(still(title(composition)))
+		img, err := png.Decode(decode(out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := framediff.Mean(base, img, base.Bounds()); d < 0.2 {
+			t.Errorf("composition %q: the text two compositions deep did not change (mean difference %.3f)", composition, d)
+		}
+	}
+	e := acme.fails(http.MethodPost, "/api/v2/jobs", still(map[string]any{"type": "text", "layerName": "Nobody", "value": "x"}), http.StatusBadRequest, "layer_not_found")
+	if !strings.Contains(e.Error, `"Main", "Scene", "Card"`) {
+		t.Errorf("a name found nowhere: %s", e.Error)
+	}
+	acme.fails(http.MethodPost, "/api/v2/jobs", still(title("Main->Other")), http.StatusBadRequest, "composition_not_found")
+}
