@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"net/http"
+	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -220,4 +223,216 @@ func TestLayersTwoCompositionsDeepRenderWithLottie(t *testing.T) {
 		t.Errorf("a name found nowhere: %s", e.Error)
 	}
 	acme.fails(http.MethodPost, "/api/v2/jobs", still(title("Main->Other")), http.StatusBadRequest, "composition_not_found")
+}
+
+// More of the official client's shapes, for its job, batch, font and secret commands.
+type (
+	cliJob struct {
+		ID         *string  `json:"id"`
+		OutputURL  *string  `json:"outputUrl"`
+		Progress   *float32 `json:"progress"`
+		Status     *string  `json:"status"`
+		TemplateID *string  `json:"templateId"`
+		Stats      *struct {
+			CreatedAt      *time.Time `json:"createdAt"`
+			Error          *string    `json:"error"`
+			ErrorAt        *time.Time `json:"errorAt"`
+			FinishedAt     *time.Time `json:"finishedAt"`
+			RenderDuration *float32   `json:"renderDuration"`
+			StartedAt      *time.Time `json:"startedAt"`
+			TotalAssets    *int       `json:"totalAssets"`
+			UpdatedAt      *time.Time `json:"updatedAt"`
+		} `json:"stats"`
+	}
+	cliJobCreated struct {
+		Children *[]struct {
+			ID           string    `json:"id"`
+			MissingFonts *[]string `json:"missingFonts"`
+			OutputURL    string    `json:"outputUrl"`
+			Status       *string   `json:"status"`
+		} `json:"children"`
+		ID           string    `json:"id"`
+		MissingFonts *[]string `json:"missingFonts"`
+		OutputURL    string    `json:"outputUrl"`
+		Status       string    `json:"status"`
+	}
+	cliBatchCreated struct {
+		BatchID string `json:"batchId"`
+		Errors  *[]struct {
+			Error     *string `json:"error"`
+			ErrorCode *string `json:"errorCode"`
+			Index     *int    `json:"index"`
+		} `json:"errors"`
+		Jobs []struct {
+			ID        *string `json:"id"`
+			Index     *int    `json:"index"`
+			OutputURL *string `json:"outputUrl"`
+			Status    *string `json:"status"`
+		} `json:"jobs"`
+		Status       string `json:"status"`
+		SuccessCount int    `json:"successCount"`
+		TotalJobs    int    `json:"totalJobs"`
+	}
+	cliBatchStatus struct {
+		BatchID string `json:"batchId"`
+		Jobs    []struct {
+			ID     *string `json:"id"`
+			Index  *int    `json:"index"`
+			Status *string `json:"status"`
+			Stats  *struct {
+				CreatedAt  *time.Time `json:"createdAt"`
+				FinishedAt *time.Time `json:"finishedAt"`
+			} `json:"stats"`
+		} `json:"jobs"`
+		Stats struct {
+			Error    *int `json:"error"`
+			Finished *int `json:"finished"`
+			Pending  *int `json:"pending"`
+			Total    *int `json:"total"`
+		} `json:"stats"`
+		Status string `json:"status"`
+	}
+	cliBatchCancelled struct {
+		BatchID        string   `json:"batchId"`
+		CancelledCount int      `json:"cancelledCount"`
+		CancelledJobs  []cliJob `json:"cancelledJobs"`
+		Jobs           []struct {
+			ID     string  `json:"id"`
+			Index  int     `json:"index"`
+			Reason *string `json:"reason"`
+			Result string  `json:"result"`
+			Status string  `json:"status"`
+		} `json:"jobs"`
+		SkippedCount int    `json:"skippedCount"`
+		Status       string `json:"status"`
+		TotalJobs    int    `json:"totalJobs"`
+	}
+	cliFont struct {
+		CreatedAt  *time.Time `json:"createdAt"`
+		FamilyName *string    `json:"familyName"`
+		FileName   *string    `json:"fileName"`
+		ID         *string    `json:"id"`
+	}
+	cliSecret struct {
+		CreatedAt time.Time `json:"createdAt"`
+		ID        string    `json:"id"`
+		Name      string    `json:"name"`
+	}
+)
+
+// TestOfficialClientJobBatchFontSecretCommands walks the CLI's other commands through the routes
+// and status codes they check, decoding each answer into the client's types.
+func TestOfficialClientJobBatchFontSecretCommands(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+
+	// auth status / login verify the token with one minimal job.
+	var jobs []cliJob
+	acme.must(http.MethodGet, "/api/v2/jobs?limit=1&minimal=true", nil, http.StatusOK, &jobs)
+
+	// job submit, then job wait until it finishes.
+	body := renderJob(tplID)
+	body["fonts"] = []string{"Missing.ttf"}
+	var submitted cliJobCreated
+	acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated, &submitted)
+	if submitted.Status != "queued" || submitted.OutputURL == "" || submitted.MissingFonts == nil || (*submitted.MissingFonts)[0] != "Missing.ttf" {
+		t.Fatalf("submitted %+v", submitted)
+	}
+	c.control.answerAll(finishAll)
+	c.waitJob(submitted.ID, "finished")
+	var shown cliJob
+	acme.must(http.MethodGet, "/api/v2/jobs/"+submitted.ID, nil, http.StatusOK, &shown)
+	if *shown.Status != "finished" || *shown.Progress != 100 || shown.Stats.FinishedAt == nil || *shown.TemplateID != tplID {
+		t.Fatalf("job %+v", shown)
+	}
+	// job logs: any 2xx body is printed.
+	if status, logs, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+submitted.ID+"/logs", nil); status != http.StatusOK || len(logs) == 0 {
+		t.Fatalf("logs: %d", status)
+	}
+	// job list with the flags the CLI sends (dates as its client formats time.Time).
+	from := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano))
+	to := url.QueryEscape(time.Now().Add(time.Hour).Format(time.RFC3339))
+	for _, q := range []string{"from=0&limit=50&minimal=true&sort=newest_first",
+		"from=0&limit=50&minimal=false&sort=oldest_first&states=finished&tags=a&from_date=" + from + "&to_date=" + to} {
+		acme.must(http.MethodGet, "/api/v2/jobs?"+q, nil, http.StatusOK, &jobs)
+	}
+
+	// job cancel and cancel-many answer the jobs cancelled; a held render keeps them queued.
+	c.control.answerAll(nil)
+	var blocker, a, b cliJobCreated
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &blocker)
+	c.waitJob(blocker.ID, "render:dorender")
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &a)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &b)
+	var cancelled []cliJob
+	acme.must(http.MethodPatch, "/api/v2/jobs/"+a.ID+"/cancel", nil, http.StatusOK, &cancelled)
+	if len(cancelled) != 1 || *cancelled[0].Status != "manually_cancelled" {
+		t.Fatalf("cancel %+v", cancelled)
+	}
+	acme.must(http.MethodPost, "/api/v2/jobs/cancel", map[string]any{"jobs": []string{b.ID}}, http.StatusOK, &cancelled)
+	if len(cancelled) != 1 || *cancelled[0].ID != b.ID {
+		t.Fatalf("cancel-many %+v", cancelled)
+	}
+
+	// job join of two rendered jobs.
+	child := map[string]any{"type": "job", "template": map[string]any{"id": tplID, "composition": "main"}}
+	var joined cliJobCreated
+	acme.must(http.MethodPost, "/api/v2/jobs/join", map[string]any{"assets": []any{child, child}}, http.StatusCreated, &joined)
+	if joined.Status != "pending" || joined.Children == nil || len(*joined.Children) != 2 {
+		t.Fatalf("join %+v", joined)
+	}
+
+	// batch create, show, cancel.
+	var batch cliBatchCreated
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), renderJob(tplID)}}, http.StatusCreated, &batch)
+	if batch.Status != "created" || batch.SuccessCount != 2 || len(batch.Jobs) != 2 {
+		t.Fatalf("batch %+v", batch)
+	}
+	var status cliBatchStatus
+	acme.must(http.MethodGet, "/api/v2/batches/"+batch.BatchID, nil, http.StatusOK, &status)
+	if *status.Stats.Total != 2 || status.Status != "processing" || status.Jobs[0].Stats == nil {
+		t.Fatalf("batch status %+v", status)
+	}
+	var batchCancel cliBatchCancelled
+	acme.must(http.MethodPost, "/api/v2/batches/"+batch.BatchID+"/cancel", nil, http.StatusOK, &batchCancel)
+	if batchCancel.TotalJobs != 2 || batchCancel.CancelledCount+batchCancel.SkippedCount != 2 {
+		t.Fatalf("batch cancel %+v", batchCancel)
+	}
+	// A batch refused as a whole answers 400 in the batch's own shape.
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{}}, http.StatusBadRequest, &batch)
+	if batch.Status != "error" || batch.Errors == nil {
+		t.Fatalf("empty batch %+v", batch)
+	}
+
+	// font upload, list, show, delete.
+	ttf, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+	if err != nil {
+		t.Fatal("fonts-dejavu-core is not installed (make setup installs it): ", err)
+	}
+	code, raw := acme.uploadFont("Brand.ttf", ttf, "")
+	var font cliFont
+	if code != http.StatusCreated || json.Unmarshal(raw, &font) != nil || *font.FileName != "Brand.ttf" || font.CreatedAt == nil {
+		t.Fatalf("font upload: %d %s", code, raw)
+	}
+	var fonts []cliFont
+	acme.must(http.MethodGet, "/api/v2/fonts", nil, http.StatusOK, &fonts)
+	acme.must(http.MethodGet, "/api/v2/fonts/"+*font.ID, nil, http.StatusOK, &font)
+	if len(fonts) != 1 || *font.FamilyName != "DejaVu Sans" {
+		t.Fatalf("fonts %+v", fonts)
+	}
+	if code, _, _ := acme.call(http.MethodDelete, "/api/v2/fonts/"+*font.ID, nil); code < 200 || code > 299 {
+		t.Fatalf("font delete: %d", code)
+	}
+
+	// secret set (201), list, delete (2xx).
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "hook", "value": "s3cret"}, http.StatusCreated, nil)
+	var secrets []cliSecret
+	acme.must(http.MethodGet, "/api/v2/secrets", nil, http.StatusOK, &secrets)
+	if len(secrets) != 1 || secrets[0].Name != "hook" || secrets[0].CreatedAt.IsZero() {
+		t.Fatalf("secrets %+v", secrets)
+	}
+	if code, _, _ := acme.call(http.MethodDelete, "/api/v2/secrets/"+secrets[0].ID, nil); code < 200 || code > 299 {
+		t.Fatalf("secret delete: %d", code)
+	}
 }
