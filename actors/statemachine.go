@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -69,10 +70,11 @@ type TemplateEvent string
 
 // Template events.
 const (
-	EventFileArrived      TemplateEvent = "file_arrived"
-	EventDownloadFailed   TemplateEvent = "download_failed"
-	EventInspected        TemplateEvent = "inspected"
-	EventInspectionFailed TemplateEvent = "inspection_failed"
+	EventFileArrived        TemplateEvent = "file_arrived"
+	EventReplacementArrived TemplateEvent = "replacement_arrived"
+	EventDownloadFailed     TemplateEvent = "download_failed"
+	EventInspected          TemplateEvent = "inspected"
+	EventInspectionFailed   TemplateEvent = "inspection_failed"
 )
 
 var templateTransitions = []struct {
@@ -80,11 +82,29 @@ var templateTransitions = []struct {
 	from  []persistence.TemplateStatus
 	to    persistence.TemplateStatus
 }{
-	{EventFileArrived, []persistence.TemplateStatus{persistence.TemplateAwaitingUpload, persistence.TemplateDownloading,
-		persistence.TemplateProcessing, persistence.TemplateUploaded, persistence.TemplateError}, persistence.TemplateProcessing},
+	{EventFileArrived, []persistence.TemplateStatus{persistence.TemplateAwaitingUpload, persistence.TemplateDownloading}, persistence.TemplateProcessing},
+	{EventReplacementArrived, []persistence.TemplateStatus{persistence.TemplateProcessing, persistence.TemplateUploaded, persistence.TemplateError},
+		persistence.TemplateProcessing},
 	{EventDownloadFailed, []persistence.TemplateStatus{persistence.TemplateDownloading}, persistence.TemplateError},
 	{EventInspected, []persistence.TemplateStatus{persistence.TemplateProcessing}, persistence.TemplateUploaded},
 	{EventInspectionFailed, []persistence.TemplateStatus{persistence.TemplateProcessing}, persistence.TemplateError},
+}
+
+// ErrUploadNotAwaited refuses a file for a template that awaits none.
+var ErrUploadNotAwaited = errors.New("the template awaits no upload")
+
+// FileEvent is what a file arriving for t is: its first file (awaited, or downloaded from src),
+// or a replacement its owner opened with PUT /templates/{id}/upload. Any other file is refused,
+// so an old upload URL cannot replace a template's file behind its owner's back.
+func FileEvent(t *persistence.Template) (TemplateEvent, error) {
+	switch {
+	case t.Status == persistence.TemplateAwaitingUpload || t.Status == persistence.TemplateDownloading:
+		return EventFileArrived, nil
+	case t.ReplacementOpen:
+		return EventReplacementArrived, nil
+	}
+	return "", fmt.Errorf("%w: template %s is %s; PUT /api/v2/templates/%s/upload gives a URL that replaces its file",
+		ErrUploadNotAwaited, t.ID, t.Status, t.ID)
 }
 
 // applyTemplateEvent moves t to the status the event leads to, or fails leaving t unchanged.

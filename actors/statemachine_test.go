@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -105,6 +106,34 @@ func TestIllegalTransitionsChangeNothing(t *testing.T) {
 					t.Errorf("%s left terminal state %s", tr.event, s)
 				}
 			}
+		}
+	}
+}
+
+// TestFileEventTakesAFileOnlyWhenOneIsAwaited: a first file, a download, or a replacement its
+// owner opened; nothing else.
+func TestFileEventTakesAFileOnlyWhenOneIsAwaited(t *testing.T) {
+	for _, tc := range []struct {
+		status persistence.TemplateStatus
+		open   bool
+		want   TemplateEvent
+	}{
+		{persistence.TemplateAwaitingUpload, false, EventFileArrived},
+		{persistence.TemplateDownloading, false, EventFileArrived},
+		{persistence.TemplateUploaded, true, EventReplacementArrived},
+		{persistence.TemplateError, true, EventReplacementArrived},
+		{persistence.TemplateProcessing, true, EventReplacementArrived},
+		{persistence.TemplateUploaded, false, ""},
+		{persistence.TemplateError, false, ""},
+		{persistence.TemplateProcessing, false, ""},
+	} {
+		tpl := &persistence.Template{Status: tc.status, ReplacementOpen: tc.open}
+		ev, err := FileEvent(tpl)
+		if ev != tc.want || (tc.want == "") != errors.Is(err, ErrUploadNotAwaited) {
+			t.Errorf("%s open=%v: %q %v, want %q", tc.status, tc.open, ev, err, tc.want)
+		}
+		if ev != "" && applyTemplateEvent(tpl, ev) != nil {
+			t.Errorf("%s open=%v: %s is not a legal transition", tc.status, tc.open, ev)
 		}
 	}
 }

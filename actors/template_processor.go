@@ -35,7 +35,9 @@ type (
 		name       string
 	}
 	templateDelete struct{ teamID, id ulid.ULID }
-	templateFile   struct {
+	// templateOpenReplacement lets the next upload replace the file of a template that has one.
+	templateOpenReplacement struct{ teamID, id ulid.ULID }
+	templateFile            struct {
 		teamID, id ulid.ULID
 		file       persistence.StoredFile
 	}
@@ -170,6 +172,14 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 			}
 			reply(nil, err)
 		})
+	case *templateOpenReplacement:
+		tpl, err := p.load(m.teamID, m.id)
+		if err != nil || tpl.ReplacementOpen || tpl.Status == persistence.TemplateAwaitingUpload || tpl.Status == persistence.TemplateDownloading {
+			reply(tpl, err)
+			return
+		}
+		tpl.ReplacementOpen = true
+		p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) { reply(tpl, err) })
 	case *templateFile:
 		p.fileArrived(ctx, m.teamID, m.id, m.file, reply)
 	case *downloadDone:
@@ -195,10 +205,15 @@ func (p *templateProcessor) write(ctx actor.Context, c persistence.Command, then
 	p.c.Store.ApplyAsync(c, func(err error) { p.c.system.Root.Send(self, &templateWritten{err: err, then: then}) })
 }
 
-// transition applies ev to the stored template, lets edit adjust it, and persists it.
-func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, ev TemplateEvent,
+// transition applies an event to the stored template, lets edit adjust it, and persists it; event
+// picks the event from the template as stored.
+func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, event func(*persistence.Template) (TemplateEvent, error),
 	edit func(*persistence.Template), then func(*persistence.Template, error)) {
 	tpl, err := p.load(teamID, id)
+	var ev TemplateEvent
+	if err == nil {
+		ev, err = event(tpl)
+	}
 	if err == nil {
 		err = applyTemplateEvent(tpl, ev)
 	}
@@ -219,8 +234,9 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID, file persistence.StoredFile,
 	then func(*persistence.Template, error)) {
 	var previous *persistence.StoredFile
-	p.transition(ctx, teamID, id, EventFileArrived, func(tpl *persistence.Template) {
+	p.transition(ctx, teamID, id, FileEvent, func(tpl *persistence.Template) {
 		previous = tpl.File
+		tpl.ReplacementOpen = false
 		tpl.File = &file
 		tpl.Inspection = nil
 		tpl.Error = ""
@@ -325,7 +341,7 @@ func (p *templateProcessor) downloadDone(ctx actor.Context, m *downloadDone) {
 		}
 	}
 	if m.err != nil {
-		p.transition(ctx, m.teamID, m.id, EventDownloadFailed, func(tpl *persistence.Template) { tpl.Error = m.err.Error() }, logFailure)
+		p.transition(ctx, m.teamID, m.id, always(EventDownloadFailed), func(tpl *persistence.Template) { tpl.Error = m.err.Error() }, logFailure)
 		return
 	}
 	p.fileArrived(ctx, m.teamID, m.id, m.file, logFailure)
@@ -379,7 +395,7 @@ func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone)
 	if m.err != nil {
 		ev, edit = EventInspectionFailed, func(tpl *persistence.Template) { tpl.Error = m.err.Error() }
 	}
-	p.transition(ctx, m.teamID, m.id, ev, edit, func(_ *persistence.Template, err error) {
+	p.transition(ctx, m.teamID, m.id, always(ev), edit, func(_ *persistence.Template, err error) {
 		if err != nil {
 			p.c.log.Warn("template inspection result not recorded", "template", m.id.String(), "err", err)
 		}
@@ -405,6 +421,11 @@ func (p *templateProcessor) refreshDone(ctx actor.Context, m *inspectionDone) {
 		}
 		p.c.Observer.TemplateReinspected(m.id)
 	})
+}
+
+// always is an event that does not depend on the template.
+func always(ev TemplateEvent) func(*persistence.Template) (TemplateEvent, error) {
+	return func(*persistence.Template) (TemplateEvent, error) { return ev, nil }
 }
 
 // TemplateFileKey is where one uploaded file of a template is stored.
@@ -438,6 +459,11 @@ func (c *Coordinator) RenameTemplate(teamID, id ulid.ULID, name string) (*persis
 func (c *Coordinator) DeleteTemplate(teamID, id ulid.ULID) error {
 	_, err := c.askTemplates(&templateDelete{teamID: teamID, id: id})
 	return err
+}
+
+// OpenTemplateReplacement lets the next file uploaded for a template replace the one it has.
+func (c *Coordinator) OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error) {
+	return c.askTemplates(&templateOpenReplacement{teamID: teamID, id: id})
 }
 
 // TemplateFileArrived records a stored upload as the template's file and starts processing it.

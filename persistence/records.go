@@ -112,6 +112,9 @@ type Template struct {
 	Error       string         `json:"error,omitzero"`
 	CreatedAt   time.Time      `json:"createdAt"`
 	UpdatedAt   time.Time      `json:"updatedAt"`
+	// ReplacementOpen is set when PUT /templates/{id}/upload asked for a URL that replaces the
+	// file of a template that has one; the next file to arrive clears it.
+	ReplacementOpen bool `json:"replacementOpen,omitzero"`
 	// File is the stored project file, once one arrived.
 	File       *StoredFile          `json:"file,omitzero"`
 	Inspection *renderer.Inspection `json:"inspection,omitzero"`

@@ -76,6 +76,39 @@ func TestTemplateLifecycle(t *testing.T) {
 	}
 }
 
+// TestUploadURLsReplaceAFileOnlyWhenAsked: once a template has its file, its upload URL refuses
+// another body (the template stays as it was) until PUT /templates/{id}/upload opens it for a
+// replacement, which the next file closes.
+func TestUploadURLsReplaceAFileOnlyWhenAsked(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	var tpl templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Promo"}, http.StatusCreated, &tpl)
+	acme.put(tpl.UploadInfo.URL, templateZip(t, inspection()), http.StatusOK)
+	c.waitFor("template", tpl.ID, "uploaded")
+
+	acme.put(tpl.UploadInfo.URL, []byte("not a template"), http.StatusConflict)
+	var after templateAnswer
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &after)
+	if after.Status != "uploaded" || len(after.Compositions) != 2 {
+		t.Fatalf("a refused upload changed the template: %+v", after)
+	}
+
+	var fresh struct {
+		URL string `json:"url"`
+	}
+	acme.must(http.MethodPut, "/api/v2/templates/"+tpl.ID+"/upload", nil, http.StatusOK, &fresh)
+	replacement := inspection()
+	replacement.Compositions = replacement.Compositions[:1]
+	acme.put(fresh.URL, templateZip(t, replacement), http.StatusOK)
+	c.waitCount("template", tpl.ID, "uploaded", 2)
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &after)
+	if after.Status != "uploaded" || len(after.Compositions) != 1 {
+		t.Fatalf("the replacement was not inspected: %+v", after)
+	}
+	acme.put(fresh.URL, templateZip(t, inspection()), http.StatusConflict)
+}
+
 func TestTemplateErrors(t *testing.T) {
 	c := startCoordinator(t, options{slots: 0})
 	acme := c.team("acme")

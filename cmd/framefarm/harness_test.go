@@ -343,27 +343,45 @@ func (c *coordinator) restart() {
 	c.launch(c.addr)
 }
 
-// waitFor waits until the signalled states of an id include one of states, and returns it.
-func (c *coordinator) waitFor(kind, id string, states ...string) string {
+// waitUntil waits until cond, read under the lock, holds; each signal wakes it.
+func (c *coordinator) waitUntil(what string, cond func() bool) {
 	c.t.Helper()
 	deadline := time.After(waitLimit)
 	for {
 		c.mu.Lock()
-		m := c.signals(kind)
-		changed := c.changed
-		for _, state := range states {
-			if m[id][state] {
-				c.mu.Unlock()
-				return state
-			}
-		}
+		ok, changed := cond(), c.changed
 		c.mu.Unlock()
+		if ok {
+			return
+		}
 		select {
 		case <-changed:
 		case <-deadline:
-			c.t.Fatalf("%s %s did not reach %v within %s\n%s", kind, id, states, waitLimit, c.stderr.tail(40))
+			c.t.Fatalf("%s did not happen within %s\n%s", what, waitLimit, c.stderr.tail(40))
 		}
 	}
+}
+
+// waitFor waits until the signalled states of an id include one of states, and returns it.
+func (c *coordinator) waitFor(kind, id string, states ...string) string {
+	c.t.Helper()
+	var reached string
+	c.waitUntil(fmt.Sprintf("%s %s reaching %v", kind, id, states), func() bool {
+		for _, state := range states {
+			if c.signals(kind)[id][state] {
+				reached = state
+				return true
+			}
+		}
+		return false
+	})
+	return reached
+}
+
+// waitCount waits until an id was signalled in state n times.
+func (c *coordinator) waitCount(kind, id, state string, n int) {
+	c.t.Helper()
+	c.waitUntil(fmt.Sprintf("%s %s reaching %s %d times", kind, id, state, n), func() bool { return c.counts[kind+" "+id+" "+state] >= n })
 }
 
 func (c *coordinator) waitJob(id, state string) { c.t.Helper(); c.waitFor("job", id, state) }

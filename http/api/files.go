@@ -136,10 +136,14 @@ func (s *Server) uploadTemplateFile(r *request) {
 	if !s.verifySigned(r, http.MethodPut, templateUploadKey(teamID, id)) {
 		return
 	}
-	var exists bool
-	s.Store.View(func(tx *persistence.Tx) error { exists = tx.TemplateExists(teamID, id); return nil })
-	if !exists {
+	var tpl *persistence.Template
+	s.Store.View(func(tx *persistence.Tx) (err error) { tpl, err = tx.Template(teamID, id); return err })
+	if tpl == nil {
 		r.fail(templateNotFound(idText))
+		return
+	}
+	if _, err := actors.FileEvent(tpl); err != nil {
+		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
 		return
 	}
 	key := actors.TemplateFileKey(id, s.IDs.New(s.Clock.Now()))

@@ -98,6 +98,8 @@ func (r *request) failErr(err error, notFound *apiError) {
 	switch {
 	case errors.Is(err, persistence.ErrNotFound) && notFound != nil:
 		r.fail(notFound)
+	case errors.Is(err, actors.ErrUploadNotAwaited):
+		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
 	case errors.Is(err, persistence.ErrClosed):
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: 5})
 	case errors.Is(err, actors.ErrUnavailable):

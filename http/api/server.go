@@ -94,6 +94,7 @@ type Coordinator interface {
 	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)
 	DeleteTemplate(teamID, id ulid.ULID) error
 	TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error)
+	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
 	EngineCapacity(engine string) actors.Capacity
 	Nodes() []actors.NodeInfo
 	DrainNode(nodeID string) (actors.NodeInfo, error)

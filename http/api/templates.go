@@ -166,11 +166,20 @@ func (s *Server) downloadTemplate(r *request) {
 	r.json(http.StatusOK, map[string]string{"url": s.signedURL(http.MethodGet, tpl.File.Key, s.cfg.DownloadURLTTL)})
 }
 
-// freshUploadURL hands out a new upload URL; the template keeps its status until a file arrives.
+// freshUploadURL hands out a new upload URL; the template keeps its status until a file arrives,
+// and a template that has a file takes the next one as its replacement.
 func (s *Server) freshUploadURL(r *request) {
-	if tpl, ok := s.loadTemplate(r); ok {
-		r.json(http.StatusOK, s.uploadInfo(tpl))
+	tpl, ok := s.loadTemplate(r)
+	if !ok {
+		return
 	}
+	opened, err := s.Coordinator.OpenTemplateReplacement(r.team, tpl.ID)
+	if err != nil {
+		r.failErr(err, templateNotFound(tpl.ID.String()))
+		return
+	}
+	tpl = opened
+	r.json(http.StatusOK, s.uploadInfo(tpl))
 }
 
 // templateCompositions is the extension listing compositions and their layers in detail.
