@@ -25,6 +25,7 @@ type LottieDoc struct {
 		List []struct {
 			FName   string `json:"fName"`
 			FFamily string `json:"fFamily"`
+			FPath   string `json:"fPath"`
 		} `json:"list"`
 	} `json:"fonts"`
 }
@@ -32,6 +33,8 @@ type LottieDoc struct {
 type lottieAsset struct {
 	ID     string        `json:"id"`
 	Nm     string        `json:"nm"`
+	U      string        `json:"u"`
+	P      string        `json:"p"`
 	W      float64       `json:"w"`
 	H      float64       `json:"h"`
 	Layers []lottieLayer `json:"layers"`
@@ -99,6 +102,9 @@ func ParseLottie(b []byte) (*LottieDoc, error) {
 func inspectLottie(b []byte) (*renderer.Inspection, error) {
 	doc, err := ParseLottie(b)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLottiePaths(doc); err != nil {
 		return nil, err
 	}
 	duration := round((doc.Op-doc.Ip)/doc.Fr, 3)

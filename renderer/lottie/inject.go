@@ -385,6 +385,31 @@ func (d *document) imageAsset(l obj) (obj, error) {
 }
 
 // addAsset appends an asset to the animation.
+// checkFilePaths refuses, before the worker reads the animation, an image or font that points
+// outside the template's folder: a template inspected before paths were checked must not make
+// the node render its own files.
+func (d *document) checkFilePaths() error {
+	for i, a := range d.assets() {
+		u, _ := a["u"].(string)
+		p, _ := a["p"].(string)
+		if _, precomp := a["layers"]; !precomp && p != "" {
+			if err := inspect.LottieFilePath(u, p); err != nil {
+				return fmt.Errorf("assets[%d]: %w", i, err)
+			}
+		}
+	}
+	fonts, _ := d.root["fonts"].(obj)
+	list, _ := fonts["list"].([]any)
+	for i, f := range list {
+		font, _ := f.(obj)
+		path, _ := font["fPath"].(string)
+		if err := inspect.LottieFontPath(path); err != nil {
+			return fmt.Errorf("fonts.list[%d].fPath: %w", i, err)
+		}
+	}
+	return nil
+}
+
 func (d *document) addAsset(a obj) {
 	list, _ := d.root["assets"].([]any)
 	d.root["assets"] = append(list, a)

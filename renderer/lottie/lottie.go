@@ -213,6 +213,9 @@ func (r *Renderer) prepare(ctx context.Context, task *renderer.Task) (*document,
 	if missing := embedFonts(doc.root, fonts); len(missing) > 0 {
 		fmt.Fprintf(task.Log, "fonts without a file, left to the system's fonts: %v\n", missing)
 	}
+	if err := doc.checkFilePaths(); err != nil {
+		return nil, err
+	}
 	return doc, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -356,4 +357,21 @@ func TestCancelStopsTheRenderAndTheNextOneWorks(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	renderStill(t, r, template, "kenburns", 0)
+}
+
+// TestAnimationReadingTheNodesFilesIsNotRendered: a template whose image climbs out of its
+// folder (one inspected before paths were checked) is refused before the worker reads it.
+func TestAnimationReadingTheNodesFilesIsNotRendered(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	secret := filepath.Join(t.TempDir(), "secret.png")
+	os.WriteFile(secret, []byte("the node's own file"), 0o600)
+	dir := t.TempDir()
+	doc := `{"nm":"kenburns","fr":25,"ip":0,"op":25,"w":100,"h":100,"assets":[{"id":"image_0","w":10,"h":10,"u":"","p":` + strconv.Quote(secret) + `}],
+	 "layers":[{"ty":2,"nm":"Photo","refId":"image_0","ip":0,"op":25,"st":0,"ks":{}}]}`
+	os.WriteFile(filepath.Join(dir, "data.json"), []byte(doc), 0o600)
+	task := newTask(t, zipDir(t, dir), renderer.Settings{Type: renderer.OutputImage, Frames: &renderer.Frames{}})
+	err := r.Render(context.Background(), task, func(float64) {})
+	if err == nil || !strings.Contains(err.Error(), "absolute path") {
+		t.Fatalf("got %v, want a refusal of the absolute image path", err)
+	}
 }
