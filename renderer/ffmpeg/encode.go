@@ -209,7 +209,7 @@ func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, d
 	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y", "-i", video}
 	var filter strings.Builder
 	for i, tr := range tracks {
-		args = append(args, "-i", tr.Path)
+		args = append(args, StagedInput(tr.Path)...)
 		if tr.Start < 0 {
 			fmt.Fprintf(&filter, "[%d:a]atrim=start=%.6f,asetpts=PTS-STARTPTS[a%d];", i+1, -tr.Start, i)
 		} else {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -104,5 +106,27 @@ func TestVideoCodecs(t *testing.T) {
 				t.Errorf("%q: %v lacks %q", codec, args, w)
 			}
 		}
+	}
+}
+
+// TestPlaylistsCannotReadTheNodesFiles: a "video" or "audio" asset that is an HLS playlist
+// naming a file elsewhere on the node is refused by its format; the file is never decoded.
+func TestPlaylistsCannotReadTheNodesFiles(t *testing.T) {
+	tl := tools(t)
+	private := clip(t, tl, "private.ts", 64, 64, 10, 1, true)
+	playlist := filepath.Join(t.TempDir(), "asset.mp4")
+	os.WriteFile(playlist, []byte("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1.0,\nfile://"+private+"\n#EXT-X-ENDLIST\n"), 0o600)
+	if _, err := Probe(context.Background(), tl, playlist); err == nil || !strings.Contains(err.Error(), "format") {
+		t.Fatalf("a playlist was probed as a video: %v", err)
+	}
+	if err := CheckAudio(context.Background(), tl, playlist); err == nil {
+		t.Fatal("a playlist was accepted as a sound")
+	}
+	// What the engines expect still passes.
+	if _, err := Probe(context.Background(), tl, private); err != nil {
+		t.Fatalf("an MPEG-TS clip: %v", err)
+	}
+	if err := CheckAudio(context.Background(), tl, private); err != nil {
+		t.Fatalf("an MPEG-TS clip with sound: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,32 +30,76 @@ type Media struct {
 	Alpha bool
 }
 
-// Probe reads a media file's first video stream, whether it has audio, and its duration.
-func Probe(ctx context.Context, t Tools, p string) (Media, error) {
-	out, err := exec.CommandContext(ctx, t.FFprobe, "-v", "error", "-print_format", "json", "-show_streams", "-show_format", p).Output()
+// StagedInput is ffmpeg's input options for a file a job supplied: read through the file protocol
+// only, so a playlist or a concat list inside it cannot pull other files or URLs in.
+func StagedInput(p string) []string {
+	return []string{"-protocol_whitelist", "file", "-i", p}
+}
+
+// containers are the formats accepted for video and audio assets (ffprobe's format names). HLS,
+// DASH, concat lists and other formats that reference further files are refused: probing and
+// decoding them would read whatever they point at.
+var containers = []string{"mov", "mp4", "m4a", "3gp", "3g2", "mj2", "matroska", "webm", "avi", "mpegts", "mp3", "wav", "ogg", "flac", "aac", "gif"}
+
+// probeInfo is what ffprobe says of a file.
+type probeInfo struct {
+	Streams []struct {
+		CodecType    string `json:"codec_type"`
+		CodecName    string `json:"codec_name"`
+		Width        int    `json:"width"`
+		Height       int    `json:"height"`
+		AvgFrameRate string `json:"avg_frame_rate"`
+		RFrameRate   string `json:"r_frame_rate"`
+		PixFmt       string `json:"pix_fmt"`
+	} `json:"streams"`
+	Format struct {
+		Name     string `json:"format_name"`
+		Duration string `json:"duration"`
+	} `json:"format"`
+}
+
+// probe runs ffprobe on a supplied file and refuses containers outside the list above.
+func probe(ctx context.Context, t Tools, p string) (probeInfo, error) {
+	var info probeInfo
+	args := append([]string{"-v", "error", "-print_format", "json", "-show_streams", "-show_format", "-protocol_whitelist", "file"}, p)
+	out, err := exec.CommandContext(ctx, t.FFprobe, args...).Output()
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return Media{}, fmt.Errorf("not a readable media file: %s", strings.TrimSpace(string(exit.Stderr)))
+			return info, fmt.Errorf("not a readable media file: %s", strings.TrimSpace(string(exit.Stderr)))
 		}
-		return Media{}, err
-	}
-	var info struct {
-		Streams []struct {
-			CodecType    string `json:"codec_type"`
-			CodecName    string `json:"codec_name"`
-			Width        int    `json:"width"`
-			Height       int    `json:"height"`
-			AvgFrameRate string `json:"avg_frame_rate"`
-			RFrameRate   string `json:"r_frame_rate"`
-			PixFmt       string `json:"pix_fmt"`
-		} `json:"streams"`
-		Format struct {
-			Duration string `json:"duration"`
-		} `json:"format"`
+		return info, err
 	}
 	if err := json.Unmarshal(out, &info); err != nil {
-		return Media{}, fmt.Errorf("ffprobe answered something unreadable: %w", err)
+		return info, fmt.Errorf("ffprobe answered something unreadable: %w", err)
+	}
+	for _, name := range strings.Split(info.Format.Name, ",") {
+		if slices.Contains(containers, name) {
+			return info, nil
+		}
+	}
+	return info, fmt.Errorf("the file is in the %q format; media assets must be one of %s", info.Format.Name, strings.Join(containers, ", "))
+}
+
+// CheckAudio checks that a supplied file is a sound in an accepted container.
+func CheckAudio(ctx context.Context, t Tools, p string) error {
+	info, err := probe(ctx, t, p)
+	if err != nil {
+		return err
+	}
+	for _, s := range info.Streams {
+		if s.CodecType == "audio" {
+			return nil
+		}
+	}
+	return errors.New("the file has no audio stream")
+}
+
+// Probe reads a media file's first video stream, whether it has audio, and its duration.
+func Probe(ctx context.Context, t Tools, p string) (Media, error) {
+	info, err := probe(ctx, t, p)
+	if err != nil {
+		return Media{}, err
 	}
 	var m Media
 	found := false
@@ -143,7 +188,7 @@ func (j *Joiner) Render(ctx context.Context, task *renderer.Task, report func(fl
 		if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
 			return err
 		}
-		args = []string{"-f", "concat", "-safe", "0", "-i", list, "-c", "copy", "-movflags", "+faststart"}
+		args = []string{"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-c", "copy", "-movflags", "+faststart"}
 	} else {
 		args = reencodeArgs(clips, media, task.Settings.Codec)
 	}
@@ -174,7 +219,7 @@ func reencodeArgs(clips []string, media []Media, codec string) []string {
 	}
 	var args []string
 	for _, c := range clips {
-		args = append(args, "-i", c)
+		args = append(args, StagedInput(c)...)
 	}
 	var filter strings.Builder
 	for i, m := range media {

@@ -217,6 +217,9 @@ func (d *document) apply(ctx context.Context, a renderer.Asset, fonts fontSet) e
 		if err != nil {
 			return err
 		}
+		if err := ffmpeg.CheckAudio(ctx, d.tools, a.LocalPath); err != nil {
+			return fmt.Errorf("the audio: %w", err)
+		}
 		d.addSound(layers[0], a.LocalPath)
 		return nil
 	case renderer.AssetStatic:

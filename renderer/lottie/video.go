@@ -65,7 +65,7 @@ func (d *document) placeVideo(ctx context.Context, l obj, file string) error {
 		ext, quality = ".png", nil
 	}
 	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
-		"-ss", strconv.FormatFloat(float64(first)/d.fps, 'f', 6, 64), "-i", file,
+		"-ss", strconv.FormatFloat(float64(first)/d.fps, 'f', 6, 64), "-protocol_whitelist", "file", "-i", file,
 		"-vf", fmt.Sprintf("fps=%s,scale=%d:%d", strconv.FormatFloat(d.fps, 'f', -1, 64), w, h),
 		"-frames:v", strconv.Itoa(count)}, quality...)
 	args = append(args, filepath.Join(d.dir, filepath.FromSlash(rel), "%06d"+ext))
