@@ -26,6 +26,8 @@ type Config struct {
 	Jobs      JobsConfig      `toml:"jobs"`
 	Templates TemplatesConfig `toml:"templates"`
 	Outputs   OutputsConfig   `toml:"outputs"`
+	HTTP      HTTPConfig      `toml:"http"`
+	Metrics   MetricsConfig   `toml:"metrics"`
 	RateLimit RateLimitConfig `toml:"ratelimit"`
 	Webhooks  WebhooksConfig  `toml:"webhooks"`
 	Secrets   SecretsConfig   `toml:"secrets"`
@@ -211,6 +213,20 @@ type OutputsConfig struct {
 	MaxBytes int64    `toml:"max_bytes"`
 }
 
+// HTTPConfig is the [http] table: how long and how many connections a client may hold.
+type HTTPConfig struct {
+	HeaderTimeout   Duration `toml:"header_timeout"`
+	RequestTimeout  Duration `toml:"request_timeout"`
+	TransferTimeout Duration `toml:"transfer_timeout"`
+	MaxConnsPerIP   int      `toml:"max_conns_per_ip"`
+}
+
+// MetricsConfig is the [metrics] table: who may read /metrics, and where.
+type MetricsConfig struct {
+	Token  string `toml:"token"`
+	Listen string `toml:"listen"`
+}
+
 type RateLimitConfig struct {
 	RequestsPerSecond float64 `toml:"requests_per_second"`
 	Burst             int     `toml:"burst"`
@@ -266,6 +282,8 @@ func defaultConfig() Config {
 			Retention: dur(30 * 24 * time.Hour)},
 		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour), DownloadTimeout: dur(30 * time.Minute)},
 		Outputs:   OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
+		HTTP: HTTPConfig{HeaderTimeout: dur(10 * time.Second), RequestTimeout: dur(time.Minute), TransferTimeout: dur(time.Hour),
+			MaxConnsPerIP: 256},
 		RateLimit: RateLimitConfig{RequestsPerSecond: 50, Burst: 200},
 		Webhooks: WebhooksConfig{
 			RetryBackoff: []Duration{dur(time.Second), dur(4 * time.Second), dur(16 * time.Second)},

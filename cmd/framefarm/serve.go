@@ -25,6 +25,7 @@ import (
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/valyala/fasthttp"
 )
 
 // serveConfig reads serve's flags over the configuration file.
@@ -69,8 +70,8 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 // the next start, without counting as failed attempts) and stops its engines; the coordinator
 // leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP
 // server lets requests in flight finish; retention ends its step; the actors stop (scheduler,
-// template processor, webhook dispatcher); the debug listener closes (profiles of the shutdown
-// stay readable until then); the store commits what it holds and closes.
+// template processor, webhook dispatcher); the metrics and debug listeners close (metrics and
+// profiles of the shutdown stay readable until then); the store commits what it holds and closes.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
 	cfg, err := serveConfig(args, stderr)
 	if err != nil {
@@ -167,7 +168,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		Store: actorStore, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
 		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
 	})
+	// With a listener of their own, the metrics are not on the API's port.
+	var apiMetrics fasthttp.RequestHandler
+	if cfg.Metrics.Listen == "" {
+		apiMetrics = m.Handler()
+	}
 	server := api.New(api.Config{
+		HeaderTimeout: cfg.HTTP.HeaderTimeout.Duration, RequestTimeout: cfg.HTTP.RequestTimeout.Duration,
+		TransferTimeout: cfg.HTTP.TransferTimeout.Duration, MaxConnsPerIP: cfg.HTTP.MaxConnsPerIP,
+		MetricsToken:     cfg.Metrics.Token,
 		MaxBodyBytes:     cfg.Server.MaxBodyBytes,
 		MaxTemplateBytes: cfg.Templates.MaxFileBytes,
 		MaxOutputBytes:   cfg.Outputs.MaxBytes,
@@ -182,7 +191,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		},
 	}, api.Deps{
 		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey), Secrets: box,
-		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: m.Handler(),
+		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics,
 	})
 	coord.JobJSON = server.JobJSON
 
@@ -219,13 +228,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 			return err
 		}
 	}
-	stopDebug := func() {}
+	stopDebug, stopMetrics := func() {}, func() {}
 	if cfg.Debug.Listen != "" {
 		if stopDebug, err = startDebug(cfg.Debug.Listen, log); err != nil {
 			stopNode()
 			leaveCluster()
 			coord.Stop(context.Background())
 			return fmt.Errorf("debug listener: %w", err)
+		}
+	}
+	if cfg.Metrics.Listen != "" {
+		if stopMetrics, err = startMetrics(cfg.Metrics.Listen, cfg.Metrics.Token, m.HTTPHandler(), log); err != nil {
+			stopDebug()
+			stopNode()
+			leaveCluster()
+			coord.Stop(context.Background())
+			return fmt.Errorf("metrics listener: %w", err)
 		}
 	}
 	releaseCtx, stopReleasing := context.WithCancel(context.Background())
@@ -270,6 +288,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	}
 	stopRetention()
 	coord.Stop(shutdownCtx)
+	stopMetrics()
 	stopDebug()
 	log.Info("stopped")
 	return nil

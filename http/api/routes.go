@@ -1,6 +1,7 @@
 package api
 
 import (
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
@@ -13,6 +14,26 @@ import (
 
 // APIPrefix is where the v2 interface lives.
 const APIPrefix = "/api/v2"
+
+// metrics serves Prometheus' page, behind its token when one is set; when the metrics have a
+// listener of their own (no handler here), the API's port has none.
+func (s *Server) metrics(r *request) {
+	switch {
+	case s.Metrics == nil:
+		r.fail(newError(http.StatusNotFound, codeNotFound, "metrics are served on their own listener ([metrics] listen)"))
+	case s.cfg.MetricsToken != "" && !BearerMatches(string(r.ctx.Request.Header.Peek("Authorization")), s.cfg.MetricsToken):
+		r.ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="metrics"`)
+		r.fail(newError(http.StatusUnauthorized, codeUnauthorized, "/metrics needs the metrics token ([metrics] token) as a bearer token"))
+	default:
+		s.Metrics(r.ctx)
+	}
+}
+
+// BearerMatches reports, in constant time, whether an Authorization header carries token.
+func BearerMatches(header, token string) bool {
+	given, ok := strings.CutPrefix(header, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(given), []byte(token)) == 1
+}
 
 func (s *Server) routesV2() {
 	v2 := func(method, path string, auth authKind, h func(*request)) { s.handle(method, APIPrefix+path, auth, h) }
@@ -62,11 +83,7 @@ func (s *Server) routesV2() {
 
 	s.handle(http.MethodGet, "/healthz", authNone, func(r *request) { r.json(http.StatusOK, map[string]string{"status": "ok"}) })
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
-	s.handle(http.MethodGet, "/metrics", authNone, func(r *request) {
-		if s.Metrics != nil {
-			s.Metrics(r.ctx)
-		}
-	})
+	s.handle(http.MethodGet, "/metrics", authNone, s.metrics)
 	s.router.NotFound = s.wrap("(unmatched)", authNone, func(r *request) {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s", r.ctx.Method(), r.ctx.Path()))
 	})

@@ -3,6 +3,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -55,6 +56,14 @@ type Config struct {
 	Limits validate.Limits
 	// RetryAfter is what 503 answers say while shutting down [5s].
 	RetryAfter time.Duration
+	// HeaderTimeout bounds the wait for each request's first byte and headers [10s];
+	// RequestTimeout the reading of an API request's body and the writing of its answer [1m];
+	// TransferTimeout the same for files under /files/ (uploads and downloads) [1h].
+	HeaderTimeout, RequestTimeout, TransferTimeout time.Duration
+	// MaxConnsPerIP caps the open connections from one address; 0 leaves them uncapped.
+	MaxConnsPerIP int
+	// MetricsToken, when set, is the bearer token /metrics asks for.
+	MetricsToken string
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +84,14 @@ func (c *Config) setDefaults() {
 	}
 	if c.RateLimit <= 0 {
 		c.RateLimit = 50
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&c.HeaderTimeout, 10 * time.Second}, {&c.RequestTimeout, time.Minute}, {&c.TransferTimeout, time.Hour}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	if c.RateBurst <= 0 {
 		c.RateBurst = 200
@@ -155,13 +172,28 @@ func New(cfg Config, deps Deps) *Server {
 		StreamRequestBody:            true,
 		MaxRequestBodySize:           64 << 10, // bodies above this are streamed, and capped per route
 		DisablePreParseMultipartForm: true,
-		ReadTimeout:                  0,
-		IdleTimeout:                  2 * time.Minute,
-		NoDefaultServerHeader:        true,
-		CloseOnShutdown:              true,
-		Logger:                       slogPrinter{deps.Logger},
+		// ReadTimeout covers a request's first byte and headers; requestLimits then gives its
+		// body (and its answer) the time its route needs.
+		ReadTimeout:           s.cfg.HeaderTimeout,
+		WriteTimeout:          s.cfg.RequestTimeout,
+		HeaderReceived:        s.requestLimits,
+		MaxConnsPerIP:         s.cfg.MaxConnsPerIP,
+		IdleTimeout:           2 * time.Minute,
+		NoDefaultServerHeader: true,
+		CloseOnShutdown:       true,
+		Logger:                slogPrinter{deps.Logger},
 	}
 	return s
+}
+
+// requestLimits gives file transfers under /files/ the long allowance and every other request
+// the short one, once its headers are in.
+func (s *Server) requestLimits(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	d := s.cfg.RequestTimeout
+	if bytes.HasPrefix(h.RequestURI(), []byte("/files/")) {
+		d = s.cfg.TransferTimeout
+	}
+	return fasthttp.RequestConfig{ReadTimeout: d, WriteTimeout: d}
 }
 
 // Routes lists every registered method and path.

@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -130,7 +131,12 @@ func New() *Metrics {
 
 // Handler serves the metrics in the Prometheus text format.
 func (m *Metrics) Handler() fasthttp.RequestHandler {
-	return fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	return fasthttpadaptor.NewFastHTTPHandler(m.HTTPHandler())
+}
+
+// HTTPHandler is the same page for a net/http listener of its own.
+func (m *Metrics) HTTPHandler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
 // SetJobCounts sets the jobs-by-state gauge from the store at start-up.

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+)
+
+// closedBy reports whether the server closes conn (or answers and closes) within d.
+func closedBy(t *testing.T, conn net.Conn, d time.Duration) bool {
+	t.Helper()
+	conn.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, conn)
+	var netErr net.Error
+	return !(errors.As(err, &netErr) && netErr.Timeout())
+}
+
+// TestSlowClientsAreCut: a connection that sends nothing, half its headers, or an API body too
+// slowly is closed; a slow upload under /files/ has its longer allowance; one address cannot
+// hold more connections than the cap.
+func TestSlowClientsAreCut(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0, config: `
+[http]
+header_timeout = "1s"
+request_timeout = "1s"
+transfer_timeout = "30s"
+max_conns_per_ip = 3
+`})
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", c.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+
+	// The cap: a fourth connection from the same address is refused at once.
+	held := []net.Conn{dial(), dial(), dial()}
+	extra := dial()
+	if line, _ := bufio.NewReader(extra).ReadString('\n'); !strings.Contains(line, "429") {
+		t.Fatalf("the connection over the cap got %q", line)
+	}
+	for _, conn := range held {
+		conn.Close()
+	}
+
+	silent := dial()
+	half := dial()
+	half.Write([]byte("GET /healthz HTTP/1.1\r\nHost: framefarm\r\n"))
+	if !closedBy(t, silent, 10*time.Second) {
+		t.Fatal("a connection that sends nothing is still open after 10s")
+	}
+	if !closedBy(t, half, 10*time.Second) {
+		t.Fatal("a connection that sent half its headers is still open after 10s")
+	}
+
+	// An API body trickling in slower than request_timeout is cut.
+	acme := c.team("acme")
+	slowAPI := dial()
+	slowAPI.Write([]byte("POST /api/v2/jobs HTTP/1.1\r\nHost: framefarm\r\nAuthorization: Bearer " + acme.token +
+		"\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"template\""))
+	if !closedBy(t, slowAPI, 10*time.Second) {
+		t.Fatal("an API body slower than request_timeout kept its connection")
+	}
+
+	// A template upload that pauses longer than the header and request timeouts goes through.
+	var tpl templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Slow"}, http.StatusCreated, &tpl)
+	body := templateZip(t, inspection())
+	u, err := url.Parse(tpl.UploadInfo.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upload := dial()
+	upload.Write([]byte("PUT " + u.RequestURI() + " HTTP/1.1\r\nHost: framefarm\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n"))
+	upload.Write(body[:len(body)/2])
+	time.Sleep(1500 * time.Millisecond) // longer than header_timeout and request_timeout
+	upload.Write(body[len(body)/2:])
+	upload.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if line, err := bufio.NewReader(upload).ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("the slow upload got %q %v", line, err)
+	}
+	c.waitFor("template", tpl.ID, "uploaded")
+}
+
+// TestMetricsTokenAndListener: /metrics asks for its token when one is set, and moves to its
+// own listener when [metrics] listen is set.
+func TestMetricsTokenAndListener(t *testing.T) {
+	metricsGet := func(u, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		page, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == http.StatusOK && !strings.Contains(string(page), "framefarm_http_request_duration_seconds") {
+			t.Fatalf("%s answered 200 without the metrics", u)
+		}
+		return resp.StatusCode
+	}
+	c := startCoordinator(t, options{slots: 0, config: "\n[metrics]\ntoken = \"scrape-me\"\n"})
+	if code := metricsGet(c.url+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", code)
+	}
+	if code := metricsGet(c.url+"/metrics", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", code)
+	}
+	if code := metricsGet(c.url+"/metrics", "scrape-me"); code != http.StatusOK {
+		t.Fatalf("token: %d", code)
+	}
+
+	addr := membershiptest.FreeAddr(t)
+	c = startCoordinator(t, options{slots: 0, config: "\n[metrics]\ntoken = \"scrape-me\"\nlisten = \"" + addr + "\"\n"})
+	if code := metricsGet(c.url+"/metrics", "scrape-me"); code != http.StatusNotFound {
+		t.Fatalf("the API's port still serves metrics: %d", code)
+	}
+	if code := metricsGet("http://"+addr+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Fatalf("own listener without the token: %d", code)
+	}
+	if code := metricsGet("http://"+addr+"/metrics", "scrape-me"); code != http.StatusOK {
+		t.Fatalf("own listener: %d", code)
+	}
+}
