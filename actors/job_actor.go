@@ -329,7 +329,18 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	})
 }
 
+// scrubReport hides the job's secret values in what a node reported (a node of an older release,
+// or a tool that printed them), so they are never stored or served.
+func (a *jobActor) scrubReport(err string, log []string) (string, []string) {
+	if err == "" && len(log) == 0 {
+		return err, log
+	}
+	secrets := a.c.jobSecrets(a.job)
+	return secrets.Scrub(err), secrets.ScrubAll(log)
+}
+
 func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
+	_, d.log = a.scrubReport("", d.log)
 	if a.repeated(d.attempt, d.node, true, "") {
 		a.c.settled(d.settle, a.job.ID, d.attempt)
 		return
@@ -354,6 +365,7 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 }
 
 func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
+	f.err, f.log = a.scrubReport(f.err, f.log)
 	if a.repeated(f.attempt, f.node, false, f.err) {
 		a.c.settled(f.settle, a.job.ID, f.attempt)
 		return

@@ -54,7 +54,12 @@ func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
 			task.Fonts = append(task.Fonts, protocol.Font{FileName: name, Source: protocol.Source{
 				URL: c.NodeURLs.URL(http.MethodGet, f.File.Key, expires), SHA256: f.File.SHA256, Internal: true}})
 		}
-		return c.taskOutput(job, &task, expand, expires)
+		if err := c.taskOutput(job, &task, expand, expires); err != nil {
+			return err
+		}
+		revealed, err := c.revealedSecrets(tx, job)
+		task.Redact = revealed.Named()
+		return err
 	})
 	return task, err
 }
@@ -176,6 +181,32 @@ func (c *Coordinator) expandSecrets(tx *persistence.Tx, teamID ulid.ULID, s stri
 		}
 		return string(plain), nil
 	})
+}
+
+// revealedSecrets resolves every secret a job refers to, anywhere in its spec, so that text about
+// the job (a node's error and log, a webhook failure) can be scrubbed of their values.
+func (c *Coordinator) revealedSecrets(tx *persistence.Tx, job *persistence.Job) (*secretbox.Revealed, error) {
+	revealed := &secretbox.Revealed{}
+	spec, err := json.Marshal(job.Spec)
+	if err != nil {
+		return revealed, err
+	}
+	for _, name := range secretbox.References(string(spec)) {
+		value, err := c.expandSecrets(tx, job.TeamID, "${secret."+name+"}")
+		if err == nil {
+			revealed.Add(name, value)
+		}
+	}
+	return revealed, nil
+}
+
+// jobSecrets is revealedSecrets in a transaction of its own.
+func (c *Coordinator) jobSecrets(job *persistence.Job) *secretbox.Revealed {
+	var revealed *secretbox.Revealed
+	if err := c.Store.View(func(tx *persistence.Tx) (err error) { revealed, err = c.revealedSecrets(tx, job); return err }); err != nil {
+		c.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
+	}
+	return revealed
 }
 
 // SecretAAD binds a secret's ciphertext to its team and name.

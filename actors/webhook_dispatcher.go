@@ -21,6 +21,7 @@ import (
 
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/secretbox"
 )
 
 // webhookDispatcher delivers the webhooks in the outbox. A delivery is written to the outbox in
@@ -164,6 +165,7 @@ var errDeliveryObsolete = errors.New("delivery is obsolete")
 // now, and only here.
 func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 	var req *http.Request
+	var revealed *secretbox.Revealed
 	err := w.c.Store.View(func(tx *persistence.Tx) error {
 		job, err := tx.Job(d.JobID)
 		if errors.Is(err, persistence.ErrNotFound) || (err == nil && job.Spec.Webhook == nil) {
@@ -176,17 +178,26 @@ func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 		if err != nil {
 			return err
 		}
+		if revealed, err = w.c.revealedSecrets(tx, job); err != nil {
+			return err
+		}
 		req, err = w.request(tx, d, job, team)
 		return err
 	})
-	if err != nil {
+	// An error can quote the resolved URL or a header: it is scrubbed before the job's log, the
+	// delivery record or the server's log sees it.
+	scrubbed := func(err error) error { return errors.New(revealed.Scrub(err.Error())) }
+	if errors.Is(err, errDeliveryObsolete) {
 		return "", err
+	}
+	if err != nil {
+		return "", scrubbed(err)
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.WebhookTimeout)
 	defer cancel()
 	resp, err := w.c.Outbound.Do(req.WithContext(ctx))
 	if err != nil {
-		return "", err
+		return "", scrubbed(err)
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -22,6 +22,7 @@ import (
 
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
 )
 
@@ -413,6 +414,8 @@ var (
 func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *protocol.Assign, r renderer.Renderer) any {
 	started := a.clock.Now()
 	log := newLogCapture(a.cfg.MaxLogLines, a.clock.Now)
+	// What the node reports never carries the secret values its task holds.
+	secrets := secretbox.NewRevealed(m.Task.Redact)
 	work, err := os.MkdirTemp(workRoot(a.cfg), safeName(m.JobID)+"-")
 	if err != nil {
 		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
@@ -440,10 +443,11 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 			message = fmt.Sprintf("the render ran longer than the %s allowed", m.Task.MaxDuration)
 		}
 		lines, at := log.Lines()
-		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: message, Retryable: retryable, Log: lines, LogAt: at}
+		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: secrets.Scrub(message), Retryable: retryable,
+			Log: secrets.ScrubAll(lines), LogAt: at}
 	}
 	lines, at := log.Lines()
-	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: lines, LogAt: at}
+	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: secrets.ScrubAll(lines), LogAt: at}
 }
 
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and

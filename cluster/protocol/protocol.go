@@ -158,6 +158,9 @@ type Task struct {
 	SilenceTimeout time.Duration `json:"silenceTimeout"`
 	// MaxDuration stops a render that runs longer than this.
 	MaxDuration time.Duration `json:"maxDuration"`
+	// Redact maps the names of the secrets the task carries to their values: the node never
+	// reports them, and writes their references (${secret.NAME}) in their place.
+	Redact map[string]string `json:"redact,omitempty"`
 }
 
 // Asset is a job asset with its source resolved. Internal assets come from the coordinator's

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,5 +137,61 @@ func TestMetricsTokenAndListener(t *testing.T) {
 	}
 	if code := metricsGet("http://"+addr+"/metrics", "scrape-me"); code != http.StatusOK {
 		t.Fatalf("own listener: %d", code)
+	}
+}
+
+// TestSecretsNeverLeakFromFailures: a secret used in a webhook URL and header, an asset's src and
+// an upload target, each of which fails, appears in no job log, no job error, no server log line
+// and nowhere in the database file.
+func TestSecretsNeverLeakFromFailures(t *testing.T) {
+	const secret = "hunter2-s3cr3t-value"
+	c := startCoordinator(t, options{slots: 1, realEngines: true})
+	acme := c.team("acme")
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "tok", "value": secret}, http.StatusCreated, nil)
+	tpl := acme.uploadTemplateFile("zip", fixtureZip(t, "lottie/synthetic"))
+	closed := "http://" + membershiptest.FreeAddr(t) // nothing listens there
+	files := newFileServer(t, map[string][]byte{})
+	still := func(extra map[string]any, assets ...map[string]any) string {
+		body := kenburnsJob(tpl.ID, assets...)
+		body["settings"] = map[string]any{"type": "image", "frames": 0}
+		for k, v := range extra {
+			body[k] = v
+		}
+		var cr created
+		acme.must(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated, &cr)
+		return cr.ID
+	}
+	webhookJob := still(map[string]any{"webhook": map[string]any{"url": closed + "/hook/${secret.tok}?t=${secret.tok}",
+		"headers": map[string]string{"X-Token": "${secret.tok}"}}})
+	srcJob := still(nil, map[string]any{"type": "image", "layerName": "Photo", "src": files + "/missing/${secret.tok}.jpg?t=${secret.tok}"})
+	uploadJob := still(map[string]any{"upload": map[string]any{"provider": "s3", "params": map[string]any{
+		"endpoint": closed + "/${secret.tok}", "region": "us-east-1", "bucket": "b-${secret.tok}",
+		"accessKeyId": "AKID", "accessKeySecret": "${secret.tok}"}}})
+
+	c.waitJob(webhookJob, "finished")
+	c.waitFor("webhook", webhookJob, "failed")
+	c.waitJob(srcJob, "error")
+	c.waitJob(uploadJob, "error")
+	for _, id := range []string{webhookJob, srcJob, uploadJob} {
+		_, logs, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+id+"/logs", nil)
+		_, record, _ := acme.call(http.MethodGet, "/api/v2/jobs/"+id, nil)
+		if strings.Contains(string(logs), secret) || strings.Contains(string(record), secret) {
+			t.Errorf("job %s shows the secret:\n%s\n%s", id, logs, record)
+		}
+		// Where a message quoted the value, it now names the secret instead.
+		if id != srcJob && !strings.Contains(string(logs), "${secret.tok}") {
+			t.Errorf("job %s's log does not say where the secret was:\n%s", id, logs)
+		}
+	}
+	c.stop()
+	if strings.Contains(c.stderr.String(), secret) {
+		t.Error("the server log shows the secret")
+	}
+	db, err := os.ReadFile(filepath.Join(c.dataDir(), "framefarm.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(db), secret) {
+		t.Error("the database file holds the secret in clear")
 	}
 }
