@@ -103,8 +103,15 @@ type (
 		NewTeamID     ulid.ULID `json:"newTeamId"`
 		WebhookSecret string    `json:"webhookSecret"`
 		TokenHash     [32]byte  `json:"tokenHash"`
+		ExpiresAt     time.Time `json:"expiresAt,omitzero"`
 		Team          Team      `json:"-"`
 		Created       bool      `json:"-"`
+	}
+	// RevokeToken removes the token whose ID is TokenID; Revoked is the token removed
+	// (ErrNotFound when there is none).
+	RevokeToken struct {
+		TokenID string `json:"tokenId"`
+		Revoked *Token `json:"-"`
 	}
 	// ForgetAnswers removes the kept answers older than Before among up to Max after the key
 	// After; Next is where the next step starts (nil at the end), Forgotten how many went.
@@ -137,6 +144,7 @@ func (*DeleteFont) command()     {}
 func (*CreateSecret) command()   {}
 func (*DeleteSecret) command()   {}
 func (*IssueToken) command()     {}
+func (*RevokeToken) command()    {}
 func (*RemoveExpired) command()  {}
 func (*ForgetAnswers) command()  {}
 
@@ -228,7 +236,14 @@ func (t *Tx) apply(c Command) error {
 			return err
 		}
 		c.Team, c.Created = team, created
-		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At})
+		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At, ExpiresAt: c.ExpiresAt})
+	case *RevokeToken:
+		tok, err := t.tokenByID(c.TokenID)
+		if err != nil {
+			return err
+		}
+		c.Revoked = tok
+		return t.bucket(bucketTokens).Delete(tok.Hash[:])
 	case *RemoveExpired:
 		r, err := t.removeExpired(c.Cutoff, c.After, c.Max)
 		c.Removal = r
@@ -247,7 +262,7 @@ var commandKinds = map[string]reflect.Type{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RemoveExpired{}, &ForgetAnswers{}} {
+		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 }

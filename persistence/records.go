@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -87,7 +88,21 @@ type Team struct {
 type Token struct {
 	TeamID    ulid.ULID `json:"teamId"`
 	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt, when set, is when the token stops working.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// Hash is the key the token is stored under (not stored inside the record).
+	Hash [32]byte `json:"-"`
 }
+
+// TokenIDLength is how many bytes of a token's hash name it (as hex) in lists and revocations:
+// enough to tell tokens apart, useless for finding the token.
+const TokenIDLength = 8
+
+// ID names the token without revealing it.
+func (t *Token) ID() string { return hex.EncodeToString(t.Hash[:TokenIDLength]) }
+
+// Expired reports whether the token no longer works at now.
+func (t *Token) Expired(now time.Time) bool { return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) }
 
 // TemplateStatus is a template's status; see actors/STATE_MACHINE.md.
 type TemplateStatus string

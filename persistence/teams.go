@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -60,14 +61,55 @@ func (t *Tx) Team(teamID ulid.ULID) (Team, error) {
 	return team, err
 }
 
-// TokenTeam returns the team a token hash belongs to.
-func (t *Tx) TokenTeam(hash [32]byte) (ulid.ULID, error) {
-	var tok Token
-	found, err := t.getJSON(bucketTokens, hash[:], &tok)
+// Token returns the token stored under a hash.
+func (t *Tx) Token(hash [32]byte) (*Token, error) {
+	tok := &Token{Hash: hash}
+	found, err := t.getJSON(bucketTokens, hash[:], tok)
 	if err == nil && !found {
 		err = ErrNotFound
 	}
-	return tok.TeamID, err
+	return tok, err
+}
+
+// Tokens lists every token, in hash order.
+func (t *Tx) Tokens() ([]*Token, error) {
+	var out []*Token
+	var err error
+	t.scanPrefix(bucketTokens, nil, func(k, raw []byte) bool {
+		tok := &Token{}
+		if err = json.Unmarshal(raw, tok); err != nil {
+			err = fmt.Errorf("decode token record: %w", err)
+			return false
+		}
+		copy(tok.Hash[:], k)
+		out = append(out, tok)
+		return true
+	})
+	return out, err
+}
+
+// tokenByID finds the token an ID (the hex start of its hash) names.
+func (t *Tx) tokenByID(tokenID string) (*Token, error) {
+	prefix, err := hex.DecodeString(tokenID)
+	if err != nil || len(prefix) != TokenIDLength {
+		return nil, ErrNotFound
+	}
+	var tok *Token
+	t.scanPrefix(bucketTokens, prefix, func(k, raw []byte) bool {
+		tok = &Token{}
+		if err = json.Unmarshal(raw, tok); err != nil {
+			return false
+		}
+		copy(tok.Hash[:], k)
+		return false
+	})
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		return nil, ErrNotFound
+	}
+	return tok, nil
 }
 
 // NewWebhookSecret makes the key a new team's webhooks are signed with (32 random bytes, hex).

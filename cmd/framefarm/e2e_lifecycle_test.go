@@ -319,9 +319,50 @@ func TestTokenCreateCommand(t *testing.T) {
 	if out, err := framefarm("token", "create", "--data-dir", dir); err == nil {
 		t.Fatalf("token create without a team succeeded:\n%s", out)
 	}
+
+	// token list and token revoke, through the running server: the revoked token stops at once
+	// although the server had it cached.
+	client := &client{c: c, token: lastLine(out)}
+	client.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, nil)
+	id := tokenIDIn(t, out)
+	listed, err := framefarm("token", "list", "--data-dir", c.dataDir())
+	if err != nil || !strings.Contains(string(listed), id) || !strings.Contains(string(listed), "studio") || strings.Contains(string(listed), client.token) {
+		t.Fatalf("token list: %v\n%s", err, listed)
+	}
+	if out, err := framefarm("token", "revoke", "--data-dir", c.dataDir(), id); err != nil {
+		t.Fatalf("token revoke: %v\n%s", err, out)
+	}
+	client.fails(http.MethodGet, "/api/v2/team", nil, http.StatusUnauthorized, "unauthorized")
+	// Without a server, straight in the database; an expiry is listed.
+	c.stop()
+	if out, err := framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "studio", "--expires", "24h"); err != nil || !strings.Contains(string(out), "expires ") {
+		t.Fatalf("token create --expires: %v\n%s", err, out)
+	}
+	listed, _ = framefarm("token", "list", "--data-dir", c.dataDir())
+	if strings.Contains(string(listed), id) || strings.Count(string(listed), "\n") != 3 {
+		t.Fatalf("token list after the revocation:\n%s", listed)
+	}
+	if out, err := framefarm("token", "revoke", "--data-dir", c.dataDir(), id); err == nil || !strings.Contains(string(out), "no token") {
+		t.Fatalf("revoking twice: %v\n%s", err, out)
+	}
 	if out, _ := framefarm("version"); !strings.HasPrefix(string(out), "framefarm ") {
 		t.Fatalf("version: %s", out)
 	}
+}
+
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// tokenIDIn reads the id token create prints ("token id ID (...").
+func tokenIDIn(t *testing.T, out []byte) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(string(out), "token id ")
+	if !ok || len(rest) < 16 {
+		t.Fatalf("no token id in:\n%s", out)
+	}
+	return rest[:16]
 }
 
 func newFileServer(t *testing.T, files map[string][]byte) string {

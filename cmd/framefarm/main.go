@@ -1,6 +1,6 @@
 // Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
 // runs a render node that joins it, `framefarm cluster tls` makes the farm's certificates,
-// `framefarm token create` makes API tokens, `framefarm version` tells the build.
+// `framefarm token create|list|revoke` manages API tokens, `framefarm version` tells the build.
 package main
 
 import (
@@ -51,7 +51,9 @@ const usage = `usage:
   framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN]
   framefarm cluster tls ca create [--dir DIR] [--days N]
   framefarm cluster tls cert create (--coordinator | --node ID | --any-node) [--dir DIR] [--days N]
-  framefarm token create --team NAME [--data-dir DIR] [--config FILE]
+  framefarm token create --team NAME [--expires 720h] [--data-dir DIR] [--config FILE]
+  framefarm token list [--data-dir DIR] [--config FILE]
+  framefarm token revoke [--data-dir DIR] [--config FILE] ID
   framefarm version
 `
 
@@ -70,11 +72,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 	case "cluster":
 		err = clusterCommand(args[1:], stdout, stderr)
 	case "token":
-		if len(args) < 2 || args[1] != "create" {
+		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		err = createToken(args[2:], stdout, stderr)
+		err = tokenCommand(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "framefarm", buildVersion())
 		return 0

@@ -9,27 +9,44 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/framefarm/framefarm/persistence"
 )
 
-// createToken makes a team (if needed) and a new API token for it: straight in the database, or,
-// while a server holds the database, through that server's admin route with the local admin
-// token it wrote in the data folder. The token is the last line printed.
-func createToken(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token create", flag.ContinueOnError)
+// tokenInfo is a token as `token list` and `token revoke` show it (the admin routes' TokenInfo).
+type tokenInfo struct {
+	ID   string `json:"id"`
+	Team struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"team"`
+	CreatedAt time.Time  `json:"createdAt"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+	Expired   bool       `json:"expired"`
+	// Token is set only in a creation's answer.
+	Token string `json:"token,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// tokenCommand runs `framefarm token create|list|revoke`: straight in the database, or, while a
+// server holds the database, through that server's admin routes with the local admin token it
+// wrote in the data folder.
+func tokenCommand(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("token needs a command: create, list or revoke")
+	}
+	fs := flag.NewFlagSet("token "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "configuration file (TOML), for its data_dir")
 	dataDir := fs.String("data-dir", "", "data directory of the coordinator")
-	team := fs.String("team", "", "team name; the team is created if it does not exist")
-	if err := fs.Parse(args); err != nil {
+	team := fs.String("team", "", "create: team name; the team is created if it does not exist")
+	expires := fs.Duration("expires", 0, "create: the token stops working after this long (for example 720h); 0: never")
+	if err := fs.Parse(args[1:]); err != nil {
 		return err
-	}
-	name := strings.TrimSpace(*team)
-	if name == "" || len(name) > 128 {
-		return errors.New("--team NAME is required (1 to 128 characters)")
 	}
 	cfg, err := loadConfig(*configPath)
 	if err != nil {
@@ -38,44 +55,51 @@ func createToken(args []string, stdout, stderr io.Writer) error {
 	if *dataDir != "" {
 		cfg.Server.DataDir = *dataDir
 	}
-	store, err := persistence.Open(filepath.Join(cfg.Server.DataDir, "framefarm.db"), persistence.Options{})
+	t := tokenTool{dataDir: cfg.Server.DataDir, stdout: stdout}
+	switch args[0] {
+	case "create":
+		return t.create(strings.TrimSpace(*team), *expires)
+	case "list":
+		return t.list()
+	case "revoke":
+		if fs.NArg() != 1 {
+			return errors.New("token revoke needs the token's id (from token list)")
+		}
+		return t.revoke(fs.Arg(0))
+	}
+	return fmt.Errorf("unknown token command %q: create, list or revoke", args[0])
+}
+
+type tokenTool struct {
+	dataDir string
+	stdout  io.Writer
+}
+
+// withStore runs direct on the database, or, when a server holds it, viaServer.
+func (t tokenTool) withStore(direct func(*persistence.Store) error, viaServer func(localAdmin) error) error {
+	store, err := persistence.Open(filepath.Join(t.dataDir, "framefarm.db"), persistence.Options{})
 	if errors.Is(err, persistence.ErrLocked) {
-		return createTokenThroughServer(cfg.Server.DataDir, name, stdout)
+		la, err := readLocalAdmin(t.dataDir)
+		if err != nil {
+			return fmt.Errorf("the database is in use by a server, and %w", err)
+		}
+		return viaServer(la)
 	}
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	token, hash := persistence.NewToken()
-	secret, err := persistence.NewWebhookSecret()
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: persistence.NewIDs().New(now), WebhookSecret: secret, TokenHash: hash}
-	if err := store.Apply(issued); err != nil {
-		return err
-	}
-	t := issued.Team
-	if issued.Created {
-		fmt.Fprintf(stdout, "created team %q (%s)\n", t.Name, t.ID)
-	} else {
-		fmt.Fprintf(stdout, "team %q (%s)\n", t.Name, t.ID)
-	}
-	fmt.Fprintf(stdout, "webhook signing secret: %s\n", t.WebhookSecret)
-	fmt.Fprintln(stdout, "API token (shown once; send it as Authorization: Bearer <token>):")
-	fmt.Fprintln(stdout, token)
-	return nil
+	return direct(store)
 }
 
-// createTokenThroughServer asks the server holding the data folder for the token.
-func createTokenThroughServer(dataDir, team string, stdout io.Writer) error {
-	la, err := readLocalAdmin(dataDir)
-	if err != nil {
-		return fmt.Errorf("the database is in use by a server, and %w", err)
+// ask calls an admin route of the server holding the database and decodes its answer into out.
+func ask(la localAdmin, method, path string, body any, want int, out any) error {
+	var reader io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		reader = bytes.NewReader(raw)
 	}
-	body, _ := json.Marshal(map[string]string{"team": team})
-	req, err := http.NewRequest(http.MethodPost, la.URL+"/api/v2/admin/tokens", bytes.NewReader(body))
+	req, err := http.NewRequest(method, la.URL+path, reader)
 	if err != nil {
 		return err
 	}
@@ -86,17 +110,132 @@ func createTokenThroughServer(dataDir, team string, stdout io.Writer) error {
 		return fmt.Errorf("the database is in use by a server, which does not answer at %s: %w", la.URL, err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var answer struct {
-		Team  struct{ ID, Name string } `json:"team"`
-		Token string                    `json:"token"`
-		Error string                    `json:"error"`
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != want {
+		var e struct{ Error string }
+		json.Unmarshal(raw, &e)
+		return fmt.Errorf("the server at %s refused: %d %s", la.URL, resp.StatusCode, e.Error)
 	}
-	if err := json.Unmarshal(raw, &answer); err != nil || resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("the server at %s refused: %d %s", la.URL, resp.StatusCode, answer.Error)
+	return json.Unmarshal(raw, out)
+}
+
+func (t tokenTool) create(name string, expires time.Duration) error {
+	if name == "" || len(name) > 128 {
+		return errors.New("--team NAME is required (1 to 128 characters)")
 	}
-	fmt.Fprintf(stdout, "team %q (%s), through the server at %s\n", answer.Team.Name, answer.Team.ID, la.URL)
-	fmt.Fprintln(stdout, "API token (shown once; send it as Authorization: Bearer <token>):")
-	fmt.Fprintln(stdout, answer.Token)
-	return nil
+	if expires < 0 {
+		return errors.New("--expires cannot be negative")
+	}
+	var expiresAt time.Time
+	if expires > 0 {
+		expiresAt = time.Now().Add(expires).UTC().Truncate(time.Second)
+	}
+	return t.withStore(func(store *persistence.Store) error {
+		token, hash := persistence.NewToken()
+		secret, err := persistence.NewWebhookSecret()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: persistence.NewIDs().New(now), WebhookSecret: secret,
+			TokenHash: hash, ExpiresAt: expiresAt}
+		if err := store.Apply(issued); err != nil {
+			return err
+		}
+		team := issued.Team
+		if issued.Created {
+			fmt.Fprintf(t.stdout, "created team %q (%s)\n", team.Name, team.ID)
+		} else {
+			fmt.Fprintf(t.stdout, "team %q (%s)\n", team.Name, team.ID)
+		}
+		fmt.Fprintf(t.stdout, "webhook signing secret: %s\n", team.WebhookSecret)
+		info := persistence.Token{Hash: hash, ExpiresAt: expiresAt}
+		t.printCreated(info.ID(), expiresAt, token)
+		return nil
+	}, func(la localAdmin) error {
+		body := map[string]any{"team": name}
+		if !expiresAt.IsZero() {
+			body["expiresAt"] = expiresAt
+		}
+		var answer tokenInfo
+		if err := ask(la, http.MethodPost, "/api/v2/admin/tokens", body, http.StatusCreated, &answer); err != nil {
+			return err
+		}
+		fmt.Fprintf(t.stdout, "team %q (%s), through the server at %s\n", answer.Team.Name, answer.Team.ID, la.URL)
+		t.printCreated(answer.ID, expiresAt, answer.Token)
+		return nil
+	})
+}
+
+// printCreated ends a creation's output; the token is the last line.
+func (t tokenTool) printCreated(id string, expiresAt time.Time, token string) {
+	until := "never expires"
+	if !expiresAt.IsZero() {
+		until = "expires " + expiresAt.Format(time.RFC3339)
+	}
+	fmt.Fprintf(t.stdout, "token id %s (%s; framefarm token revoke %s stops it)\n", id, until, id)
+	fmt.Fprintln(t.stdout, "API token (shown once; send it as Authorization: Bearer <token>):")
+	fmt.Fprintln(t.stdout, token)
+}
+
+func (t tokenTool) list() error {
+	var tokens []tokenInfo
+	err := t.withStore(func(store *persistence.Store) error {
+		now := time.Now()
+		return store.View(func(tx *persistence.Tx) error {
+			all, err := tx.Tokens()
+			if err != nil {
+				return err
+			}
+			for _, tok := range all {
+				team, err := tx.Team(tok.TeamID)
+				if err != nil {
+					return err
+				}
+				info := tokenInfo{ID: tok.ID(), CreatedAt: tok.CreatedAt, Expired: tok.Expired(now)}
+				info.Team.ID, info.Team.Name = team.ID.String(), team.Name
+				if !tok.ExpiresAt.IsZero() {
+					info.ExpiresAt = &tok.ExpiresAt
+				}
+				tokens = append(tokens, info)
+			}
+			slices.SortFunc(tokens, func(a, b tokenInfo) int { return a.CreatedAt.Compare(b.CreatedAt) })
+			return nil
+		})
+	}, func(la localAdmin) error {
+		return ask(la, http.MethodGet, "/api/v2/admin/tokens", nil, http.StatusOK, &tokens)
+	})
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTEAM\tCREATED\tEXPIRES")
+	for _, tok := range tokens {
+		expires := "never"
+		if tok.ExpiresAt != nil {
+			expires = tok.ExpiresAt.UTC().Format(time.RFC3339)
+			if tok.Expired {
+				expires += " (expired)"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", tok.ID, tok.Team.Name, tok.CreatedAt.UTC().Format(time.RFC3339), expires)
+	}
+	return w.Flush()
+}
+
+func (t tokenTool) revoke(id string) error {
+	err := t.withStore(func(store *persistence.Store) error {
+		err := store.Apply(&persistence.RevokeToken{TokenID: id})
+		if errors.Is(err, persistence.ErrNotFound) {
+			return fmt.Errorf("no token %q (framefarm token list shows the ids)", id)
+		}
+		return err
+	}, func(la localAdmin) error {
+		var revoked tokenInfo
+		return ask(la, http.MethodDelete, "/api/v2/admin/tokens/"+id, nil, http.StatusOK, &revoked)
+	})
+	if err == nil {
+		fmt.Fprintf(t.stdout, "token %s revoked\n", id)
+	}
+	return err
 }

@@ -4,7 +4,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -70,6 +72,8 @@ func (s *Server) routesV2() {
 
 	v2(http.MethodGet, "/team", authTeam, s.getTeam)
 	v2(http.MethodPost, "/admin/tokens", authAdmin, s.createToken)
+	v2(http.MethodGet, "/admin/tokens", authAdmin, s.listTokens)
+	v2(http.MethodDelete, "/admin/tokens/{token}", authAdmin, s.revokeToken)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
 	v2(http.MethodPost, "/nodes/{node}/drain", authAdmin, s.nodeCommand(true))
 	v2(http.MethodPost, "/nodes/{node}/clear", authAdmin, s.nodeCommand(false))
@@ -127,7 +131,8 @@ func (s *Server) getTeam(r *request) {
 // "framefarm token create" for a running server.
 func (s *Server) createToken(r *request) {
 	var body struct {
-		Team string `json:"team"`
+		Team      string     `json:"team"`
+		ExpiresAt *time.Time `json:"expiresAt"`
 	}
 	if !r.decode(&body) {
 		return
@@ -137,6 +142,13 @@ func (s *Server) createToken(r *request) {
 		r.fail(badField("team", "must be 1 to 128 characters"))
 		return
 	}
+	var expires time.Time
+	if body.ExpiresAt != nil {
+		if expires = body.ExpiresAt.UTC(); !expires.After(s.Clock.Now()) {
+			r.fail(badField("expiresAt", "must be in the future"))
+			return
+		}
+	}
 	token, hash := persistence.NewToken()
 	secret, err := persistence.NewWebhookSecret()
 	if err != nil {
@@ -144,14 +156,75 @@ func (s *Server) createToken(r *request) {
 		return
 	}
 	now := s.Clock.Now()
-	issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: s.IDs.New(now), WebhookSecret: secret, TokenHash: hash}
+	issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: s.IDs.New(now), WebhookSecret: secret, TokenHash: hash, ExpiresAt: expires}
 	if err := s.Store.Apply(issued); err != nil {
 		r.failErr(err, nil)
 		return
 	}
-	team := issued.Team
-	r.log.Info("token created", "for_team", team.ID.String())
-	r.json(http.StatusCreated, map[string]any{"team": map[string]string{"id": team.ID.String(), "name": team.Name}, "token": token})
+	view := tokenViewOf(&persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Hash: hash}, issued.Team, now)
+	r.log.Info("token created", "for_team", issued.Team.ID.String(), "token_id", view.ID)
+	r.json(http.StatusCreated, struct {
+		tokenView
+		Token string `json:"token"`
+	}{view, token})
+}
+
+// tokenView describes a token without revealing it: its id is the start of its hash.
+type tokenView struct {
+	ID        string            `json:"id"`
+	Team      map[string]string `json:"team"`
+	CreatedAt time.Time         `json:"createdAt"`
+	ExpiresAt *time.Time        `json:"expiresAt"`
+	Expired   bool              `json:"expired"`
+}
+
+func tokenViewOf(t *persistence.Token, team persistence.Team, now time.Time) tokenView {
+	v := tokenView{ID: t.ID(), Team: map[string]string{"id": team.ID.String(), "name": team.Name}, CreatedAt: t.CreatedAt.UTC(), Expired: t.Expired(now)}
+	if !t.ExpiresAt.IsZero() {
+		at := t.ExpiresAt.UTC()
+		v.ExpiresAt = &at
+	}
+	return v
+}
+
+func (s *Server) listTokens(r *request) {
+	now := s.Clock.Now()
+	out := []tokenView{}
+	err := s.Store.View(func(tx *persistence.Tx) error {
+		tokens, err := tx.Tokens()
+		if err != nil {
+			return err
+		}
+		for _, t := range tokens {
+			team, err := tx.Team(t.TeamID)
+			if err != nil {
+				return err
+			}
+			out = append(out, tokenViewOf(t, team, now))
+		}
+		return nil
+	})
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	slices.SortFunc(out, func(a, b tokenView) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	r.json(http.StatusOK, out)
+}
+
+// revokeToken removes a token; it stops working at once.
+func (s *Server) revokeToken(r *request) {
+	id, _ := r.ctx.UserValue("token").(string)
+	revoke := &persistence.RevokeToken{TokenID: id}
+	if err := s.Store.Apply(revoke); err != nil {
+		r.failErr(err, newError(http.StatusNotFound, codeNotFound, "no token %q", id))
+		return
+	}
+	s.tokens.Delete(revoke.Revoked.Hash)
+	var team persistence.Team
+	s.Store.View(func(tx *persistence.Tx) (err error) { team, err = tx.Team(revoke.Revoked.TeamID); return err })
+	r.log.Info("token revoked", "for_team", revoke.Revoked.TeamID.String(), "token_id", id)
+	r.json(http.StatusOK, tokenViewOf(revoke.Revoked, team, s.Clock.Now()))
 }
 
 func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }

@@ -150,7 +150,7 @@ type Server struct {
 	router   *router.Router
 	http     *fasthttp.Server
 	limiter  *rateLimiter
-	tokens   sync.Map // sha256(token) -> team id
+	tokens   sync.Map // sha256(token) -> *persistence.Token
 	draining atomic.Bool
 	// routes lists every registered route, for the OpenAPI check.
 	routes []Route
@@ -294,24 +294,32 @@ func (s *Server) authenticate(r *request) bool {
 		return false
 	}
 	hash := persistence.HashToken(token)
-	team, cached := s.tokens.Load(hash)
-	if !cached {
-		var teamID ulid.ULID
-		err := s.Store.View(func(tx *persistence.Tx) (err error) {
-			teamID, err = tx.TokenTeam(hash)
-			return err
-		})
-		if err != nil {
-			r.ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
-			r.fail(errUnauthorized)
-			return false
-		}
-		s.tokens.Store(hash, teamID)
-		team = teamID
+	tok, err := s.token(hash)
+	if err != nil || tok.Expired(s.Clock.Now()) {
+		r.ctx.Response.Header.Set("WWW-Authenticate", "Bearer")
+		r.fail(errUnauthorized)
+		return false
 	}
-	r.team = team.(ulid.ULID)
+	r.team = tok.TeamID
 	r.log = r.log.With("team", r.team.String())
 	return s.limit(r, hash)
+}
+
+// token loads a token by its hash, through a cache that revocation empties.
+func (s *Server) token(hash [32]byte) (*persistence.Token, error) {
+	if tok, cached := s.tokens.Load(hash); cached {
+		return tok.(*persistence.Token), nil
+	}
+	var tok *persistence.Token
+	err := s.Store.View(func(tx *persistence.Tx) (err error) {
+		tok, err = tx.Token(hash)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.tokens.Store(hash, tok)
+	return tok, nil
 }
 
 func (s *Server) authenticateAdmin(r *request) bool {
@@ -326,11 +334,7 @@ func (s *Server) authenticateAdmin(r *request) bool {
 			return s.limit(r, hash)
 		}
 	}
-	err := s.Store.View(func(tx *persistence.Tx) error {
-		_, err := tx.TokenTeam(hash)
-		return err
-	})
-	if err != nil {
+	if tok, err := s.token(hash); err != nil || tok.Expired(s.Clock.Now()) {
 		r.fail(errUnauthorized)
 		return false
 	}

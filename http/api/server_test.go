@@ -22,12 +22,18 @@ import (
 // serveForTest runs the API over loopback on a real store, without actors.
 func serveForTest(t *testing.T, log io.Writer) (*Server, string) {
 	t.Helper()
+	return serveWith(t, log, Config{}, clock.Real{})
+}
+
+// serveWith is serveForTest with a configuration and a clock.
+func serveWith(t *testing.T, log io.Writer, cfg Config, clk clock.Clock) (*Server, string) {
+	t.Helper()
 	store, err := persistence.Open(filepath.Join(t.TempDir(), "framefarm.db"), persistence.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	s := New(Config{}, Deps{Store: store, Clock: clock.Real{}, Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	s := New(cfg, Deps{Store: store, Clock: clk, IDs: persistence.NewIDs(), Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
