@@ -58,6 +58,10 @@ type Config struct {
 	TemplateMaxBytes int64
 	// TemplateDownloadTimeout bounds the fetch of a template's src [30m].
 	TemplateDownloadTimeout time.Duration
+	// TemplateWorkers is how many template downloads and inspections run at once [2].
+	TemplateWorkers int
+	// MaxTeamTemplateBytes caps the bytes a team's template files hold [50 GiB].
+	MaxTeamTemplateBytes int64
 	// HeartbeatInterval is how often render nodes send a heartbeat [1s].
 	HeartbeatInterval time.Duration
 	// NodeLease is how long a node may go without a heartbeat before it is lost and its attempts
@@ -88,6 +92,8 @@ func (c *Config) setDefaults() {
 	setDefault(&c.NodeURLTTL, 24*time.Hour)
 	setDefault(&c.TemplateMaxBytes, 2<<30)
 	setDefault(&c.TemplateDownloadTimeout, 30*time.Minute)
+	setDefault(&c.TemplateWorkers, 2)
+	setDefault(&c.MaxTeamTemplateBytes, 50<<30)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.NodeLease, 5*time.Second)
 	setDefault(&c.NodeFailureLimit, 3)

@@ -25,6 +25,8 @@ type templateProcessor struct {
 	held       holdQueue
 	ctx        context.Context
 	stop       context.CancelFunc
+	// workers bounds the downloads and inspections running at once; the others wait for a turn.
+	workers chan struct{}
 }
 
 // Requests to the template processor; each is answered with a *templateAnswer.
@@ -71,8 +73,22 @@ type (
 
 func newTemplateProcessor(c *Coordinator) *templateProcessor {
 	ctx, stop := context.WithCancel(context.Background())
-	return &templateProcessor{c: c, generation: map[ulid.ULID]int{}, cancel: map[ulid.ULID]context.CancelFunc{}, ctx: ctx, stop: stop}
+	return &templateProcessor{c: c, generation: map[ulid.ULID]int{}, cancel: map[ulid.ULID]context.CancelFunc{}, ctx: ctx, stop: stop,
+		workers: make(chan struct{}, c.cfg.TemplateWorkers)}
 }
+
+// turn waits for a free worker; false when ctx ends first (the work was superseded, or the
+// processor stops). The caller gives the worker back with done.
+func (p *templateProcessor) turn(ctx context.Context) bool {
+	select {
+	case p.workers <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (p *templateProcessor) done() { <-p.workers }
 
 func (p *templateProcessor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -133,9 +149,13 @@ func (p *templateProcessor) refresh(ctx actor.Context, templates []*persistence.
 	}
 	self := ctx.Self()
 	go func() {
-		for i, done := range work {
-			done.inspection, done.err = p.inspect(contexts[i], templates[i].Type, templates[i].File.Key)
-			p.c.system.Root.Send(self, done)
+		for i, result := range work {
+			if !p.turn(contexts[i]) {
+				continue
+			}
+			result.inspection, result.err = p.inspect(contexts[i], templates[i].Type, templates[i].File.Key)
+			p.done()
+			p.c.system.Root.Send(self, result)
 		}
 	}()
 }
@@ -287,7 +307,11 @@ func (p *templateProcessor) startDownload(ctx actor.Context, tpl *persistence.Te
 	self := ctx.Self()
 	teamID, id, src := tpl.TeamID, tpl.ID, tpl.Src
 	go func() {
+		if !p.turn(workCtx) {
+			return
+		}
 		file, err := p.download(workCtx, id, src)
+		p.done()
 		p.c.system.Root.Send(self, &downloadDone{teamID: teamID, id: id, generation: gen, file: file, err: err})
 	}()
 }
@@ -340,11 +364,30 @@ func (p *templateProcessor) downloadDone(ctx actor.Context, m *downloadDone) {
 			p.c.log.Warn("template download result not recorded", "template", m.id.String(), "err", err)
 		}
 	}
-	if m.err != nil {
-		p.transition(ctx, m.teamID, m.id, always(EventDownloadFailed), func(tpl *persistence.Template) { tpl.Error = m.err.Error() }, logFailure)
+	err := m.err
+	if err == nil {
+		if err = p.quotaRoom(m.teamID, m.id, m.file.Size); err != nil {
+			p.removeFile(m.file.Key)
+		}
+	}
+	if err != nil {
+		p.transition(ctx, m.teamID, m.id, always(EventDownloadFailed), func(tpl *persistence.Template) { tpl.Error = err.Error() }, logFailure)
 		return
 	}
 	p.fileArrived(ctx, m.teamID, m.id, m.file, logFailure)
+}
+
+// quotaRoom refuses a downloaded file that would take the team's templates past their quota.
+func (p *templateProcessor) quotaRoom(teamID, id ulid.ULID, size int64) error {
+	var usage persistence.TemplateUsage
+	if err := p.c.Store.View(func(tx *persistence.Tx) (err error) { usage, err = tx.TemplateUsage(teamID, id); return err }); err != nil {
+		return err
+	}
+	if usage.Bytes+size > p.c.cfg.MaxTeamTemplateBytes {
+		return fmt.Errorf("src is %d bytes, and the team's templates already hold %d of the %d bytes allowed ([templates] max_bytes_per_team)",
+			size, usage.Bytes, p.c.cfg.MaxTeamTemplateBytes)
+	}
+	return nil
 }
 
 func (p *templateProcessor) startInspection(ctx actor.Context, tpl *persistence.Template) {
@@ -352,7 +395,11 @@ func (p *templateProcessor) startInspection(ctx actor.Context, tpl *persistence.
 	self := ctx.Self()
 	teamID, id, kind, key := tpl.TeamID, tpl.ID, tpl.Type, tpl.File.Key
 	go func() {
+		if !p.turn(workCtx) {
+			return
+		}
 		inspection, err := p.inspect(workCtx, kind, key)
+		p.done()
 		p.c.system.Root.Send(self, &inspectionDone{teamID: teamID, id: id, generation: gen, inspection: inspection, err: err})
 	}()
 }

@@ -57,6 +57,32 @@ func (t *Tx) Templates(teamID ulid.ULID) ([]*Template, error) {
 	return listJSON[Template](t, bucketTemplates, id(teamID))
 }
 
+// TemplateUsage is what a team's templates take: how many are being downloaded or inspected, and
+// the bytes their stored files hold.
+type TemplateUsage struct {
+	InFlight int
+	Bytes    int64
+}
+
+// TemplateUsage adds up a team's templates, leaving out the one except names (whose file an
+// upload is about to replace).
+func (t *Tx) TemplateUsage(teamID, except ulid.ULID) (TemplateUsage, error) {
+	all, err := t.Templates(teamID)
+	var u TemplateUsage
+	for _, tpl := range all {
+		if tpl.ID == except {
+			continue
+		}
+		if tpl.Status == TemplateDownloading || tpl.Status == TemplateProcessing {
+			u.InFlight++
+		}
+		if tpl.File != nil {
+			u.Bytes += tpl.File.Size
+		}
+	}
+	return u, err
+}
+
 // deleteTemplate removes a template; it is ErrConflict while live jobs use it.
 func (t *Tx) deleteTemplate(teamID, templateID ulid.ULID) error {
 	if _, err := t.Template(teamID, templateID); err != nil {

@@ -203,9 +203,12 @@ type JobsConfig struct {
 }
 
 type TemplatesConfig struct {
-	MaxFileBytes    int64    `toml:"max_file_bytes"`
-	UploadURLTTL    Duration `toml:"upload_url_ttl"`
-	DownloadTimeout Duration `toml:"download_timeout"`
+	MaxFileBytes       int64    `toml:"max_file_bytes"`
+	UploadURLTTL       Duration `toml:"upload_url_ttl"`
+	DownloadTimeout    Duration `toml:"download_timeout"`
+	Workers            int      `toml:"workers"`
+	MaxInFlightPerTeam int      `toml:"max_in_flight_per_team"`
+	MaxBytesPerTeam    int64    `toml:"max_bytes_per_team"`
 }
 
 type OutputsConfig struct {
@@ -280,8 +283,9 @@ func defaultConfig() Config {
 		Engines: EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
 		Jobs: JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second),
 			Retention: dur(30 * 24 * time.Hour)},
-		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour), DownloadTimeout: dur(30 * time.Minute)},
-		Outputs:   OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
+		Templates: TemplatesConfig{MaxFileBytes: 2 << 30, UploadURLTTL: dur(time.Hour), DownloadTimeout: dur(30 * time.Minute),
+			Workers: 2, MaxInFlightPerTeam: 8, MaxBytesPerTeam: 50 << 30},
+		Outputs: OutputsConfig{URLTTL: dur(7 * 24 * time.Hour), MaxBytes: 64 << 30},
 		HTTP: HTTPConfig{HeaderTimeout: dur(10 * time.Second), RequestTimeout: dur(time.Minute), TransferTimeout: dur(time.Hour),
 			MaxConnsPerIP: 256},
 		RateLimit: RateLimitConfig{RequestsPerSecond: 50, Burst: 200},

@@ -3,14 +3,17 @@ package main
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,5 +196,74 @@ func TestSecretsNeverLeakFromFailures(t *testing.T) {
 	}
 	if strings.Contains(string(db), secret) {
 		t.Error("the database file holds the secret in clear")
+	}
+}
+
+// TestTemplateWorkAndStorageAreBounded: downloads and inspections take turns on the configured
+// workers; a team gets 429 past its templates in flight and 413 past its bytes, each saying
+// which limit it hit; another team is not held back.
+func TestTemplateWorkAndStorageAreBounded(t *testing.T) {
+	file := templateZip(t, inspection())
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var events []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		events = append(events, "start "+r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path == "/first.zip" {
+			<-release
+		}
+		w.Write(file)
+		mu.Lock()
+		events = append(events, "end "+r.URL.Path)
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	c := startCoordinator(t, options{slots: 0, config: fmt.Sprintf(`
+[templates]
+workers = 1
+max_in_flight_per_team = 2
+max_bytes_per_team = %d
+`, 2*len(file)+100)})
+	acme, other := c.team("acme"), c.team("other")
+	fromSrc := func(cl *client, path string) templateAnswer {
+		var tpl templateAnswer
+		cl.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": path, "src": srv.URL + path}, http.StatusCreated, &tpl)
+		return tpl
+	}
+	first := fromSrc(acme, "/first.zip")
+	second := fromSrc(acme, "/second.zip")
+	e := acme.fails(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "third", "src": srv.URL + "/third.zip"},
+		http.StatusTooManyRequests, "quota_exceeded")
+	if !strings.Contains(e.Error, "max_in_flight_per_team") {
+		t.Fatalf("429 without the limit: %s", e.Error)
+	}
+	var awaiting templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "upload"}, http.StatusCreated, &awaiting)
+	acme.put(awaiting.UploadInfo.URL, file, http.StatusTooManyRequests)
+	// Another team is not held back by acme's quota (its download waits for a worker).
+	third := fromSrc(other, "/other.zip")
+
+	close(release)
+	for _, tpl := range []templateAnswer{first, second, third} {
+		c.waitFor("template", tpl.ID, "uploaded")
+	}
+	mu.Lock()
+	order := strings.Join(events, ", ")
+	mu.Unlock()
+	// One worker: each download ended before the next began.
+	for i := 0; i+1 < len(events); i += 2 {
+		if !strings.HasPrefix(events[i], "start ") || events[i+1] != "end "+strings.TrimPrefix(events[i], "start ") {
+			t.Fatalf("downloads overlapped with one worker: %s", order)
+		}
+	}
+	// Two files stored: the third would pass acme's bytes.
+	if answer := acme.put(awaiting.UploadInfo.URL, file, http.StatusRequestEntityTooLarge); !strings.Contains(answer, "max_bytes_per_team") {
+		t.Fatalf("413 without the limit: %s", answer)
+	}
+	code, body, _ := acme.call(http.MethodGet, "/api/v2/templates/"+awaiting.ID, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), "awaiting_upload") {
+		t.Fatalf("a refused upload changed the template: %s", body)
 	}
 }

@@ -608,7 +608,8 @@ func (cl *client) uploadTemplate(in renderer.Inspection) string {
 }
 
 // put sends a file to a signed URL.
-func (cl *client) put(url string, data []byte, status int) {
+// put sends a file to a signed URL, expects status, and returns the answer's body.
+func (cl *client) put(url string, data []byte, status int) string {
 	cl.c.t.Helper()
 	req, _ := http.NewRequest(http.MethodPut, url, bytes.NewReader(data))
 	req.Header.Set("Content-Type", "application/octet-stream")
@@ -617,10 +618,11 @@ func (cl *client) put(url string, data []byte, status int) {
 		cl.c.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != status {
-		body, _ := io.ReadAll(resp.Body)
 		cl.c.t.Fatalf("PUT %s: status %d, want %d: %s", url, resp.StatusCode, status, body)
 	}
+	return string(body)
 }
 
 // get downloads a URL.

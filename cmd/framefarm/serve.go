@@ -159,6 +159,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		WebhookConcurrency:      cfg.Webhooks.Concurrency,
 		TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
 		TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
+		TemplateWorkers:         cfg.Templates.Workers,
+		MaxTeamTemplateBytes:    cfg.Templates.MaxBytesPerTeam,
 		HeartbeatInterval:       heartbeat,
 		NodeLease:               lease,
 		NodeFailureLimit:        failureLimit,
@@ -176,7 +178,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	server := api.New(api.Config{
 		HeaderTimeout: cfg.HTTP.HeaderTimeout.Duration, RequestTimeout: cfg.HTTP.RequestTimeout.Duration,
 		TransferTimeout: cfg.HTTP.TransferTimeout.Duration, MaxConnsPerIP: cfg.HTTP.MaxConnsPerIP,
-		MetricsToken:     cfg.Metrics.Token,
+		MetricsToken:         cfg.Metrics.Token,
+		MaxTemplatesInFlight: cfg.Templates.MaxInFlightPerTeam, MaxTeamTemplateBytes: cfg.Templates.MaxBytesPerTeam,
 		MaxBodyBytes:     cfg.Server.MaxBodyBytes,
 		MaxTemplateBytes: cfg.Templates.MaxFileBytes,
 		MaxOutputBytes:   cfg.Outputs.MaxBytes,

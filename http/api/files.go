@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/valyala/fasthttp"
 
 	"github.com/framefarm/framefarm/actors"
@@ -146,8 +148,12 @@ func (s *Server) uploadTemplateFile(r *request) {
 		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
 		return
 	}
+	limit, which, ok := s.templateRoom(r, teamID, id)
+	if !ok {
+		return
+	}
 	key := actors.TemplateFileKey(id, s.IDs.New(s.Clock.Now()))
-	file, ok := s.storeBody(r, key, s.cfg.MaxTemplateBytes)
+	file, ok := s.storeBody(r, key, limit, which)
 	if !ok {
 		return
 	}
@@ -172,20 +178,49 @@ func (s *Server) uploadOutput(r *request) {
 	if !s.verifySigned(r, http.MethodPut, key) {
 		return
 	}
-	if file, ok := s.storeBody(r, key, s.cfg.MaxOutputBytes); ok {
+	if file, ok := s.storeBody(r, key, s.cfg.MaxOutputBytes, "the largest output, [outputs] max_bytes"); ok {
 		r.ctx.Response.Header.Set("ETag", `"`+file.SHA256+`"`)
 	}
 }
 
-// storeBody streams the request body into the object at key, refusing it past limit.
-func (s *Server) storeBody(r *request, key string, limit int64) (persistence.StoredFile, bool) {
+// templateRoom is how large a team's next template file may be, and which limit that is; it
+// answers 429 when the team has too many templates in flight, 413 when its quota is spent.
+func (s *Server) templateRoom(r *request, teamID, templateID ulid.ULID) (int64, string, bool) {
+	var usage persistence.TemplateUsage
+	if err := s.Store.View(func(tx *persistence.Tx) (err error) { usage, err = tx.TemplateUsage(teamID, templateID); return err }); err != nil {
+		r.failErr(err, nil)
+		return 0, "", false
+	}
+	if e := s.inFlightQuota(usage); e != nil {
+		r.fail(e)
+		return 0, "", false
+	}
+	left := s.cfg.MaxTeamTemplateBytes - usage.Bytes
+	if left < s.cfg.MaxTemplateBytes {
+		return max(left, 0), fmt.Sprintf("the team's templates hold %d of the %d bytes allowed, [templates] max_bytes_per_team", usage.Bytes, s.cfg.MaxTeamTemplateBytes), true
+	}
+	return s.cfg.MaxTemplateBytes, "the largest template file, [templates] max_file_bytes", true
+}
+
+// inFlightQuota refuses a template download or inspection past the team's allowance.
+func (s *Server) inFlightQuota(usage persistence.TemplateUsage) *apiError {
+	if usage.InFlight < s.cfg.MaxTemplatesInFlight {
+		return nil
+	}
+	return &apiError{status: http.StatusTooManyRequests, Code: codeQuotaExceeded, retryAfter: 5,
+		Error: fmt.Sprintf("the team has %d templates being downloaded or inspected, the most allowed ([templates] max_in_flight_per_team); send this one when one of them is done", usage.InFlight)}
+}
+
+// storeBody streams the request body into the object at key, refusing it past limit (which
+// says what the limit is).
+func (s *Server) storeBody(r *request, key string, limit int64, which string) (persistence.StoredFile, bool) {
 	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit {
-		r.fail(r.tooLarge(limit))
+		r.fail(r.tooLargeFor(limit, which))
 		return persistence.StoredFile{}, false
 	}
 	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), limit)
 	if errors.Is(err, blobs.ErrTooLarge) {
-		r.fail(r.tooLarge(limit))
+		r.fail(r.tooLargeFor(limit, which))
 		return file, false
 	}
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 // Error codes beyond those of validation (DECISIONS.md's catalogue).
 const (
 	codeUnauthorized    = "unauthorized"
+	codeQuotaExceeded   = "quota_exceeded"
 	codeForbidden       = "forbidden"
 	codeNotFound        = "not_found"
 	codeNotCancellable  = "not_cancellable"
@@ -148,10 +149,16 @@ const drainLimit = 64 << 20
 
 // tooLarge refuses a body over limit. The client may still be sending it: closing the connection
 // with unread data would reset it before the answer is read, so a bounded amount is drained first.
-func (r *request) tooLarge(limit int64) *apiError {
+func (r *request) tooLarge(limit int64) *apiError { return r.tooLargeFor(limit, "") }
+
+// tooLargeFor is tooLarge saying which limit the body hit.
+func (r *request) tooLargeFor(limit int64, which string) *apiError {
 	io.CopyN(io.Discard, r.ctx.RequestBodyStream(), drainLimit)
 	r.ctx.SetConnectionClose()
-	return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge, "the body is larger than the %d bytes allowed", limit)
+	if which != "" {
+		which = " (" + which + ")"
+	}
+	return newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge, "the body is larger than the %d bytes allowed%s", limit, which)
 }
 
 // decode reads a small JSON body into v, strictly.

@@ -64,6 +64,10 @@ type Config struct {
 	MaxConnsPerIP int
 	// MetricsToken, when set, is the bearer token /metrics asks for.
 	MetricsToken string
+	// MaxTemplatesInFlight caps a team's templates being downloaded or inspected [8];
+	// MaxTeamTemplateBytes the bytes its template files hold [50 GiB].
+	MaxTemplatesInFlight int
+	MaxTeamTemplateBytes int64
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +80,10 @@ func (c *Config) setDefaults() {
 	def(&c.MaxTemplateBytes, 2<<30)
 	def(&c.MaxFontBytes, 40<<20)
 	def(&c.MaxOutputBytes, 64<<30)
+	def(&c.MaxTeamTemplateBytes, 50<<30)
+	if c.MaxTemplatesInFlight <= 0 {
+		c.MaxTemplatesInFlight = 8
+	}
 	if c.UploadURLTTL <= 0 {
 		c.UploadURLTTL = time.Hour
 	}

@@ -63,6 +63,15 @@ func (s *Server) createTemplate(r *request) {
 	}
 	if body.Src != "" {
 		tpl.Status = persistence.TemplateDownloading
+		var usage persistence.TemplateUsage
+		if err := s.Store.View(func(tx *persistence.Tx) (err error) { usage, err = tx.TemplateUsage(r.team, tpl.ID); return err }); err != nil {
+			r.failErr(err, nil)
+			return
+		}
+		if e := s.inFlightQuota(usage); e != nil {
+			r.fail(e)
+			return
+		}
 	}
 	if err := s.Coordinator.CreateTemplate(tpl); err != nil {
 		r.failErr(err, nil)

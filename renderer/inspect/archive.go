@@ -21,7 +21,8 @@ type Limits struct {
 	MaxTotalBytes int64
 	// MaxRatio is the compression ratio above which a large entry counts as a zip bomb [200].
 	MaxRatio int64
-	// MaxProjectBytes caps a project or Lottie file read into memory [512 MiB].
+	// MaxProjectBytes caps a project or Lottie file read into memory [128 MiB]: inspection holds
+	// it whole while it parses, with a few inspections at once.
 	MaxProjectBytes int64
 }
 
@@ -36,7 +37,7 @@ func (l Limits) withDefaults() Limits {
 		l.MaxRatio = 200
 	}
 	if l.MaxProjectBytes <= 0 {
-		l.MaxProjectBytes = 512 << 20
+		l.MaxProjectBytes = 128 << 20
 	}
 	return l
 }
