@@ -105,9 +105,11 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if kind != inspect.ProjectAfterEffects {
 		return errors.New("the template is a Lottie export; After Effects renders .aep, .aepx and mogrt templates")
 	}
-	if err := r.installFonts(projectDir, task); err != nil {
+	releaseFonts, err := r.installFonts(ctx, projectDir, task)
+	if err != nil {
 		return err
 	}
+	defer releaseFonts()
 	assets, err := stageAssets(projectDir, task.Assets)
 	if err != nil {
 		return err
@@ -197,34 +199,21 @@ func stageAssets(projectDir string, assets []renderer.Asset) ([]renderer.Asset, 
 	return out, nil
 }
 
-// installFonts copies the template's bundled fonts and the job's team fonts into the user's font
-// folder, where After Effects finds them.
-func (r *Renderer) installFonts(projectDir string, task *renderer.Task) error {
+// installFonts installs the job's team fonts and the template's bundled ones (team fonts win a
+// family both have) for this render; release removes them after it.
+func (r *Renderer) installFonts(ctx context.Context, projectDir string, task *renderer.Task) (release func(), err error) {
 	fonts := append([]renderer.FontFile(nil), task.Fonts...)
 	for _, p := range workfiles.Find(projectDir, ".ttf", ".otf", ".ttc") {
 		fonts = append(fonts, renderer.FontFile{FileName: filepath.Base(p), Path: p})
 	}
 	if len(fonts) == 0 {
-		return nil
+		return func() {}, nil
 	}
 	if r.cfg.FontsDir == "" {
 		fmt.Fprintf(task.Log, "%d fonts not installed: no font folder is configured\n", len(fonts))
-		return nil
+		return func() {}, nil
 	}
-	if err := os.MkdirAll(r.cfg.FontsDir, 0o755); err != nil {
-		return fmt.Errorf("%w: the font folder cannot be made: %w", renderer.ErrRetryable, err)
-	}
-	for _, f := range fonts {
-		target := filepath.Join(r.cfg.FontsDir, filepath.Base(f.FileName))
-		if _, err := os.Stat(target); err == nil {
-			continue
-		}
-		if err := workfiles.Copy(f.Path, target, 0); err != nil {
-			return fmt.Errorf("%w: font %s cannot be installed: %w", renderer.ErrRetryable, f.FileName, err)
-		}
-		fmt.Fprintf(task.Log, "installed font %s\n", f.FileName)
-	}
-	return nil
+	return fontBookFor(r.cfg.FontsDir).install(ctx, fonts, task.Log)
 }
 
 // run runs aerender, forwarding its output to the log and its progress to report. Every line

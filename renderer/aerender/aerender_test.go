@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,9 +190,86 @@ func TestBundledAndTeamFontsAreInstalled(t *testing.T) {
 		t.Fatalf("%v\n%s", err, task.Log)
 	}
 	for _, f := range []string{"Brand.ttf", "Team.otf"} {
-		if _, err := os.Stat(filepath.Join(rg.fonts, f)); err != nil {
-			t.Errorf("font %s not installed: %v", f, err)
+		if !strings.Contains(task.Log.(fmt.Stringer).String(), "installed font "+f+" as framefarm-") {
+			t.Errorf("font %s not installed:\n%s", f, task.Log)
 		}
+	}
+	// Installed for the render only: nothing stays behind for another team's render.
+	if left, _ := os.ReadDir(rg.fonts); len(left) != 0 {
+		t.Errorf("fonts left installed after the render: %v", left)
+	}
+}
+
+// TestFontsOfOneFamilyFromDifferentFilesTakeTurns: two renders whose fonts share a family but
+// not a file never have both installed; the second waits for the first to end.
+func TestFontsOfOneFamilyFromDifferentFilesTakeTurns(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, installedPrefix+"000000000000-Old.ttf"), []byte("left by a crash"), 0o600)
+	book := fontBookFor(dir)
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Fatalf("a crashed run's font stayed: %v", left)
+	}
+	dejavu := renderer.FontFile{FileName: "Brand.ttf", Path: "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"}
+	if _, err := os.Stat(dejavu.Path); err != nil {
+		t.Fatal("fonts-dejavu-core is not installed (make setup installs it)")
+	}
+	// Same family, another file: DejaVu Sans with a byte changed at its end.
+	data, _ := os.ReadFile(dejavu.Path)
+	data = append(data, 0)
+	other := renderer.FontFile{FileName: "Brand.ttf", Path: filepath.Join(t.TempDir(), "Brand.ttf")}
+	os.WriteFile(other.Path, data, 0o600)
+
+	var log bytes.Buffer
+	releaseA, err := book.install(context.Background(), []renderer.FontFile{dejavu}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same file again is shared, not waited for.
+	releaseShared, err := book.install(context.Background(), []renderer.FontFile{dejavu}, &log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	book.mu.Lock()
+	book.waiting = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	book.mu.Unlock()
+	installedB := make(chan func())
+	go func() {
+		release, err := book.install(context.Background(), []renderer.FontFile{other}, io.Discard)
+		if err != nil {
+			t.Error(err)
+		}
+		installedB <- release
+	}()
+	<-waiting
+	if files, _ := os.ReadDir(dir); len(files) != 1 {
+		t.Fatalf("both files of the family are installed: %v", files)
+	}
+	releaseA()
+	releaseShared()
+	releaseB := <-installedB
+	files, _ := os.ReadDir(dir)
+	if len(files) != 1 || !strings.HasSuffix(files[0].Name(), "-Brand.ttf") {
+		t.Fatalf("after the first render: %v", files)
+	}
+	releaseB()
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Fatalf("after both renders: %v", files)
+	}
+	// A render waiting for a family gives up when its context ends.
+	releaseA, _ = book.install(context.Background(), []renderer.FontFile{dejavu}, &log)
+	defer releaseA()
+	ctx, cancel := context.WithCancel(context.Background())
+	book.mu.Lock()
+	book.waiting = func() { cancel() }
+	book.mu.Unlock()
+	if _, err := book.install(ctx, []renderer.FontFile{other}, io.Discard); err == nil {
+		t.Fatal("a cancelled render kept waiting for its font")
 	}
 }
 
