@@ -374,6 +374,12 @@ func (c *Config) check() error {
 			errs = append(errs, fmt.Errorf("debug.listen %q must be a loopback HOST:PORT such as 127.0.0.1:6060 (reach it through an SSH tunnel)", c.Debug.Listen))
 		}
 	}
+	if _, _, err := net.SplitHostPort(c.Metrics.Listen); c.Metrics.Listen != "" && err != nil {
+		errs = append(errs, fmt.Errorf("metrics.listen %q is not HOST:PORT (for example 127.0.0.1:9090)", c.Metrics.Listen))
+	}
+	if c.HTTP.MaxConnsPerIP < 0 || c.Templates.Workers < 1 || c.Templates.MaxInFlightPerTeam < 1 || c.Templates.MaxBytesPerTeam < 1 {
+		errs = append(errs, errors.New("http.max_conns_per_ip must be 0 or more; templates.workers, max_in_flight_per_team and max_bytes_per_team at least 1"))
+	}
 	return errors.Join(errs...)
 }
 

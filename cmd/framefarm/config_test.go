@@ -42,6 +42,9 @@ func TestConfigErrors(t *testing.T) {
 		"TLS and insecure": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n[cluster.tls]\ncert_file = \"a\"\nkey_file = \"b\"\nca_file = \"c\"\n",
 		"debug elsewhere":  "[debug]\nlisten = \"0.0.0.0:6060\"\n",
 		"debug no port":    "[debug]\nlisten = \"127.0.0.1\"\n",
+		"metrics no port":  "[metrics]\nlisten = \"localhost\"\n",
+		"no workers":       "[templates]\nworkers = 0\n",
+		"negative cap":     "[http]\nmax_conns_per_ip = -1\n",
 	} {
 		path := filepath.Join(dir, name+".toml")
 		os.WriteFile(path, []byte(body), 0o600)
