@@ -333,8 +333,8 @@ func FuzzTextDocument(f *testing.F) {
 }
 
 func FuzzLottie(f *testing.F) {
-	for _, name := range []string{"CenteredText.json", "footage/data.json", "synthetic/kenburns.json"} {
-		data, _ := os.ReadFile(filepath.Join(fixtures, "lottie", name))
+	for _, name := range []string{"lottie/CenteredText.json", "lottie/footage/data.json", "lottie/synthetic/kenburns.json", "../nested/nested.json"} {
+		data, _ := os.ReadFile(filepath.Join(fixtures, name))
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"path"
 	"strings"
 	"testing"
 )
@@ -35,4 +36,22 @@ func TestLottieTemplateReadingTheNodesFilesIsRefused(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", name, err, tc.field)
 		}
 	}
+}
+
+// FuzzLottieFilePath: whatever an accepted path is, it stays inside the template's folder once
+// joined to it (or is a data URI).
+func FuzzLottieFilePath(f *testing.F) {
+	for _, seed := range [][2]string{{"images/", "a.png"}, {"../", "x"}, {"", "/etc/passwd"}, {`..\`, "x"}, {"", "data:x"}, {"a/./../", "b"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, u, p string) {
+		if LottieFilePath(u, p) != nil || strings.HasPrefix(p, "data:") {
+			return
+		}
+		root := "/template"
+		joined := path.Join(root, strings.ReplaceAll(u+p, `\`, "/"))
+		if joined != root && !strings.HasPrefix(joined, root+"/") {
+			t.Fatalf("%q %q was accepted and resolves to %q", u, p, joined)
+		}
+	})
 }
