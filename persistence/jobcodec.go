@@ -346,6 +346,10 @@ func (r *recordReader) float() float64 {
 	}
 	v := math.Float64frombits(binary.BigEndian.Uint64(r.b))
 	r.b = r.b[8:]
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		r.fail() // no record holds one: these bytes are damaged
+		return 0
+	}
 	return v
 }
 
