@@ -6,6 +6,8 @@ package main
 // Client and server share the machine's cores; the figures include the generator's own cost.
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -152,6 +154,56 @@ func BenchmarkCreateJob(b *testing.B) {
 				return d, err
 			})
 			b.ReportMetric(float64(total)/elapsed.Seconds(), "jobs/s")
+			lat.report(b)
+		})
+	}
+}
+
+// BenchmarkCreateJobWithViewers: 10,000 POST /jobs at 64 concurrent, with no dashboard viewer and
+// with 50 viewers reading the event stream (the intake must not slow by more than 10%).
+// viewers-dropped counts streams that ended early (a viewer too slow to keep up).
+func BenchmarkCreateJobWithViewers(b *testing.B) {
+	for _, viewers := range []int{0, 50} {
+		b.Run(fmt.Sprintf("viewers=%d", viewers), func(b *testing.B) {
+			f := newBenchFarm(b)
+			var events, dropped atomic.Int64
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for range viewers {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.c.url+"/api/v2/events", nil)
+				req.Header.Set("Authorization", "Bearer "+f.client.token)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil || resp.StatusCode != http.StatusOK {
+					b.Fatalf("viewer: %v", err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer resp.Body.Close()
+					sc := bufio.NewScanner(resp.Body)
+					for sc.Scan() {
+						if strings.HasPrefix(sc.Text(), "event: ") {
+							events.Add(1)
+						}
+					}
+					if ctx.Err() == nil {
+						dropped.Add(1)
+					}
+				}()
+			}
+			load := newLoadClient(f.c, f.client.token, 64)
+			total := 10000
+			b.ResetTimer()
+			lat, elapsed := drive(b, 64, total, func(int) (time.Duration, error) {
+				_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated)
+				return d, err
+			})
+			b.StopTimer()
+			cancel()
+			wg.Wait()
+			b.ReportMetric(float64(total)/elapsed.Seconds(), "jobs/s")
+			b.ReportMetric(float64(events.Load()), "events")
+			b.ReportMetric(float64(dropped.Load()), "viewers-dropped")
 			lat.report(b)
 		})
 	}

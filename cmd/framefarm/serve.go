@@ -66,8 +66,9 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 }
 
 // serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
-// Retry-After, readyz fails); the embedded node interrupts its renders (they are queued again at
-// the next start, without counting as failed attempts) and stops its engines; the coordinator
+// Retry-After, readyz fails) and event streams end; the embedded node interrupts its renders
+// (they are queued again at the next start, without counting as failed attempts) and stops its
+// engines; the coordinator
 // leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP
 // server lets requests in flight finish; retention ends its step; the actors stop (scheduler,
 // template processor, webhook dispatcher); the metrics and debug listeners close (metrics and
@@ -128,11 +129,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if p.observe != nil {
 		observer = p.observe(m)
 	}
+	clk := clock.Real{}
+	// The event hub sees what the actors do, and streams it to dashboard viewers.
+	events := &api.Hub{Observer: observer, Store: store, Clock: clk}
+	observer = events
+	eventsCtx, stopEvents := context.WithCancel(context.Background())
+	defer stopEvents()
+	go events.Run(eventsCtx)
 	var actorStore actors.Store = store
 	if p.store != nil {
 		actorStore = p.store(store)
 	}
-	clk := clock.Real{}
 	ids := persistence.NewIDs()
 	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
 	// Nodes on other machines fetch and upload through the public URL; alone, loopback will do.
@@ -194,7 +201,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		},
 	}, api.Deps{
 		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey), Secrets: box,
-		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics,
+		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics, Events: events,
 	})
 	coord.JobJSON = server.JobJSON
 
@@ -282,6 +289,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	}
 	log.Info("shutting down")
 	server.Drain()
+	events.Close() // event streams end, so the HTTP server does not wait for them
 	stopNode()
 	leaveCluster()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)

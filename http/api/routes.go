@@ -71,6 +71,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodDelete, "/secrets/{id}", authTeam, s.deleteSecret)
 
 	v2(http.MethodGet, "/team", authTeam, s.getTeam)
+	v2(http.MethodGet, "/events", authTeam, s.streamEvents)
 	v2(http.MethodPost, "/admin/tokens", authAdmin, s.createToken)
 	v2(http.MethodGet, "/admin/tokens", authAdmin, s.listTokens)
 	v2(http.MethodDelete, "/admin/tokens/{token}", authAdmin, s.revokeToken)

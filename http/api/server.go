@@ -148,6 +148,8 @@ type Deps struct {
 	Observer RequestObserver
 	// Metrics serves /metrics.
 	Metrics fasthttp.RequestHandler
+	// Events streams job changes to dashboard viewers (GET /api/v2/events).
+	Events *Hub
 }
 
 // Server is the HTTP front end.
@@ -194,12 +196,12 @@ func New(cfg Config, deps Deps) *Server {
 	return s
 }
 
-// requestLimits gives file transfers under /files/ the long allowance and every other request
-// the short one, once its headers are in.
+// requestLimits gives file transfers under /files/ and event streams the long allowance and every
+// other request the short one, once its headers are in.
 func (s *Server) requestLimits(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	d := s.cfg.RequestTimeout
-	if bytes.HasPrefix(h.RequestURI(), []byte("/files/")) {
-		d = s.cfg.TransferTimeout
+	if uri := h.RequestURI(); bytes.HasPrefix(uri, []byte("/files/")) || bytes.HasPrefix(uri, []byte(APIPrefix+"/events")) {
+		d = s.cfg.TransferTimeout // file transfers, and event streams (whose viewers reconnect after)
 	}
 	return fasthttp.RequestConfig{ReadTimeout: d, WriteTimeout: d}
 }

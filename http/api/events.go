@@ -1,0 +1,280 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// Event is one change a viewer of the event stream learns about: a job's status and progress, or
+// (type "refresh") that more of its team's jobs changed at once than are sent one by one, so the
+// viewer reads its listing again.
+type Event struct {
+	Type     string   `json:"type"`
+	ID       string   `json:"id,omitempty"`
+	Status   string   `json:"status,omitempty"`
+	Progress *float64 `json:"progress,omitempty"`
+	BatchID  string   `json:"batchId,omitempty"`
+	ParentID string   `json:"parentId,omitempty"`
+	// Jobs is how many jobs changed, in a refresh.
+	Jobs int `json:"jobs,omitempty"`
+}
+
+// Hub streams what happens to jobs to the viewers of each team (the dashboard). It observes the
+// actors by marking what changed, which never blocks them; every Interval it reads each changed
+// job once and sends each viewer of its team one event, so a job's bursts of progress are
+// coalesced. A viewer whose buffer is full is dropped (its stream ends; it reconnects and reads
+// the listing again) rather than slow anything down.
+type Hub struct {
+	actors.Observer
+	Store    *persistence.Store
+	Clock    clock.Clock
+	Interval time.Duration
+	// Buffer is how many events a viewer may have unsent [4096]; MaxPerFlush how many jobs of a
+	// team are sent one by one per interval before a refresh replaces them [256].
+	Buffer, MaxPerFlush int
+
+	mu      sync.Mutex
+	changed map[ulid.ULID]struct{}
+	viewers map[*Viewer]struct{}
+	closed  bool
+}
+
+var _ actors.Observer = (*Hub)(nil)
+
+// Viewer is one open event stream.
+type Viewer struct {
+	team ulid.ULID
+	// C carries the viewer's events, encoded; it is closed when the viewer is dropped or the hub
+	// stops.
+	C    chan []byte
+	done bool
+}
+
+// JobStateChanged marks the job changed, then tells the wrapped observer.
+func (h *Hub) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
+	h.mark(id)
+	h.Observer.JobStateChanged(id, from, to)
+}
+
+// JobProgressSaved marks the job changed, then tells the wrapped observer.
+func (h *Hub) JobProgressSaved(id ulid.ULID, percent float64) {
+	h.mark(id)
+	h.Observer.JobProgressSaved(id, percent)
+}
+
+func (h *Hub) mark(id ulid.ULID) {
+	h.mu.Lock()
+	if len(h.viewers) > 0 {
+		if h.changed == nil {
+			h.changed = map[ulid.ULID]struct{}{}
+		}
+		h.changed[id] = struct{}{}
+	}
+	h.mu.Unlock()
+}
+
+// Subscribe opens a stream of a team's events.
+func (h *Hub) Subscribe(team ulid.ULID) *Viewer {
+	v := &Viewer{team: team, C: make(chan []byte, max(h.Buffer, 1))}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(v.C)
+		v.done = true
+		return v
+	}
+	if h.viewers == nil {
+		h.viewers = map[*Viewer]struct{}{}
+	}
+	h.viewers[v] = struct{}{}
+	return v
+}
+
+// Unsubscribe ends a stream its viewer left.
+func (h *Hub) Unsubscribe(v *Viewer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropLocked(v)
+}
+
+func (h *Hub) dropLocked(v *Viewer) {
+	if !v.done {
+		v.done = true
+		close(v.C)
+		delete(h.viewers, v)
+	}
+}
+
+// Run sends the changes of each interval until ctx ends, then ends every stream.
+func (h *Hub) Run(ctx context.Context) {
+	interval := h.Interval
+	if interval <= 0 {
+		interval = 250 * time.Millisecond
+	}
+	tick, stop := ticks(h.Clock, interval)
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.Close()
+			return
+		case <-tick:
+			h.Flush()
+		}
+	}
+}
+
+// ticks delivers a value every d on the injected clock (dropped while the last is unread) until
+// stop is called.
+func ticks(clk clock.Clock, d time.Duration) (c <-chan struct{}, stop func()) {
+	out := make(chan struct{}, 1)
+	var mu sync.Mutex
+	var timer clock.Timer
+	stopped := false
+	var arm func()
+	arm = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		timer = clk.AfterFunc(d, func() {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
+			arm()
+		})
+	}
+	arm()
+	return out, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
+}
+
+// Close ends every stream; later viewers get a closed stream.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for v := range h.viewers {
+		h.dropLocked(v)
+	}
+}
+
+// Flush sends what changed since the last flush.
+func (h *Hub) Flush() {
+	h.mu.Lock()
+	changed := h.changed
+	h.changed = nil
+	h.mu.Unlock()
+	if len(changed) == 0 {
+		return
+	}
+	byTeam := map[ulid.ULID][]Event{}
+	counts := map[ulid.ULID]int{}
+	limit := h.MaxPerFlush
+	if limit <= 0 {
+		limit = 256
+	}
+	h.Store.View(func(tx *persistence.Tx) error {
+		for id := range changed {
+			j, err := tx.Job(id)
+			if err != nil {
+				continue // removed meanwhile
+			}
+			if counts[j.TeamID]++; counts[j.TeamID] > limit {
+				continue
+			}
+			progress := j.Progress
+			ev := Event{Type: "job", ID: j.ID.String(), Status: j.State.String(), Progress: &progress}
+			if j.BatchID != (ulid.ULID{}) {
+				ev.BatchID = j.BatchID.String()
+			}
+			if j.ParentID != (ulid.ULID{}) {
+				ev.ParentID = j.ParentID.String()
+			}
+			byTeam[j.TeamID] = append(byTeam[j.TeamID], ev)
+		}
+		return nil
+	})
+	encoded := map[ulid.ULID][][]byte{}
+	for team, events := range byTeam {
+		if counts[team] > limit {
+			events = []Event{{Type: "refresh", Jobs: counts[team]}}
+		}
+		for _, ev := range events {
+			encoded[team] = append(encoded[team], sseFrame(ev))
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for v := range h.viewers {
+		for _, frame := range encoded[v.team] {
+			select {
+			case v.C <- frame:
+			default:
+				h.dropLocked(v) // too slow: it reconnects and reads the listing again
+			}
+			if v.done {
+				break
+			}
+		}
+	}
+}
+
+// sseFrame is one server-sent event.
+func sseFrame(ev Event) []byte {
+	data, _ := json.Marshal(ev)
+	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", ev.Type, data)
+}
+
+// streamEvents answers GET /api/v2/events: the team's job changes as server-sent events, with a
+// comment line every 15 s so proxies keep the stream open.
+func (s *Server) streamEvents(r *request) {
+	if s.Events == nil {
+		r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+		return
+	}
+	v := s.Events.Subscribe(r.team)
+	r.ctx.SetContentType("text/event-stream")
+	r.ctx.Response.Header.Set("Cache-Control", "no-store")
+	r.ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	r.ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer s.Events.Unsubscribe(v)
+		w.WriteString(": framefarm events\n\n")
+		if w.Flush() != nil {
+			return
+		}
+		keepAlive, stop := ticks(s.Clock, 15*time.Second)
+		defer stop()
+		for {
+			select {
+			case frame, open := <-v.C:
+				if !open {
+					return
+				}
+				w.Write(frame)
+			case <-keepAlive:
+				w.WriteString(": keep-alive\n\n")
+			}
+			if w.Flush() != nil {
+				return // the viewer left
+			}
+		}
+	})
+}

@@ -1,0 +1,100 @@
+package api
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// nopObserver is the observer the hub wraps in these tests.
+type nopObserver struct{ actors.Observer }
+
+func (nopObserver) JobStateChanged(ulid.ULID, persistence.JobState, persistence.JobState) {}
+func (nopObserver) JobProgressSaved(ulid.ULID, float64)                                   {}
+
+// TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers: one event per changed job per
+// flush, to viewers of its team only; a refresh past MaxPerFlush; a full buffer drops its viewer.
+func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
+	store, err := persistence.Open(filepath.Join(t.TempDir(), "framefarm.db"), persistence.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ids := persistence.NewIDs()
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	teamA, teamB := ids.New(now), ids.New(now)
+	var jobs []*persistence.Job
+	for i := range 4 {
+		team := teamA
+		if i == 3 {
+			team = teamB
+		}
+		jobs = append(jobs, &persistence.Job{ID: ids.New(now), TeamID: team, Kind: persistence.KindRender, State: persistence.JobQueued,
+			Engine: "lottie", CreatedAt: now, OutputName: "o.mp4"})
+	}
+	if err := store.Apply(&persistence.CreateJobs{At: now, Jobs: jobs}); err != nil {
+		t.Fatal(err)
+	}
+	hub := &Hub{Observer: nopObserver{}, Store: store, Clock: clock.NewFake(now), Buffer: 8, MaxPerFlush: 2}
+	a, b := hub.Subscribe(teamA), hub.Subscribe(teamB)
+	read := func(v *Viewer) []string {
+		var got []string
+		for {
+			select {
+			case frame, open := <-v.C:
+				if !open {
+					return append(got, "closed")
+				}
+				got = append(got, string(frame))
+			default:
+				return got
+			}
+		}
+	}
+
+	// Progress saved twice between flushes: one event.
+	hub.JobProgressSaved(jobs[0].ID, 10)
+	hub.JobProgressSaved(jobs[0].ID, 20)
+	hub.JobStateChanged(jobs[3].ID, 0, persistence.JobQueued)
+	hub.Flush()
+	gotA, gotB := read(a), read(b)
+	if len(gotA) != 1 || !strings.Contains(gotA[0], "event: job\ndata: ") || !strings.Contains(gotA[0], jobs[0].ID.String()) ||
+		!strings.Contains(gotA[0], `"status":"queued"`) {
+		t.Fatalf("team a got %q", gotA)
+	}
+	if len(gotB) != 1 || !strings.Contains(gotB[0], jobs[3].ID.String()) {
+		t.Fatalf("team b got %q", gotB)
+	}
+
+	// Three of team a's jobs at once, past MaxPerFlush 2: one refresh.
+	for _, j := range jobs[:3] {
+		hub.JobStateChanged(j.ID, persistence.JobQueued, persistence.JobRendering)
+	}
+	hub.Flush()
+	if got := read(a); len(got) != 1 || !strings.Contains(got[0], `"type":"refresh","jobs":3`) {
+		t.Fatalf("team a got %q", got)
+	}
+
+	// A viewer that does not read its 8 buffered events is dropped at the next one.
+	for range 9 {
+		hub.JobStateChanged(jobs[3].ID, persistence.JobQueued, persistence.JobRendering)
+		hub.Flush()
+	}
+	if got := read(b); len(got) != 9 || got[8] != "closed" {
+		t.Fatalf("a slow viewer got %d frames, ending %q", len(got), got[len(got)-1])
+	}
+	hub.Close()
+	if got := read(a); len(got) != 1 || got[0] != "closed" {
+		t.Fatalf("after Close: %q", got)
+	}
+	if got := read(hub.Subscribe(teamA)); len(got) != 1 || got[0] != "closed" {
+		t.Fatalf("a viewer after Close: %q", got)
+	}
+}
