@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -36,7 +37,14 @@ func (in Inspector) inspect(ctx context.Context, p string) (*renderer.Inspection
 		return nil, err
 	}
 	switch format {
-	case FormatAEP, FormatAEPX:
+	case FormatAEPX:
+		f, err := openCapped(p, limits.MaxProjectBytes)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return inspectAEPX(f)
+	case FormatAEP:
 		data, err := readCapped(p, limits.MaxProjectBytes)
 		if err != nil {
 			return nil, err
@@ -66,13 +74,28 @@ func (in Inspector) inspect(ctx context.Context, p string) (*renderer.Inspection
 	}
 }
 
-func readCapped(p string, limit int64) ([]byte, error) {
-	info, err := os.Stat(p)
+// openCapped opens a project file no larger than limit.
+func openCapped(p string, limit int64) (*os.File, error) {
+	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
-	if info.Size() > limit {
-		return nil, fmt.Errorf("the project file is %d bytes, more than the %d allowed", info.Size(), limit)
+	info, err := f.Stat()
+	if err == nil && info.Size() > limit {
+		err = fmt.Errorf("the project file is %d bytes, more than the %d allowed", info.Size(), limit)
 	}
-	return os.ReadFile(p)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func readCapped(p string, limit int64) ([]byte, error) {
+	f, err := openCapped(p, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
