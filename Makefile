@@ -10,18 +10,24 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the coordinator, its built-in render node and the tests need; Node.js (for the
 # Lottie worker) comes from Debian only where no node is installed.
 APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
+# The dashboard's tests drive a real browser.
+TEST_APT_PACKAGES := chromium
 LOTTIE_WORKER := renderer/lottie/worker
+
+# apt_install installs the Debian packages of $(1) that are missing.
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+endef
 
 .PHONY: setup build run token test check bench fuzz clean proto
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	command -v node >/dev/null && command -v npm >/dev/null || missing="$$missing nodejs npm"; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
-	fi
+	$(call apt_install,$(APT_PACKAGES) $(shell command -v node >/dev/null && command -v npm >/dev/null || echo nodejs npm))
 	$(GO) mod download
 	@$(MAKE) -s --no-print-directory $(LOTTIE_WORKER)/node_modules/.package-lock.json
 
@@ -44,7 +50,8 @@ check: ## formatting, vet, and the builds of render nodes on Windows and macOS (
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/framefarm
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/framefarm
 
-test: setup check ## the whole suite, with the race detector
+test: setup check ## the whole suite, with the race detector (FRAMEFARM_ARTIFACTS=DIR keeps the dashboard's screenshots)
+	$(call apt_install,$(TEST_APT_PACKAGES))
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 proto: ## regenerate cluster/protocol/envelope.pb.go (needs protoc and protoc-gen-go)

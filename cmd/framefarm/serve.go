@@ -21,6 +21,7 @@ import (
 	"github.com/framefarm/framefarm/http/api"
 	"github.com/framefarm/framefarm/http/metrics"
 	"github.com/framefarm/framefarm/http/outbound"
+	"github.com/framefarm/framefarm/http/ui"
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
@@ -202,6 +203,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	}, api.Deps{
 		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey), Secrets: box,
 		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics, Events: events,
+		UI: ui.Handler, UIRedirect: ui.Redirect,
 	})
 	coord.JobJSON = server.JobJSON
 
@@ -273,6 +275,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	log.Info("framefarm serving", "listen", ln.Addr().String(), "public_url", publicURL, "version", buildVersion(),
 		"embedded_node_slots", cfg.Node.LocalSlots)
 	fmt.Fprintf(stdout, "framefarm listening on %s\n", ln.Addr().String())
+	fmt.Fprintf(stdout, "dashboard: %s/ui/ (sign in with an API token)\n", publicURL)
 	var teams bool
 	store.View(func(tx *persistence.Tx) error { teams = tx.HasTeams(); return nil })
 	if !teams {

@@ -55,7 +55,7 @@ func tokenCommand(args []string, stdout, stderr io.Writer) error {
 	if *dataDir != "" {
 		cfg.Server.DataDir = *dataDir
 	}
-	t := tokenTool{dataDir: cfg.Server.DataDir, stdout: stdout}
+	t := tokenTool{dataDir: cfg.Server.DataDir, stdout: stdout, dashboard: cfg.publicURL() + "/ui/"}
 	switch args[0] {
 	case "create":
 		return t.create(strings.TrimSpace(*team), *expires)
@@ -71,8 +71,9 @@ func tokenCommand(args []string, stdout, stderr io.Writer) error {
 }
 
 type tokenTool struct {
-	dataDir string
-	stdout  io.Writer
+	dataDir   string
+	stdout    io.Writer
+	dashboard string // the dashboard's address, for a link that signs in
 }
 
 // withStore runs direct on the database, or, when a server holds it, viaServer.
@@ -162,6 +163,7 @@ func (t tokenTool) create(name string, expires time.Duration) error {
 			return err
 		}
 		fmt.Fprintf(t.stdout, "team %q (%s), through the server at %s\n", answer.Team.Name, answer.Team.ID, la.URL)
+		t.dashboard = la.URL + "/ui/"
 		t.printCreated(answer.ID, expiresAt, answer.Token)
 		return nil
 	})
@@ -174,6 +176,7 @@ func (t tokenTool) printCreated(id string, expiresAt time.Time, token string) {
 		until = "expires " + expiresAt.Format(time.RFC3339)
 	}
 	fmt.Fprintf(t.stdout, "token id %s (%s; framefarm token revoke %s stops it)\n", id, until, id)
+	fmt.Fprintf(t.stdout, "dashboard, signed in (the part after # never reaches the server): %s#token=%s\n", t.dashboard, token)
 	fmt.Fprintln(t.stdout, "API token (shown once; send it as Authorization: Bearer <token>):")
 	fmt.Fprintln(t.stdout, token)
 }

@@ -86,6 +86,12 @@ func (s *Server) routesV2() {
 	s.handle(http.MethodPut, "/files/uploads/templates/{team}/{id}", authNone, s.uploadTemplateFile)
 	s.handle(http.MethodPut, "/files/outputs/{job}/{attempt}/{name}", authNone, s.uploadOutput)
 
+	if s.UI != nil {
+		// The dashboard is not part of the API: its routes are left out of the OpenAPI document.
+		page := s.wrap("/ui/", authNone, func(r *request) { s.UI(r.ctx) })
+		s.router.GET("/ui/{path:*}", page) // also answers /ui
+		s.router.GET("/", s.wrap("/", authNone, func(r *request) { s.UIRedirect(r.ctx) }))
+	}
 	s.handle(http.MethodGet, "/healthz", authNone, func(r *request) { r.json(http.StatusOK, map[string]string{"status": "ok"}) })
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
 	s.handle(http.MethodGet, "/metrics", authNone, s.metrics)

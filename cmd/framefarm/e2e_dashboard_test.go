@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browserTab starts headless Chromium (Debian's, installed by make test) at a laptop's size and
+// returns a tab; more tabs of the same browser come from newTab.
+func browserTab(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed (make test installs it)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 800), chromedp.Flag("autoplay-policy", "no-user-gesture-required"))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(cancelTab)
+	tab, cancelTimeout := context.WithTimeout(tab, 3*time.Minute)
+	t.Cleanup(cancelTimeout)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	return tab
+}
+
+func newTab(t *testing.T, browser context.Context) context.Context {
+	tab, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	return tab
+}
+
+// screenshot saves what the page shows into $FRAMEFARM_ARTIFACTS (or the test's folder).
+func screenshot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("FRAMEFARM_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	os.MkdirAll(dir, 0o755)
+	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100)) // quality 100 is a PNG
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
+}
+
+func browse(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(tab, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// value runs an action that answers a value.
+func value[T any](t *testing.T, tab context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(tab, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// TestDashboardInARealBrowser: a team signs in through a link's fragment (which is cleared), sees
+// jobs appear and their progress move without a reload, cancels a job from the page, uploads a
+// template and reads its layers; another team sees none of it; the admin drains a node.
+func TestDashboardInARealBrowser(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	browser := browserTab(t)
+	tab := browser
+
+	// Signing in through the fragment: the token leaves the address at once.
+	browse(t, tab, "sign in",
+		chromedp.Navigate(c.url+"/ui/#token="+acme.token),
+		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Jobs")]`),
+		chromedp.WaitVisible(`.live.on`))
+	hash := value(t, tab, "hash", chromedp.Evaluate[string](`location.hash`))
+	stored := value(t, tab, "stored token", chromedp.Evaluate[string](`localStorage.getItem("framefarm.token")`))
+	if hash != "" || stored != acme.token {
+		t.Fatalf("after signing in: hash %q, stored token kept %v", hash, stored == acme.token)
+	}
+
+	// A job created through the API appears, and its progress moves, without a reload.
+	var first created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &first)
+	row := fmt.Sprintf(`tr[data-job="%s"]`, first.ID)
+	browse(t, tab, "the new job's row", chromedp.WaitVisible(row))
+	call := c.control.next(t)
+	forty := 40.0
+	call.answer(renderReply{Progress: &forty})
+	browse(t, tab, "progress 40", chromedp.WaitVisible(row+` [role=progressbar][aria-valuenow="40"]`))
+	screenshot(t, tab, "jobs")
+	c.control.next(t).answer(renderReply{Result: "finish"})
+	browse(t, tab, "finished", chromedp.WaitVisible(row+` .badge[data-status="finished"]`))
+
+	// Cancel from the page: one job holds the slot, the queued one is cancelled.
+	var holding, queued created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &holding)
+	hold := c.control.next(t)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &queued)
+	queuedRow := fmt.Sprintf(`tr[data-job="%s"]`, queued.ID)
+	browse(t, tab, "cancel from the page",
+		chromedp.WaitVisible(queuedRow+` .badge[data-status="queued"]`),
+		chromedp.Click(queuedRow+` input[type=checkbox]`),
+		chromedp.Click(`//button[normalize-space(.)="Cancel selected"]`),
+		chromedp.WaitVisible(queuedRow+` .badge[data-status="manually_cancelled"]`))
+	if j := acme.job(queued.ID); j.Status != "manually_cancelled" {
+		t.Fatalf("the API says the job cancelled from the page is %s", j.Status)
+	}
+	c.control.answerAll(finishAll)
+	hold.answer(renderReply{Result: "finish"})
+
+	// The job's screen, by a deep link.
+	browse(t, tab, "job screen",
+		chromedp.Navigate(c.url+"/ui/jobs/"+first.ID),
+		chromedp.WaitVisible(`//h1//span[contains(., "`+first.ID+`")]`),
+		chromedp.WaitVisible(`//dt[.="Finished"]`))
+	screenshot(t, tab, "job")
+
+	// Upload a template through the page's file input, and read its layers.
+	file := filepath.Join(t.TempDir(), "promo.zip")
+	os.WriteFile(file, templateZip(t, inspection()), 0o600)
+	browse(t, tab, "template upload",
+		chromedp.Navigate(c.url+"/ui/templates"),
+		chromedp.WaitReady(`#template-file`),
+		chromedp.SetUploadFiles(`#template-file`, []string{file}),
+		chromedp.WaitVisible(`[data-composition="main"] [data-layer="Title"]`),
+		chromedp.WaitVisible(`[data-composition="outro"] [data-layer="Credits"]`))
+	screenshot(t, tab, "template")
+
+	// Another team sees none of acme's jobs.
+	other := c.team("other")
+	otherTab := newTab(t, browser)
+	browse(t, otherTab, "team b",
+		chromedp.Navigate(c.url+"/ui/#token="+other.token),
+		chromedp.WaitVisible(`//td[contains(., "No jobs yet")]`))
+	listed := value(t, otherTab, "team b's page", chromedp.Text(`main`))
+	if strings.Contains(listed, first.ID) || strings.Contains(listed, queued.ID) {
+		t.Fatal("another team's dashboard lists acme's jobs")
+	}
+
+	// The admin sees the farm and drains the embedded node.
+	adminTab := newTab(t, browser)
+	browse(t, adminTab, "drain",
+		chromedp.Navigate(c.url+"/ui/#token="+adminToken),
+		chromedp.WaitVisible(`//h1[normalize-space(.)="Farm"]`),
+		chromedp.WaitVisible(`tr[data-node] .badge[data-status="ready"]`),
+		chromedp.Click(`//tr[@data-node]//button[normalize-space(.)="drain"]`),
+		chromedp.WaitVisible(`tr[data-node] .badge[data-status="draining"]`))
+	screenshot(t, adminTab, "farm")
+	var nodes []struct{ State string }
+	(&client{c: c, token: adminToken}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, &nodes)
+	if len(nodes) != 1 || nodes[0].State != "draining" {
+		t.Fatalf("nodes after the page's drain: %+v", nodes)
+	}
+
+	// Signing out forgets the token.
+	browse(t, tab, "sign out", chromedp.Click(`#signout`), chromedp.WaitVisible(`#token`))
+	if forgotten := value(t, tab, "token after sign out", chromedp.Evaluate[bool](`localStorage.getItem("framefarm.token") === null`)); !forgotten {
+		t.Fatal("signing out kept the token")
+	}
+}
+
+// TestDashboardPlaysARealRender: a Lottie job's output plays in the job's screen (the video
+// element reports the render's duration).
+func TestDashboardPlaysARealRender(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, realEngines: true})
+	acme := c.team("acme")
+	tpl := acme.uploadTemplateFile("zip", fixtureZip(t, "lottie/synthetic"))
+	j, _ := acme.render(kenburnsJob(tpl.ID, map[string]any{"type": "text", "layerName": "Title", "value": "In the browser"}))
+	tab := browserTab(t)
+	browse(t, tab, "the output plays",
+		chromedp.Navigate(c.url+"/ui/jobs/"+j.ID+"#token="+acme.token),
+		chromedp.WaitVisible(`#output-video`))
+	duration := value(t, tab, "the video's duration",
+		chromedp.Poll[float64](`document.querySelector("#output-video").readyState >= 1 && document.querySelector("#output-video").duration`,
+			chromedp.WithPollingTimeout(time.Minute)))
+	if duration < 1.9 || duration > 2.1 {
+		t.Fatalf("the video reports %v s, want the 2 s rendered", duration)
+	}
+	screenshot(t, tab, "job-video")
+}

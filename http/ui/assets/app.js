@@ -1,0 +1,531 @@
+// framefarm's dashboard: screens over the public API and its event stream. No framework, no
+// build step: the DOM is built with textContent (never innerHTML), so nothing a job carries can
+// run in the page.
+
+const TOKEN_KEY = "framefarm.token";
+const main = document.getElementById("main");
+
+// ---- the API ----
+
+let token = localStorage.getItem(TOKEN_KEY) || "";
+let me = null; // {kind: "team", name} or {kind: "admin"}
+
+class APIError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || `HTTP ${status}`);
+    this.status = status;
+  }
+}
+
+async function api(method, path, body) {
+  const headers = { Authorization: `Bearer ${token}` };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = text; }
+  if (!resp.ok) throw new APIError(resp.status, data);
+  return data;
+}
+
+// ---- small DOM helpers ----
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function toast(message) {
+  const t = document.getElementById("toast");
+  t.textContent = message;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 5000);
+}
+
+// statusClass maps an API status to a badge colour.
+function statusClass(status) {
+  switch (status) {
+    case "render:dorender": return "rendering";
+    case "manually_cancelled": return "cancelled";
+    default: return status;
+  }
+}
+
+function statusText(status) {
+  return { "render:dorender": "rendering", "manually_cancelled": "cancelled" }[status] || status;
+}
+
+function badge(status) { return h("span", { class: `badge ${statusClass(status)}`, "data-status": status }, statusText(status)); }
+
+function progressBar(status, progress) {
+  const p = Math.max(0, Math.min(100, progress || 0));
+  const fill = h("span");
+  fill.style.width = `${p}%`; // through the CSSOM: the page's CSP allows no inline style attributes
+  return h("div", { class: `progress ${statusClass(status)}`, role: "progressbar", "aria-valuenow": String(Math.round(p)), "aria-valuemin": "0", "aria-valuemax": "100" }, fill);
+}
+
+function age(iso) {
+  if (!iso) return "";
+  const s = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
+  if (s < 60) return `${Math.round(s)}s ago`;
+  if (s < 3600) return `${Math.round(s / 60)}m ago`;
+  if (s < 86400) return `${Math.round(s / 3600)}h ago`;
+  return `${Math.round(s / 86400)}d ago`;
+}
+
+function when(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
+
+// ---- the event stream: fetch, not EventSource, so the token goes in a header, never a URL ----
+
+const listeners = new Set();
+let streamState = "off";
+
+async function runEvents() {
+  if (!me || me.kind !== "team" || streamState !== "off") return;
+  streamState = "connecting";
+  while (me && me.kind === "team") {
+    try {
+      const resp = await fetch("/api/v2/events", { headers: { Authorization: `Bearer ${token}` } });
+      if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
+      streamState = "on";
+      liveChanged();
+      const reader = resp.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          const data = frame.split("\n").find((l) => l.startsWith("data: "));
+          if (data) {
+            const ev = JSON.parse(data.slice(6));
+            for (const fn of listeners) fn(ev);
+          }
+        }
+      }
+    } catch { /* reconnect below */ }
+    streamState = "connecting";
+    liveChanged();
+    // A dropped stream may have missed events: screens read again.
+    for (const fn of listeners) fn({ type: "refresh" });
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+  streamState = "off";
+}
+
+function liveChanged() {
+  for (const el of document.querySelectorAll(".live")) el.classList.toggle("on", streamState === "on");
+}
+
+function liveBadge() {
+  const el = h("span", { class: "live", title: "changes arrive as they happen" }, "live");
+  el.classList.toggle("on", streamState === "on");
+  return el;
+}
+
+function onEvents(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+// ---- sign in ----
+
+async function signIn(candidate) {
+  token = candidate.trim();
+  try {
+    const team = await api("GET", "/api/v2/team");
+    me = { kind: "team", name: team.name };
+  } catch (e) {
+    if (e.status !== 401 && e.status !== 403) throw e;
+    try {
+      await api("GET", "/api/v2/nodes");
+      me = { kind: "admin" };
+    } catch {
+      token = "";
+      me = null;
+      localStorage.removeItem(TOKEN_KEY);
+      throw new Error("this token is not accepted");
+    }
+  }
+  localStorage.setItem(TOKEN_KEY, token);
+  document.getElementById("who").textContent = me.kind === "team" ? `team ${me.name}` : "farm admin";
+  document.getElementById("nav").hidden = false;
+  document.getElementById("signout").hidden = false;
+  runEvents();
+}
+
+function signOut() {
+  localStorage.removeItem(TOKEN_KEY);
+  token = "";
+  me = null;
+  location.assign("/ui/");
+}
+
+function signInScreen(error) {
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "ff_…", "aria-label": "API token" });
+  const form = h("form", {
+    class: "panel signin",
+    onsubmit: async (e) => {
+      e.preventDefault();
+      try {
+        await signIn(input.value);
+        navigate(me.kind === "admin" ? "/ui/farm" : "/ui/jobs");
+      } catch (err) {
+        render(signInScreen(err.message));
+      }
+    },
+  },
+  h("h1", {}, "Sign in"),
+  h("label", { for: "token" }, "API token"),
+  input,
+  error ? h("p", { class: "muted", role: "alert" }, error) : null,
+  h("button", { type: "submit" }, "Sign in"),
+  h("p", { class: "muted" }, "A team token shows that team's work; the admin token shows the farm. ",
+    "framefarm token create --team NAME prints one, and a link that signs you in."));
+  setTimeout(() => input.focus());
+  return form;
+}
+
+// ---- screens ----
+
+// templateNames maps template ids to display names, read once per screen.
+async function templateNames() {
+  try {
+    const list = await api("GET", "/api/v3/templates");
+    return new Map(list.map((t) => [t.id, t.displayName]));
+  } catch { return new Map(); }
+}
+
+function templateLink(id, names) {
+  if (!id) return "—";
+  return h("a", { href: `/ui/templates/${id}`, "data-link": true, title: id }, (names && names.get(id)) || id);
+}
+
+function render(...nodes) {
+  main.replaceChildren(...nodes);
+}
+
+let leaveScreen = () => {};
+
+const JOB_STATES = ["queued", "pending", "render:dorender", "finished", "error", "manually_cancelled"];
+
+function jobsScreen() {
+  const selected = new Set();
+  const rows = new Map();
+  const states = new Set();
+  let sort = "newest_first";
+  let loaded = 0;
+  const pageSize = 50;
+  const tbody = h("tbody");
+  const count = h("span", { class: "count" });
+  let names = new Map();
+  const cancelButton = h("button", { class: "danger", disabled: true, onclick: cancelSelected }, "Cancel selected");
+  const more = h("button", { class: "quiet", hidden: true, onclick: () => load(false) }, "Load more");
+
+  async function load(reset) {
+    if (reset) names = await templateNames();
+    const params = new URLSearchParams({ limit: String(pageSize), sort, minimal: "false", from: String(reset ? 0 : loaded) });
+    if (states.size) params.set("states", [...states].join(","));
+    const resp = await fetch(`/api/v2/jobs?${params}`, { headers: { Authorization: `Bearer ${token}` } });
+    if (!resp.ok) { toast(`jobs: HTTP ${resp.status}`); return; }
+    const jobs = await resp.json();
+    const total = Number(resp.headers.get("X-Total-Count") || jobs.length);
+    if (reset) { tbody.replaceChildren(); rows.clear(); loaded = 0; }
+    for (const j of jobs) {
+      const row = jobRow(j);
+      rows.set(j.id, row);
+      tbody.append(row.tr);
+    }
+    loaded += jobs.length;
+    count.textContent = `${total.toLocaleString()} job${total === 1 ? "" : "s"}`;
+    more.hidden = loaded >= total;
+    if (!rows.size) tbody.append(h("tr", {}, h("td", { colspan: "6", class: "empty" }, "No jobs yet. Jobs created through the API appear here as they come.")));
+  }
+
+  function jobRow(j) {
+    const box = h("input", { type: "checkbox", "aria-label": `select ${j.id}`, disabled: !["queued", "pending"].includes(j.status),
+      onchange: (e) => { e.target.checked ? selected.add(j.id) : selected.delete(j.id); cancelButton.disabled = !selected.size; } });
+    const statusCell = h("td", {}, badge(j.status));
+    const progressCell = h("td", {}, progressBar(j.status, j.progress), h("span", { class: "pct" }, `${Math.round(j.progress || 0)}%`));
+    const tr = h("tr", { "data-job": j.id },
+      h("td", {}, box),
+      h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
+      statusCell, progressCell,
+      h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—")),
+      h("td", { class: "muted", title: when(j.stats && j.stats.createdAt) }, age(j.stats && j.stats.createdAt)));
+    return {
+      tr,
+      update(ev) {
+        statusCell.replaceChildren(badge(ev.status));
+        progressCell.replaceChildren(progressBar(ev.status, ev.progress), h("span", { class: "pct" }, `${Math.round(ev.progress || 0)}%`));
+        box.disabled = !["queued", "pending"].includes(ev.status);
+        if (box.disabled && box.checked) { box.checked = false; selected.delete(j.id); cancelButton.disabled = !selected.size; }
+      },
+    };
+  }
+
+  async function cancelSelected() {
+    const ids = [...selected];
+    try {
+      const cancelled = await api("POST", "/api/v2/jobs/cancel", { jobs: ids });
+      toast(`${cancelled.length} job${cancelled.length === 1 ? "" : "s"} cancelled (with their related jobs)`);
+      selected.clear();
+      cancelButton.disabled = true;
+      load(true);
+    } catch (e) { toast(`not cancelled: ${e.message}`); }
+  }
+
+  let reloadTimer = null;
+  const reloadSoon = () => { clearTimeout(reloadTimer); reloadTimer = setTimeout(() => load(true), 300); };
+  leaveScreen = onEvents((ev) => {
+    if (ev.type === "refresh") { reloadSoon(); return; }
+    const row = rows.get(ev.id);
+    if (row) row.update(ev);
+    else if (sort === "newest_first" && (!states.size || states.has(ev.status))) reloadSoon(); // a new job
+  });
+
+  const chips = JOB_STATES.map((s) => h("label", { class: "chip" },
+    h("input", { type: "checkbox", onchange: (e) => { e.target.checked ? states.add(s) : states.delete(s); load(true); } }), statusText(s)));
+  const sortSelect = h("select", { "aria-label": "sort", onchange: (e) => { sort = e.target.value; load(true); } },
+    h("option", { value: "newest_first" }, "newest first"), h("option", { value: "oldest_first" }, "oldest first"),
+    h("option", { value: "priority" }, "pickup order"));
+  load(true);
+  return [
+    h("h1", {}, "Jobs", liveBadge(), count),
+    h("div", { class: "toolbar" }, ...chips, sortSelect, cancelButton),
+    h("div", { class: "table-wrap" }, h("table", {},
+      h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Progress"), h("th", {}, "Template"), h("th", {}, "Created"))),
+      tbody)),
+    h("div", { class: "toolbar" }, more),
+  ];
+}
+
+function outputView(job) {
+  if (job.status !== "finished" || !job.outputUrl) return null;
+  const path = new URL(job.outputUrl, location.href).pathname.toLowerCase();
+  let media = null;
+  if (/\.(mp4|mov|webm)$/.test(path)) media = h("video", { src: job.outputUrl, controls: true, preload: "metadata", id: "output-video" });
+  else if (/\.(png|jpe?g)$/.test(path)) media = h("img", { class: "output", src: job.outputUrl, alt: "the rendered image" });
+  return h("section", { class: "panel" }, h("h2", {}, "Output"), media, h("p", {}, h("a", { href: job.outputUrl, download: "" }, "Download the output")));
+}
+
+function jobScreen(id) {
+  const container = h("div");
+  const logPre = h("pre", { class: "log", "aria-label": "log" }, "…");
+  async function load() {
+    let job;
+    const names = await templateNames();
+    try { job = await api("GET", `/api/v2/jobs/${id}`); } catch (e) {
+      container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such job." : e.message));
+      return;
+    }
+    const stats = job.stats || {};
+    const cancel = ["queued", "pending"].includes(job.status)
+      ? h("button", { class: "danger", onclick: async () => {
+        try {
+          const cancelled = await api("PATCH", `/api/v2/jobs/${id}/cancel`);
+          toast(`cancelled: ${cancelled.map((j) => j.id).join(", ")}`);
+          load();
+        } catch (e) { toast(`not cancelled: ${e.message}`); }
+      } }, "Cancel")
+      : null;
+    container.replaceChildren(
+      h("h1", {}, "Job ", h("span", { class: "mono" }, job.id), badge(job.status), liveBadge(), cancel),
+      h("section", { class: "panel" },
+        progressBar(job.status, job.progress),
+        h("dl", { class: "facts" },
+          h("dt", {}, "Progress"), h("dd", {}, `${Math.round(job.progress || 0)}%`),
+          h("dt", {}, "Template"), h("dd", {}, templateLink(job.templateId, names)),
+          h("dt", {}, "Created"), h("dd", {}, when(stats.createdAt)),
+          h("dt", {}, "Started"), h("dd", {}, when(stats.startedAt)),
+          h("dt", {}, job.status === "error" ? "Failed" : "Finished"), h("dd", {}, when(stats.finishedAt || stats.errorAt)),
+          h("dt", {}, "Attempts"), h("dd", {}, String(job.attempts || 0)),
+          job.node ? [h("dt", {}, "Node"), h("dd", {}, job.node)] : null,
+          stats.error ? [h("dt", {}, "Error"), h("dd", {}, stats.error)] : null,
+          stats.waitingFor ? [h("dt", {}, "Waiting for"), h("dd", {}, stats.waitingFor)] : null,
+          job.parentId ? [h("dt", {}, "Parent"), h("dd", {}, h("a", { href: `/ui/jobs/${job.parentId}`, "data-link": true }, job.parentId))] : null,
+          job.children && job.children.length ? [h("dt", {}, "Children"), h("dd", {}, ...job.children.map((c) => h("div", {}, h("a", { href: `/ui/jobs/${c}`, "data-link": true }, c))))] : null,
+          job.batchId ? [h("dt", {}, "Batch"), h("dd", { class: "mono" }, job.batchId)] : null)),
+      outputView(job),
+      h("section", { class: "panel" }, h("h2", {}, "Assets"),
+        job.assets && job.assets.length ? h("ul", {}, ...job.assets.map((a) => h("li", {}, `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`))) : h("p", { class: "muted" }, "none")),
+      h("section", { class: "panel" }, h("h2", {}, "Log"), logPre));
+    try {
+      const resp = await fetch(`/api/v2/jobs/${id}/logs`, { headers: { Authorization: `Bearer ${token}` } });
+      logPre.textContent = resp.ok ? await resp.text() : `HTTP ${resp.status}`;
+      logPre.scrollTop = logPre.scrollHeight;
+    } catch { /* the next event reloads */ }
+  }
+  let timer = null;
+  leaveScreen = onEvents((ev) => {
+    if (ev.id === id || ev.type === "refresh") { clearTimeout(timer); timer = setTimeout(load, 200); }
+  });
+  load();
+  return [container];
+}
+
+function templatesScreen() {
+  const tbody = h("tbody");
+  const progress = h("progress", { max: "100", value: "0", hidden: true });
+  async function load() {
+    const list = await api("GET", "/api/v3/templates");
+    tbody.replaceChildren(...(list.length ? list.map((t) => h("tr", {},
+      h("td", { class: "name" }, h("a", { href: `/ui/templates/${t.id}`, "data-link": true }, t.displayName)),
+      h("td", {}, t.type), h("td", {}, badge(t.status)), h("td", { class: "muted" }, age(t.createdAt))))
+      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, "No templates yet: drop a .zip, .aep or .mogrt above."))]));
+  }
+  async function upload(file) {
+    const ext = file.name.split(".").pop().toLowerCase();
+    const type = { aepx: "aep" }[ext] || ext;
+    if (!["aep", "zip", "mogrt"].includes(type)) { toast("a template is a .zip, .aep or .mogrt file"); return; }
+    try {
+      const tpl = await api("POST", "/api/v2/templates", { type, displayName: file.name.replace(/\.[^.]+$/, "") });
+      progress.hidden = false;
+      await new Promise((resolve, reject) => {
+        const xhr = new XMLHttpRequest();
+        xhr.open("PUT", tpl.uploadInfo.url);
+        xhr.setRequestHeader("Content-Type", "application/octet-stream");
+        xhr.upload.onprogress = (e) => { if (e.lengthComputable) progress.value = (100 * e.loaded) / e.total; };
+        xhr.onload = () => (xhr.status < 300 ? resolve() : reject(new Error(`upload: HTTP ${xhr.status} ${xhr.responseText}`)));
+        xhr.onerror = () => reject(new Error("upload failed"));
+        xhr.send(file);
+      });
+      toast(`${file.name} uploaded; it is being inspected`);
+      navigate(`/ui/templates/${tpl.id}`);
+    } catch (e) { toast(e.message); } finally { progress.hidden = true; }
+  }
+  const input = h("input", { type: "file", id: "template-file", accept: ".zip,.aep,.aepx,.mogrt", onchange: (e) => e.target.files[0] && upload(e.target.files[0]) });
+  const drop = h("div", {
+    class: "drop",
+    ondragover: (e) => { e.preventDefault(); drop.classList.add("over"); },
+    ondragleave: () => drop.classList.remove("over"),
+    ondrop: (e) => { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) upload(e.dataTransfer.files[0]); },
+  }, "Drop a template here, or ", h("label", { for: "template-file", class: "chip" }, "choose a file"), input, progress);
+  load().catch((e) => toast(e.message));
+  return [h("h1", {}, "Templates"), h("section", { class: "panel" }, drop),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Status"), h("th", {}, "Created"))), tbody))];
+}
+
+function templateScreen(id) {
+  const container = h("div", {}, h("p", { class: "muted" }, "…"));
+  async function load() {
+    const tpl = await api("GET", `/api/v3/templates/${id}`);
+    const head = h("h1", {}, tpl.displayName, badge(tpl.status));
+    if (tpl.status !== "uploaded") {
+      container.replaceChildren(head, h("p", { class: "muted" }, tpl.error || "Inspecting the file…"));
+      if (["awaiting_upload", "downloading", "processing"].includes(tpl.status)) setTimeout(load, 1000);
+      return;
+    }
+    const comps = await api("GET", `/api/v3/templates/${id}/compositions?limit=1000`);
+    const layers = await api("GET", `/api/v3/templates/${id}/layers?limit=1000`);
+    const byComp = new Map(comps.map((c) => [c.aeid, []]));
+    for (const l of layers) (byComp.get(String(l.composition_id)) || []).push(l);
+    const nameOf = new Map(comps.map((c) => [c.aeid, c.name]));
+    container.replaceChildren(head,
+      h("p", { class: "muted" }, "Use a composition's name as template.composition and a layer's name as an asset's layerName. Layers inside nested compositions are found from the composition that nests them."),
+      ...comps.map((c) => h("section", { class: "panel", "data-composition": c.name },
+        h("h2", {}, c.name, " ", h("span", { class: "muted" }, `${c.width}×${c.height}, ${c.frame_rate} fps, ${c.duration} s`)),
+        h("ul", { class: "tree" }, ...(byComp.get(c.aeid) || []).map((l) => h("li", { "data-layer": l.name },
+          h("span", { class: "mono" }, l.name), " ", h("span", { class: "badge" }, l.layer_type),
+          l.source_comp_id ? [" → ", h("span", { class: "muted" }, nameOf.get(String(l.source_comp_id)) || "")] : null))))));
+  }
+  load().catch((e) => container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such template." : e.message)));
+  return [container];
+}
+
+function farmScreen() {
+  const tbody = h("tbody");
+  if (!me || me.kind !== "admin") {
+    return [h("h1", {}, "Farm"), h("p", { class: "empty" }, "The farm's render nodes are shown to the admin token.")];
+  }
+  async function load() {
+    const nodes = await api("GET", "/api/v2/nodes");
+    tbody.replaceChildren(...(nodes.length ? nodes.map((n) => {
+      const busy = (n.currentJobs || []).length;
+      const act = (what) => h("button", { class: "quiet", onclick: async () => {
+        try { await api("POST", `/api/v2/nodes/${encodeURIComponent(n.id)}/${what}`); load(); } catch (e) { toast(e.message); }
+      } }, what);
+      const labels = Object.entries(n.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+      return h("tr", { "data-node": n.id },
+        h("td", { class: "name mono", title: n.reason || "" }, n.id), h("td", {}, badge(n.state)),
+        h("td", {}, (n.engines || []).join(", ")), h("td", {}, `${busy} of ${n.slots}`),
+        h("td", { class: "name" }, ...(n.currentJobs || []).map((j) => h("div", { class: "mono" }, j))),
+        h("td", { class: "muted" }, labels),
+        h("td", { class: "muted" }, n.lastHeartbeat ? age(n.lastHeartbeat) : ""),
+        h("td", {}, n.state === "draining" || n.state === "quarantined" ? act("clear") : act("drain")));
+    }) : [h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No render node has joined."))]));
+  }
+  load().catch((e) => toast(e.message));
+  const timer = setInterval(() => load().catch(() => {}), 5000);
+  leaveScreen = () => clearInterval(timer);
+  return [h("h1", {}, "Farm"),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
+      h("th", {}, "Rendering"), h("th", {}, "Labels"), h("th", {}, "Heartbeat"), h("th", {}, ""))), tbody))];
+}
+
+// ---- routing ----
+
+function screenFor(path) {
+  const parts = path.replace(/^\/ui\/?/, "").split("/").filter(Boolean);
+  if (!me) return ["signin", signInScreen()];
+  switch (parts[0]) {
+    case "jobs": return parts[1] ? ["jobs", jobScreen(parts[1])] : ["jobs", jobsScreen()];
+    case "templates": return parts[1] ? ["templates", templateScreen(parts[1])] : ["templates", templatesScreen()];
+    case "farm": return ["farm", farmScreen()];
+    default: return me.kind === "admin" ? ["farm", farmScreen()] : ["jobs", jobsScreen()];
+  }
+}
+
+function show() {
+  leaveScreen();
+  leaveScreen = () => {};
+  const [name, nodes] = screenFor(location.pathname);
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.screen === name);
+  render(...[].concat(nodes));
+  document.title = `framefarm · ${name}`;
+}
+
+function navigate(path) {
+  history.pushState(null, "", path);
+  show();
+}
+
+document.addEventListener("click", (e) => {
+  const a = e.target.closest("a[data-link]");
+  if (!a || e.metaKey || e.ctrlKey || e.shiftKey || e.button !== 0) return;
+  e.preventDefault();
+  navigate(a.getAttribute("href"));
+});
+window.addEventListener("popstate", show);
+document.getElementById("signout").addEventListener("click", signOut);
+
+// A link with #token=... signs in; the fragment never reaches the server, and is cleared at once.
+async function start() {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const fromLink = fragment.get("token");
+  if (fromLink) {
+    history.replaceState(null, "", location.pathname + location.search);
+    token = fromLink;
+  }
+  if (token) {
+    try { await signIn(token); } catch (e) { render(signInScreen(e.message)); return; }
+  }
+  show();
+}
+
+start();
