@@ -147,6 +147,50 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.WaitVisible(`[data-composition="outro"] [data-layer="Credits"]`))
 	screenshot(t, tab, "template")
 
+	// A batch: its counts as a stacked bar, and a cancel that reaches every queued job.
+	c.control.answerAll(nil)
+	var holdAgain created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &holdAgain)
+	holding2 := c.control.next(t)
+	var batch struct {
+		BatchID string `json:"batchId"`
+	}
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), renderJob(tplID), renderJob(tplID)}}, http.StatusCreated, &batch)
+	browse(t, tab, "batch",
+		chromedp.Navigate(c.url+"/ui/batches/"+batch.BatchID),
+		chromedp.WaitVisible(`.stack .seg.rendering`),
+		chromedp.Click(`//button[normalize-space(.)="Cancel the batch"]`),
+		chromedp.WaitVisible(`.stack .seg.cancelled`))
+	screenshot(t, tab, "batch")
+	var status struct{ Stats struct{ Cancelled int } }
+	acme.must(http.MethodGet, "/api/v2/batches/"+batch.BatchID, nil, http.StatusOK, &status)
+	if status.Stats.Cancelled != 3 {
+		t.Fatalf("the page's batch cancel: %+v", status)
+	}
+	c.control.answerAll(finishAll)
+	holding2.answer(renderReply{Result: "finish"})
+
+	// Fonts and secrets: a font by its file input, a secret by the form; the value never shows.
+	const secretValue = "never-shown-s3cr3t"
+	browse(t, tab, "fonts and secrets",
+		chromedp.Navigate(c.url+"/ui/library"),
+		chromedp.WaitReady(`#font-file`),
+		chromedp.SetUploadFiles(`#font-file`, []string{"/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"}),
+		chromedp.WaitVisible(`tr[data-font="DejaVuSans.ttf"]`),
+		chromedp.SendKeys(`#secret-name`, "hook_token"),
+		chromedp.SendKeys(`#secret-value`, secretValue),
+		chromedp.Click(`//button[normalize-space(.)="Add secret"]`),
+		chromedp.WaitVisible(`tr[data-secret="hook_token"]`))
+	screenshot(t, tab, "library")
+	if page := value(t, tab, "library page", chromedp.Evaluate[string](`document.documentElement.outerHTML`)); strings.Contains(page, secretValue) {
+		t.Fatal("the secret's value is in the page")
+	}
+	var secrets []struct{ Name string }
+	acme.must(http.MethodGet, "/api/v2/secrets", nil, http.StatusOK, &secrets)
+	if len(secrets) != 1 || secrets[0].Name != "hook_token" {
+		t.Fatalf("secrets after the page's form: %+v", secrets)
+	}
+
 	// Another team sees none of acme's jobs.
 	other := c.team("other")
 	otherTab := newTab(t, browser)

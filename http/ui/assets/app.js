@@ -360,7 +360,7 @@ function jobScreen(id) {
           stats.waitingFor ? [h("dt", {}, "Waiting for"), h("dd", {}, stats.waitingFor)] : null,
           job.parentId ? [h("dt", {}, "Parent"), h("dd", {}, h("a", { href: `/ui/jobs/${job.parentId}`, "data-link": true }, job.parentId))] : null,
           job.children && job.children.length ? [h("dt", {}, "Children"), h("dd", {}, ...job.children.map((c) => h("div", {}, h("a", { href: `/ui/jobs/${c}`, "data-link": true }, c))))] : null,
-          job.batchId ? [h("dt", {}, "Batch"), h("dd", { class: "mono" }, job.batchId)] : null)),
+          job.batchId ? [h("dt", {}, "Batch"), h("dd", {}, h("a", { href: `/ui/batches/${job.batchId}`, "data-link": true, class: "mono" }, job.batchId))] : null)),
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
         job.assets && job.assets.length ? h("ul", {}, ...job.assets.map((a) => h("li", {}, `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`))) : h("p", { class: "muted" }, "none")),
@@ -415,7 +415,7 @@ function templatesScreen() {
     ondragover: (e) => { e.preventDefault(); drop.classList.add("over"); },
     ondragleave: () => drop.classList.remove("over"),
     ondrop: (e) => { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) upload(e.dataTransfer.files[0]); },
-  }, "Drop a template here, or ", h("label", { for: "template-file", class: "chip" }, "choose a file"), input, progress);
+  }, "Drop a template here, or ", h("label", { class: "chip file" }, "choose a file", input), progress);
   load().catch((e) => toast(e.message));
   return [h("h1", {}, "Templates"), h("section", { class: "panel" }, drop),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Status"), h("th", {}, "Created"))), tbody))];
@@ -436,6 +436,16 @@ function templateScreen(id) {
     const byComp = new Map(comps.map((c) => [c.aeid, []]));
     for (const l of layers) (byComp.get(String(l.composition_id)) || []).push(l);
     const nameOf = new Map(comps.map((c) => [c.aeid, c.name]));
+    const rename = h("button", { class: "quiet", onclick: async () => {
+      const name = prompt("New name", tpl.displayName);
+      if (!name) return;
+      try { await api("PATCH", `/api/v2/templates/${id}`, { displayName: name }); load(); } catch (e) { toast(e.message); }
+    } }, "Rename");
+    const remove = h("button", { class: "danger", onclick: async () => {
+      if (!confirm(`Delete the template ${tpl.displayName}?`)) return;
+      try { await api("DELETE", `/api/v2/templates/${id}`); toast("template deleted"); navigate("/ui/templates"); } catch (e) { toast(e.message); }
+    } }, "Delete");
+    head.append(rename, remove);
     container.replaceChildren(head,
       h("p", { class: "muted" }, "Use a composition's name as template.composition and a layer's name as an asset's layerName. Layers inside nested compositions are found from the composition that nests them."),
       ...comps.map((c) => h("section", { class: "panel", "data-composition": c.name },
@@ -446,6 +456,105 @@ function templateScreen(id) {
   }
   load().catch((e) => container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such template." : e.message)));
   return [container];
+}
+
+function batchScreen(id) {
+  const container = h("div", {}, h("p", { class: "muted" }, "…"));
+  async function load() {
+    let b;
+    try { b = await api("GET", `/api/v2/batches/${id}`); } catch (e) {
+      container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such batch." : e.message));
+      return;
+    }
+    const st = b.stats;
+    const parts = [["finished", st.finished], ["error", st.error], ["rendering", st.pending], ["cancelled", st.cancelled]];
+    const bar = h("div", { class: "stack", role: "img", "aria-label": parts.map(([k, v]) => `${v} ${k}`).join(", ") });
+    for (const [kind, n] of parts) {
+      if (!n) continue;
+      const seg = h("span", { class: `seg ${kind}`, title: `${n} ${kind}` });
+      seg.style.flexGrow = String(n);
+      bar.append(seg);
+    }
+    const cancellable = b.jobs.some((j) => ["queued", "pending"].includes(j.status));
+    container.replaceChildren(
+      h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(b.status), liveBadge(),
+        cancellable ? h("button", { class: "danger", onclick: async () => {
+          try {
+            const r = await api("POST", `/api/v2/batches/${id}/cancel`);
+            toast(`${r.cancelledCount} cancelled, ${r.skippedCount} skipped`);
+            load();
+          } catch (e) { toast(e.message); }
+        } }, "Cancel the batch") : null),
+      h("section", { class: "panel" }, bar,
+        h("p", { class: "legend" }, ...parts.map(([k, v]) => h("span", {}, h("span", { class: `dot ${k}` }), ` ${v} ${k === "rendering" ? "pending" : k}`)),
+          h("span", { class: "muted" }, ` of ${st.total}`))),
+      h("div", { class: "table-wrap" }, h("table", {},
+        h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "Job"), h("th", {}, "Status"))),
+        h("tbody", {}, ...b.jobs.map((j) => h("tr", { "data-job": j.id },
+          h("td", { class: "muted" }, String(j.index)),
+          h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
+          h("td", {}, badge(j.status))))))));
+  }
+  let timer = null;
+  leaveScreen = onEvents((ev) => {
+    if (ev.batchId === id || ev.type === "refresh") { clearTimeout(timer); timer = setTimeout(load, 300); }
+  });
+  load();
+  return [container];
+}
+
+function libraryScreen() {
+  const fonts = h("tbody");
+  const secrets = h("tbody");
+  async function load() {
+    const [fl, sl] = await Promise.all([api("GET", "/api/v2/fonts"), api("GET", "/api/v2/secrets")]);
+    fonts.replaceChildren(...(fl.length ? fl.map((f) => h("tr", { "data-font": f.fileName },
+      h("td", { class: "name" }, f.fileName), h("td", {}, f.familyName), h("td", { class: "muted" }, age(f.createdAt)),
+      h("td", {}, h("button", { class: "quiet", onclick: async () => {
+        if (!confirm(`Delete the font ${f.fileName}?`)) return;
+        try { await api("DELETE", `/api/v2/fonts/${f.id}`); load(); } catch (e) { toast(e.message); }
+      } }, "Delete"))))
+      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, "No fonts. Jobs name fonts by file name in their fonts list."))]));
+    secrets.replaceChildren(...(sl.length ? sl.map((x) => h("tr", { "data-secret": x.name },
+      h("td", { class: "name mono" }, `\${secret.${x.name}}`), h("td", { class: "muted" }, age(x.createdAt)),
+      h("td", {}, h("button", { class: "quiet", onclick: async () => {
+        if (!confirm(`Delete the secret ${x.name}?`)) return;
+        try { await api("DELETE", `/api/v2/secrets/${x.id}`); load(); } catch (e) { toast(e.message); }
+      } }, "Delete"))))
+      : [h("tr", {}, h("td", { colspan: "3", class: "empty" }, "No secrets."))]));
+  }
+  const fontFile = h("input", { type: "file", id: "font-file", accept: ".ttf,.otf", onchange: async (e) => {
+    const file = e.target.files[0];
+    if (!file) return;
+    const form = new FormData();
+    form.append("font", file);
+    const resp = await fetch("/api/v2/fonts", { method: "POST", headers: { Authorization: `Bearer ${token}` }, body: form });
+    const body = await resp.json().catch(() => ({}));
+    toast(resp.ok ? `${file.name} added (${body.familyName})` : `not added: ${body.error || resp.status}`);
+    e.target.value = "";
+    load();
+  } });
+  const name = h("input", { type: "text", id: "secret-name", placeholder: "NAME", "aria-label": "secret name", pattern: "[A-Za-z0-9_-]{1,128}", required: true });
+  const secretValue = h("input", { type: "password", id: "secret-value", placeholder: "value", "aria-label": "secret value", autocomplete: "off", required: true });
+  const form = h("form", { class: "toolbar", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await api("PUT", "/api/v2/secrets", { name: name.value, value: secretValue.value });
+      toast(`secret ${name.value} stored; it is never shown again`);
+      name.value = "";
+      secretValue.value = "";
+      load();
+    } catch (err) { toast(err.message); }
+  } }, name, secretValue, h("button", { type: "submit" }, "Add secret"));
+  load().catch((e) => toast(e.message));
+  return [h("h1", {}, "Fonts and secrets"),
+    h("section", { class: "panel" }, h("h2", {}, "Fonts"),
+      h("div", { class: "toolbar" }, h("label", { class: "chip file" }, "Add a font (.ttf, .otf)", fontFile)),
+      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "File"), h("th", {}, "Family"), h("th", {}, "Added"), h("th", {}, ""))), fonts))),
+    h("section", { class: "panel" }, h("h2", {}, "Secrets"),
+      h("p", { class: "muted" }, "Jobs refer to a secret as ${secret.NAME}; its value is never shown, and is hidden from logs and errors."),
+      form,
+      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Reference"), h("th", {}, "Added"), h("th", {}, ""))), secrets)))];
 }
 
 function farmScreen() {
@@ -486,6 +595,8 @@ function screenFor(path) {
   switch (parts[0]) {
     case "jobs": return parts[1] ? ["jobs", jobScreen(parts[1])] : ["jobs", jobsScreen()];
     case "templates": return parts[1] ? ["templates", templateScreen(parts[1])] : ["templates", templatesScreen()];
+    case "batches": return ["jobs", batchScreen(parts[1] || "")];
+    case "library": return ["library", libraryScreen()];
     case "farm": return ["farm", farmScreen()];
     default: return me.kind === "admin" ? ["farm", farmScreen()] : ["jobs", jobsScreen()];
   }
