@@ -207,6 +207,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	browse(t, adminTab, "drain",
 		chromedp.Navigate(c.url+"/ui/#token="+adminToken),
 		chromedp.WaitVisible(`//h1[normalize-space(.)="Farm"]`),
+		chromedp.WaitVisible(`svg.chart rect.finished`), // the last hour's charts show the finished jobs
 		chromedp.WaitVisible(`tr[data-node] .badge[data-status="ready"]`),
 		chromedp.Click(`//tr[@data-node]//button[normalize-space(.)="drain"]`),
 		chromedp.WaitVisible(`tr[data-node] .badge[data-status="draining"]`))

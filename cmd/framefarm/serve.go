@@ -131,9 +131,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		observer = p.observe(m)
 	}
 	clk := clock.Real{}
-	// The event hub sees what the actors do, and streams it to dashboard viewers.
+	// The event hub sees what the actors do, and streams it to dashboard viewers; the history
+	// keeps the farm's last hour for the dashboard's charts.
 	events := &api.Hub{Observer: observer, Store: store, Clock: clk}
-	observer = events
+	history := &api.FarmHistory{Observer: events, Clock: clk}
+	observer = history
 	eventsCtx, stopEvents := context.WithCancel(context.Background())
 	defer stopEvents()
 	go events.Run(eventsCtx)
@@ -202,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		},
 	}, api.Deps{
 		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey), Secrets: box,
-		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics, Events: events,
+		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics, Events: events, History: history,
 		UI: ui.Handler, UIRedirect: ui.Redirect,
 	})
 	coord.JobJSON = server.JobJSON
@@ -211,9 +213,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	store.View(func(tx *persistence.Tx) error { counts = tx.JobCountsByState(); return nil })
 	m.SetJobCounts(counts)
 	m.WatchQueue(coord, clk.Now)
+	history.Source = coord
 	if err := coord.Start(); err != nil {
 		return err
 	}
+	go history.Run(eventsCtx)
 	leaveCluster := func() {}
 	if cfg.Cluster != nil {
 		hostname, _ := os.Hostname()

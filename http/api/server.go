@@ -150,6 +150,8 @@ type Deps struct {
 	Metrics fasthttp.RequestHandler
 	// Events streams job changes to dashboard viewers (GET /api/v2/events).
 	Events *Hub
+	// History is the farm's last hour (GET /api/v2/admin/history).
+	History *FarmHistory
 	// UI, when set, serves the dashboard under /ui/ (and / redirects there).
 	UI, UIRedirect fasthttp.RequestHandler
 }

@@ -557,13 +557,73 @@ function libraryScreen() {
       h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Reference"), h("th", {}, "Added"), h("th", {}, ""))), secrets)))];
 }
 
+// ---- charts: small SVGs, no library ----
+
+const SVG = "http://www.w3.org/2000/svg";
+
+function svg(tag, attrs = {}) {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+// chart draws series over the minutes: bars (stacked, in order) or lines; latest says what the
+// last minute held.
+function chart(title, minutes, series, { kind = "line", unit = "" } = {}) {
+  const W = 600, H = 120, pad = 4;
+  const n = minutes.length;
+  const values = series.map((s) => minutes.map(s.value));
+  const top = Math.max(1, ...(kind === "bars" ? minutes.map((_, i) => values.reduce((a, v) => a + (v[i] || 0), 0)) : values.flat().filter((v) => v !== null)));
+  const x = (i) => pad + (i * (W - 2 * pad)) / Math.max(1, n - 1);
+  const y = (v) => H - pad - (v * (H - 2 * pad)) / top;
+  const el = svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", class: "chart", role: "img", "aria-label": title });
+  if (kind === "bars") {
+    const w = (W - 2 * pad) / n;
+    minutes.forEach((_, i) => {
+      let base = 0;
+      series.forEach((s, k) => {
+        const v = values[k][i] || 0;
+        if (v > 0) el.append(svg("rect", { x: pad + i * w + 1, y: y(base + v), width: Math.max(1, w - 2), height: y(base) - y(base + v), class: s.class }));
+        base += v;
+      });
+    });
+  } else {
+    series.forEach((s, k) => {
+      const points = values[k].map((v, i) => (v === null ? null : [x(i), y(v)])).filter(Boolean);
+      if (points.length > 1) el.append(svg("polyline", { points: points.map((p) => p.join(",")).join(" "), class: `line ${s.class}`, fill: "none" }));
+      else if (points.length === 1) el.append(svg("circle", { cx: points[0][0], cy: points[0][1], r: 3, class: `point ${s.class}` }));
+    });
+  }
+  // Bars count events: their legend gives the hour's total; lines give the latest value.
+  const lastOf = (k) => { for (let i = n - 1; i >= 0; i--) if (values[k][i] !== null) return values[k][i]; return null; };
+  const totalOf = (k) => values[k].reduce((a, v) => a + (v || 0), 0);
+  const legend = series.map((s, k) => {
+    const v = kind === "bars" ? totalOf(k) : lastOf(k);
+    return h("span", {}, h("span", { class: `dot ${s.class}` }), ` ${s.label} `, h("b", {}, v === null ? "—" : `${Math.round(v * 10) / 10}${unit}`));
+  });
+  return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, "last hour")), el, h("p", { class: "legend" }, ...legend));
+}
+
+function farmCharts(minutes) {
+  return h("div", { class: "charts" },
+    chart("Jobs per minute", minutes,
+      [{ label: "finished", class: "finished", value: (m) => m.finished }, { label: "failed", class: "error", value: (m) => m.failed }], { kind: "bars" }),
+    chart("Queue", minutes, [{ label: "queued", class: "rendering", value: (m) => m.queued },
+      { label: "oldest (s)", class: "cancelled", value: (m) => m.oldestQueuedSeconds }]),
+    chart("Slots", minutes, [{ label: "busy", class: "rendering", value: (m) => m.slotsBusy }, { label: "total", class: "total", value: (m) => m.slots }]),
+    chart("Render time", minutes, [{ label: "p50", class: "finished", value: (m) => m.renderP50 },
+      { label: "p90", class: "cancelled", value: (m) => m.renderP90 }, { label: "p99", class: "error", value: (m) => m.renderP99 }], { unit: " s" }));
+}
+
 function farmScreen() {
   const tbody = h("tbody");
+  const charts = h("div");
   if (!me || me.kind !== "admin") {
     return [h("h1", {}, "Farm"), h("p", { class: "empty" }, "The farm's render nodes are shown to the admin token.")];
   }
   async function load() {
-    const nodes = await api("GET", "/api/v2/nodes");
+    const [nodes, history] = await Promise.all([api("GET", "/api/v2/nodes"), api("GET", "/api/v2/admin/history")]);
+    charts.replaceChildren(farmCharts(history.minutes));
     tbody.replaceChildren(...(nodes.length ? nodes.map((n) => {
       const busy = (n.currentJobs || []).length;
       const act = (what) => h("button", { class: "quiet", onclick: async () => {
@@ -582,7 +642,8 @@ function farmScreen() {
   load().catch((e) => toast(e.message));
   const timer = setInterval(() => load().catch(() => {}), 5000);
   leaveScreen = () => clearInterval(timer);
-  return [h("h1", {}, "Farm"),
+  return [h("h1", {}, "Farm"), charts,
+    h("h2", {}, "Render nodes"),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
       h("th", {}, "Rendering"), h("th", {}, "Labels"), h("th", {}, "Heartbeat"), h("th", {}, ""))), tbody))];
 }
