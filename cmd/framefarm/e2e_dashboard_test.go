@@ -218,6 +218,17 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		t.Fatalf("nodes after the page's drain: %+v", nodes)
 	}
 
+	// On a phone's width the page does not overflow sideways (tables scroll in their frame).
+	phone := newTab(t, browser)
+	browse(t, phone, "phone",
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(c.url+"/ui/jobs#token="+acme.token),
+		chromedp.WaitReady(row))
+	if fits := value(t, phone, "phone width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`)); !fits {
+		t.Error("the jobs screen is wider than a phone")
+	}
+	screenshot(t, phone, "jobs-phone")
+
 	// Signing out forgets the token.
 	browse(t, tab, "sign out", chromedp.Click(`#signout`), chromedp.WaitVisible(`#token`))
 	if forgotten := value(t, tab, "token after sign out", chromedp.Evaluate[bool](`localStorage.getItem("framefarm.token") === null`)); !forgotten {
@@ -225,16 +236,24 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	}
 }
 
-// TestDashboardPlaysARealRender: a Lottie job's output plays in the job's screen (the video
-// element reports the render's duration).
+// TestDashboardPlaysARealRender: from upload to playback in the page, as a new user would: a
+// Lottie template uploaded by the file input, a render started from its screen with a text of
+// our own, and the output playing in the job's screen (the video reports the 2 s rendered); the
+// job's timeline shows its attempt and its end.
 func TestDashboardPlaysARealRender(t *testing.T) {
 	c := startCoordinator(t, options{slots: 1, realEngines: true})
 	acme := c.team("acme")
-	tpl := acme.uploadTemplateFile("zip", fixtureZip(t, "lottie/synthetic"))
-	j, _ := acme.render(kenburnsJob(tpl.ID, map[string]any{"type": "text", "layerName": "Title", "value": "In the browser"}))
+	file := filepath.Join(t.TempDir(), "kenburns.zip")
+	os.WriteFile(file, fixtureZip(t, "lottie/synthetic"), 0o600)
 	tab := browserTab(t)
-	browse(t, tab, "the output plays",
-		chromedp.Navigate(c.url+"/ui/jobs/"+j.ID+"#token="+acme.token),
+	browse(t, tab, "upload and render",
+		chromedp.Navigate(c.url+"/ui/templates#token="+acme.token),
+		chromedp.WaitReady(`#template-file`),
+		chromedp.SetUploadFiles(`#template-file`, []string{file}),
+		chromedp.WaitVisible(`input[data-text-layer="Title"]`),
+		chromedp.SendKeys(`input[data-text-layer="Title"]`, "From the dashboard"),
+		chromedp.SetValue(`#render-output`, "preview"),
+		chromedp.Click(`#render-submit`),
 		chromedp.WaitVisible(`#output-video`))
 	duration := value(t, tab, "the video's duration",
 		chromedp.Poll[float64](`document.querySelector("#output-video").readyState >= 1 && document.querySelector("#output-video").duration`,
@@ -242,5 +261,13 @@ func TestDashboardPlaysARealRender(t *testing.T) {
 	if duration < 1.9 || duration > 2.1 {
 		t.Fatalf("the video reports %v s, want the 2 s rendered", duration)
 	}
+	browse(t, tab, "timeline",
+		chromedp.WaitVisible(`ol.timeline li.attempt`),
+		chromedp.WaitVisible(`ol.timeline li.finished`))
 	screenshot(t, tab, "job-video")
+	var jobs []job
+	acme.must(http.MethodGet, "/api/v2/jobs?minimal=false", nil, http.StatusOK, &jobs)
+	if len(jobs) != 1 || jobs[0].Status != "finished" || len(jobs[0].Assets) != 1 || jobs[0].Assets[0]["value"] != "From the dashboard" {
+		t.Fatalf("the job the page made: %+v", jobs)
+	}
 }

@@ -236,11 +236,18 @@ function jobsScreen() {
   let names = new Map();
   const cancelButton = h("button", { class: "danger", disabled: true, onclick: cancelSelected }, "Cancel selected");
   const more = h("button", { class: "quiet", hidden: true, onclick: () => load(false) }, "Load more");
+  const tagsInput = h("input", { type: "text", placeholder: "tags, comma separated", "aria-label": "tags", onchange: () => load(true) });
+  const fromInput = h("input", { type: "datetime-local", "aria-label": "created from", title: "created from", onchange: () => load(true) });
+  const toInput = h("input", { type: "datetime-local", "aria-label": "created before", title: "created before", onchange: () => load(true) });
 
   async function load(reset) {
     if (reset) names = await templateNames();
     const params = new URLSearchParams({ limit: String(pageSize), sort, minimal: "false", from: String(reset ? 0 : loaded) });
     if (states.size) params.set("states", [...states].join(","));
+    if (tagsInput.value.trim()) params.set("tags", tagsInput.value.trim());
+    for (const [name, input] of [["from_date", fromInput], ["to_date", toInput]]) {
+      if (input.value) params.set(name, new Date(input.value).toISOString());
+    }
     const resp = await fetch(`/api/v2/jobs?${params}`, { headers: { Authorization: `Bearer ${token}` } });
     if (!resp.ok) { toast(`jobs: HTTP ${resp.status}`); return; }
     const jobs = await resp.json();
@@ -254,7 +261,7 @@ function jobsScreen() {
     loaded += jobs.length;
     count.textContent = `${total.toLocaleString()} job${total === 1 ? "" : "s"}`;
     more.hidden = loaded >= total;
-    if (!rows.size) tbody.append(h("tr", {}, h("td", { colspan: "6", class: "empty" }, "No jobs yet. Jobs created through the API appear here as they come.")));
+    if (!rows.size) tbody.append(h("tr", {}, h("td", { colspan: "7", class: "empty" }, "No jobs yet. Jobs created through the API appear here as they come.")));
   }
 
   function jobRow(j) {
@@ -267,6 +274,7 @@ function jobsScreen() {
       h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
       statusCell, progressCell,
       h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—")),
+      h("td", { class: "name mono" }, j.node || ""),
       h("td", { class: "muted", title: when(j.stats && j.stats.createdAt) }, age(j.stats && j.stats.createdAt)));
     return {
       tr,
@@ -308,8 +316,9 @@ function jobsScreen() {
   return [
     h("h1", {}, "Jobs", liveBadge(), count),
     h("div", { class: "toolbar" }, ...chips, sortSelect, cancelButton),
+    h("div", { class: "toolbar" }, tagsInput, h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput),
     h("div", { class: "table-wrap" }, h("table", {},
-      h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Progress"), h("th", {}, "Template"), h("th", {}, "Created"))),
+      h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Progress"), h("th", {}, "Template"), h("th", {}, "Node"), h("th", {}, "Created"))),
       tbody)),
     h("div", { class: "toolbar" }, more),
   ];
@@ -324,9 +333,30 @@ function outputView(job) {
   return h("section", { class: "panel" }, h("h2", {}, "Output"), media, h("p", {}, h("a", { href: job.outputUrl, download: "" }, "Download the output")));
 }
 
+// The job's log tells its story: the lines that mark a step of it (creation, each attempt on its
+// node, its end, each webhook delivery) make its timeline.
+const MILESTONES = [
+  [/^created as /, "created"], [/^dispatched to node /, "attempt"], [/^attempt \d+ on node .* ended/, "failed"],
+  [/^queued again/, "requeued"], [/^finished on node /, "finished"], [/cancel/i, "cancelled"],
+  [/^webhook delivered/, "webhook"], [/^webhook attempt \d+ failed/, "webhook-retry"], [/^webhook failed/, "webhook-failed"],
+  [/^(the job failed|failed after|children failed|a child failed)/i, "failed"],
+];
+
+function timelineOf(log) {
+  const items = [];
+  for (const line of log.split("\n")) {
+    const m = /^(\S+Z) (.*)$/.exec(line);
+    if (!m) continue;
+    const hit = MILESTONES.find(([re]) => re.test(m[2]));
+    if (hit) items.push(h("li", { class: `step ${hit[1]}` }, h("time", { datetime: m[1] }, new Date(m[1]).toLocaleTimeString()), " ", m[2]));
+  }
+  return items.length ? items : [h("li", { class: "muted" }, "nothing yet")];
+}
+
 function jobScreen(id) {
   const container = h("div");
   const logPre = h("pre", { class: "log", "aria-label": "log" }, "…");
+  const timeline = h("ol", { class: "timeline" });
   async function load() {
     let job;
     const names = await templateNames();
@@ -345,7 +375,7 @@ function jobScreen(id) {
       } }, "Cancel")
       : null;
     container.replaceChildren(
-      h("h1", {}, "Job ", h("span", { class: "mono" }, job.id), badge(job.status), liveBadge(), cancel),
+      h("h1", {}, "Job ", h("span", { class: "mono" }, job.id), badge(job.status), liveBadge(), h("span", { class: "actions" }, cancel)),
       h("section", { class: "panel" },
         progressBar(job.status, job.progress),
         h("dl", { class: "facts" },
@@ -364,11 +394,14 @@ function jobScreen(id) {
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
         job.assets && job.assets.length ? h("ul", {}, ...job.assets.map((a) => h("li", {}, `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`))) : h("p", { class: "muted" }, "none")),
+      h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline),
       h("section", { class: "panel" }, h("h2", {}, "Log"), logPre));
     try {
       const resp = await fetch(`/api/v2/jobs/${id}/logs`, { headers: { Authorization: `Bearer ${token}` } });
-      logPre.textContent = resp.ok ? await resp.text() : `HTTP ${resp.status}`;
+      const text = resp.ok ? await resp.text() : `HTTP ${resp.status}`;
+      logPre.textContent = text;
       logPre.scrollTop = logPre.scrollHeight;
+      timeline.replaceChildren(...timelineOf(text));
     } catch { /* the next event reloads */ }
   }
   let timer = null;
@@ -421,6 +454,52 @@ function templatesScreen() {
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Status"), h("th", {}, "Created"))), tbody))];
 }
 
+// renderForm starts a job from the template's page: a composition, and a value for each of its
+// text layers (and those of compositions nested in it), then a video or a still.
+function renderForm(tpl, comps, byComp) {
+  const compSelect = h("select", { id: "render-composition", "aria-label": "composition" }, ...comps.map((c) => h("option", { value: c.name }, c.name)));
+  const fields = h("div", { class: "fields" });
+  const nestedTexts = (comp) => {
+    const seen = new Set(), out = [], todo = [comp.aeid];
+    while (todo.length) {
+      const aeid = todo.shift();
+      if (seen.has(aeid)) continue;
+      seen.add(aeid);
+      for (const l of byComp.get(aeid) || []) {
+        if (l.layer_type === "text" && !out.some((o) => o.name === l.name)) out.push(l);
+        if (l.source_comp_id) todo.push(String(l.source_comp_id));
+      }
+    }
+    return out;
+  };
+  const fill = () => {
+    const comp = comps.find((c) => c.name === compSelect.value);
+    fields.replaceChildren(...nestedTexts(comp).map((l) => h("label", { class: "field" }, h("span", {}, l.name),
+      h("input", { type: "text", "data-text-layer": l.name, placeholder: (l.data && l.data.text) || "", "aria-label": `text of ${l.name}` }))));
+  };
+  compSelect.addEventListener("change", fill);
+  fill();
+  const output = h("select", { id: "render-output", "aria-label": "output" }, h("option", { value: "video" }, "video"),
+    h("option", { value: "preview" }, "video, first 2 seconds"), h("option", { value: "image" }, "still (first frame)"));
+  const submit = h("button", { type: "submit", id: "render-submit" }, "Render");
+  return h("form", { class: "panel", onsubmit: async (e) => {
+    e.preventDefault();
+    submit.disabled = true;
+    const assets = [...fields.querySelectorAll("input[data-text-layer]")].filter((i) => i.value !== "")
+      .map((i) => ({ type: "text", layerName: i.dataset.textLayer, value: i.value }));
+    const body = { template: { id: tpl.id, composition: compSelect.value }, assets };
+    if (output.value === "image") body.settings = { type: "image", frames: 0 };
+    if (output.value === "preview") {
+      const comp = comps.find((c) => c.name === compSelect.value);
+      body.settings = { type: "video", frames: [0, Math.max(1, Math.round(comp.frame_rate * 2) - 1)] };
+    }
+    try {
+      const job = await api("POST", "/api/v2/jobs", body);
+      navigate(`/ui/jobs/${job.id}`);
+    } catch (err) { toast(`not started: ${err.message}`); submit.disabled = false; }
+  } }, h("h2", {}, "Render it"), h("div", { class: "toolbar" }, compSelect, output, submit), fields);
+}
+
 function templateScreen(id) {
   const container = h("div", {}, h("p", { class: "muted" }, "…"));
   async function load() {
@@ -445,8 +524,8 @@ function templateScreen(id) {
       if (!confirm(`Delete the template ${tpl.displayName}?`)) return;
       try { await api("DELETE", `/api/v2/templates/${id}`); toast("template deleted"); navigate("/ui/templates"); } catch (e) { toast(e.message); }
     } }, "Delete");
-    head.append(rename, remove);
-    container.replaceChildren(head,
+    head.append(h("span", { class: "actions" }, rename, remove));
+    container.replaceChildren(head, renderForm(tpl, comps, byComp),
       h("p", { class: "muted" }, "Use a composition's name as template.composition and a layer's name as an asset's layerName. Layers inside nested compositions are found from the composition that nests them."),
       ...comps.map((c) => h("section", { class: "panel", "data-composition": c.name },
         h("h2", {}, c.name, " ", h("span", { class: "muted" }, `${c.width}×${c.height}, ${c.frame_rate} fps, ${c.duration} s`)),
@@ -478,7 +557,7 @@ function batchScreen(id) {
     const cancellable = b.jobs.some((j) => ["queued", "pending"].includes(j.status));
     container.replaceChildren(
       h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(b.status), liveBadge(),
-        cancellable ? h("button", { class: "danger", onclick: async () => {
+        cancellable ? h("button", { class: "danger actions", onclick: async () => {
           try {
             const r = await api("POST", `/api/v2/batches/${id}/cancel`);
             toast(`${r.cancelledCount} cancelled, ${r.skippedCount} skipped`);
