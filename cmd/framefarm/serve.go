@@ -217,7 +217,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if err := coord.Start(); err != nil {
 		return err
 	}
-	go history.Run(eventsCtx)
 	leaveCluster := func() {}
 	if cfg.Cluster != nil {
 		hostname, _ := os.Hostname()
@@ -235,6 +234,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		}
 		fmt.Fprintf(stdout, "framefarm cluster gossip on %s, actors on %s\n", cm.member.Addr(), cm.actors)
 	}
+	// Sampling asks the actors; it starts once the cluster's remote is up, which must be started
+	// before anything else uses the actor system.
+	go history.Run(eventsCtx)
 	stopNode := func() {}
 	if cfg.Node.LocalSlots > 0 {
 		stopNode, err = startEmbeddedNode(coord, cfg, dataDir, guarded, clk, log, p)

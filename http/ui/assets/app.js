@@ -705,6 +705,10 @@ function farmScreen() {
     charts.replaceChildren(farmCharts(history.minutes));
     tbody.replaceChildren(...(nodes.length ? nodes.map((n) => {
       const busy = (n.currentJobs || []).length;
+      const forget = (node) => h("button", { class: "quiet", onclick: async () => {
+        if (!confirm(`Forget the node ${node.id}? Its records go; it may join again later.`)) return;
+        try { await api("DELETE", `/api/v2/nodes/${encodeURIComponent(node.id)}`); load(); } catch (e) { toast(e.message); }
+      } }, "forget");
       const act = (what) => h("button", { class: "quiet", onclick: async () => {
         try { await api("POST", `/api/v2/nodes/${encodeURIComponent(n.id)}/${what}`); load(); } catch (e) { toast(e.message); }
       } }, what);
@@ -715,7 +719,7 @@ function farmScreen() {
         h("td", { class: "name" }, ...(n.currentJobs || []).map((j) => h("div", { class: "mono" }, j))),
         h("td", { class: "muted" }, labels),
         h("td", { class: "muted" }, n.lastHeartbeat ? age(n.lastHeartbeat) : ""),
-        h("td", {}, n.state === "draining" || n.state === "quarantined" ? act("clear") : act("drain")));
+        h("td", {}, ["lost", "left"].includes(n.state) ? forget(n) : n.state === "draining" || n.state === "quarantined" ? act("clear") : act("drain")));
     }) : [h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No render node has joined."))]));
   }
   load().catch((e) => toast(e.message));
