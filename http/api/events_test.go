@@ -13,11 +13,12 @@ import (
 	"github.com/framefarm/framefarm/persistence"
 )
 
-// nopObserver is the observer the hub wraps in these tests.
+// nopObserver is the observer the hub and the history wrap in these tests.
 type nopObserver struct{ actors.Observer }
 
 func (nopObserver) JobStateChanged(ulid.ULID, persistence.JobState, persistence.JobState) {}
 func (nopObserver) JobProgressSaved(ulid.ULID, float64)                                   {}
+func (nopObserver) RenderFinished(string, time.Duration)                                  {}
 
 // TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers: one event per changed job per
 // flush, to viewers of its team only; a refresh past MaxPerFlush; a full buffer drops its viewer.

@@ -29,7 +29,7 @@ func (historyObserver) RenderFinished(string, time.Duration)                    
 func TestFarmHistoryKeepsAnHourByTheMinute(t *testing.T) {
 	start := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
 	clk := clock.NewFake(start)
-	h := &FarmHistory{Observer: historyObserver{}, Clock: clk, Source: fixedFarm{
+	h := &FarmHistory{Observer: nopObserver{}, Clock: clk, Source: fixedFarm{
 		stats: actors.QueueStats{Depth: map[string]int{"lottie": 5, "ae2026": 2}, OldestQueued: start.Add(-90 * time.Second)},
 		caps:  map[string]actors.Capacity{"lottie": {Slots: 4, Free: 1}, "ffmpeg": {Slots: 4, Free: 1}},
 	}}
