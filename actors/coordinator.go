@@ -115,7 +115,7 @@ type Observer interface {
 	// JobProgressSaved reports a rendering job's progress once it is durable.
 	JobProgressSaved(jobID ulid.ULID, percent float64)
 	// TemplateStatusChanged reports a durable template status.
-	TemplateStatusChanged(templateID ulid.ULID, status persistence.TemplateStatus)
+	TemplateStatusChanged(teamID, templateID ulid.ULID, status persistence.TemplateStatus)
 	// TemplateReinspected reports an uploaded template read again by a newer inspector, durably.
 	TemplateReinspected(templateID ulid.ULID)
 	RenderFinished(engine string, d time.Duration)

@@ -166,7 +166,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 	case *templateCreate:
 		p.write(ctx, &persistence.PutTemplate{Template: m.tpl}, func(err error) {
 			if err == nil {
-				p.c.Observer.TemplateStatusChanged(m.tpl.ID, m.tpl.Status)
+				p.c.Observer.TemplateStatusChanged(m.tpl.TeamID, m.tpl.ID, m.tpl.Status)
 				if m.tpl.Status == persistence.TemplateDownloading {
 					p.startDownload(ctx, m.tpl)
 				}
@@ -245,7 +245,7 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 	tpl.UpdatedAt = p.c.Clock.Now()
 	p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) {
 		if err == nil {
-			p.c.Observer.TemplateStatusChanged(tpl.ID, tpl.Status)
+			p.c.Observer.TemplateStatusChanged(tpl.TeamID, tpl.ID, tpl.Status)
 		}
 		then(tpl, err)
 	})

@@ -206,7 +206,8 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	adminTab := newTab(t, browser)
 	browse(t, adminTab, "drain",
 		chromedp.Navigate(c.url+"/ui/#token="+adminToken),
-		chromedp.WaitVisible(`//h1[normalize-space(.)="Farm"]`),
+		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Farm")]`),
+		chromedp.WaitVisible(`h1 .live.on`),             // the farm's event stream is open
 		chromedp.WaitVisible(`svg.chart rect.finished`), // the last hour's charts show the finished jobs
 		chromedp.WaitVisible(`tr[data-node] .badge[data-status="ready"]`),
 		chromedp.Click(`//tr[@data-node]//button[normalize-space(.)="drain"]`),

@@ -114,8 +114,8 @@ func (s *signalObserver) JobStateChanged(id ulid.ULID, from, to persistence.JobS
 	fmt.Fprintf(os.Stdout, "ffsignal job %s %s\n", id, to)
 }
 
-func (s *signalObserver) TemplateStatusChanged(id ulid.ULID, status persistence.TemplateStatus) {
-	s.Observer.TemplateStatusChanged(id, status)
+func (s *signalObserver) TemplateStatusChanged(team, id ulid.ULID, status persistence.TemplateStatus) {
+	s.Observer.TemplateStatusChanged(team, id, status)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(os.Stdout, "ffsignal template %s %s\n", id, status)

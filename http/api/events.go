@@ -52,9 +52,10 @@ type Hub struct {
 
 var _ actors.Observer = (*Hub)(nil)
 
-// Viewer is one open event stream.
+// Viewer is one open event stream: a team's, or the farm's (admin: render nodes).
 type Viewer struct {
-	team ulid.ULID
+	team  ulid.ULID
+	admin bool
 	// C carries the viewer's events, encoded; it is closed when the viewer is dropped or the hub
 	// stops.
 	C    chan []byte
@@ -73,6 +74,40 @@ func (h *Hub) JobProgressSaved(id ulid.ULID, percent float64) {
 	h.Observer.JobProgressSaved(id, percent)
 }
 
+// TemplateStatusChanged sends the template's new status to its team's viewers at once (templates
+// change seldom), then tells the wrapped observer.
+func (h *Hub) TemplateStatusChanged(team, id ulid.ULID, status persistence.TemplateStatus) {
+	h.broadcast(func(v *Viewer) bool { return !v.admin && v.team == team }, Event{Type: "template", ID: id.String(), Status: string(status)})
+	h.Observer.TemplateStatusChanged(team, id, status)
+}
+
+// NodeStateChanged sends a render node's new state ("" when forgotten) to the farm's viewers,
+// then tells the wrapped observer.
+func (h *Hub) NodeStateChanged(nodeID string, from, to actors.NodeState) {
+	h.broadcast(func(v *Viewer) bool { return v.admin }, Event{Type: "node", ID: nodeID, Status: string(to)})
+	h.Observer.NodeStateChanged(nodeID, from, to)
+}
+
+// broadcast sends one event to the viewers to, dropping any that is full.
+func (h *Hub) broadcast(to func(*Viewer) bool, ev Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.viewers) == 0 {
+		return
+	}
+	frame := sseFrame(ev)
+	for v := range h.viewers {
+		if !to(v) {
+			continue
+		}
+		select {
+		case v.C <- frame:
+		default:
+			h.dropLocked(v)
+		}
+	}
+}
+
 func (h *Hub) mark(id ulid.ULID) {
 	h.mu.Lock()
 	if len(h.viewers) > 0 {
@@ -85,8 +120,17 @@ func (h *Hub) mark(id ulid.ULID) {
 }
 
 // Subscribe opens a stream of a team's events.
-func (h *Hub) Subscribe(team ulid.ULID) *Viewer {
-	v := &Viewer{team: team, C: make(chan []byte, max(h.Buffer, 1))}
+func (h *Hub) Subscribe(team ulid.ULID) *Viewer { return h.subscribe(&Viewer{team: team}) }
+
+// SubscribeFarm opens a stream of the farm's events (render nodes).
+func (h *Hub) SubscribeFarm() *Viewer { return h.subscribe(&Viewer{admin: true}) }
+
+func (h *Hub) subscribe(v *Viewer) *Viewer {
+	buffer := h.Buffer
+	if buffer <= 0 {
+		buffer = 4096
+	}
+	v.C = make(chan []byte, buffer)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -224,6 +268,9 @@ func (h *Hub) Flush() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for v := range h.viewers {
+		if v.admin {
+			continue
+		}
 		for _, frame := range encoded[v.team] {
 			select {
 			case v.C <- frame:
@@ -243,14 +290,27 @@ func sseFrame(ev Event) []byte {
 	return fmt.Appendf(nil, "event: %s\ndata: %s\n\n", ev.Type, data)
 }
 
-// streamEvents answers GET /api/v2/events: the team's job changes as server-sent events, with a
-// comment line every 15 s so proxies keep the stream open.
+// streamEvents answers GET /api/v2/events: the team's job and template changes.
 func (s *Server) streamEvents(r *request) {
-	if s.Events == nil {
-		r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+	if s.Events != nil {
+		s.stream(r, s.Events.Subscribe(r.team))
 		return
 	}
-	v := s.Events.Subscribe(r.team)
+	r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+}
+
+// streamFarmEvents answers GET /api/v2/admin/events: render nodes' state changes.
+func (s *Server) streamFarmEvents(r *request) {
+	if s.Events != nil {
+		s.stream(r, s.Events.SubscribeFarm())
+		return
+	}
+	r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+}
+
+// stream writes a viewer's events as server-sent events, with a comment line every 15 s so
+// proxies keep the stream open.
+func (s *Server) stream(r *request, v *Viewer) {
 	r.ctx.SetContentType("text/event-stream")
 	r.ctx.Response.Header.Set("Cache-Control", "no-store")
 	r.ctx.Response.Header.Set("X-Accel-Buffering", "no")

@@ -16,9 +16,11 @@ import (
 // nopObserver is the observer the hub and the history wrap in these tests.
 type nopObserver struct{ actors.Observer }
 
-func (nopObserver) JobStateChanged(ulid.ULID, persistence.JobState, persistence.JobState) {}
-func (nopObserver) JobProgressSaved(ulid.ULID, float64)                                   {}
-func (nopObserver) RenderFinished(string, time.Duration)                                  {}
+func (nopObserver) JobStateChanged(ulid.ULID, persistence.JobState, persistence.JobState)  {}
+func (nopObserver) JobProgressSaved(ulid.ULID, float64)                                    {}
+func (nopObserver) RenderFinished(string, time.Duration)                                   {}
+func (nopObserver) TemplateStatusChanged(ulid.ULID, ulid.ULID, persistence.TemplateStatus) {}
+func (nopObserver) NodeStateChanged(string, actors.NodeState, actors.NodeState)            {}
 
 // TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers: one event per changed job per
 // flush, to viewers of its team only; a refresh past MaxPerFlush; a full buffer drops its viewer.
@@ -90,6 +92,16 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 	}
 	if got := read(b); len(got) != 9 || got[8] != "closed" {
 		t.Fatalf("a slow viewer got %d frames, ending %q", len(got), got[len(got)-1])
+	}
+	// Templates reach their team's viewers, nodes the farm's.
+	farm := hub.SubscribeFarm()
+	hub.TemplateStatusChanged(teamA, jobs[0].ID, persistence.TemplateUploaded)
+	hub.NodeStateChanged("render-02", actors.NodeReady, actors.NodeDraining)
+	if got := read(a); len(got) != 1 || !strings.Contains(got[0], `"type":"template"`) || !strings.Contains(got[0], `"status":"uploaded"`) {
+		t.Fatalf("team a got %q", got)
+	}
+	if got := read(farm); len(got) != 1 || !strings.Contains(got[0], `{"type":"node","id":"render-02","status":"draining"}`) {
+		t.Fatalf("the farm got %q", got)
 	}
 	hub.Close()
 	if got := read(a); len(got) != 1 || got[0] != "closed" {

@@ -75,6 +75,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodPost, "/admin/tokens", authAdmin, s.createToken)
 	v2(http.MethodGet, "/admin/tokens", authAdmin, s.listTokens)
 	v2(http.MethodGet, "/admin/history", authAdmin, s.farmHistory)
+	v2(http.MethodGet, "/admin/events", authAdmin, s.streamFarmEvents)
 	v2(http.MethodDelete, "/admin/tokens/{token}", authAdmin, s.revokeToken)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
 	v2(http.MethodPost, "/nodes/{node}/drain", authAdmin, s.nodeCommand(true))

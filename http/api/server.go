@@ -204,7 +204,8 @@ func New(cfg Config, deps Deps) *Server {
 // other request the short one, once its headers are in.
 func (s *Server) requestLimits(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	d := s.cfg.RequestTimeout
-	if uri := h.RequestURI(); bytes.HasPrefix(uri, []byte("/files/")) || bytes.HasPrefix(uri, []byte(APIPrefix+"/events")) {
+	if uri := h.RequestURI(); bytes.HasPrefix(uri, []byte("/files/")) || bytes.HasPrefix(uri, []byte(APIPrefix+"/events")) ||
+		bytes.HasPrefix(uri, []byte(APIPrefix+"/admin/events")) {
 		d = s.cfg.TransferTimeout // file transfers, and event streams (whose viewers reconnect after)
 	}
 	return fasthttp.RequestConfig{ReadTimeout: d, WriteTimeout: d}

@@ -177,7 +177,7 @@ func (m *Metrics) JobsRemoved(jobs []*persistence.Job, batches int) {
 // JobProgressSaved needs no metric: progress is visible on the job.
 func (m *Metrics) JobProgressSaved(ulid.ULID, float64) {}
 
-func (m *Metrics) TemplateStatusChanged(_ ulid.ULID, status persistence.TemplateStatus) {
+func (m *Metrics) TemplateStatusChanged(_, _ ulid.ULID, status persistence.TemplateStatus) {
 	m.templates.WithLabelValues(string(status)).Inc()
 }
 

@@ -90,16 +90,27 @@ function when(iso) { return iso ? new Date(iso).toLocaleString() : "—"; }
 
 const listeners = new Set();
 let streamState = "off";
+let streamAbort = null;
 
+// runEvents keeps one stream open while the page is visible. A browser opens few connections to
+// one server (six over HTTP/1.1): a hidden or departing page closes its stream at once, and
+// reopens it when shown again, and the screen then reads what it shows again.
 async function runEvents() {
-  if (!me || me.kind !== "team" || streamState !== "off") return;
+  if (!me || streamState !== "off" || document.hidden) return;
   streamState = "connecting";
-  while (me && me.kind === "team") {
+  // A team's stream carries its jobs and templates; the admin's, the farm's render nodes.
+  const path = me.kind === "team" ? "/api/v2/events" : "/api/v2/admin/events";
+  let first = true;
+  while (me && !document.hidden) {
+    streamAbort = new AbortController();
     try {
-      const resp = await fetch("/api/v2/events", { headers: { Authorization: `Bearer ${token}` } });
+      const resp = await fetch(path, { headers: { Authorization: `Bearer ${token}` }, signal: streamAbort.signal });
       if (!resp.ok) throw new Error(`HTTP ${resp.status}`);
       streamState = "on";
       liveChanged();
+      // What changed while there was no stream is read again.
+      if (!first) for (const fn of listeners) fn({ type: "refresh" });
+      first = false;
       const reader = resp.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -118,15 +129,21 @@ async function runEvents() {
           }
         }
       }
-    } catch { /* reconnect below */ }
+    } catch { /* closed, dropped or refused: reconnect below while visible */ }
+    first = false;
     streamState = "connecting";
     liveChanged();
-    // A dropped stream may have missed events: screens read again.
-    for (const fn of listeners) fn({ type: "refresh" });
+    if (document.hidden) break;
     await new Promise((r) => setTimeout(r, 2000));
   }
   streamState = "off";
+  liveChanged();
 }
+
+function closeEvents() { if (streamAbort) streamAbort.abort(); }
+
+window.addEventListener("pagehide", closeEvents);
+document.addEventListener("visibilitychange", () => (document.hidden ? closeEvents() : runEvents()));
 
 function liveChanged() {
   for (const el of document.querySelectorAll(".live")) el.classList.toggle("on", streamState === "on");
@@ -450,7 +467,8 @@ function templatesScreen() {
     ondrop: (e) => { e.preventDefault(); drop.classList.remove("over"); if (e.dataTransfer.files[0]) upload(e.dataTransfer.files[0]); },
   }, "Drop a template here, or ", h("label", { class: "chip file" }, "choose a file", input), progress);
   load().catch((e) => toast(e.message));
-  return [h("h1", {}, "Templates"), h("section", { class: "panel" }, drop),
+  leaveScreen = onEvents((ev) => { if (ev.type === "template" || ev.type === "refresh") load().catch(() => {}); });
+  return [h("h1", {}, "Templates", liveBadge()), h("section", { class: "panel" }, drop),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Status"), h("th", {}, "Created"))), tbody))];
 }
 
@@ -507,8 +525,7 @@ function templateScreen(id) {
     const head = h("h1", {}, tpl.displayName, badge(tpl.status));
     if (tpl.status !== "uploaded") {
       container.replaceChildren(head, h("p", { class: "muted" }, tpl.error || "Inspecting the file…"));
-      if (["awaiting_upload", "downloading", "processing"].includes(tpl.status)) setTimeout(load, 1000);
-      return;
+      return; // its next status arrives as an event
     }
     const comps = await api("GET", `/api/v3/templates/${id}/compositions?limit=1000`);
     const layers = await api("GET", `/api/v3/templates/${id}/layers?limit=1000`);
@@ -533,7 +550,9 @@ function templateScreen(id) {
           h("span", { class: "mono" }, l.name), " ", h("span", { class: "badge" }, l.layer_type),
           l.source_comp_id ? [" → ", h("span", { class: "muted" }, nameOf.get(String(l.source_comp_id)) || "")] : null))))));
   }
-  load().catch((e) => container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such template." : e.message)));
+  const show = () => load().catch((e) => container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such template." : e.message)));
+  leaveScreen = onEvents((ev) => { if ((ev.type === "template" && ev.id === id) || ev.type === "refresh") show(); });
+  show();
   return [container];
 }
 
@@ -723,9 +742,14 @@ function farmScreen() {
     }) : [h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No render node has joined."))]));
   }
   load().catch((e) => toast(e.message));
-  const timer = setInterval(() => load().catch(() => {}), 5000);
-  leaveScreen = () => clearInterval(timer);
-  return [h("h1", {}, "Farm"), charts,
+  // Node changes arrive as events; the charts and heartbeat ages are read again each 30 s.
+  let soon = null;
+  const stopEvents = onEvents((ev) => {
+    if (ev.type === "node" || ev.type === "refresh") { clearTimeout(soon); soon = setTimeout(() => load().catch(() => {}), 200); }
+  });
+  const timer = setInterval(() => load().catch(() => {}), 30000);
+  leaveScreen = () => { clearInterval(timer); stopEvents(); };
+  return [h("h1", {}, "Farm", liveBadge()), charts,
     h("h2", {}, "Render nodes"),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
       h("th", {}, "Rendering"), h("th", {}, "Labels"), h("th", {}, "Heartbeat"), h("th", {}, ""))), tbody))];
