@@ -23,14 +23,17 @@ type jobView struct {
 	Stats      *jobStats        `json:"stats"`
 	OutputURL  string           `json:"outputUrl"`
 	Assets     []renderer.Asset `json:"assets"`
-	Kind       string           `json:"kind"`
-	BatchID    string           `json:"batchId,omitempty"`
-	ParentID   string           `json:"parentId,omitempty"`
-	Children   []string         `json:"children,omitempty"`
-	Priority   int              `json:"priority"`
-	Tags       []string         `json:"tags"`
-	Attempts   int              `json:"attempts"`
-	Node       string           `json:"node,omitempty"`
+	// Composition and Settings are what the job renders and how (extensions).
+	Composition string            `json:"composition,omitempty"`
+	Settings    renderer.Settings `json:"settings"`
+	Kind        string            `json:"kind"`
+	BatchID     string            `json:"batchId,omitempty"`
+	ParentID    string            `json:"parentId,omitempty"`
+	Children    []string          `json:"children,omitempty"`
+	Priority    int               `json:"priority"`
+	Tags        []string          `json:"tags"`
+	Attempts    int               `json:"attempts"`
+	Node        string            `json:"node,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
 }
@@ -93,20 +96,22 @@ func idOrEmpty(id ulid.ULID) string {
 
 func (s *Server) jobView(j *persistence.Job) *jobView {
 	v := &jobView{
-		ID:         j.ID.String(),
-		TemplateID: optionalID(j.TemplateID),
-		Status:     j.State.String(),
-		Progress:   j.Progress,
-		OutputURL:  s.outputURL(j),
-		Assets:     j.Spec.Assets,
-		Kind:       string(j.Kind),
-		BatchID:    idOrEmpty(j.BatchID),
-		ParentID:   idOrEmpty(j.ParentID),
-		Priority:   j.Priority,
-		Tags:       j.Tags,
-		Attempts:   j.Attempts,
-		Node:       j.Node,
-		Stats:      s.jobStats(j),
+		ID:          j.ID.String(),
+		TemplateID:  optionalID(j.TemplateID),
+		Status:      j.State.String(),
+		Progress:    j.Progress,
+		OutputURL:   s.outputURL(j),
+		Assets:      j.Spec.Assets,
+		Composition: j.Spec.Composition,
+		Settings:    j.Spec.Settings,
+		Kind:        string(j.Kind),
+		BatchID:     idOrEmpty(j.BatchID),
+		ParentID:    idOrEmpty(j.ParentID),
+		Priority:    j.Priority,
+		Tags:        j.Tags,
+		Attempts:    j.Attempts,
+		Node:        j.Node,
+		Stats:       s.jobStats(j),
 	}
 	if v.Assets == nil {
 		v.Assets = []renderer.Asset{}

@@ -290,7 +290,8 @@ function jobsScreen() {
       h("td", {}, box),
       h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
       statusCell, progressCell,
-      h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—")),
+      h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—"),
+        j.composition ? h("div", { class: "muted" }, j.composition) : null),
       h("td", { class: "name mono" }, j.node || ""),
       h("td", { class: "muted", title: when(j.stats && j.stats.createdAt) }, age(j.stats && j.stats.createdAt)));
     return {
@@ -339,6 +340,14 @@ function jobsScreen() {
       tbody)),
     h("div", { class: "toolbar" }, more),
   ];
+}
+
+// settingsText says what a job renders to: its type, frames, codec, quality and engine.
+function settingsText(job) {
+  const st = job.settings || {};
+  const frames = st.frames === undefined ? "" : Array.isArray(st.frames) ? `frames ${st.frames[0]}–${st.frames[1]}` : `frame ${st.frames}`;
+  return [st.type || (job.kind === "join" ? "joined video" : "video"), frames, st.codec, st.quality, st.engine && `on ${st.engine}`, st.preset]
+    .filter(Boolean).join(", ");
 }
 
 function outputView(job) {
@@ -398,6 +407,8 @@ function jobScreen(id) {
         h("dl", { class: "facts" },
           h("dt", {}, "Progress"), h("dd", {}, `${Math.round(job.progress || 0)}%`),
           h("dt", {}, "Template"), h("dd", {}, templateLink(job.templateId, names)),
+          job.composition ? [h("dt", {}, "Composition"), h("dd", {}, job.composition)] : null,
+          h("dt", {}, "Output"), h("dd", {}, settingsText(job)),
           h("dt", {}, "Created"), h("dd", {}, when(stats.createdAt)),
           h("dt", {}, "Started"), h("dd", {}, when(stats.startedAt)),
           h("dt", {}, job.status === "error" ? "Failed" : "Finished"), h("dd", {}, when(stats.finishedAt || stats.errorAt)),
