@@ -101,7 +101,10 @@ func TestDashboardInARealBrowser(t *testing.T) {
 
 	// A job created through the API appears, and its progress moves, without a reload.
 	var first created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &first)
+	hook := newWebhookReceiver(t, http.StatusServiceUnavailable) // refuses once, then takes it
+	withHook := renderJob(tplID)
+	withHook["webhook"] = map[string]any{"url": hook.url}
+	acme.must(http.MethodPost, "/api/v2/jobs", withHook, http.StatusCreated, &first)
 	row := fmt.Sprintf(`tr[data-job="%s"]`, first.ID)
 	browse(t, tab, "the new job's row", chromedp.WaitVisible(row))
 	call := c.control.next(t)
@@ -129,11 +132,16 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	c.control.answerAll(finishAll)
 	hold.answer(renderReply{Result: "finish"})
 
-	// The job's screen, by a deep link.
+	// The job's screen, by a deep link, with its webhook's two attempts.
+	hook.next(t)
+	hook.next(t)
+	c.waitFor("webhook", first.ID, "delivered")
 	browse(t, tab, "job screen",
 		chromedp.Navigate(c.url+"/ui/jobs/"+first.ID),
 		chromedp.WaitVisible(`//h1//span[contains(., "`+first.ID+`")]`),
-		chromedp.WaitVisible(`//dt[.="Finished"]`))
+		chromedp.WaitVisible(`//dt[.="Finished"]`),
+		chromedp.WaitVisible(`#deliveries .badge.cancelled`), // attempt 1: 503, retrying
+		chromedp.WaitVisible(`#deliveries .badge.finished`))  // attempt 2: delivered
 	screenshot(t, tab, "job")
 
 	// Upload a template through the page's file input, and read its layers.

@@ -368,6 +368,25 @@ const MILESTONES = [
   [/^(the job failed|failed after|children failed|a child failed)/i, "failed"],
 ];
 
+// deliveriesOf reads the webhook's attempts from the log: when, the attempt, its outcome (the
+// receiver's status or the error), and when the next attempt is due.
+function deliveriesOf(log) {
+  const rows = [];
+  for (const line of log.split("\n")) {
+    const m = /^(\S+Z) webhook (.*)$/.exec(line);
+    if (!m) continue;
+    let attempt = "", outcome = m[2], next = "", kind = "";
+    let d;
+    if ((d = /^delivered \(attempt (\d+), (.*)\)$/.exec(m[2]))) [attempt, outcome, kind] = [d[1], d[2], "finished"];
+    else if ((d = /^attempt (\d+) failed \((.*)\); next attempt in (.*)$/.exec(m[2]))) [attempt, outcome, next, kind] = [d[1], d[2], d[3], "cancelled"];
+    else if ((d = /^failed after (\d+) attempts, giving up: (.*)$/.exec(m[2]))) [attempt, outcome, kind] = [d[1], d[2], "error"];
+    rows.push(h("tr", {}, h("td", { class: "muted" }, new Date(m[1]).toLocaleTimeString()), h("td", {}, attempt),
+      h("td", {}, h("span", { class: `badge ${kind}` }, kind === "finished" ? "delivered" : kind === "error" ? "gave up" : kind ? "retrying" : "—")),
+      h("td", { class: "name", title: outcome }, outcome), h("td", { class: "muted" }, next)));
+  }
+  return rows;
+}
+
 function timelineOf(log) {
   const items = [];
   for (const line of log.split("\n")) {
@@ -383,6 +402,9 @@ function jobScreen(id) {
   const container = h("div");
   const logPre = h("pre", { class: "log", "aria-label": "log" }, "…");
   const timeline = h("ol", { class: "timeline" });
+  const deliveries = h("section", { class: "panel", id: "deliveries", hidden: true }, h("h2", {}, "Webhook deliveries"),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "When"), h("th", {}, "Attempt"),
+      h("th", {}, "Result"), h("th", {}, "Receiver's answer or error"), h("th", {}, "Next attempt in"))), h("tbody"))));
   async function load() {
     let job;
     const names = await templateNames();
@@ -423,6 +445,7 @@ function jobScreen(id) {
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
         job.assets && job.assets.length ? h("ul", {}, ...job.assets.map((a) => h("li", {}, `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`))) : h("p", { class: "muted" }, "none")),
       h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline),
+      deliveries,
       h("section", { class: "panel" }, h("h2", {}, "Log"), logPre));
     try {
       const resp = await fetch(`/api/v2/jobs/${id}/logs`, { headers: { Authorization: `Bearer ${token}` } });
@@ -430,6 +453,9 @@ function jobScreen(id) {
       logPre.textContent = text;
       logPre.scrollTop = logPre.scrollHeight;
       timeline.replaceChildren(...timelineOf(text));
+      const rows = deliveriesOf(text);
+      deliveries.hidden = rows.length === 0;
+      deliveries.querySelector("tbody").replaceChildren(...rows);
     } catch { /* the next event reloads */ }
   }
   let timer = null;
