@@ -476,9 +476,6 @@ func (s *scheduler) publish() {
 // capacitySnapshot holds the latest published capacity.
 type capacitySnapshot = atomic.Pointer[map[string]Capacity]
 
-// EngineCapacity returns the latest published capacity of an engine.
-func (c *Coordinator) EngineCapacity(engine string) Capacity { return c.Capacities()[engine] }
-
 // Capacities returns the latest published capacity of every engine.
 func (c *Coordinator) Capacities() map[string]Capacity {
 	if m := c.capacity.Load(); m != nil {

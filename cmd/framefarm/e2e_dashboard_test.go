@@ -152,8 +152,16 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.WaitReady(`#template-file`),
 		chromedp.SetUploadFiles(`#template-file`, []string{file}),
 		chromedp.WaitVisible(`[data-composition="main"] [data-layer="Title"]`),
-		chromedp.WaitVisible(`[data-composition="outro"] [data-layer="Credits"]`))
+		chromedp.WaitVisible(`[data-composition="outro"] [data-layer="Credits"]`),
+		chromedp.WaitVisible(`#poster[data-status="finished"]`))
 	screenshot(t, tab, "template")
+	// The page asked for its poster frame once: the middle frame of the outermost composition.
+	uploaded := value(t, tab, "the uploaded template's id", chromedp.Evaluate[string](`location.pathname.split("/").pop()`))
+	var posters []job
+	acme.must(http.MethodGet, "/api/v2/jobs?minimal=false&tags=poster-"+uploaded, nil, http.StatusOK, &posters)
+	if len(posters) != 1 || posters[0].Composition != "main" || posters[0].Settings["type"] != "image" || posters[0].Settings["frames"] != 75.0 {
+		t.Fatalf("the poster frames the page asked for: %+v", posters)
+	}
 
 	// A batch: its counts as a stacked bar, and a cancel that reaches every queued job.
 	c.control.answerAll(nil)
@@ -260,6 +268,15 @@ func TestDashboardPlaysARealRender(t *testing.T) {
 		chromedp.WaitReady(`#template-file`),
 		chromedp.SetUploadFiles(`#template-file`, []string{file}),
 		chromedp.WaitVisible(`input[data-text-layer="Title"]`),
+		chromedp.WaitVisible(`#poster img`))
+	posterWidth := value(t, tab, "the poster's width",
+		chromedp.Poll[float64](`document.querySelector("#poster img").complete && document.querySelector("#poster img").naturalWidth`,
+			chromedp.WithPollingTimeout(time.Minute)))
+	if posterWidth != 1920 {
+		t.Fatalf("the poster frame is %v pixels wide, want the composition's 1920", posterWidth)
+	}
+	screenshot(t, tab, "template-poster")
+	browse(t, tab, "render from the template's page",
 		chromedp.SendKeys(`input[data-text-layer="Title"]`, "From the dashboard"),
 		chromedp.SetValue(`#render-output`, "preview"),
 		chromedp.Click(`#render-submit`),
@@ -275,8 +292,8 @@ func TestDashboardPlaysARealRender(t *testing.T) {
 		chromedp.WaitVisible(`ol.timeline li.finished`))
 	screenshot(t, tab, "job-video")
 	var jobs []job
-	acme.must(http.MethodGet, "/api/v2/jobs?minimal=false", nil, http.StatusOK, &jobs)
-	if len(jobs) != 1 || jobs[0].Status != "finished" || len(jobs[0].Assets) != 1 || jobs[0].Assets[0]["value"] != "From the dashboard" {
+	acme.must(http.MethodGet, "/api/v2/jobs?minimal=false&sort=newest_first", nil, http.StatusOK, &jobs)
+	if len(jobs) != 2 || jobs[0].Status != "finished" || len(jobs[0].Assets) != 1 || jobs[0].Assets[0]["value"] != "From the dashboard" {
 		t.Fatalf("the job the page made: %+v", jobs)
 	}
 }

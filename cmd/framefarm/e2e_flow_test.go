@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,9 +57,13 @@ func TestQuickStartFlow(t *testing.T) {
 		t.Fatalf("webhook body %s", hook.Body)
 	}
 	var team struct {
-		Secret string `json:"webhookSigningSecret"`
+		Secret  string   `json:"webhookSigningSecret"`
+		Engines []string `json:"engines"`
 	}
 	acme.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &team)
+	if !slices.Contains(team.Engines, "lottie") {
+		t.Fatalf("the team is told the farm's engines are %v; its node renders lottie", team.Engines)
+	}
 	mac := hmac.New(sha256.New, []byte(team.Secret))
 	mac.Write([]byte(hook.Header.Get("X-Webhook-Timestamp") + "." + string(hook.Body)))
 	if want := "v1=" + hex.EncodeToString(mac.Sum(nil)); hook.Header.Get("X-Webhook-Signature") != want {

@@ -125,6 +125,8 @@ type teamView struct {
 	Name string `json:"name"`
 	// WebhookSigningSecret keys the X-Webhook-Signature of this team's webhooks.
 	WebhookSigningSecret string `json:"webhookSigningSecret"`
+	// Engines are those that ready render nodes offer now: a job for another engine waits.
+	Engines []string `json:"engines"`
 }
 
 func (s *Server) getTeam(r *request) {
@@ -133,7 +135,14 @@ func (s *Server) getTeam(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	r.json(http.StatusOK, teamView{ID: team.ID.String(), Name: team.Name, WebhookSigningSecret: team.WebhookSecret})
+	engines := []string{}
+	for engine, c := range s.Coordinator.Capacities() {
+		if c.Nodes > 0 {
+			engines = append(engines, engine)
+		}
+	}
+	slices.Sort(engines)
+	r.json(http.StatusOK, teamView{ID: team.ID.String(), Name: team.Name, WebhookSigningSecret: team.WebhookSecret, Engines: engines})
 }
 
 // createToken makes a team (if new) and a token for it: the admin route behind

@@ -120,7 +120,7 @@ type Coordinator interface {
 	DeleteTemplate(teamID, id ulid.ULID) error
 	TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error)
 	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
-	EngineCapacity(engine string) actors.Capacity
+	Capacities() map[string]actors.Capacity
 	Nodes() []actors.NodeInfo
 	DrainNode(nodeID string) (actors.NodeInfo, error)
 	ClearNode(nodeID string) (actors.NodeInfo, error)

@@ -50,13 +50,13 @@ func TestTokensExpireAndRevocationTakesEffectAtOnce(t *testing.T) {
 		t.Fatalf("an expiry in the past: %d", code)
 	}
 	for _, tok := range []info{expiring, lasting} {
-		if code, _ := call(http.MethodGet, "/api/v2/team", tok.Token, nil); code != http.StatusOK {
+		if code, _ := call(http.MethodGet, "/api/v2/secrets", tok.Token, nil); code != http.StatusOK {
 			t.Fatalf("a new token: %d", code)
 		}
 	}
 
 	clk.Advance(2 * time.Hour)
-	if code, _ := call(http.MethodGet, "/api/v2/team", expiring.Token, nil); code != http.StatusUnauthorized {
+	if code, _ := call(http.MethodGet, "/api/v2/secrets", expiring.Token, nil); code != http.StatusUnauthorized {
 		t.Fatalf("an expired token: %d", code)
 	}
 	code, raw := call(http.MethodGet, "/api/v2/admin/tokens", "admin-token-for-tests", nil)
@@ -73,7 +73,7 @@ func TestTokensExpireAndRevocationTakesEffectAtOnce(t *testing.T) {
 	if code, _ := call(http.MethodDelete, "/api/v2/admin/tokens/"+lasting.ID, "admin-token-for-tests", nil); code != http.StatusOK {
 		t.Fatalf("revoke: %d", code)
 	}
-	if code, _ := call(http.MethodGet, "/api/v2/team", lasting.Token, nil); code != http.StatusUnauthorized {
+	if code, _ := call(http.MethodGet, "/api/v2/secrets", lasting.Token, nil); code != http.StatusUnauthorized {
 		t.Fatalf("a revoked token still works: %d", code)
 	}
 	if code, _ := call(http.MethodDelete, "/api/v2/admin/tokens/"+lasting.ID, "admin-token-for-tests", nil); code != http.StatusNotFound {

@@ -164,7 +164,7 @@ func (s *Server) waitingFor(j *persistence.Job) string {
 	case persistence.JobPending:
 		return fmt.Sprintf("waiting for %d child jobs to finish", len(j.Children))
 	case persistence.JobQueued:
-		c := s.Coordinator.EngineCapacity(j.Engine)
+		c := s.Coordinator.Capacities()[j.Engine]
 		switch {
 		case c.Nodes == 0:
 			return fmt.Sprintf("no ready render node offers the %q engine", j.Engine)

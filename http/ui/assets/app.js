@@ -17,8 +17,8 @@ class APIError extends Error {
   }
 }
 
-async function api(method, path, body) {
-  const headers = { Authorization: `Bearer ${token}` };
+async function api(method, path, body, extraHeaders = {}) {
+  const headers = { ...extraHeaders, Authorization: `Bearer ${token}` };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await resp.text();
@@ -555,8 +555,63 @@ function renderForm(tpl, comps, byComp) {
   } }, h("h2", {}, "Render it"), h("div", { class: "toolbar" }, compSelect, output, submit), fields);
 }
 
+// posterPanel shows a still of the template: the output of the newest job tagged poster-ID, the
+// middle frame of its outermost composition. When there is none, the page asks for one if a
+// ready render node offers an engine for the template, and otherwise says why there is none.
+function posterPanel(tpl, comps, byComp) {
+  const tag = `poster-${tpl.id}`;
+  const nested = new Set();
+  for (const layers of byComp.values()) for (const l of layers) if (l.source_comp_id) nested.add(String(l.source_comp_id));
+  const comp = comps.find((c) => !nested.has(c.aeid)) || comps[0];
+  const frame = Math.floor((comp.duration * comp.frame_rate) / 2);
+  const body = h("div", {}, h("p", { class: "muted" }, "…"));
+  const panel = h("section", { class: "panel poster", id: "poster" }, h("h2", {}, "Poster frame"), body);
+  let jobId = null;
+  const again = () => h("button", { class: "quiet", onclick: () => request("").catch((e) => toast(e.message)) }, "Render it again");
+  function showJob(job) {
+    jobId = job.id;
+    panel.dataset.status = job.status;
+    const link = h("a", { href: `/ui/jobs/${job.id}`, "data-link": true }, `frame ${job.settings && job.settings.frames} of ${job.composition}`);
+    if (job.status === "finished") {
+      const img = h("img", { class: "output", src: job.outputUrl, alt: `poster frame of ${tpl.displayName}`,
+        onerror: () => img.replaceWith(h("p", { class: "muted" }, "The rendered frame is not an image this browser shows.")) });
+      body.replaceChildren(img, h("p", { class: "muted" }, link));
+    } else if (["error", "manually_cancelled", "cancelled"].includes(job.status)) {
+      body.replaceChildren(h("p", { class: "muted" }, `The poster frame (`, link, `) ${job.status === "error" ? `failed: ${(job.stats && job.stats.error) || "no reason given"}` : "was cancelled"}. `), again());
+    } else {
+      body.replaceChildren(progressBar(job.status, job.progress), h("p", { class: "muted" }, "Rendering ", link, job.stats && job.stats.waitingFor ? `: ${job.stats.waitingFor}` : "…"));
+    }
+  }
+  // request asks for a poster frame; the first one of a template carries an idempotency key, so
+  // two pages opened at once ask for one between them.
+  async function request(key) {
+    const [full, team] = await Promise.all([api("GET", `/api/v2/templates/${tpl.id}`), api("GET", "/api/v2/team")]);
+    const engine = (full.engines || []).find((e) => (team.engines || []).includes(e));
+    if (!engine) {
+      panel.dataset.status = "no-engine";
+      body.replaceChildren(h("p", { class: "muted" }, `No ready render node offers an engine for this template (${(full.engines || []).join(", ") || "none"}), so it has no poster frame yet.`),
+        h("button", { class: "quiet", onclick: () => request(key).catch((e) => toast(e.message)) }, "Look again"));
+      return;
+    }
+    const job = await api("POST", "/api/v2/jobs", {
+      template: { id: tpl.id, composition: comp.name }, assets: [], tags: [tag],
+      settings: { type: "image", frames: frame, engine },
+    }, key ? { "Idempotency-Key": key } : {});
+    await refresh(job.id);
+  }
+  async function refresh(id) {
+    if (id) { showJob(await api("GET", `/api/v2/jobs/${id}`)); return; }
+    const [newest] = await api("GET", `/api/v2/jobs?tags=${tag}&sort=newest_first&limit=1&minimal=false`);
+    if (newest) showJob(newest);
+    else await request(tag);
+  }
+  refresh().catch((e) => body.replaceChildren(h("p", { class: "empty" }, e.message)));
+  return { panel, onEvent: (ev) => { if (ev.type === "job" && ev.id === jobId) refresh(jobId).catch(() => {}); } };
+}
+
 function templateScreen(id) {
   const container = h("div", {}, h("p", { class: "muted" }, "…"));
+  let poster = null;
   async function load() {
     const tpl = await api("GET", `/api/v3/templates/${id}`);
     const head = h("h1", {}, tpl.displayName, badge(tpl.status));
@@ -579,7 +634,9 @@ function templateScreen(id) {
       try { await api("DELETE", `/api/v2/templates/${id}`); toast("template deleted"); navigate("/ui/templates"); } catch (e) { toast(e.message); }
     } }, "Delete");
     head.append(h("span", { class: "actions" }, rename, remove));
-    container.replaceChildren(head, renderForm(tpl, comps, byComp),
+    poster = comps.length ? posterPanel(tpl, comps, byComp) : null;
+    const form = renderForm(tpl, comps, byComp);
+    container.replaceChildren(head, poster ? h("div", { class: "split" }, poster.panel, form) : form,
       h("p", { class: "muted" }, "Use a composition's name as template.composition and a layer's name as an asset's layerName. Layers inside nested compositions are found from the composition that nests them."),
       ...comps.map((c) => h("section", { class: "panel", "data-composition": c.name },
         h("h2", {}, c.name, " ", h("span", { class: "muted" }, `${c.width}×${c.height}, ${c.frame_rate} fps, ${c.duration} s`)),
@@ -588,7 +645,10 @@ function templateScreen(id) {
           l.source_comp_id ? [" → ", h("span", { class: "muted" }, nameOf.get(String(l.source_comp_id)) || "")] : null))))));
   }
   const show = () => load().catch((e) => container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such template." : e.message)));
-  leaveScreen = onEvents((ev) => { if ((ev.type === "template" && ev.id === id) || ev.type === "refresh") show(); });
+  leaveScreen = onEvents((ev) => {
+    if ((ev.type === "template" && ev.id === id) || ev.type === "refresh") show();
+    else if (poster) poster.onEvent(ev);
+  });
   show();
   return [container];
 }
