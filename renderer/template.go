@@ -14,8 +14,8 @@ const (
 
 // InspectionVersion is the version of what inspection reads from a file. Templates inspected by
 // an older version are inspected again at start, so what later versions add (ids, times, nesting)
-// is known for every template.
-const InspectionVersion = 2
+// is known for every template. Version 3 adds the bounds of After Effects layers.
+const InspectionVersion = 3
 
 // Inspection is what a template file contains, as far as jobs need to know.
 type Inspection struct {

@@ -189,6 +189,8 @@ func composition(it *aepItem, byID map[uint32]*aepItem) (renderer.Composition, [
 	}
 	comp.Width, comp.Height = int(binary.BigEndian.Uint16(d[140:142])), int(binary.BigEndian.Uint16(d[142:144]))
 	var fonts []string
+	var nodes []*chunk
+	var sources []*aepItem
 	for _, k := range it.node.kids {
 		// Markers (SecL) and views (DLay, SLay, CLay) are kept beside layers; they are not layers.
 		if k.id != "Layr" || !k.list {
@@ -199,13 +201,23 @@ func composition(it *aepItem, byID map[uint32]*aepItem) (renderer.Composition, [
 			return comp, nil, err
 		}
 		comp.Layers = append(comp.Layers, layer)
+		nodes, sources = append(nodes, k), append(sources, layerSource(k, byID))
 		for _, f := range layerFonts {
 			if !slices.Contains(fonts, f) {
 				fonts = append(fonts, f)
 			}
 		}
 	}
+	aepBounds(&comp, nodes, sources)
 	return comp, fonts, nil
+}
+
+// layerSource is the item a layer shows (ldta bytes 40 to 44 name it), if any.
+func layerSource(node *chunk, byID map[uint32]*aepItem) *aepItem {
+	if ldta := node.child("ldta"); ldta != nil && len(ldta.data) >= 44 {
+		return byID[binary.BigEndian.Uint32(ldta.data[40:44])]
+	}
+	return nil
 }
 
 // layerTimes reads a layer's start, in and out times: signed fractions of seconds at bytes 12 to
@@ -250,7 +262,7 @@ func layerOf(node *chunk, index int, byID map[uint32]*aepItem) (renderer.Layer, 
 	}
 	d := ldta.data
 	layer := renderer.Layer{Index: index, Name: node.text(), ID: int(binary.BigEndian.Uint32(d[0:4]))}
-	source := byID[binary.BigEndian.Uint32(d[40:44])]
+	source := layerSource(node, byID)
 	if layer.Name == "" && source != nil {
 		layer.Name = source.name // what After Effects shows for an unnamed layer
 	}

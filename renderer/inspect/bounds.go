@@ -35,7 +35,22 @@ type lottieTransform struct {
 	R json.RawMessage `json:"r"`
 }
 
-// layerMatrix is a layer's transform at time 0: anchor to origin, scale, rotate, move to position.
+// placement is a layer's 2D transform at time 0: scale in fractions, rotation in degrees.
+type placement struct {
+	anchor, position, scale [2]float64
+	rotation                float64
+}
+
+// matrix moves the anchor to the origin, scales, rotates, and moves to the position.
+func (p placement) matrix() affine {
+	sin, cos := math.Sincos(p.rotation * math.Pi / 180)
+	m := affine{a: 1, d: 1, e: -p.anchor[0], f: -p.anchor[1]}
+	m = m.then(affine{a: p.scale[0], d: p.scale[1]})
+	m = m.then(affine{a: cos, b: sin, c: -sin, d: cos})
+	return m.then(affine{a: 1, d: 1, e: p.position[0], f: p.position[1]})
+}
+
+// layerMatrix is a Lottie layer's transform at time 0.
 func layerMatrix(ks json.RawMessage) (affine, bool) {
 	var t lottieTransform
 	if len(ks) == 0 || json.Unmarshal(ks, &t) != nil {
@@ -48,12 +63,8 @@ func layerMatrix(ks json.RawMessage) (affine, bool) {
 	if !okA || !okP || !okS || !okR || len(anchor) < 2 || len(pos) < 2 || len(scale) < 2 || len(rot) < 1 {
 		return affine{}, false
 	}
-	sin, cos := math.Sincos(rot[0] * math.Pi / 180)
-	sx, sy := scale[0]/100, scale[1]/100
-	m := affine{a: 1, d: 1, e: -anchor[0], f: -anchor[1]}
-	m = m.then(affine{a: sx, d: sy})
-	m = m.then(affine{a: cos, b: sin, c: -sin, d: cos})
-	return m.then(affine{a: 1, d: 1, e: pos[0], f: pos[1]}), true
+	return placement{anchor: [2]float64{anchor[0], anchor[1]}, position: [2]float64{pos[0], pos[1]},
+		scale: [2]float64{scale[0] / 100, scale[1] / 100}, rotation: rot[0]}.matrix(), true
 }
 
 // propertyAtZero is an animatable property's value at time 0: its value, or its first
@@ -112,22 +123,28 @@ func numbers(raw json.RawMessage) ([]float64, bool) {
 	return nil, false
 }
 
-// boundsAtZero is the box a w x h source covers in its composition at time 0, through the layer's
-// transform and its parents'. Nil when a transform cannot be read.
-func boundsAtZero(l *lottieLayer, w, h float64, byInd map[int]*lottieLayer) *renderer.Bounds {
-	m, ok := layerMatrix(l.Ks)
-	for depth, at := 0, l; ok && at.Parent != nil; depth++ {
-		parent := byInd[*at.Parent]
-		if parent == nil || depth == maxParentDepth {
+// placed is a layer's transform at time 0 (ok false when the file does not say it) and its
+// parent's key, if it has one.
+type placed[K comparable] struct {
+	m      affine
+	ok     bool
+	parent *K
+}
+
+// boundsAtZero is the box a w x h source covers in its composition at time 0, through the
+// layer's own transform and its parents' (from layers). Nil when one of them cannot be read.
+func boundsAtZero[K comparable](own placed[K], layers map[K]placed[K], w, h float64) *renderer.Bounds {
+	at, found := own, true
+	m := at.m
+	for depth := 0; found && at.ok && at.parent != nil; depth++ {
+		if depth == maxParentDepth {
 			return nil
 		}
-		var pm affine
-		if pm, ok = layerMatrix(parent.Ks); ok {
-			m = m.then(pm)
+		if at, found = layers[*at.parent]; found && at.ok {
+			m = m.then(at.m)
 		}
-		at = parent
 	}
-	if !ok {
+	if !found || !at.ok {
 		return nil
 	}
 	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)

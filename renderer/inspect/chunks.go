@@ -148,6 +148,9 @@ func parseAEPX(r io.Reader) (*chunk, error) {
 			if len(stack) > maxChunkDepth {
 				return nil, fmt.Errorf("damaged project XML: elements nest deeper than %d levels", maxChunkDepth)
 			}
+			if root != nil && len(stack) == 0 {
+				return nil, fmt.Errorf("damaged project XML: <%s> follows the end of the project", t.Name.Local)
+			}
 			if root == nil {
 				if t.Name.Local != "AfterEffectsProject" {
 					return nil, fmt.Errorf("not an After Effects XML project: the root element is <%s>", t.Name.Local)

@@ -18,8 +18,15 @@ type Inspector struct {
 var _ renderer.Inspector = Inspector{}
 
 // Inspect reads the template file at p, declared as templateType.
-func (in Inspector) Inspect(ctx context.Context, templateType, p string) (*renderer.Inspection, error) {
-	inspection, err := in.inspect(ctx, p)
+func (in Inspector) Inspect(ctx context.Context, templateType, p string) (inspection *renderer.Inspection, err error) {
+	// Files come from strangers and the parsers are fuzzed, not proven: a fault one of them still
+	// hides fails that template, never the process inspecting it.
+	defer func() {
+		if r := recover(); r != nil {
+			inspection, err = nil, fmt.Errorf("the file could not be read: the inspector failed on it (%v)", r)
+		}
+	}()
+	inspection, err = in.inspect(ctx, p)
 	if err != nil {
 		return nil, err
 	}

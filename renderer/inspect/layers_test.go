@@ -1,9 +1,12 @@
 package inspect
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/framefarm/framefarm/renderer"
@@ -58,7 +61,8 @@ func TestAfterEffectsIdsAndTimes(t *testing.T) {
 	if in.Compositions[0].ID != 48 || in.Compositions[1].ID != 59 {
 		t.Errorf("composition ids %d %d", in.Compositions[0].ID, in.Compositions[1].ID)
 	}
-	checkLayer(t, in, "Comp 01", "Null 1", layerFacts{ID: 79, Source: "solid", Out: 31})
+	// A null's source is a 100 x 100 solid; untouched, it sits at the composition's centre.
+	checkLayer(t, in, "Comp 01", "Null 1", layerFacts{ID: 79, Source: "solid", Out: 31, Bounds: &renderer.Bounds{Left: 125.5, Top: 378, Width: 100, Height: 100}})
 	checkLayer(t, in, "Comp 01", "Shape Layer 1", layerFacts{ID: 76, Out: 31})
 	switches := in.Compositions[0].Layers[0].Data["switches"].(map[string]bool)
 	if !switches["null"] || !switches["visible"] || switches["adjustment"] {
@@ -69,6 +73,85 @@ func TestAfterEffectsIdsAndTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkLayer(t, in, "testcomp1", "<empty text layer>", layerFacts{ID: 12, Out: 30})
+}
+
+// TestAfterEffectsBoundsFromTheTransformGroup: the Transform group's anchor, position, scale and
+// rotation, as After Effects writes them (cdat doubles; scale 1 is 100%), place a layer, then
+// its parent's place it further; what the file cannot say at time 0 (keyframes, an expression,
+// split dimensions, a 3D layer) leaves the bounds out.
+func TestAfterEffectsBoundsFromTheTransformGroup(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(fixtures, "templates", "boltframe_Item-01.aep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	property := func(name string, kids ...*chunk) []*chunk {
+		return []*chunk{{id: "tdmn", data: append([]byte(name), make([]byte, 40-len(name))...)}, {id: "tdbs", list: true, kids: kids}}
+	}
+	cdat := func(values ...float64) *chunk {
+		c := &chunk{id: "cdat"}
+		for _, v := range values {
+			c.data = binary.BigEndian.AppendUint64(c.data, math.Float64bits(v))
+		}
+		return c
+	}
+	cases := []struct {
+		name   string
+		props  []*chunk
+		parent bool
+		threeD bool
+		want   *renderer.Bounds
+	}{
+		{name: "moved and stretched", props: slices.Concat(property("ADBE Anchor Point", cdat(0, 0, 0)),
+			property("ADBE Position", cdat(10, 20, 0)), property("ADBE Scale", cdat(2, 1, 1))),
+			want: &renderer.Bounds{Left: 10, Top: 20, Width: 200, Height: 100}},
+		{name: "turned a quarter about its centre", props: slices.Concat(property("ADBE Position", cdat(100, 100, 0)),
+			property("ADBE Scale", cdat(2, 0.5, 1)), property("ADBE Rotate Z", cdat(90))),
+			want: &renderer.Bounds{Left: 75, Top: 0, Width: 50, Height: 200}},
+		{name: "under a parent at the composition's centre", props: property("ADBE Position", cdat(0, 0, 0)), parent: true,
+			want: &renderer.Bounds{Left: 125.5, Top: 378, Width: 100, Height: 100}},
+		{name: "keyframed", props: property("ADBE Position", cdat(1, 2, 0), &chunk{id: "list", list: true})},
+		{name: "driven by an expression", props: property("ADBE Position", cdat(1, 2, 0), &chunk{id: "Utf8", data: []byte("wiggle(2, 5)")})},
+		{name: "split dimensions", props: property("ADBE Position_0", cdat(300))},
+		{name: "three-dimensional", props: property("ADBE Position", cdat(1, 2, 0)), threeD: true},
+	}
+	for _, tc := range cases {
+		root, err := parseRIFX(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		null := layerWithID(root, 79) // Null 1
+		group := propertyNamed(null.child("tdgp"), "ADBE Transform Group")
+		group.kids = append(tc.props, group.kids...)
+		ldta := null.child("ldta")
+		if tc.parent {
+			binary.BigEndian.PutUint32(ldta.data[132:136], 76) // Shape Layer 1: anchor 0, at the centre
+		}
+		if tc.threeD {
+			ldta.data[38] |= 0x04
+		}
+		in, err := inspectProject(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(in.Composition("Comp 01").Layer("Null 1").Bounds)
+		want, _ := json.Marshal(tc.want)
+		if string(got) != string(want) {
+			t.Errorf("%s: bounds %s, want %s", tc.name, got, want)
+		}
+	}
+}
+
+// layerWithID finds a layer of a project tree by its id.
+func layerWithID(c *chunk, id uint32) *chunk {
+	if ldta := c.child("ldta"); c.id == "Layr" && c.list && ldta != nil && binary.BigEndian.Uint32(ldta.data[0:4]) == id {
+		return c
+	}
+	for _, k := range c.kids {
+		if found := layerWithID(k, id); found != nil {
+			return found
+		}
+	}
+	return nil
 }
 
 // TestLottieIdsTimesAndBounds: ids from ind and the asset order, precomp sources, times from

@@ -172,10 +172,11 @@ var lottieSources = map[int]string{0: "composition", 1: "solid", 2: "image", 6: 
 
 func (lc lottieComps) composition(id int, name string, w, h, duration float64, layers []lottieLayer) renderer.Composition {
 	comp := renderer.Composition{ID: id, Name: name, Width: int(w), Height: int(h), FPS: round(lc.fps, 3), Duration: duration, Layers: []renderer.Layer{}}
-	byInd := map[int]*lottieLayer{}
-	for i := range layers {
-		if layers[i].Ind != nil {
-			byInd[*layers[i].Ind] = &layers[i]
+	byInd := map[int]placed[int]{}
+	for _, l := range layers {
+		if l.Ind != nil {
+			m, ok := layerMatrix(l.Ks)
+			byInd[*l.Ind] = placed[int]{m: m, ok: ok, parent: l.Parent}
 		}
 	}
 	for i := range layers {
@@ -202,7 +203,8 @@ func (lc lottieComps) composition(id int, name string, w, h, duration float64, l
 			layer.Text = l.T.D.K[0].S.T
 		}
 		if w, h, ok := lc.sourceSize(l); ok {
-			layer.Bounds = boundsAtZero(l, w, h, byInd)
+			m, ok := layerMatrix(l.Ks)
+			layer.Bounds = boundsAtZero(placed[int]{m: m, ok: ok, parent: l.Parent}, byInd, w, h)
 		}
 		comp.Layers = append(comp.Layers, layer)
 	}
