@@ -25,6 +25,19 @@ func NewIDs() *IDs {
 func (g *IDs) New(t time.Time) ulid.ULID {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.next(t)
+}
+
+// Run calls fn with a source of ids stamped with t that no other caller's ids come between: the
+// records of one request then sit side by side in every index, and a write appends to the end of
+// an index page rather than shifting what a concurrent request put there.
+func (g *IDs) Run(t time.Time, fn func(next func() ulid.ULID)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn(func() ulid.ULID { return g.next(t) })
+}
+
+func (g *IDs) next(t time.Time) ulid.ULID {
 	ms := ulid.Timestamp(t)
 	if ms < g.lastMs {
 		ms = g.lastMs

@@ -82,6 +82,42 @@ func TestGroupCommitAnswersEachWriterAndSurvivesReopen(t *testing.T) {
 	}
 }
 
+// TestCreationsCommitInIDOrder: within a group commit, job creations take the places creations
+// held, in id order; every other write keeps its place.
+func TestCreationsCommitInIDOrder(t *testing.T) {
+	ids := NewIDs()
+	first, second, third := ids.New(testNow), ids.New(testNow), ids.New(testNow)
+	other := func(name string) *write {
+		return &write{done: func(error) {}, fn: func(*Tx) error { return errors.New(name) }}
+	}
+	a, b := other("a"), other("b")
+	batch := []*write{{creates: third}, a, {creates: first}, b, {creates: second}}
+	inIDOrder(batch)
+	got := []ulid.ULID{batch[0].creates, batch[2].creates, batch[4].creates}
+	if !slices.Equal(got, []ulid.ULID{first, second, third}) || batch[1] != a || batch[3] != b {
+		t.Fatalf("order after sorting: %v, others in place %v %v", got, batch[1] == a, batch[3] == b)
+	}
+	// One caller's ids follow each other, whoever else asks meanwhile.
+	var run, others []ulid.ULID
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range 1000 {
+			others = append(others, ids.New(testNow))
+		}
+	})
+	ids.Run(testNow, func(next func() ulid.ULID) {
+		for range 1000 {
+			run = append(run, next())
+		}
+	})
+	wg.Wait()
+	all := slices.SortedFunc(slices.Values(append(slices.Clone(run), others...)), ulid.ULID.Compare)
+	start := slices.Index(all, run[0])
+	if !slices.Equal(all[start:start+len(run)], run) {
+		t.Fatal("another caller's ids came between the ids of one Run")
+	}
+}
+
 func TestUpdateAfterCloseFails(t *testing.T) {
 	s := openTestStore(t, "")
 	s.Close()

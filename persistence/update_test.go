@@ -5,7 +5,7 @@ import "time"
 // update runs fn in a group-committed write: tests build their stores record by record.
 func (s *Store) update(fn func(*Tx) error) error {
 	result := make(chan error, 1)
-	s.submit(fn, func(err error) { result <- err })
+	s.submit(&write{fn: fn, done: func(err error) { result <- err }})
 	return <-result
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/oklog/ulid/v2"
 )
 
 type batchError struct {
@@ -54,8 +55,7 @@ func (s *Server) createBatch(r *request) {
 	}
 	batch.Total = len(items)
 	answer := &batchCreated{BatchID: batch.ID.String(), TotalJobs: len(items), Jobs: []*createdJob{}}
-	var records []*persistence.Job
-	var tops [][]*persistence.Job
+	valid := make([]*validate.Job, len(items))
 	err := r.validateWith(func(cat *catalog) {
 		for i, item := range items {
 			job, verr := validate.ParseJob(item, cat, s.cfg.Limits)
@@ -63,16 +63,25 @@ func (s *Server) createBatch(r *request) {
 				answer.Errors = append(answer.Errors, batchError{Index: i, Error: verr.Message, ErrorCode: verr.Code, Details: verr.Details})
 				continue
 			}
-			recs := s.records(r.team, job, batch.ID, i, nil)
-			batch.Jobs = append(batch.Jobs, persistence.BatchEntry{Index: i, JobID: recs[0].ID})
-			records = append(records, recs...)
-			tops = append(tops, recs)
+			valid[i] = job
 		}
 	})
 	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
+	var records []*persistence.Job
+	var tops [][]*persistence.Job
+	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) {
+		for i, job := range valid {
+			if job != nil {
+				recs := s.records(r.team, job, batch.ID, i, nil, next)
+				batch.Jobs = append(batch.Jobs, persistence.BatchEntry{Index: i, JobID: recs[0].ID})
+				records = append(records, recs...)
+				tops = append(tops, recs)
+			}
+		}
+	})
 	if len(tops) == 0 {
 		answer.Status = "error"
 		r.json(http.StatusBadRequest, answer)

@@ -62,10 +62,10 @@ func (r *request) validateWith(fn func(cat *catalog)) error {
 	})
 }
 
-// records turns a validated job into records: the job first, then its descendants depth first.
-func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, batchIndex int, parent *persistence.Job) []*persistence.Job {
-	now := s.Clock.Now()
-	id := s.IDs.New(now)
+// records turns a validated job into records: the job first, then its descendants depth first,
+// with ids from next.
+func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, batchIndex int, parent *persistence.Job, next func() ulid.ULID) []*persistence.Job {
+	id := next()
 	j := &persistence.Job{
 		ID: id, TeamID: team, Kind: v.Kind, Engine: v.Engine, Priority: v.Priority, Tags: v.Tags,
 		Spec: v.Spec, MissingFonts: v.MissingFonts, BatchID: batchID, State: persistence.JobQueued,
@@ -89,7 +89,7 @@ func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, bat
 	}
 	out := []*persistence.Job{j}
 	for i, child := range v.Children {
-		descendants := s.records(team, child, batchID, 0, j)
+		descendants := s.records(team, child, batchID, 0, j, next)
 		j.Children = append(j.Children, descendants[0].ID)
 		j.Spec.Assets[v.ChildAsset[i]].JobID = descendants[0].ID.String()
 		out = append(out, descendants...)
@@ -164,7 +164,8 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 		r.fail(fromValidation(verr))
 		return
 	}
-	records := s.records(r.team, job, ulid.ULID{}, 0, nil)
+	var records []*persistence.Job
+	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) { records = s.records(r.team, job, ulid.ULID{}, 0, nil, next) })
 	r.createOnce(body, http.StatusCreated, s.created(records), func(remember *persistence.Answer) error {
 		return s.Coordinator.CreateJobs(records, remember)
 	})
@@ -315,7 +316,7 @@ func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
 	}
 	if v := string(args.Peek("tags")); v != "" {
 		for _, tag := range strings.Split(v, ",") {
-			if !validate.TagPattern.MatchString(tag) {
+			if !validate.ValidTag(tag) {
 				return q, false, bad("tags", "must match ^[a-zA-Z0-9-_]+(,[a-zA-Z0-9-_]+)*$")
 			}
 			q.Tags = append(q.Tags, tag)

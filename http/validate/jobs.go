@@ -372,8 +372,21 @@ func (c *checker) priority(p *float64, path string) int {
 	return int(*p)
 }
 
-// TagPattern is what one tag may look like.
-var TagPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// ValidTag reports whether a tag matches ^[a-zA-Z0-9_-]{1,64}$ (checked on every job created,
+// so without a regular expression).
+func ValidTag(tag string) bool {
+	if len(tag) == 0 || len(tag) > 64 {
+		return false
+	}
+	for i := 0; i < len(tag); i++ {
+		switch c := tag[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // tags accepts an array of strings or one comma-separated string.
 func (c *checker) tags(raw json.RawMessage, path string) []string {
@@ -382,9 +395,11 @@ func (c *checker) tags(raw json.RawMessage, path string) []string {
 	}
 	var list []string
 	var joined string
-	if err := json.Unmarshal(raw, &joined); err == nil {
+	switch {
+	case raw[0] == '"' && json.Unmarshal(raw, &joined) == nil:
 		list = strings.Split(joined, ",")
-	} else if err := json.Unmarshal(raw, &list); err != nil {
+	case raw[0] == '[' && json.Unmarshal(raw, &list) == nil:
+	default:
 		c.add(CodeValidation, path, "must be an array of strings or one comma-separated string")
 		return nil
 	}
@@ -394,7 +409,7 @@ func (c *checker) tags(raw json.RawMessage, path string) []string {
 	}
 	var tags []string
 	for _, tag := range list {
-		if !TagPattern.MatchString(tag) {
+		if !ValidTag(tag) {
 			c.add(CodeValidation, path, "tag %q must match ^[a-zA-Z0-9-_]+$ (at most 64 characters)", tag)
 			continue
 		}

@@ -147,6 +147,11 @@ func TestRejectsWithFieldAndCode(t *testing.T) {
 		"child zip":          {`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "job", "layerName": "Photo", "template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [], "settings": {"type": "image", "frames": [0, 5]}}]}`, CodeValidation, "assets[0].settings.frames"},
 		"localhost webhook":  {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "webhook": {"url": "http://localhost:9/x"}}`, CodeValidation, "webhook.url"},
 		"trailing data":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": []} {}`, CodeInvalidJSON, ""},
+		"tag characters":     {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": ["ok", "not ok"]}`, CodeValidation, "tags"},
+		"tag too long":       {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": "` + strings.Repeat("t", 65) + `"}`, CodeValidation, "tags"},
+		"empty tag":          {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": "a,,b"}`, CodeValidation, "tags"},
+		"tags a number":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": 7}`, CodeValidation, "tags"},
+		"tags not strings":   {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": [1]}`, CodeValidation, "tags"},
 		"private src":        {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "image", "layerName": "Photo", "src": "http://10.0.0.7/a.png"}]}`, CodeValidation, "assets[0].src"},
 	}
 	for name, tc := range cases {
