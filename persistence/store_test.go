@@ -118,6 +118,36 @@ func TestCreationsCommitInIDOrder(t *testing.T) {
 	}
 }
 
+// TestABurstOfIDsSpreadsOverMilliseconds: at most 64 ids share a millisecond, a burst takes the
+// following ones, and the clock takes over again once it passes them.
+func TestABurstOfIDsSpreadsOverMilliseconds(t *testing.T) {
+	ids := NewIDs()
+	perMs := map[uint64]int{}
+	var last ulid.ULID
+	ids.Run(testNow, func(next func() ulid.ULID) {
+		for range 1000 {
+			id := next()
+			if id.Compare(last) <= 0 {
+				t.Fatal("ids do not increase")
+			}
+			last = id
+			perMs[id.Time()]++
+		}
+	})
+	start := ulid.Timestamp(testNow)
+	for ms := start; ms < start+15; ms++ {
+		if perMs[ms] != 64 {
+			t.Fatalf("%d ids at ms %d, want 64", perMs[ms], ms-start)
+		}
+	}
+	if perMs[start+15] != 1000-15*64 || len(perMs) != 16 {
+		t.Fatalf("ids per millisecond: %v", perMs)
+	}
+	if later := ids.New(testNow.Add(time.Second)); later.Time() != start+1000 {
+		t.Fatalf("after the burst, an id is stamped %d ms after it began, want the clock's 1000", later.Time()-start)
+	}
+}
+
 func TestUpdateAfterCloseFails(t *testing.T) {
 	s := openTestStore(t, "")
 	s.Close()

@@ -149,8 +149,8 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 			return ulid.ULID{}, false
 		}
 	}
-	// One millisecond: its jobs of every state, in id order (a few dozen at the most intense
-	// intake), read once and kept for the next rank that falls in it.
+	// One millisecond: its jobs of every state, in id order (at most 64: see IDs), read once and
+	// kept for the next rank that falls in it.
 	ids := ix.unitJobs(parent)
 	if r >= len(ids) {
 		return ulid.ULID{}, false
