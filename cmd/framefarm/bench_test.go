@@ -311,12 +311,19 @@ func (c *coordinator) waitMetric(b testing.TB, line string) {
 	}
 }
 
-// serverQuantile reads a quantile of a route's latency from the coordinator's own histogram
-// (the upper bound of the bucket holding it): the time spent in the server, without the load
+// serverQuantile reads the coordinator's own request histogram for labels and returns the
+// upper bound of the bucket holding quantile q: the time in the server, without the load
 // generator's share of the machine.
 func serverQuantile(b *testing.B, c *coordinator, labels string, q float64) float64 {
+	return serverHistogram(b, c, labels).quantile(q)
+}
+
+// histogram is a Prometheus histogram's cumulative counts by bucket bound.
+type histogram struct{ bounds, counts []float64 }
+
+func serverHistogram(b *testing.B, c *coordinator, labels string) histogram {
 	_, metrics := get(b, c.url+"/metrics")
-	var bounds, counts []float64
+	var h histogram
 	prefix := "framefarm_http_request_duration_seconds_bucket{" + labels + `,le="`
 	for _, line := range strings.Split(string(metrics), "\n") {
 		rest, ok := strings.CutPrefix(line, prefix)
@@ -325,19 +332,34 @@ func serverQuantile(b *testing.B, c *coordinator, labels string, q float64) floa
 		}
 		var le, n float64
 		if _, err := fmt.Sscanf(strings.Replace(rest, `"} `, " ", 1), "%g %g", &le, &n); err == nil {
-			bounds, counts = append(bounds, le), append(counts, n)
+			h.bounds, h.counts = append(h.bounds, le), append(h.counts, n)
 		}
 	}
-	if len(counts) == 0 {
+	if len(h.counts) == 0 {
 		b.Fatalf("no histogram for %s", labels)
 	}
-	total := counts[len(counts)-1]
-	for i, n := range counts {
-		if n >= q*total {
-			return bounds[i]
+	return h
+}
+
+// since is what was counted after earlier was read.
+func (h histogram) since(earlier histogram) histogram {
+	out := histogram{bounds: h.bounds, counts: slices.Clone(h.counts)}
+	for i := range out.counts {
+		if i < len(earlier.counts) {
+			out.counts[i] -= earlier.counts[i]
 		}
 	}
-	return bounds[len(bounds)-1]
+	return out
+}
+
+func (h histogram) quantile(q float64) float64 {
+	total := h.counts[len(h.counts)-1]
+	for i, n := range h.counts {
+		if n >= q*total {
+			return h.bounds[i]
+		}
+	}
+	return h.bounds[len(h.bounds)-1]
 }
 
 // paced runs send at rate per second (open loop: a slow answer does not slow the arrivals) on

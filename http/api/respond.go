@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/valyala/fasthttp"
@@ -62,14 +65,29 @@ type request struct {
 	s    *Server
 }
 
+// answerBuffers keep the buffers answers are encoded into: a page of a listing is some 100 KB,
+// and a buffer grown for each one allocated twice that per request.
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer is the largest buffer kept for the next answer.
+const maxPooledAnswer = 4 << 20
+
 func (r *request) json(status int, v any) {
-	body, err := marshal(v)
-	if err != nil {
+	buf := answerBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledAnswer {
+			buf.Reset()
+			answerBuffers.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		r.fail(newError(http.StatusInternalServerError, codeInternal, "cannot encode the answer"))
 		r.log.Error("cannot encode an answer", "err", err)
 		return
 	}
-	r.raw(status, body)
+	r.raw(status, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // copied into the response
 }
 
 // raw answers with JSON already encoded.

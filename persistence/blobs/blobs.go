@@ -181,9 +181,22 @@ func (s *Signer) signature(method, key, exp string) string {
 }
 
 func escapeKey(key string) string {
+	if !strings.ContainsFunc(key, needsEscape) {
+		return key // the usual case (ids, file names), without splitting and joining
+	}
 	parts := strings.Split(key, "/")
 	for i, p := range parts {
 		parts[i] = url.PathEscape(p)
 	}
 	return strings.Join(parts, "/")
+}
+
+// needsEscape reports whether a key's character changes in a URL path (url.PathEscape leaves
+// letters, digits, '/' and -_.~ as they are).
+func needsEscape(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("/-_.~", r)
 }
