@@ -315,12 +315,17 @@ func (c *coordinator) waitMetric(b testing.TB, line string) {
 // upper bound of the bucket holding quantile q: the time in the server, without the load
 // generator's share of the machine.
 func serverQuantile(b *testing.B, c *coordinator, labels string, q float64) float64 {
-	return serverHistogram(b, c, labels).quantile(q)
+	h := serverHistogram(b, c, labels)
+	if len(h.counts) == 0 {
+		b.Fatalf("no histogram for %s", labels)
+	}
+	return h.quantile(q)
 }
 
 // histogram is a Prometheus histogram's cumulative counts by bucket bound.
 type histogram struct{ bounds, counts []float64 }
 
+// serverHistogram reads a route's histogram; it has no buckets before the route's first answer.
 func serverHistogram(b *testing.B, c *coordinator, labels string) histogram {
 	_, metrics := get(b, c.url+"/metrics")
 	var h histogram
@@ -334,9 +339,6 @@ func serverHistogram(b *testing.B, c *coordinator, labels string) histogram {
 		if _, err := fmt.Sscanf(strings.Replace(rest, `"} `, " ", 1), "%g %g", &le, &n); err == nil {
 			h.bounds, h.counts = append(h.bounds, le), append(h.counts, n)
 		}
-	}
-	if len(h.counts) == 0 {
-		b.Fatalf("no histogram for %s", labels)
 	}
 	return h
 }

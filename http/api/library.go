@@ -148,7 +148,7 @@ func (s *Server) deleteFont(r *request) {
 		return
 	}
 	if err := s.Blobs.Delete(deleted.Deleted.File.Key); err != nil {
-		r.log.Warn("cannot remove a deleted font's file", "err", err)
+		r.logger().Warn("cannot remove a deleted font's file", "err", err)
 	}
 	r.noContent()
 }

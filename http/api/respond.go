@@ -59,10 +59,23 @@ func fromValidation(e *validate.Error) *apiError {
 
 // request is one API call in a handler's hands.
 type request struct {
-	ctx  *fasthttp.RequestCtx
+	ctx *fasthttp.RequestCtx
+	id  string // X-Request-Id
+	// log is made by logger on first use: most requests log nothing.
 	log  *slog.Logger
 	team ulid.ULID
 	s    *Server
+}
+
+// logger is the request's logger, carrying its id and, once authenticated, its team.
+func (r *request) logger() *slog.Logger {
+	if r.log == nil {
+		r.log = r.s.log.With("request_id", r.id)
+		if r.team != (ulid.ULID{}) {
+			r.log = r.log.With("team", r.team.String())
+		}
+	}
+	return r.log
 }
 
 // answerBuffers keep the buffers answers are encoded into: a page of a listing is some 100 KB,
@@ -84,7 +97,7 @@ func (r *request) json(status int, v any) {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		r.fail(newError(http.StatusInternalServerError, codeInternal, "cannot encode the answer"))
-		r.log.Error("cannot encode an answer", "err", err)
+		r.logger().Error("cannot encode an answer", "err", err)
 		return
 	}
 	r.raw(status, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // copied into the response
@@ -124,10 +137,10 @@ func (r *request) failErr(err error, notFound *apiError) {
 	case errors.Is(err, actors.ErrUnavailable):
 		// An actor too busy to answer in time: an overload the client can wait out, not a
 		// fault. What was asked may still be done once the actor gets to it.
-		r.log.Warn("an actor did not answer in time", "err", err)
+		r.logger().Warn("an actor did not answer in time", "err", err)
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the coordinator is overloaded and did not answer in time; what was asked may still be done, check before sending it again", retryAfter: 1})
 	default:
-		r.log.Error("request failed", "err", err)
+		r.logger().Error("request failed", "err", err)
 		r.fail(newError(http.StatusInternalServerError, codeInternal, "internal error; the request id is in X-Request-Id"))
 	}
 }

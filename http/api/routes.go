@@ -180,7 +180,7 @@ func (s *Server) createToken(r *request) {
 		return
 	}
 	view := tokenViewOf(&persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Hash: hash}, issued.Team, now)
-	r.log.Info("token created", "for_team", issued.Team.ID.String(), "token_id", view.ID)
+	r.logger().Info("token created", "for_team", issued.Team.ID.String(), "token_id", view.ID)
 	r.json(http.StatusCreated, struct {
 		tokenView
 		Token string `json:"token"`
@@ -241,7 +241,7 @@ func (s *Server) revokeToken(r *request) {
 	s.tokens.Delete(revoke.Revoked.Hash)
 	var team persistence.Team
 	s.Store.View(func(tx *persistence.Tx) (err error) { team, err = tx.Team(revoke.Revoked.TeamID); return err })
-	r.log.Info("token revoked", "for_team", revoke.Revoked.TeamID.String(), "token_id", id)
+	r.logger().Info("token revoked", "for_team", revoke.Revoked.TeamID.String(), "token_id", id)
 	r.json(http.StatusOK, tokenViewOf(revoke.Revoked, team, s.Clock.Now()))
 }
 

@@ -249,10 +249,10 @@ func (s *Server) wrap(route string, auth authKind, h func(*request)) fasthttp.Re
 			id = newRequestID()
 		}
 		ctx.Response.Header.Set("X-Request-Id", id)
-		r := &request{ctx: ctx, log: s.log.With("request_id", id), s: s}
+		r := &request{ctx: ctx, id: id, s: s}
 		defer func() {
 			if p := recover(); p != nil {
-				r.log.Error("handler panicked", "panic", p, "route", route)
+				r.logger().Error("handler panicked", "panic", p, "route", route)
 				r.fail(newError(http.StatusInternalServerError, codeInternal, "internal error; the request id is in X-Request-Id"))
 			}
 			r.drainBody(s.cfg.MaxBodyBytes)
@@ -264,8 +264,10 @@ func (s *Server) wrap(route string, auth authKind, h func(*request)) fasthttp.Re
 			if status >= 500 {
 				level = slog.LevelWarn
 			}
-			r.log.Log(context.Background(), level, "request", "method", string(ctx.Method()), "route", route,
-				"status", status, "duration_ms", float64(time.Since(started).Microseconds())/1000)
+			if s.log.Enabled(context.Background(), level) {
+				r.logger().Log(context.Background(), level, "request", "method", string(ctx.Method()), "route", route,
+					"status", status, "duration_ms", float64(time.Since(started).Microseconds())/1000)
+			}
 		}()
 		if api && s.draining.Load() {
 			r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: int(s.cfg.RetryAfter.Seconds())})
@@ -316,7 +318,7 @@ func (s *Server) authenticate(r *request) bool {
 		return false
 	}
 	r.team = tok.TeamID
-	r.log = r.log.With("team", r.team.String())
+	r.log = nil // made again with the team when first used
 	return s.limit(r, hash)
 }
 
