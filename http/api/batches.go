@@ -3,9 +3,10 @@ package api
 import (
 	"net/http"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
-	"github.com/oklog/ulid/v2"
 )
 
 type batchError struct {

@@ -19,11 +19,6 @@ type fixedFarm struct {
 func (f fixedFarm) QueueStats() (actors.QueueStats, error) { return f.stats, nil }
 func (f fixedFarm) Capacities() map[string]actors.Capacity { return f.caps }
 
-type historyObserver struct{ actors.Observer }
-
-func (historyObserver) JobStateChanged(ulid.ULID, persistence.JobState, persistence.JobState) {}
-func (historyObserver) RenderFinished(string, time.Duration)                                  {}
-
 // TestFarmHistoryKeepsAnHourByTheMinute: counts and percentiles land in their minute, samples
 // show the queue and slots, and minutes older than an hour are forgotten.
 func TestFarmHistoryKeepsAnHourByTheMinute(t *testing.T) {
