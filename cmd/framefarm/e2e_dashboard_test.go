@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -33,7 +34,21 @@ func browserTab(t *testing.T) context.Context {
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
+	acceptDialogs(tab)
 	return tab
+}
+
+// acceptDialogs answers yes to every confirm() the page asks, as a user who means the click.
+func acceptDialogs(tab context.Context) {
+	dialogs := chromedp.Events(tab, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			chromedp.Call(tab, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
 }
 
 func newTab(t *testing.T, browser context.Context) context.Context {
@@ -162,6 +177,31 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	if len(posters) != 1 || posters[0].Composition != "main" || posters[0].Settings["type"] != "image" || posters[0].Settings["frames"] != 75.0 {
 		t.Fatalf("the poster frames the page asked for: %+v", posters)
 	}
+
+	// Deleting a template whose poster still waits for the busy slot: the page cancels the
+	// poster, then deletes the template.
+	c.control.answerAll(nil)
+	var busy created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &busy)
+	busySlot := c.control.next(t)
+	browse(t, tab, "a second template, its poster queued",
+		chromedp.Navigate(c.url+"/ui/templates"),
+		chromedp.WaitReady(`#template-file`),
+		chromedp.SetUploadFiles(`#template-file`, []string{file}),
+		chromedp.WaitVisible(`#poster[data-status="queued"]`))
+	second := value(t, tab, "the second template's id", chromedp.Evaluate[string](`location.pathname.split("/").pop()`))
+	browse(t, tab, "delete it",
+		chromedp.Click(`//button[normalize-space(.)="Delete"]`),
+		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Templates")]`))
+	if status, _, _ := acme.call(http.MethodGet, "/api/v2/templates/"+second, nil); status != http.StatusNotFound {
+		t.Fatalf("the template deleted from the page answers %d", status)
+	}
+	acme.must(http.MethodGet, "/api/v2/jobs?tags=poster-"+second, nil, http.StatusOK, &posters)
+	if len(posters) != 1 || posters[0].Status != "manually_cancelled" {
+		t.Fatalf("the deleted template's poster: %+v", posters)
+	}
+	c.control.answerAll(finishAll)
+	busySlot.answer(renderReply{Result: "finish"})
 
 	// A batch: its counts as a stacked bar, and a cancel that reaches every queued job.
 	c.control.answerAll(nil)

@@ -631,7 +631,13 @@ function templateScreen(id) {
     } }, "Rename");
     const remove = h("button", { class: "danger", onclick: async () => {
       if (!confirm(`Delete the template ${tpl.displayName}?`)) return;
-      try { await api("DELETE", `/api/v2/templates/${id}`); toast("template deleted"); navigate("/ui/templates"); } catch (e) { toast(e.message); }
+      try {
+        // A poster frame still waiting for a render node would keep the template in use.
+        for (const j of await api("GET", `/api/v2/jobs?tags=poster-${id}&states=queued`)) await api("PATCH", `/api/v2/jobs/${j.id}/cancel`);
+        await api("DELETE", `/api/v2/templates/${id}`);
+        toast("template deleted");
+        navigate("/ui/templates");
+      } catch (e) { toast(e.message); }
     } }, "Delete");
     head.append(h("span", { class: "actions" }, rename, remove));
     poster = comps.length ? posterPanel(tpl, comps, byComp) : null;
