@@ -246,6 +246,17 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	if len(secrets) != 1 || secrets[0].Name != "hook_token" {
 		t.Fatalf("secrets after the page's form: %+v", secrets)
 	}
+	browse(t, tab, "delete the font and the secret",
+		chromedp.Click(`tr[data-font="DejaVuSans.ttf"] button`),
+		chromedp.WaitVisible(`//td[contains(., "No fonts.")]`),
+		chromedp.Click(`tr[data-secret="hook_token"] button`),
+		chromedp.WaitVisible(`//td[contains(., "No secrets.")]`))
+	var fonts []struct{ FileName string }
+	acme.must(http.MethodGet, "/api/v2/fonts", nil, http.StatusOK, &fonts)
+	acme.must(http.MethodGet, "/api/v2/secrets", nil, http.StatusOK, &secrets)
+	if len(fonts) != 0 || len(secrets) != 0 {
+		t.Fatalf("after deleting from the page: fonts %+v, secrets %+v", fonts, secrets)
+	}
 
 	// Another team sees none of acme's jobs.
 	other := c.team("other")
