@@ -296,6 +296,13 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		t.Error("the jobs screen is wider than a phone")
 	}
 	screenshot(t, phone, "jobs-phone")
+	browse(t, phone, "a template on a phone",
+		chromedp.Navigate(c.url+"/ui/templates/"+uploaded),
+		chromedp.WaitVisible(`#poster[data-status="finished"]`))
+	if fits := value(t, phone, "phone width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`)); !fits {
+		t.Error("the template screen is wider than a phone")
+	}
+	screenshot(t, phone, "template-phone")
 
 	// Signing out forgets the token.
 	browse(t, tab, "sign out", chromedp.Click(`#signout`), chromedp.WaitVisible(`#token`))
