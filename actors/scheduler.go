@@ -29,7 +29,13 @@ import (
 type scheduler struct {
 	c      *Coordinator
 	queues map[string]*engineQueue
-	queued map[ulid.ULID]*queuedJob
+	// queued finds a queued job's slot in slab. Neither holds a pointer, so the collector
+	// skips them whatever the backlog: a million queued jobs cost it no marking.
+	queued map[ulid.ULID]int32
+	slab   jobSlab
+	// teamQueues holds every team queue by the index its jobs carry; free lists unused ones.
+	teamQueues []*teamQueue
+	freeTeams  []int32
 	// avoid holds, for the queued jobs that failed somewhere, the nodes they failed on.
 	avoid   map[ulid.ULID][]string
 	nodes   map[string]*schedNode
@@ -44,16 +50,39 @@ type scheduler struct {
 }
 
 // queuedJob is a queued job as the scheduler holds it: no record, no actor (the job's actor is
-// activated from the store when it is offered a slot). Kept small, since a campaign queues
-// hundreds of thousands: the team, engine and tags live in the queue it sits in, and the rare
-// nodes to avoid in scheduler.avoid.
+// activated from the store when it is offered a slot). Kept small and free of pointers, since a
+// campaign queues hundreds of thousands: the team, engine and tags live in the queue it sits in
+// (team is that queue's index in scheduler.teamQueues), and the rare nodes to avoid in
+// scheduler.avoid.
 type queuedJob struct {
-	id   ulid.ULID
-	team *teamQueue
+	id ulid.ULID
 	// queuedAt is when it was queued, in Unix nanoseconds of the coordinator's clock.
 	queuedAt int64
 	priority int32
-	index    int32
+	index    int32 // in its team queue's heap
+	team     int32
+}
+
+// jobSlab stores queued jobs by slot; freed slots are used again.
+type jobSlab struct {
+	jobs []queuedJob
+	free []int32
+}
+
+func (s *jobSlab) add(j queuedJob) int32 {
+	if n := len(s.free); n > 0 {
+		slot := s.free[n-1]
+		s.free = s.free[:n-1]
+		s.jobs[slot] = j
+		return slot
+	}
+	s.jobs = append(s.jobs, j)
+	return int32(len(s.jobs) - 1)
+}
+
+func (s *jobSlab) release(slot int32) {
+	s.jobs[slot] = queuedJob{}
+	s.free = append(s.free, slot)
 }
 
 // engineQueue holds the queued jobs of one engine and one tag set.
@@ -81,16 +110,21 @@ func queueKey(engine string, tags []string) string {
 	return engine + "\x00" + strings.Join(tags, "\x00")
 }
 
-// teamQueue is one team's queued jobs for one engine and tag set, best first.
+// teamQueue is one team's queued jobs for one engine and tag set, best first: a heap of slots
+// of the scheduler's slab.
 type teamQueue struct {
 	team  ulid.ULID
 	queue *engineQueue
-	jobs  []*queuedJob
+	index int32 // in scheduler.teamQueues
+	slab  *jobSlab
+	jobs  []int32
 }
+
+func (q *teamQueue) job(i int) *queuedJob { return &q.slab.jobs[q.jobs[i]] }
 
 func (q *teamQueue) Len() int { return len(q.jobs) }
 func (q *teamQueue) Less(i, k int) bool {
-	a, b := q.jobs[i], q.jobs[k]
+	a, b := q.job(i), q.job(k)
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
@@ -98,18 +132,17 @@ func (q *teamQueue) Less(i, k int) bool {
 }
 func (q *teamQueue) Swap(i, k int) {
 	q.jobs[i], q.jobs[k] = q.jobs[k], q.jobs[i]
-	q.jobs[i].index, q.jobs[k].index = int32(i), int32(k)
+	q.job(i).index, q.job(k).index = int32(i), int32(k)
 }
 func (q *teamQueue) Push(x any) {
-	j := x.(*queuedJob)
-	j.index = int32(len(q.jobs))
-	q.jobs = append(q.jobs, j)
+	slot := x.(int32)
+	q.slab.jobs[slot].index = int32(len(q.jobs))
+	q.jobs = append(q.jobs, slot)
 }
 func (q *teamQueue) Pop() any {
-	j := q.jobs[len(q.jobs)-1]
-	q.jobs[len(q.jobs)-1] = nil
+	slot := q.jobs[len(q.jobs)-1]
 	q.jobs = q.jobs[:len(q.jobs)-1]
-	return j
+	return slot
 }
 
 type schedNode struct {
@@ -148,7 +181,7 @@ func newScheduler(c *Coordinator) *scheduler {
 	return &scheduler{
 		c:        c,
 		queues:   make(map[string]*engineQueue),
-		queued:   make(map[ulid.ULID]*queuedJob),
+		queued:   make(map[ulid.ULID]int32),
 		avoid:    make(map[ulid.ULID][]string),
 		nodes:    make(map[string]*schedNode),
 		offered:  make(map[ulid.ULID]*schedNode),
@@ -204,7 +237,7 @@ func (s *scheduler) Receive(ctx actor.Context) {
 }
 
 func (s *scheduler) enqueue(e *persistence.QueueEntry) {
-	if s.queued[e.JobID] != nil {
+	if _, queued := s.queued[e.JobID]; queued {
 		return
 	}
 	tags := e.Tags
@@ -219,32 +252,48 @@ func (s *scheduler) enqueue(e *persistence.QueueEntry) {
 	}
 	tq := q.teams[e.TeamID]
 	if tq == nil {
-		tq = &teamQueue{team: e.TeamID, queue: q}
+		tq = s.newTeamQueue(e.TeamID, q)
 		q.teams[e.TeamID] = tq
 	}
-	j := &queuedJob{id: e.JobID, team: tq, priority: int32(e.Priority), queuedAt: s.c.Clock.Now().UnixNano()}
-	heap.Push(tq, j)
+	slot := s.slab.add(queuedJob{id: e.JobID, team: tq.index, priority: int32(e.Priority), queuedAt: s.c.Clock.Now().UnixNano()})
+	heap.Push(tq, slot)
 	q.size++
-	s.queued[e.JobID] = j
+	s.queued[e.JobID] = slot
 	if len(e.Avoid) > 0 {
 		s.avoid[e.JobID] = e.Avoid
 	}
 	s.countQueued(e.Engine, 1)
 }
 
+// newTeamQueue makes a team's queue in q, at a free index of teamQueues.
+func (s *scheduler) newTeamQueue(team ulid.ULID, q *engineQueue) *teamQueue {
+	tq := &teamQueue{team: team, queue: q, slab: &s.slab}
+	if n := len(s.freeTeams); n > 0 {
+		tq.index, s.freeTeams = s.freeTeams[n-1], s.freeTeams[:n-1]
+		s.teamQueues[tq.index] = tq
+	} else {
+		tq.index = int32(len(s.teamQueues))
+		s.teamQueues = append(s.teamQueues, tq)
+	}
+	return tq
+}
+
 func (s *scheduler) remove(jobID ulid.ULID) {
-	j := s.queued[jobID]
-	if j == nil {
+	slot, queued := s.queued[jobID]
+	if !queued {
 		return
 	}
 	delete(s.queued, jobID)
 	delete(s.avoid, jobID)
-	tq := j.team
+	tq := s.teamQueues[s.slab.jobs[slot].team]
 	q := tq.queue
 	s.countQueued(q.engine, -1)
-	heap.Remove(tq, int(j.index))
+	heap.Remove(tq, int(s.slab.jobs[slot].index))
+	s.slab.release(slot)
 	if tq.Len() == 0 {
 		delete(q.teams, tq.team)
+		s.teamQueues[tq.index] = nil
+		s.freeTeams = append(s.freeTeams, tq.index)
 	}
 	if q.size--; q.size == 0 {
 		delete(s.queues, q.key)
@@ -333,12 +382,12 @@ func (s *scheduler) dispatch() {
 			if n.free() == 0 {
 				continue
 			}
-			j := s.pick(n)
-			if j == nil {
+			j, found := s.pick(n)
+			if !found {
 				continue
 			}
+			team := s.teamQueues[j.team].team
 			s.remove(j.id)
-			team := j.team.team
 			s.changeNode(n, func() { n.busy[j.id] = team })
 			s.holding[team]++
 			s.offered[j.id] = n
@@ -353,24 +402,23 @@ func (s *scheduler) dispatch() {
 	}
 }
 
-// pick returns the best queued job for a node, or nil.
-func (s *scheduler) pick(n *schedNode) *queuedJob {
-	var best *queuedJob
+// pick returns (a copy of) the best queued job for a node; found is false when there is none.
+func (s *scheduler) pick(n *schedNode) (best queuedJob, found bool) {
 	for _, q := range s.queues {
 		if !n.takes(q) {
 			continue
 		}
 		for _, tq := range q.teams {
-			head := tq.jobs[0]
+			head := tq.job(0)
 			if avoid := s.avoid[head.id]; slices.Contains(avoid, n.id) && s.anotherNodeTakes(q, avoid) {
 				continue
 			}
-			if best == nil || s.better(head, best) {
-				best = head
+			if !found || s.better(head, &best) {
+				best, found = *head, true
 			}
 		}
 	}
-	return best
+	return best, found
 }
 
 // anotherNodeTakes reports whether a node outside avoid could render the queue's jobs now or
@@ -388,7 +436,7 @@ func (s *scheduler) better(a, b *queuedJob) bool {
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
-	if ha, hb := s.holding[a.team.team], s.holding[b.team.team]; ha != hb {
+	if ha, hb := s.holding[s.teamQueues[a.team].team], s.holding[s.teamQueues[b.team].team]; ha != hb {
 		return ha < hb
 	}
 	return a.id.Compare(b.id) < 0
