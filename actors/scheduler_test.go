@@ -150,3 +150,24 @@ func TestQueuesGroupTagSetsWhateverTheirOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueStatsFindTheOldestQueuedJob: the oldest is read from the slab, whose freed slots do
+// not count.
+func TestQueueStatsFindTheOldestQueuedJob(t *testing.T) {
+	s := newTestScheduler()
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var ids []ulid.ULID
+	for i := range 3 {
+		id := ulid.MustNew(ulid.Timestamp(start.Add(time.Duration(i)*time.Minute)), nil)
+		ids = append(ids, id)
+		s.enqueue(&persistence.QueueEntry{JobID: id, TeamID: ulid.ULID{1}, Engine: "lottie", Priority: 2 - i})
+	}
+	if st := s.stats(); !st.OldestQueued.Equal(start) || st.Depth["lottie"] != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+	s.remove(ids[0])
+	s.enqueue(&persistence.QueueEntry{JobID: ulid.MustNew(ulid.Timestamp(start.Add(time.Hour)), nil), TeamID: ulid.ULID{2}, Engine: "lottie"})
+	if st := s.stats(); !st.OldestQueued.Equal(start.Add(time.Minute)) || st.Depth["lottie"] != 3 {
+		t.Fatalf("stats after the oldest left %+v", st)
+	}
+}
