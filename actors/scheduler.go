@@ -265,6 +265,34 @@ func (s *scheduler) enqueue(e *persistence.QueueEntry) {
 	s.countQueued(e.Engine, 1)
 }
 
+// minCompaction is how many free slots the slab keeps before it may be compacted.
+const minCompaction = 4096
+
+// compact moves the queued jobs into a slab of their number, and their ids into a new map (Go
+// maps never shrink), so the memory a drained backlog held is given back. It runs when more
+// than half the slots are free: its cost is paid for by the removals that freed them.
+func (s *scheduler) compact() {
+	jobs := make([]queuedJob, 0, len(s.queued))
+	queued := make(map[ulid.ULID]int32, len(s.queued))
+	moved := make([]int32, len(s.slab.jobs)) // old slot -> new slot
+	for old, j := range s.slab.jobs {
+		if j.id != (ulid.ULID{}) {
+			moved[old] = int32(len(jobs))
+			queued[j.id] = int32(len(jobs))
+			jobs = append(jobs, j)
+		}
+	}
+	for _, tq := range s.teamQueues {
+		if tq != nil {
+			for i, slot := range tq.jobs {
+				tq.jobs[i] = moved[slot]
+			}
+		}
+	}
+	s.slab = jobSlab{jobs: jobs}
+	s.queued = queued
+}
+
 // newTeamQueue makes a team's queue in q, at a free index of teamQueues.
 func (s *scheduler) newTeamQueue(team ulid.ULID, q *engineQueue) *teamQueue {
 	tq := &teamQueue{team: team, queue: q, slab: &s.slab}
@@ -290,6 +318,9 @@ func (s *scheduler) remove(jobID ulid.ULID) {
 	s.countQueued(q.engine, -1)
 	heap.Remove(tq, int(s.slab.jobs[slot].index))
 	s.slab.release(slot)
+	if free := len(s.slab.free); free > minCompaction && 2*free > len(s.slab.jobs) {
+		s.compact()
+	}
 	if tq.Len() == 0 {
 		delete(q.teams, tq.team)
 		s.teamQueues[tq.index] = nil

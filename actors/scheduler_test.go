@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"container/heap"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -169,5 +170,48 @@ func TestQueueStatsFindTheOldestQueuedJob(t *testing.T) {
 	s.enqueue(&persistence.QueueEntry{JobID: ulid.MustNew(ulid.Timestamp(start.Add(time.Hour)), nil), TeamID: ulid.ULID{2}, Engine: "lottie"})
 	if st := s.stats(); !st.OldestQueued.Equal(start.Add(time.Minute)) || st.Depth["lottie"] != 3 {
 		t.Fatalf("stats after the oldest left %+v", st)
+	}
+}
+
+// TestDrainedBacklogGivesItsSlotsBack: once most of a backlog has left, the slab shrinks to the
+// jobs still queued, and they keep their order.
+func TestDrainedBacklogGivesItsSlotsBack(t *testing.T) {
+	s := newTestScheduler()
+	rng := rand.New(rand.NewPCG(3, 4))
+	teams := []ulid.ULID{{1}, {2}}
+	var ids []ulid.ULID
+	for i := range 20_000 {
+		id := ulid.Make()
+		ids = append(ids, id)
+		s.enqueue(&persistence.QueueEntry{JobID: id, TeamID: teams[i%2], Engine: "lottie", Priority: rng.IntN(3)})
+	}
+	kept := map[ulid.ULID]bool{}
+	for _, id := range ids {
+		if rng.IntN(10) == 0 {
+			kept[id] = true
+			continue
+		}
+		s.remove(id)
+	}
+	if len(s.slab.jobs) > 2*len(kept)+minCompaction || len(s.queued) != len(kept) {
+		t.Fatalf("slab of %d slots (%d free) for %d queued jobs", len(s.slab.jobs), len(s.slab.free), len(s.queued))
+	}
+	for id := range kept {
+		if slot, ok := s.queued[id]; !ok || s.slab.jobs[slot].id != id {
+			t.Fatalf("job %s lost in the compaction", id)
+		}
+	}
+	// Each team's queue still gives its best job first: priority, then age.
+	for _, q := range s.queues {
+		for _, tq := range q.teams {
+			var prev *queuedJob
+			for tq.Len() > 0 {
+				j := s.slab.jobs[heap.Pop(tq).(int32)]
+				if prev != nil && (j.priority > prev.priority || j.priority == prev.priority && j.id.Compare(prev.id) < 0) {
+					t.Fatalf("out of order after the compaction: %+v after %+v", j, *prev)
+				}
+				prev = &j
+			}
+		}
 	}
 }
