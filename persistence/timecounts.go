@@ -70,25 +70,34 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 		span := timeLevelShifts[level-1] - timeLevelShifts[level]
 		lo, hi = parent<<span, (parent+1)<<span
 	}
-	sums := make(map[uint64]int)
+	// Each state's counters come in unit order; with several states, sorting them together and
+	// adding up equal units sums them.
+	var out []unitCount
+	c := ix.tx.bucket(bucketJobTimeCounts).Cursor()
 	for _, s := range ix.states {
 		prefix := key(ix.team, []byte{byte(s), byte(level)})
-		c := ix.tx.bucket(bucketJobTimeCounts).Cursor()
 		for k, v := c.Seek(timeCountKey(ix.team, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
 			unit := binary.BigEndian.Uint64(k[len(prefix):])
 			if unit >= hi {
 				break
 			}
 			if n := readCount(v); n > 0 {
-				sums[unit] += n
+				out = append(out, unitCount{unit, n})
 			}
 		}
 	}
-	out := make([]unitCount, 0, len(sums))
-	for unit, n := range sums {
-		out = append(out, unitCount{unit, n})
+	if len(ix.states) > 1 {
+		slices.SortFunc(out, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
+		summed := out[:0]
+		for _, uc := range out {
+			if last := len(summed) - 1; last >= 0 && summed[last].unit == uc.unit {
+				summed[last].count += uc.count
+			} else {
+				summed = append(summed, uc)
+			}
+		}
+		out = summed
 	}
-	slices.SortFunc(out, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
 	ix.units[memo] = out
 	return out
 }
