@@ -64,11 +64,10 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
 	// The rank index leaves out the states the team has no job in: each would cost a seek per
 	// level and per millisecond read.
-	var states, held []JobState
+	var held []JobState
 	end := 0
 	for _, s := range AllJobStates {
 		if allowed[s] {
-			states = append(states, s)
 			if n := t.JobCount(q.TeamID, s); n > 0 {
 				held, end = append(held, s), end+n
 			}
@@ -94,32 +93,24 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 	case SortNewestFirst:
 		if pos := end - 1 - q.Offset; pos >= start {
 			if last, ok := ix.nth(pos); ok {
-				ids = t.pageFrom(q, states, lo, successor(last), true)
+				ids = t.pageFrom(q, held, lo, successor(last), true)
 			}
 		}
 	default:
 		if pos := start + q.Offset; pos < end {
 			if first, ok := ix.nth(pos); ok {
-				ids = t.pageFrom(q, states, first[:], hi, false)
+				ids = t.pageFrom(q, held, first[:], hi, false)
 			}
 		}
 	}
 	return ids, total
 }
 
-// pageFrom reads up to q.Limit ids of jobs in the states within [lo, hi), from one end: from the
-// team's creation index when every state is wanted, else merging the states' ranges.
+// pageFrom reads up to q.Limit ids of jobs in the states within [lo, hi), from one end, merging
+// the states' ranges of the creation index.
 func (t *Tx) pageFrom(q JobQuery, states []JobState, lo, hi []byte, reverse bool) []ulid.ULID {
 	ids := make([]ulid.ULID, 0, q.Limit)
-	if len(states) == len(AllJobStates) {
-		team := id(q.TeamID)
-		t.rangeScan(bucketJobsByTeam, team, lo, hi, reverse, func(k, _ []byte) bool {
-			ids = append(ids, ulidAt(k[len(team):]))
-			return len(ids) < q.Limit
-		})
-		return ids
-	}
-	var prefixes [][]byte
+	prefixes := make([][]byte, 0, len(states))
 	for _, s := range states {
 		prefixes = append(prefixes, key(id(q.TeamID), stateKey(s)))
 	}
@@ -226,11 +217,11 @@ func inBounds(jobID, lo, hi []byte) bool {
 	return (lo == nil || bytes.Compare(jobID, lo) >= 0) && (hi == nil || bytes.Compare(jobID, hi) < 0)
 }
 
-// matchingJobs yields the ids of q's matching jobs in q's order (any order for random).
+// matchingJobs yields the ids of q's matching jobs in q's order (any order for random): priority
+// order from the priority index, else creation order from the tags' index.
 func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) iter.Seq[ulid.ULID] {
 	team := id(q.TeamID)
-	switch {
-	case q.Sort == SortPriority:
+	if q.Sort == SortPriority {
 		tagged := t.taggedJobs(q.TeamID, q.Tags, allowed, lo, hi)
 		return func(yield func(ulid.ULID) bool) {
 			t.scanPrefix(bucketJobsByTeamPriority, team, func(k, v []byte) bool {
@@ -244,28 +235,13 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 				return yield(ulidAt(jobID))
 			})
 		}
-	case len(q.Tags) > 0:
-		prefixes := make([][]byte, len(q.Tags))
-		for i, tag := range q.Tags {
-			prefixes[i] = key(team, tagKey(tag))
-		}
-		return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, q.Sort == SortNewestFirst,
-			func(v []byte) bool { return allowed[JobState(v[0])] })
-	case len(allowed) == len(AllJobStates):
-		return func(yield func(ulid.ULID) bool) {
-			t.rangeScan(bucketJobsByTeam, team, lo, hi, q.Sort == SortNewestFirst, func(k, _ []byte) bool {
-				return yield(ulidAt(k[len(team):]))
-			})
-		}
-	default:
-		var prefixes [][]byte
-		for _, s := range AllJobStates {
-			if allowed[s] {
-				prefixes = append(prefixes, key(team, stateKey(s)))
-			}
-		}
-		return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, q.Sort == SortNewestFirst, nil)
 	}
+	prefixes := make([][]byte, len(q.Tags))
+	for i, tag := range q.Tags {
+		prefixes[i] = key(team, tagKey(tag))
+	}
+	return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, q.Sort == SortNewestFirst,
+		func(v []byte) bool { return allowed[JobState(v[0])] })
 }
 
 // taggedJobs is the set of jobs carrying any of the tags, or nil when there are no tags.

@@ -62,12 +62,7 @@ func (t *Tx) putJob(j *Job, at time.Time) error {
 
 // TemplateInUse reports whether a live job uses the template.
 func (t *Tx) TemplateInUse(templateID ulid.ULID) bool {
-	used := false
-	t.scanPrefix(bucketJobsByTemplate, id(templateID), func(_, _ []byte) bool {
-		used = true
-		return false
-	})
-	return used
+	return t.readCounter(bucketTemplateLiveJobs, id(templateID)) > 0
 }
 
 // BatchJob is one top-level job of a batch as the batch index sees it.
@@ -124,10 +119,16 @@ func (t *Tx) JobCountsByState() map[JobState]int {
 	return counts
 }
 
-// addJobCounts moves the per-state counters of a job: overall, by creation time and per tag.
+// addJobCounts moves the per-state counters of a job: overall, by creation time and per tag,
+// and its template's count of live jobs.
 func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
 	if err := t.addCount(bucketJobCounts, key(id(j.TeamID), stateKey(s)), delta); err != nil {
 		return err
+	}
+	if !s.Terminal() && j.TemplateID != (ulid.ULID{}) {
+		if err := t.addCount(bucketTemplateLiveJobs, id(j.TemplateID), delta); err != nil {
+			return err
+		}
 	}
 	if err := t.addTimeCounts(j, s, delta); err != nil {
 		return err
@@ -169,7 +170,15 @@ func (t *Tx) flushCounts() error {
 			n = binary.BigEndian.Uint64(raw)
 		}
 		n = uint64(int64(n) + int64(t.counts[bk]))
-		if err := b.Put([]byte(k), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+		// A counter back at zero goes: reads take a missing counter for zero, and rank reads
+		// would otherwise step over the empty units of states jobs have left.
+		var err error
+		if n == 0 {
+			err = b.Delete([]byte(k))
+		} else {
+			err = b.Put([]byte(k), binary.BigEndian.AppendUint64(nil, n))
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -198,7 +207,6 @@ type jobIndexEntry struct {
 func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	team, jid, st := id(j.TeamID), id(j.ID), stateKey(s)
 	entries := []jobIndexEntry{
-		{bucketJobsByTeam, key(team, jid), st},
 		{bucketJobsByTeamState, key(team, st, jid), nil},
 		{bucketJobsByTeamPriority, key(team, invertedPriority(j.Priority), jid), st},
 	}
@@ -211,9 +219,6 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 			entry = encodeQueueEntry(j.QueueEntry())
 		}
 		entries = append(entries, jobIndexEntry{bucketLiveJobs, key(st, jid), entry})
-		if j.TemplateID != (ulid.ULID{}) {
-			entries = append(entries, jobIndexEntry{bucketJobsByTemplate, key(id(j.TemplateID), jid), nil})
-		}
 	}
 	if s.Terminal() && j.ParentID == (ulid.ULID{}) {
 		entries = append(entries, jobIndexEntry{bucketJobsByEnd, endKey(j), nil})

@@ -24,9 +24,8 @@ var (
 	bucketSecretNames = []byte("secret_names") // team + name -> secret id
 
 	bucketJobs = []byte("jobs") // job id -> Job
-	// team + job id -> state: creation order per team
-	bucketJobsByTeam = []byte("jobs_by_team")
-	// team + state + job id -> nothing
+	// team + state + job id -> nothing: creation order per team and state (every state at once
+	// by merging them)
 	bucketJobsByTeamState = []byte("jobs_by_team_state")
 	// team + len(tag) + tag + job id -> state
 	bucketJobsByTeamTag = []byte("jobs_by_team_tag")
@@ -35,8 +34,8 @@ var (
 	// state + job id -> the queue entry (queued) or nothing, for live states only: what to
 	// resume after a restart
 	bucketLiveJobs = []byte("live_jobs")
-	// template id + job id -> nothing, for live jobs: templates in use
-	bucketJobsByTemplate = []byte("jobs_by_template")
+	// template id -> how many live jobs use it: templates in use
+	bucketTemplateLiveJobs = []byte("template_live_jobs")
 	// batch id + index -> job id + state: a batch's top-level jobs
 	bucketJobsByBatch = []byte("jobs_by_batch")
 	// team + state -> count
@@ -57,9 +56,10 @@ var (
 
 var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
-	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeam, bucketJobsByTeamState,
-	bucketJobsByTeamTag, bucketJobsByTeamPriority, bucketLiveJobs, bucketJobsByTemplate,
-	bucketJobsByBatch, bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketBatches, bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
+	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeamState, bucketJobsByTeamTag,
+	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
+	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketBatches,
+	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
 }
 
 func createBuckets(tx *bolt.Tx) error {

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,7 +18,10 @@ import (
 //	2  the live-jobs index carries each queued job's queue entry (restart without records), jobs
 //	   are counted by creation time (listings by rank), terminal top-level jobs are filed by
 //	   the time they ended (retention)
-const SchemaVersion = 2
+//	3  a job has fewer index entries: every state in creation order is read by merging the
+//	   per-state index (no team index), a template's live jobs are a counter (no index), and
+//	   counters back at zero are removed
+const SchemaVersion = 3
 
 const metaSchemaVersion = "schema_version"
 
@@ -29,7 +33,16 @@ var ErrNewerSchema = errors.New("the database was written by a newer framefarm")
 // there at the next Open; the version moves in the transaction of the last chunk.
 var migrations = map[int]func(db *bolt.DB) error{
 	1: upgradeTo2,
+	2: upgradeTo3,
 }
+
+// Buckets of earlier schemas.
+var (
+	// team + job id -> state (schema 2)
+	bucketJobsByTeamV2 = []byte("jobs_by_team")
+	// template id + job id -> nothing, for live jobs (schema 2)
+	bucketJobsByTemplateV2 = []byte("jobs_by_template")
+)
 
 const metaMigrationCursor = "migration_cursor"
 
@@ -77,71 +90,26 @@ func prepare(db *bolt.DB) error {
 	return nil
 }
 
-// upgradeTo2 walks every job in the team-and-state index: it counts the job by creation time,
-// writes a queued job's queue entry into the live-jobs index, and files a terminal top-level job
-// in the ended-jobs index (retention).
-func upgradeTo2(db *bolt.DB) error {
+// migrateInChunks runs chunk until it is done, each call in its own transaction with the cursor
+// the previous one left (nil at first); the version moves to version in the last chunk's
+// transaction.
+func migrateInChunks(db *bolt.DB, version int, chunk func(btx *bolt.Tx, after []byte) (next []byte, done bool, err error)) error {
 	for {
 		done := false
 		err := db.Update(func(btx *bolt.Tx) error {
 			meta := btx.Bucket(bucketMeta)
-			after := meta.Get([]byte(metaMigrationCursor))
-			if after == nil {
-				// First chunk: counters from an earlier attempt that never committed a chunk
-				// cannot exist, but start from nothing all the same.
-				if err := btx.DeleteBucket(bucketJobTimeCounts); err != nil {
-					return err
-				}
-				if _, err := btx.CreateBucket(bucketJobTimeCounts); err != nil {
-					return err
-				}
-			}
-			tx := &Tx{tx: btx}
-			type step struct {
-				team, job ulid.ULID
-				state     JobState
-			}
-			var steps []step
-			c := btx.Bucket(bucketJobsByTeamState).Cursor()
-			k, _ := firstAfter(c, after)
-			var last []byte
-			for ; k != nil && len(steps) < migrationChunk; k, _ = c.Next() {
-				steps = append(steps, step{team: ulidAt(k), state: JobState(k[16]), job: ulidAt(k[17:])})
-				last = bytes.Clone(k)
-			}
-			// Written after the walk: bbolt cursors may skip keys when their bucket changes.
-			for _, st := range steps {
-				if err := tx.addTimeCounts(&Job{ID: st.job, TeamID: st.team}, st.state, 1); err != nil {
-					return err
-				}
-				if st.state != JobQueued && !st.state.Terminal() {
-					continue
-				}
-				j, err := tx.Job(st.job)
-				if err != nil {
-					return fmt.Errorf("job %s: %w", st.job, err)
-				}
-				switch {
-				case st.state == JobQueued:
-					err = btx.Bucket(bucketLiveJobs).Put(key(stateKey(JobQueued), id(st.job)), encodeQueueEntry(j.QueueEntry()))
-				case j.ParentID == (ulid.ULID{}):
-					err = btx.Bucket(bucketJobsByEnd).Put(endKey(j), []byte{})
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if err := tx.finish(); err != nil {
+			next, last, err := chunk(btx, meta.Get([]byte(metaMigrationCursor)))
+			if err != nil {
 				return err
 			}
-			if len(steps) < migrationChunk {
-				done = true
-				if err := meta.Delete([]byte(metaMigrationCursor)); err != nil {
-					return err
-				}
-				return meta.Put([]byte(metaSchemaVersion), []byte("2"))
+			if !last {
+				return meta.Put([]byte(metaMigrationCursor), next)
 			}
-			return meta.Put([]byte(metaMigrationCursor), last)
+			done = true
+			if err := meta.Delete([]byte(metaMigrationCursor)); err != nil {
+				return err
+			}
+			return meta.Put([]byte(metaSchemaVersion), []byte(strconv.Itoa(version)))
 		})
 		if err != nil {
 			return err
@@ -155,4 +123,112 @@ func upgradeTo2(db *bolt.DB) error {
 			return nil
 		}
 	}
+}
+
+// upgradeTo2 walks every job in the team-and-state index: it counts the job by creation time,
+// writes a queued job's queue entry into the live-jobs index, and files a terminal top-level job
+// in the ended-jobs index (retention).
+func upgradeTo2(db *bolt.DB) error {
+	return migrateInChunks(db, 2, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		if after == nil {
+			// First chunk: counters from an earlier attempt that never committed a chunk
+			// cannot exist, but start from nothing all the same.
+			if err := btx.DeleteBucket(bucketJobTimeCounts); err != nil {
+				return nil, false, err
+			}
+			if _, err := btx.CreateBucket(bucketJobTimeCounts); err != nil {
+				return nil, false, err
+			}
+		}
+		tx := &Tx{tx: btx}
+		type step struct {
+			team, job ulid.ULID
+			state     JobState
+		}
+		var steps []step
+		c := btx.Bucket(bucketJobsByTeamState).Cursor()
+		k, _ := firstAfter(c, after)
+		var last []byte
+		for ; k != nil && len(steps) < migrationChunk; k, _ = c.Next() {
+			steps = append(steps, step{team: ulidAt(k), state: JobState(k[16]), job: ulidAt(k[17:])})
+			last = bytes.Clone(k)
+		}
+		// Written after the walk: bbolt cursors may skip keys when their bucket changes.
+		for _, st := range steps {
+			if err := tx.addTimeCounts(&Job{ID: st.job, TeamID: st.team}, st.state, 1); err != nil {
+				return nil, false, err
+			}
+			if st.state != JobQueued && !st.state.Terminal() {
+				continue
+			}
+			j, err := tx.Job(st.job)
+			if err != nil {
+				return nil, false, fmt.Errorf("job %s: %w", st.job, err)
+			}
+			switch {
+			case st.state == JobQueued:
+				err = btx.Bucket(bucketLiveJobs).Put(key(stateKey(JobQueued), id(st.job)), encodeQueueEntry(j.QueueEntry()))
+			case j.ParentID == (ulid.ULID{}):
+				err = btx.Bucket(bucketJobsByEnd).Put(endKey(j), []byte{})
+			}
+			if err != nil {
+				return nil, false, err
+			}
+		}
+		return last, len(steps) < migrationChunk, tx.finish()
+	})
+}
+
+// upgradeTo3 removes the counters at zero, chunk by chunk (the cursor is the counter bucket's
+// place in the list and the last key read in it), then, in the last chunk, counts each
+// template's live jobs from the templates' index and drops that index and the team index.
+func upgradeTo3(db *bolt.DB) error {
+	counters := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts}
+	return migrateInChunks(db, 3, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		which, from := 0, []byte(nil)
+		if len(after) > 0 {
+			which, from = int(after[0]), after[1:]
+		}
+		if which < len(counters) {
+			b := btx.Bucket(counters[which])
+			var zero [][]byte
+			read := 0
+			c := b.Cursor()
+			k, v := firstAfter(c, from)
+			for ; k != nil && read < migrationChunk; k, v = c.Next() {
+				if readCount(v) == 0 {
+					zero = append(zero, bytes.Clone(k))
+				}
+				from, read = bytes.Clone(k), read+1
+			}
+			// Deleted after the walk: bbolt cursors may skip keys when their bucket changes.
+			for _, k := range zero {
+				if err := b.Delete(k); err != nil {
+					return nil, false, err
+				}
+			}
+			if k != nil {
+				return append([]byte{byte(which)}, from...), false, nil
+			}
+			return []byte{byte(which + 1)}, false, nil
+		}
+		live := btx.Bucket(bucketTemplateLiveJobs)
+		if byTemplate := btx.Bucket(bucketJobsByTemplateV2); byTemplate != nil {
+			counts := map[ulid.ULID]uint64{}
+			if err := byTemplate.ForEach(func(k, _ []byte) error { counts[ulidAt(k)]++; return nil }); err != nil {
+				return nil, false, err
+			}
+			for templateID, n := range counts {
+				if err := live.Put(id(templateID), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+					return nil, false, err
+				}
+			}
+		}
+		for _, name := range [][]byte{bucketJobsByTemplateV2, bucketJobsByTeamV2} {
+			if err := btx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+				return nil, false, err
+			}
+		}
+		return nil, true, nil
+	})
 }

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -106,7 +109,7 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 		t.Fatalf("queue after the upgrade %+v, want %+v", got, want)
 	}
 	s.Close()
-	if v := schemaVersion(t, path); v != "2" {
+	if v := schemaVersion(t, path); v != strconv.Itoa(SchemaVersion) {
 		t.Fatalf("schema version %q after the upgrade", v)
 	}
 	if got := bucketDump(t, path, bucketJobTimeCounts); !reflect.DeepEqual(got, counts) || len(counts) == 0 {
@@ -128,8 +131,139 @@ func TestNewerSchemaIsRefused(t *testing.T) {
 	}
 }
 
+// TestUpgradeFromSchema2SurvivesAKillHalfway: the team index and the templates' index go, each
+// template's live jobs are counted instead, and counters at zero go, in chunks; stopped after the
+// first chunk the store is still version 2, and the next open goes on from there.
+func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	s := openTestStore(t, path)
+	ids := NewIDs()
+	team, tplA, tplB := ids.New(time.Now()), ids.New(time.Now()), ids.New(time.Now())
+	states := []JobState{JobQueued, JobRendering, JobFinished, JobCancelled}
+	var all []ulid.ULID
+	if err := s.update(func(tx *Tx) error {
+		for i := range 12 {
+			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, TemplateID: tplA, State: states[i%4], Tags: []string{"t"}}
+			if i >= 8 {
+				j.TemplateID = tplB
+			}
+			if j.State.Terminal() {
+				j.FinishedAt = time.Now()
+			}
+			all = append(all, j.ID)
+			if err := tx.createJob(j, testNow); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	counters := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTemplateLiveJobs}
+	want := map[string]map[string]string{}
+	for _, b := range counters {
+		want[string(b)] = bucketDump(t, path, b)
+	}
+	if n := readCount([]byte(want[string(bucketTemplateLiveJobs)][string(tplA[:])])); n != 4 {
+		t.Fatalf("template A has %d live jobs, want 4", n)
+	}
+	downgradeToSchema2(t, path)
+
+	chunk, hook := migrationChunk, afterMigrationChunk
+	t.Cleanup(func() { migrationChunk, afterMigrationChunk = chunk, hook })
+	migrationChunk = 3
+	errKilled := errors.New("killed")
+	afterMigrationChunk = func() error { return errKilled }
+	if _, err := Open(path, Options{}); !errors.Is(err, errKilled) {
+		t.Fatalf("open stopped after a chunk: %v", err)
+	}
+	if v := schemaVersion(t, path); v != "2" {
+		t.Fatalf("schema version %q after a migration stopped halfway", v)
+	}
+	afterMigrationChunk = nil
+	s = openTestStore(t, path)
+	var listed []ulid.ULID
+	if err := s.View(func(tx *Tx) error {
+		if !tx.TemplateInUse(tplA) || !tx.TemplateInUse(tplB) {
+			t.Error("a template with live jobs is not in use after the upgrade")
+		}
+		jobs, total, err := tx.ListJobs(JobQuery{TeamID: team, Limit: 100, Sort: SortOldestFirst})
+		for _, j := range jobs {
+			listed = append(listed, j.ID)
+		}
+		if total != len(all) {
+			t.Errorf("total %d, want %d", total, len(all))
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(listed, all) {
+		t.Fatalf("every job oldest first after the upgrade: %v, want %v", listed, all)
+	}
+	s.Close()
+	if v := schemaVersion(t, path); v != "3" {
+		t.Fatalf("schema version %q after the upgrade", v)
+	}
+	for _, b := range counters {
+		if got := bucketDump(t, path, b); !reflect.DeepEqual(got, want[string(b)]) {
+			t.Errorf("%s after the upgrade %v, want %v", b, got, want[string(b)])
+		}
+	}
+	for _, b := range [][]byte{bucketJobsByTeamV2, bucketJobsByTemplateV2} {
+		if bucketExists(t, path, b) {
+			t.Errorf("bucket %s is still there after the upgrade", b)
+		}
+	}
+}
+
+// downgradeToSchema2 makes the store look as schema 2 wrote it: a team index, an index of the
+// templates' live jobs, no template counters, and counters left at zero.
+func downgradeToSchema2(t *testing.T, path string) {
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		byTeam, err := tx.CreateBucket(bucketJobsByTeamV2)
+		if err != nil {
+			return err
+		}
+		byTemplate, err := tx.CreateBucket(bucketJobsByTemplateV2)
+		if err != nil {
+			return err
+		}
+		err = tx.Bucket(bucketJobs).ForEach(func(_, raw []byte) error {
+			j, err := decodeJob(raw)
+			if err != nil {
+				return err
+			}
+			if err := byTeam.Put(key(id(j.TeamID), id(j.ID)), stateKey(j.State)); err != nil {
+				return err
+			}
+			if j.State.Terminal() || j.TemplateID == (ulid.ULID{}) {
+				return nil
+			}
+			return byTemplate.Put(key(id(j.TemplateID), id(j.ID)), []byte{})
+		})
+		if err != nil {
+			return err
+		}
+		if err := tx.DeleteBucket(bucketTemplateLiveJobs); err != nil {
+			return err
+		}
+		var zero [8]byte
+		for i, b := range [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts} {
+			for _, k := range [][]byte{{byte(i)}, {0xff, byte(i)}} {
+				if err := tx.Bucket(b).Put(k, zero[:]); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("2"))
+	})
+}
+
 // downgradeToSchema1 makes the store look as the release before schema versions wrote it.
 func downgradeToSchema1(t *testing.T, path string) {
+	downgradeToSchema2(t, path)
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		live := tx.Bucket(bucketLiveJobs)
 		var keys [][]byte
@@ -146,6 +280,18 @@ func downgradeToSchema1(t *testing.T, path string) {
 		}
 		return tx.Bucket(bucketMeta).Delete([]byte(metaSchemaVersion))
 	})
+}
+
+func bucketExists(t *testing.T, path string, bucket []byte) bool {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exists := false
+	db.View(func(tx *bolt.Tx) error { exists = tx.Bucket(bucket) != nil; return nil })
+	return exists
 }
 
 // bucketDump reads a bucket's keys and values.
