@@ -185,7 +185,7 @@ func (t *Tx) apply(c Command) error {
 			if err := t.createJob(j, c.At); err != nil {
 				return err
 			}
-			if err := t.appendLog(j.ID, c.At, "created as "+j.State.String()); err != nil {
+			if err := t.writeLog(j.ID, 0, c.At, []string{"created as " + j.State.String()}, nil); err != nil {
 				return err
 			}
 		}

@@ -223,17 +223,35 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 	team := id(q.TeamID)
 	if q.Sort == SortPriority {
 		tagged := t.taggedJobs(q.TeamID, q.Tags, allowed, lo, hi)
+		wanted := func(jobID []byte) bool {
+			return inBounds(jobID, lo, hi) && (tagged == nil || tagged[ulidAt(jobID)])
+		}
+		var states [][]byte
+		for _, s := range AllJobStates {
+			if allowed[s] {
+				states = append(states, key(team, stateKey(s)))
+			}
+		}
 		return func(yield func(ulid.ULID) bool) {
-			t.scanPrefix(bucketJobsByTeamPriority, team, func(k, v []byte) bool {
-				jobID := k[len(team)+8:]
-				if !allowed[JobState(v[0])] || !inBounds(jobID, lo, hi) {
-					return true
+			more := true
+			ownPriority := func(k, v []byte) bool {
+				if jobID := k[len(team)+8:]; allowed[JobState(v[0])] && wanted(jobID) {
+					more = yield(ulidAt(jobID))
 				}
-				if tagged != nil && !tagged[ulidAt(jobID)] {
-					return true
+				return more
+			}
+			// Priorities above the default, the default's jobs oldest first (the creation
+			// index without the jobs it marks), then priorities below.
+			t.rangeScan(bucketJobsByTeamPriority, team, nil, invertedPriority(0), false, ownPriority)
+			if !more {
+				return
+			}
+			for jobID := range t.mergeRanges(bucketJobsByTeamState, states, lo, hi, false, func(v []byte) bool { return len(v) == 0 }) {
+				if wanted(jobID[:]) && !yield(jobID) {
+					return
 				}
-				return yield(ulidAt(jobID))
-			})
+			}
+			t.rangeScan(bucketJobsByTeamPriority, team, invertedPriority(-1), nil, false, ownPriority)
 		}
 	}
 	prefixes := make([][]byte, len(q.Tags))

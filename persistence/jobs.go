@@ -206,9 +206,10 @@ type jobIndexEntry struct {
 // jobIndexEntries lists every index entry a job has while in state s.
 func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	team, jid, st := id(j.TeamID), id(j.ID), stateKey(s)
-	entries := []jobIndexEntry{
-		{bucketJobsByTeamState, key(team, st, jid), nil},
-		{bucketJobsByTeamPriority, key(team, invertedPriority(j.Priority), jid), st},
+	entries := []jobIndexEntry{{bucketJobsByTeamState, key(team, st, jid), nil}}
+	if j.Priority != 0 {
+		entries[0].value = ownPriorityMark
+		entries = append(entries, jobIndexEntry{bucketJobsByTeamPriority, key(team, invertedPriority(j.Priority), jid), st})
 	}
 	for _, tag := range j.Tags {
 		entries = append(entries, jobIndexEntry{bucketJobsByTeamTag, key(team, tagKey(tag), jid), st})

@@ -24,12 +24,13 @@ var (
 	bucketSecretNames = []byte("secret_names") // team + name -> secret id
 
 	bucketJobs = []byte("jobs") // job id -> Job
-	// team + state + job id -> nothing: creation order per team and state (every state at once
-	// by merging them)
+	// team + state + job id -> nothing, or ownPriorityMark: creation order per team and state
+	// (every state at once by merging them)
 	bucketJobsByTeamState = []byte("jobs_by_team_state")
 	// team + len(tag) + tag + job id -> state
 	bucketJobsByTeamTag = []byte("jobs_by_team_tag")
-	// team + inverted priority + job id -> state: pickup order per team
+	// team + inverted priority + job id -> state, for jobs with a priority of their own (not
+	// 0): pickup order per team, the others coming between, oldest first, from the creation index
 	bucketJobsByTeamPriority = []byte("jobs_by_team_priority")
 	// state + job id -> the queue entry (queued) or nothing, for live states only: what to
 	// resume after a restart
@@ -53,6 +54,9 @@ var (
 	bucketMeta    = []byte("meta")    // name -> value: facts about the store itself
 	bucketAnswers = []byte("answers") // team + sha256(idempotency key) -> Answer
 )
+
+// ownPriorityMark is the creation index's value for a job with a priority of its own.
+var ownPriorityMark = []byte{1}
 
 var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,

@@ -27,12 +27,10 @@ func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []
 	if len(lines) == 0 {
 		return nil
 	}
-	b := t.bucket(bucketLogs)
 	prefix := id(jobID)
 	next := 0
-	c := b.Cursor()
-	end := prefixEnd(prefix)
-	k, _ := c.Seek(end)
+	c := t.bucket(bucketLogs).Cursor()
+	k, _ := c.Seek(prefixEnd(prefix))
 	if k == nil {
 		k, _ = c.Last()
 	} else {
@@ -41,6 +39,13 @@ func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []
 	if k != nil && hasPrefix(k, prefix) {
 		next = int(binary.BigEndian.Uint32(k[16:])) + 1
 	}
+	return t.writeLog(jobID, next, at, lines, times)
+}
+
+// writeLog puts lines into a job's log from sequence number next on: a new job's log starts at
+// 0 without looking for earlier lines.
+func (t *Tx) writeLog(jobID ulid.ULID, next int, at time.Time, lines []string, times []time.Time) error {
+	b := t.bucket(bucketLogs)
 	for i, line := range lines {
 		when := at
 		if i < len(times) && !times[i].IsZero() {
@@ -55,7 +60,7 @@ func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []
 		case len(line) > MaxLogLineSize:
 			line = line[:MaxLogLineSize] + "..."
 		}
-		if err := b.Put(key(prefix, u32(next)), []byte(stamp+strings.TrimRight(line, "\r\n"))); err != nil {
+		if err := b.Put(key(id(jobID), u32(next)), []byte(stamp+strings.TrimRight(line, "\r\n"))); err != nil {
 			return err
 		}
 		next++

@@ -19,8 +19,9 @@ import (
 //	   are counted by creation time (listings by rank), terminal top-level jobs are filed by
 //	   the time they ended (retention)
 //	3  a job has fewer index entries: every state in creation order is read by merging the
-//	   per-state index (no team index), a template's live jobs are a counter (no index), and
-//	   counters back at zero are removed
+//	   per-state index (no team index), a template's live jobs are a counter (no index), the
+//	   priority index holds only jobs with a priority of their own (the creation index marks
+//	   them), and counters back at zero are removed
 const SchemaVersion = 3
 
 const metaSchemaVersion = "schema_version"
@@ -179,36 +180,49 @@ func upgradeTo2(db *bolt.DB) error {
 	})
 }
 
-// upgradeTo3 removes the counters at zero, chunk by chunk (the cursor is the counter bucket's
-// place in the list and the last key read in it), then, in the last chunk, counts each
-// template's live jobs from the templates' index and drops that index and the team index.
+// upgradeTo3 walks, chunk by chunk, the counters (removing those at zero) and the priority index
+// (keeping only jobs with a priority of their own, which the creation index now marks); the
+// cursor is the walked bucket's place in that list and the last key read in it. The last chunk
+// counts each template's live jobs from the templates' index and drops that index and the team
+// index.
 func upgradeTo3(db *bolt.DB) error {
-	counters := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts}
+	walked := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketJobsByTeamPriority}
+	defaultPriority := invertedPriority(0)
 	return migrateInChunks(db, 3, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		which, from := 0, []byte(nil)
 		if len(after) > 0 {
 			which, from = int(after[0]), after[1:]
 		}
-		if which < len(counters) {
-			b := btx.Bucket(counters[which])
-			var zero [][]byte
-			read := 0
+		if which < len(walked) {
+			b := btx.Bucket(walked[which])
+			type entry struct{ k, v []byte }
+			var read []entry
 			c := b.Cursor()
 			k, v := firstAfter(c, from)
-			for ; k != nil && read < migrationChunk; k, v = c.Next() {
-				if readCount(v) == 0 {
-					zero = append(zero, bytes.Clone(k))
-				}
-				from, read = bytes.Clone(k), read+1
+			for ; k != nil && len(read) < migrationChunk; k, v = c.Next() {
+				read = append(read, entry{bytes.Clone(k), bytes.Clone(v)})
 			}
-			// Deleted after the walk: bbolt cursors may skip keys when their bucket changes.
-			for _, k := range zero {
-				if err := b.Delete(k); err != nil {
+			// Changed after the walk: bbolt cursors may skip keys when their bucket changes.
+			priorities := bytes.Equal(walked[which], bucketJobsByTeamPriority)
+			for _, e := range read {
+				var err error
+				switch {
+				case !priorities:
+					if readCount(e.v) == 0 {
+						err = b.Delete(e.k)
+					}
+				case bytes.Equal(e.k[16:24], defaultPriority):
+					err = b.Delete(e.k)
+				default:
+					// team + priority + job id -> state: mark the job in the creation index.
+					err = btx.Bucket(bucketJobsByTeamState).Put(key(e.k[:16], e.v[:1], e.k[24:]), ownPriorityMark)
+				}
+				if err != nil {
 					return nil, false, err
 				}
 			}
 			if k != nil {
-				return append([]byte{byte(which)}, from...), false, nil
+				return append([]byte{byte(which)}, read[len(read)-1].k...), false, nil
 			}
 			return []byte{byte(which + 1)}, false, nil
 		}

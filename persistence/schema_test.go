@@ -143,7 +143,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 	var all []ulid.ULID
 	if err := s.update(func(tx *Tx) error {
 		for i := range 12 {
-			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, TemplateID: tplA, State: states[i%4], Tags: []string{"t"}}
+			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, TemplateID: tplA, State: states[i%4], Priority: i%3 - 1, Tags: []string{"t"}}
 			if i >= 8 {
 				j.TemplateID = tplB
 			}
@@ -160,9 +160,9 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	counters := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTemplateLiveJobs}
+	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
 	want := map[string]map[string]string{}
-	for _, b := range counters {
+	for _, b := range rewritten {
 		want[string(b)] = bucketDump(t, path, b)
 	}
 	if n := readCount([]byte(want[string(bucketTemplateLiveJobs)][string(tplA[:])])); n != 4 {
@@ -202,11 +202,14 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 	if !slices.Equal(listed, all) {
 		t.Fatalf("every job oldest first after the upgrade: %v, want %v", listed, all)
 	}
+	if len(want[string(bucketJobsByTeamPriority)]) != 8 {
+		t.Fatalf("%d jobs in the priority index, want the 8 with a priority of their own", len(want[string(bucketJobsByTeamPriority)]))
+	}
 	s.Close()
 	if v := schemaVersion(t, path); v != "3" {
 		t.Fatalf("schema version %q after the upgrade", v)
 	}
-	for _, b := range counters {
+	for _, b := range rewritten {
 		if got := bucketDump(t, path, b); !reflect.DeepEqual(got, want[string(b)]) {
 			t.Errorf("%s after the upgrade %v, want %v", b, got, want[string(b)])
 		}
@@ -219,7 +222,8 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 }
 
 // downgradeToSchema2 makes the store look as schema 2 wrote it: a team index, an index of the
-// templates' live jobs, no template counters, and counters left at zero.
+// templates' live jobs, every job in the priority index and none marked in the creation index, no
+// template counters, and counters left at zero.
 func downgradeToSchema2(t *testing.T, path string) {
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		byTeam, err := tx.CreateBucket(bucketJobsByTeamV2)
@@ -236,6 +240,12 @@ func downgradeToSchema2(t *testing.T, path string) {
 				return err
 			}
 			if err := byTeam.Put(key(id(j.TeamID), id(j.ID)), stateKey(j.State)); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketJobsByTeamState).Put(key(id(j.TeamID), stateKey(j.State), id(j.ID)), []byte{}); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketJobsByTeamPriority).Put(key(id(j.TeamID), invertedPriority(j.Priority), id(j.ID)), stateKey(j.State)); err != nil {
 				return err
 			}
 			if j.State.Terminal() || j.TemplateID == (ulid.ULID{}) {
