@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/framefarm/framefarm/persistence"
@@ -34,16 +35,24 @@ const (
 	maxValueLength = 1 << 20
 )
 
-func (c *checker) assets(job *Job, raws []json.RawMessage, tpl *persistence.Template, comp *renderer.Composition, path string, depth int) {
-	if len(raws) > c.lim.MaxAssets {
-		c.add(CodeValidation, at(path, "assets"), "at most %d assets, got %d", c.lim.MaxAssets, len(raws))
+func (c *checker) assets(job *Job, raw *rawJob, tpl *persistence.Template, comp *renderer.Composition, path string, depth int) {
+	n := len(raw.Assets)
+	if raw.assetsDecoded {
+		n = len(raw.decodedAssets)
+	}
+	if n > c.lim.MaxAssets {
+		c.add(CodeValidation, at(path, "assets"), "at most %d assets, got %d", c.lim.MaxAssets, n)
 		return
 	}
 	job.Spec.Assets = []renderer.Asset{}
-	for i, raw := range raws {
-		p := at(path, fmt.Sprintf("assets[%d]", i))
+	for i := range n {
+		p := at(path, "assets["+strconv.Itoa(i)+"]")
+		if raw.assetsDecoded {
+			c.asset(job, &raw.decodedAssets[i], p, tpl, comp, depth)
+			continue
+		}
 		var ra rawAsset
-		if err := decodeStrict(raw, &ra, p); err != nil {
+		if err := decodeStrict(raw.Assets[i], &ra, p); err != nil {
 			c.merge(err)
 			continue
 		}
@@ -51,34 +60,65 @@ func (c *checker) assets(job *Job, raws []json.RawMessage, tpl *persistence.Temp
 	}
 }
 
-// present lists the fields a raw asset carries.
-func (ra *rawAsset) present() map[string]bool {
-	return map[string]bool{
-		"layerName": ra.LayerName != nil, "composition": ra.Composition != nil, "property": ra.Property != nil,
-		"value": len(ra.Value) > 0 && string(ra.Value) != "null", "expression": ra.Expression != nil, "src": ra.Src != nil,
-		"name": ra.Name != nil, "params": len(ra.Params) > 0 && string(ra.Params) != "null", "template": ra.Template != nil,
-		"assets": ra.Assets != nil, "preview": ra.Preview != nil, "settings": len(ra.Settings) > 0 && string(ra.Settings) != "null",
-		"fonts": ra.Fonts != nil,
-	}
+// assetFieldNames are the fields an asset may carry besides its type; a fieldSet holds some of
+// them, bit i for assetFieldNames[i].
+var assetFieldNames = []string{"layerName", "composition", "property", "value", "expression", "src", "name", "params", "template", "assets", "preview", "settings", "fonts"}
+
+type fieldSet uint16
+
+func (s fieldSet) has(name string) bool { return s&fieldBit(name) != 0 }
+
+func fieldBit(name string) fieldSet {
+	return 1 << slices.Index(assetFieldNames, name)
 }
 
+// assetRules is assetFields as sets: what each type allows and requires.
+var assetRules = func() map[string][2]fieldSet {
+	rules := make(map[string][2]fieldSet, len(assetFields))
+	for typ, fields := range assetFields {
+		var allowed, required fieldSet
+		for _, f := range fields {
+			name, isRequired := strings.CutSuffix(f, "!")
+			allowed |= fieldBit(name)
+			if isRequired {
+				required |= fieldBit(name)
+			}
+		}
+		rules[typ] = [2]fieldSet{allowed, required}
+	}
+	return rules
+}()
+
+// present is the set of fields a raw asset carries.
+func (ra *rawAsset) present() fieldSet {
+	var s fieldSet
+	for i, set := range []bool{
+		ra.LayerName != nil, ra.Composition != nil, ra.Property != nil, hasJSON(ra.Value), ra.Expression != nil,
+		ra.Src != nil, ra.Name != nil, hasJSON(ra.Params), ra.Template != nil, ra.Assets != nil, ra.Preview != nil,
+		hasJSON(ra.Settings), ra.Fonts != nil,
+	} {
+		if set {
+			s |= 1 << i
+		}
+	}
+	return s
+}
+
+func hasJSON(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
 func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Template, comp *renderer.Composition, depth int) {
-	fields, known := assetFields[ra.Type]
+	rules, known := assetRules[ra.Type]
 	if !known {
 		c.add(CodeValidation, at(path, "type"), "must be one of %s, not %q", quoteList(slices.Sorted(maps.Keys(assetFields))), ra.Type)
 		return
 	}
 	present := ra.present()
-	allowed := map[string]bool{"type": true}
-	for _, f := range fields {
-		name := strings.TrimSuffix(f, "!")
-		allowed[name] = true
-		if strings.HasSuffix(f, "!") && !present[name] {
+	allowed, required := rules[0], rules[1]
+	for i, name := range assetFieldNames {
+		switch bit := fieldSet(1) << i; {
+		case required&bit != 0 && present&bit == 0:
 			c.add(CodeValidation, at(path, name), "is required for assets of type %s", ra.Type)
-		}
-	}
-	for name, set := range present {
-		if set && !allowed[name] {
+		case present&bit != 0 && allowed&bit == 0:
 			c.add(CodeValidation, at(path, name), "is not used by assets of type %s", ra.Type)
 		}
 	}
@@ -86,7 +126,7 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 	a.Composition = c.str(ra.Composition, at(path, "composition"))
 	a.Property = c.str(ra.Property, at(path, "property"))
 	a.Expression = c.str(ra.Expression, at(path, "expression"))
-	if ra.Type == renderer.AssetData && present["value"] == present["expression"] {
+	if ra.Type == renderer.AssetData && present.has("value") == present.has("expression") {
 		c.add(CodeValidation, path, "a data asset needs exactly one of value and expression")
 	}
 	scope := c.scope(tpl, comp, a.Composition, at(path, "composition"))

@@ -69,6 +69,30 @@ type rawJob struct {
 	Webhook  json.RawMessage   `json:"webhook"`
 	Priority *float64          `json:"priority"`
 	Tags     json.RawMessage   `json:"tags"`
+	// decodedAssets are Assets already decoded, when assetsDecoded.
+	decodedAssets []rawAsset
+	assetsDecoded bool
+}
+
+// decodedJob is a job request read in one pass, its assets with it: a valid body, the common
+// case, is decoded once. A body it refuses is read again as a rawJob and its assets one by one,
+// so that errors name the asset.
+type decodedJob struct {
+	rawJob
+	Assets []rawAsset `json:"assets"`
+}
+
+func decodeJob(body []byte) (*rawJob, *Error) {
+	var fast decodedJob
+	if decodeStrict(body, &fast, "") == nil {
+		fast.decodedAssets, fast.assetsDecoded = fast.Assets, true
+		return &fast.rawJob, nil
+	}
+	var raw rawJob
+	if err := decodeStrict(body, &raw, ""); err != nil {
+		return nil, err
+	}
+	return &raw, nil
 }
 
 type rawTemplateRef struct {
@@ -106,12 +130,12 @@ type rawAsset struct {
 
 // ParseJob reads and checks a POST /jobs body.
 func ParseJob(body []byte, cat Catalog, lim Limits) (*Job, *Error) {
-	var raw rawJob
-	if err := decodeStrict(body, &raw, ""); err != nil {
+	raw, err := decodeJob(body)
+	if err != nil {
 		return nil, err
 	}
 	c := &checker{cat: cat, lim: lim.withDefaults()}
-	job := c.job(&raw, "", 0)
+	job := c.job(raw, "", 0)
 	if e := c.err(); e != nil {
 		return nil, e
 	}
@@ -149,7 +173,7 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	job.Spec.Upload = c.upload(raw.Upload, at(path, "upload"))
 	job.Spec.Webhook = c.webhook(raw.Webhook, at(path, "webhook"))
 	// Only template is required: a job without assets renders the template as it is.
-	c.assets(job, raw.Assets, tpl, comp, path, depth)
+	c.assets(job, raw, tpl, comp, path, depth)
 	return job
 }
 

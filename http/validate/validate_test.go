@@ -152,6 +152,9 @@ func TestRejectsWithFieldAndCode(t *testing.T) {
 		"empty tag":          {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": "a,,b"}`, CodeValidation, "tags"},
 		"tags a number":      {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": 7}`, CodeValidation, "tags"},
 		"tags not strings":   {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "tags": [1]}`, CodeValidation, "tags"},
+		// Refused by the one-pass decode, then named by reading the assets one by one.
+		"second asset field": {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": "a"}, {"type": "text", "layerName": "Title", "value": "b", "colour": 1}]}`, CodeValidation, "assets[1].colour"},
+		"second asset type":  {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": "a"}, {"type": "text", "layerName": 5, "value": "b"}]}`, CodeValidation, "assets[1].layerName"},
 		"private src":        {`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "image", "layerName": "Photo", "src": "http://10.0.0.7/a.png"}]}`, CodeValidation, "assets[0].src"},
 	}
 	for name, tc := range cases {
