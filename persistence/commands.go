@@ -32,6 +32,9 @@ type (
 		Batch    *Batch    `json:"batch,omitempty"`
 		Jobs     []*Job    `json:"jobs"`
 		Remember *Answer   `json:"remember,omitempty"`
+		// prepared holds what each job's creation writes, encoded by the submitter
+		// (Store.ApplyAsync) so that the one committer does less; apply encodes it when nil.
+		prepared []preparedJob
 	}
 	// ChangeJob stores a job's new version (its stored state was Prev), with log lines and
 	// the webhook delivery its end queues.
@@ -148,6 +151,14 @@ func (*RevokeToken) command()    {}
 func (*RemoveExpired) command()  {}
 func (*ForgetAnswers) command()  {}
 
+// prepare encodes what the command's jobs write.
+func (c *CreateJobs) prepare() {
+	c.prepared = make([]preparedJob, len(c.Jobs))
+	for i, j := range c.Jobs {
+		c.prepared[i] = prepareJob(j, c.At)
+	}
+}
+
 // ErrTemplateGone is returned when a job's template was deleted while the job was created.
 var ErrTemplateGone = errors.New("template no longer exists")
 
@@ -173,8 +184,11 @@ func (t *Tx) apply(c Command) error {
 				return err
 			}
 		}
+		if c.prepared == nil {
+			c.prepare()
+		}
 		checked := make(map[ulid.ULID]bool, 1)
-		for _, j := range c.Jobs {
+		for i, j := range c.Jobs {
 			// Checked once per template: a batch's jobs mostly share one.
 			if j.TemplateID != (ulid.ULID{}) && !checked[j.TemplateID] {
 				if !t.TemplateExists(j.TeamID, j.TemplateID) {
@@ -182,10 +196,11 @@ func (t *Tx) apply(c Command) error {
 				}
 				checked[j.TemplateID] = true
 			}
-			if err := t.createJob(j, c.At); err != nil {
+			if err := t.insertJob(j, c.prepared[i]); err != nil {
 				return err
 			}
-			if err := t.writeLog(j.ID, 0, c.At, []string{"created as " + j.State.String()}, nil); err != nil {
+			// A new job's log starts at 0 without looking for earlier lines.
+			if err := t.bucket(bucketLogs).Put(key(id(j.ID), u32(0)), c.prepared[i].logLine); err != nil {
 				return err
 			}
 		}

@@ -12,13 +12,40 @@ import (
 
 // createJob stores a new job and its index entries.
 func (t *Tx) createJob(j *Job, at time.Time) error {
+	return t.insertJob(j, prepareJob(j, at))
+}
+
+// preparedJob is what creating a job writes besides its counters, in bytes: its record, its
+// index entries and its first log line.
+type preparedJob struct {
+	record  []byte
+	entries []jobIndexEntry
+	logLine []byte
+}
+
+// prepareJob stamps a new job with its time and encodes what its creation writes.
+func prepareJob(j *Job, at time.Time) preparedJob {
+	j.UpdatedAt = at
+	compactJSONValues(j)
+	return preparedJob{
+		record:  encodeJob(j),
+		entries: jobIndexEntries(j, j.State),
+		logLine: logEntry(at, "created as "+j.State.String()),
+	}
+}
+
+// insertJob stores a prepared new job and its index entries.
+func (t *Tx) insertJob(j *Job, p preparedJob) error {
 	if t.bucket(bucketJobs).Get(id(j.ID)) != nil {
 		return fmt.Errorf("job %s already exists", j.ID)
 	}
-	if err := t.putJob(j, at); err != nil {
+	if err := t.bucket(bucketJobs).Put(id(j.ID), p.record); err != nil {
 		return err
 	}
-	return t.writeJobIndexes(j, j.State)
+	if err := t.putIndexEntries(p.entries); err != nil {
+		return err
+	}
+	return t.addJobCounts(j, j.State, 1)
 }
 
 // updateJob stores a new version of a job whose stored state was prev, moving its index entries
@@ -231,7 +258,14 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 }
 
 func (t *Tx) writeJobIndexes(j *Job, s JobState) error {
-	for _, e := range jobIndexEntries(j, s) {
+	if err := t.putIndexEntries(jobIndexEntries(j, s)); err != nil {
+		return err
+	}
+	return t.addJobCounts(j, s, 1)
+}
+
+func (t *Tx) putIndexEntries(entries []jobIndexEntry) error {
+	for _, e := range entries {
 		value := e.value
 		if value == nil {
 			value = []byte{}
@@ -240,7 +274,7 @@ func (t *Tx) writeJobIndexes(j *Job, s JobState) error {
 			return err
 		}
 	}
-	return t.addJobCounts(j, s, 1)
+	return nil
 }
 
 func (t *Tx) deleteJobIndexes(j *Job, s JobState) error {

@@ -39,19 +39,12 @@ func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []
 	if k != nil && hasPrefix(k, prefix) {
 		next = int(binary.BigEndian.Uint32(k[16:])) + 1
 	}
-	return t.writeLog(jobID, next, at, lines, times)
-}
-
-// writeLog puts lines into a job's log from sequence number next on: a new job's log starts at
-// 0 without looking for earlier lines.
-func (t *Tx) writeLog(jobID ulid.ULID, next int, at time.Time, lines []string, times []time.Time) error {
 	b := t.bucket(bucketLogs)
 	for i, line := range lines {
 		when := at
 		if i < len(times) && !times[i].IsZero() {
 			when = times[i]
 		}
-		stamp := when.UTC().Format("2006-01-02T15:04:05.000Z07:00") + " "
 		switch {
 		case next > MaxLogLines:
 			return nil
@@ -60,12 +53,38 @@ func (t *Tx) writeLog(jobID ulid.ULID, next int, at time.Time, lines []string, t
 		case len(line) > MaxLogLineSize:
 			line = line[:MaxLogLineSize] + "..."
 		}
-		if err := b.Put(key(id(jobID), u32(next)), []byte(stamp+strings.TrimRight(line, "\r\n"))); err != nil {
+		if err := b.Put(key(prefix, u32(next)), logEntry(when, line)); err != nil {
 			return err
 		}
 		next++
 	}
 	return nil
+}
+
+// logEntry is a stored log line: its time in UTC to the millisecond, a space, the line.
+func logEntry(when time.Time, line string) []byte {
+	line = strings.TrimRight(line, "\r\n")
+	return append(appendLogTime(make([]byte, 0, 25+len(line)), when), " "+line...)
+}
+
+// appendLogTime appends when as 2006-01-02T15:04:05.000Z, which time.Format writes several
+// times slower; a year outside 0-9999 takes time.Format's way.
+func appendLogTime(b []byte, when time.Time) []byte {
+	when = when.UTC()
+	year, month, day := when.Date()
+	if year < 0 || year > 9999 {
+		return when.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	}
+	hour, minute, second := when.Clock()
+	stamp := []byte("0000-00-00T00:00:00.000Z")
+	for _, f := range [...]struct{ at, n, width int }{
+		{0, year, 4}, {5, int(month), 2}, {8, day, 2}, {11, hour, 2}, {14, minute, 2}, {17, second, 2}, {20, when.Nanosecond() / 1e6, 3},
+	} {
+		for i, n := f.at+f.width-1, f.n; i >= f.at; i, n = i-1, n/10 {
+			stamp[i] = byte('0' + n%10)
+		}
+	}
+	return append(b, stamp...)
 }
 
 // Log returns a job's log as text, one line per entry.

@@ -424,3 +424,20 @@ func TestBatchJobsFollowStateChanges(t *testing.T) {
 		t.Fatalf("batch jobs %v, want %v (children are not top-level)", got, want)
 	}
 }
+
+// TestLogTimeMatchesFormat: log lines carry the time as time.Format writes it.
+func TestLogTimeMatchesFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, when := range []time.Time{{}, time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), testNow} {
+		if got, want := string(appendLogTime(nil, when)), when.UTC().Format("2006-01-02T15:04:05.000Z07:00"); got != want {
+			t.Errorf("%v: %s, want %s", when, got, want)
+		}
+	}
+	zone := time.FixedZone("x", -7*3600)
+	for range 10000 {
+		when := time.UnixMilli(rng.Int64N(253402300799999)).Add(time.Duration(rng.IntN(1e6))).In(zone)
+		if got, want := string(appendLogTime(nil, when)), when.UTC().Format("2006-01-02T15:04:05.000Z07:00"); got != want {
+			t.Fatalf("%v: %s, want %s", when, got, want)
+		}
+	}
+}
