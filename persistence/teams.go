@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,9 +72,9 @@ func (t *Tx) Token(hash [32]byte) (*Token, error) {
 	return tok, err
 }
 
-// Tokens lists every token, in hash order.
-func (t *Tx) Tokens() ([]*Token, error) {
-	var out []*Token
+// Tokens lists every token with its team, oldest first.
+func (t *Tx) Tokens() ([]TeamToken, error) {
+	var out []TeamToken
 	var err error
 	t.scanPrefix(bucketTokens, nil, func(k, raw []byte) bool {
 		tok := &Token{}
@@ -82,10 +83,21 @@ func (t *Tx) Tokens() ([]*Token, error) {
 			return false
 		}
 		copy(tok.Hash[:], k)
-		out = append(out, tok)
+		var team Team
+		if team, err = t.Team(tok.TeamID); err != nil {
+			return false
+		}
+		out = append(out, TeamToken{Token: tok, Team: team})
 		return true
 	})
+	slices.SortStableFunc(out, func(a, b TeamToken) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, err
+}
+
+// TeamToken is a token with its team.
+type TeamToken struct {
+	*Token
+	Team Team
 }
 
 // tokenByID finds the token an ID (the hex start of its hash) names.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -187,23 +186,15 @@ func (t tokenTool) list() error {
 		now := time.Now()
 		return store.View(func(tx *persistence.Tx) error {
 			all, err := tx.Tokens()
-			if err != nil {
-				return err
-			}
 			for _, tok := range all {
-				team, err := tx.Team(tok.TeamID)
-				if err != nil {
-					return err
-				}
 				info := tokenInfo{ID: tok.ID(), CreatedAt: tok.CreatedAt, Expired: tok.Expired(now)}
-				info.Team.ID, info.Team.Name = team.ID.String(), team.Name
+				info.Team.ID, info.Team.Name = tok.Team.ID.String(), tok.Team.Name
 				if !tok.ExpiresAt.IsZero() {
 					info.ExpiresAt = &tok.ExpiresAt
 				}
 				tokens = append(tokens, info)
 			}
-			slices.SortFunc(tokens, func(a, b tokenInfo) int { return a.CreatedAt.Compare(b.CreatedAt) })
-			return nil
+			return err
 		})
 	}, func(la localAdmin) error {
 		return ask(la, http.MethodGet, "/api/v2/admin/tokens", nil, http.StatusOK, &tokens)

@@ -97,14 +97,21 @@ func (h *Hub) broadcast(to func(*Viewer) bool, ev Event) {
 	}
 	frame := sseFrame(ev)
 	for v := range h.viewers {
-		if !to(v) {
-			continue
+		if to(v) {
+			h.sendLocked(v, frame)
 		}
-		select {
-		case v.C <- frame:
-		default:
-			h.dropLocked(v)
-		}
+	}
+}
+
+// sendLocked hands a viewer one frame, or drops the viewer when its buffer is full: too slow,
+// it reconnects and reads the listing again. It reports whether the viewer is still there.
+func (h *Hub) sendLocked(v *Viewer, frame []byte) bool {
+	select {
+	case v.C <- frame:
+		return true
+	default:
+		h.dropLocked(v)
+		return false
 	}
 }
 
@@ -272,12 +279,7 @@ func (h *Hub) Flush() {
 			continue
 		}
 		for _, frame := range encoded[v.team] {
-			select {
-			case v.C <- frame:
-			default:
-				h.dropLocked(v) // too slow: it reconnects and reads the listing again
-			}
-			if v.done {
+			if !h.sendLocked(v, frame) {
 				break
 			}
 		}
@@ -292,25 +294,22 @@ func sseFrame(ev Event) []byte {
 
 // streamEvents answers GET /api/v2/events: the team's job and template changes.
 func (s *Server) streamEvents(r *request) {
-	if s.Events != nil {
-		s.stream(r, s.Events.Subscribe(r.team))
-		return
-	}
-	r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+	s.stream(r, func(h *Hub) *Viewer { return h.Subscribe(r.team) })
 }
 
 // streamFarmEvents answers GET /api/v2/admin/events: render nodes' state changes.
 func (s *Server) streamFarmEvents(r *request) {
-	if s.Events != nil {
-		s.stream(r, s.Events.SubscribeFarm())
-		return
-	}
-	r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+	s.stream(r, (*Hub).SubscribeFarm)
 }
 
-// stream writes a viewer's events as server-sent events, with a comment line every 15 s so
-// proxies keep the stream open.
-func (s *Server) stream(r *request, v *Viewer) {
+// stream writes the events of the viewer subscribe makes as server-sent events, with a comment
+// line every 15 s so proxies keep the stream open.
+func (s *Server) stream(r *request, subscribe func(*Hub) *Viewer) {
+	if s.Events == nil {
+		r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
+		return
+	}
+	v := subscribe(s.Events)
 	r.ctx.SetContentType("text/event-stream")
 	r.ctx.Response.Header.Set("Cache-Control", "no-store")
 	r.ctx.Response.Header.Set("X-Accel-Buffering", "no")

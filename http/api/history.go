@@ -22,7 +22,7 @@ const historyMinutes = 60
 // sample of them beyond).
 const maxDurationSamples = 1024
 
-// FarmSource is what the history samples once a minute.
+// FarmSource is what the history samples every 15 s.
 type FarmSource interface {
 	QueueStats() (actors.QueueStats, error)
 	Capacities() map[string]actors.Capacity
@@ -31,8 +31,8 @@ type FarmSource interface {
 var _ FarmSource = (*actors.Coordinator)(nil)
 
 // FarmHistory keeps the last hour of the farm in memory, minute by minute, for the dashboard's
-// charts (no Prometheus needed): jobs finished and failed, render durations, and, sampled each
-// minute, the queue's depth and oldest job and the slots busy. It observes the actors by counting,
+// charts (no Prometheus needed): jobs finished and failed, render durations, and, sampled every
+// 15 s (a minute keeps its last sample), the queue's depth and oldest job and the slots busy. It observes the actors by counting,
 // which never blocks them.
 type FarmHistory struct {
 	actors.Observer

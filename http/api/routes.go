@@ -210,23 +210,15 @@ func (s *Server) listTokens(r *request) {
 	out := []tokenView{}
 	err := s.Store.View(func(tx *persistence.Tx) error {
 		tokens, err := tx.Tokens()
-		if err != nil {
-			return err
-		}
 		for _, t := range tokens {
-			team, err := tx.Team(t.TeamID)
-			if err != nil {
-				return err
-			}
-			out = append(out, tokenViewOf(t, team, now))
+			out = append(out, tokenViewOf(t.Token, t.Team, now))
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
-	slices.SortFunc(out, func(a, b tokenView) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	r.json(http.StatusOK, out)
 }
 
