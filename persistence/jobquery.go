@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
 )
 
 // JobSort orders a job listing.
@@ -284,86 +285,100 @@ func (t *Tx) taggedJobs(teamID ulid.ULID, tags []string, allowed map[JobState]bo
 // whose value accept takes (nil takes all): a k-way merge of sorted index ranges.
 func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, reverse bool, accept func(v []byte) bool) iter.Seq[ulid.ULID] {
 	return func(yield func(ulid.ULID) bool) {
-		streams := make([]func() (ulid.ULID, bool), 0, len(prefixes))
-		for _, prefix := range prefixes {
-			next, stop := iter.Pull(func(yield func(ulid.ULID) bool) {
-				t.rangeScan(bucket, prefix, lo, hi, reverse, func(k, v []byte) bool {
-					if accept != nil && !accept(v) {
-						return true
-					}
-					return yield(ulidAt(k[len(prefix):]))
-				})
-			})
-			defer stop()
-			streams = append(streams, next)
-		}
-		heads := make([]ulid.ULID, len(streams))
-		live := make([]bool, len(streams))
-		for i, next := range streams {
-			heads[i], live[i] = next()
+		ranges := make([]*keyRange, len(prefixes))
+		for i, prefix := range prefixes {
+			ranges[i] = t.openRange(bucket, prefix, lo, hi, reverse)
+			ranges[i].skipTo(accept)
 		}
 		var last ulid.ULID
 		first := true
 		for {
-			best := -1
-			for i := range streams {
-				if live[i] && (best < 0 || (heads[i].Compare(heads[best]) < 0) != reverse) {
-					best = i
+			var best *keyRange
+			for _, r := range ranges {
+				if r.k != nil && (best == nil || (bytes.Compare(r.k[len(r.prefix):], best.k[len(best.prefix):]) < 0) != reverse) {
+					best = r
 				}
 			}
-			if best < 0 {
+			if best == nil {
 				return
 			}
-			if first || heads[best] != last {
-				if !yield(heads[best]) {
+			if jobID := ulidAt(best.k[len(best.prefix):]); first || jobID != last {
+				if !yield(jobID) {
 					return
 				}
-				last, first = heads[best], false
+				last, first = jobID, false
 			}
-			heads[best], live[best] = streams[best]()
+			best.next()
+			best.skipTo(accept)
 		}
 	}
 }
 
 // rangeScan visits the keys under prefix whose remainder lies in [lo, hi), forwards or backwards.
 func (t *Tx) rangeScan(bucket, prefix, lo, hi []byte, reverse bool, fn func(k, v []byte) bool) {
-	c := t.bucket(bucket).Cursor()
-	within := func(k []byte) bool { return k != nil && hasPrefix(k, prefix) }
+	for r := t.openRange(bucket, prefix, lo, hi, reverse); r.k != nil && fn(r.k, r.v); r.next() {
+	}
+}
+
+// keyRange steps through the keys under prefix whose remainder lies in [lo, hi), forwards or
+// backwards; k is nil past the end.
+type keyRange struct {
+	c              *bolt.Cursor
+	prefix, lo, hi []byte
+	reverse        bool
+	k, v           []byte
+}
+
+func (t *Tx) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
+	r := &keyRange{c: t.bucket(bucket).Cursor(), prefix: prefix, lo: lo, hi: hi, reverse: reverse}
 	if !reverse {
 		start := prefix
 		if lo != nil {
 			start = key(prefix, lo)
 		}
-		for k, v := c.Seek(start); within(k); k, v = c.Next() {
-			if hi != nil && bytes.Compare(k[len(prefix):], hi) >= 0 {
-				return
-			}
-			if !fn(k, v) {
-				return
-			}
-		}
-		return
-	}
-	end := prefixEnd(prefix)
-	if hi != nil {
-		end = key(prefix, hi)
-	}
-	var k, v []byte
-	if end != nil {
-		k, v = c.Seek(end)
-	}
-	if k == nil {
-		k, v = c.Last()
+		r.k, r.v = r.c.Seek(start)
 	} else {
-		k, v = c.Prev()
+		end := prefixEnd(prefix)
+		if hi != nil {
+			end = key(prefix, hi)
+		}
+		if end != nil {
+			r.k, r.v = r.c.Seek(end)
+		}
+		if r.k == nil {
+			r.k, r.v = r.c.Last()
+		} else {
+			r.k, r.v = r.c.Prev()
+		}
 	}
-	for ; within(k); k, v = c.Prev() {
-		if lo != nil && bytes.Compare(k[len(prefix):], lo) < 0 {
-			return
-		}
-		if !fn(k, v) {
-			return
-		}
+	r.check()
+	return r
+}
+
+func (r *keyRange) next() {
+	if r.reverse {
+		r.k, r.v = r.c.Prev()
+	} else {
+		r.k, r.v = r.c.Next()
+	}
+	r.check()
+}
+
+// skipTo steps past the keys whose value accept refuses (nil accepts all).
+func (r *keyRange) skipTo(accept func(v []byte) bool) {
+	for accept != nil && r.k != nil && !accept(r.v) {
+		r.next()
+	}
+}
+
+// check ends the range at a key outside it.
+func (r *keyRange) check() {
+	switch {
+	case r.k == nil:
+	case !hasPrefix(r.k, r.prefix),
+		!r.reverse && r.hi != nil && bytes.Compare(r.k[len(r.prefix):], r.hi) >= 0,
+		r.reverse && r.lo != nil && bytes.Compare(r.k[len(r.prefix):], r.lo) < 0:
+		r.k, r.v = nil, nil
 	}
 }
 

@@ -47,10 +47,8 @@ type timeIndex struct {
 	tx     *Tx
 	team   []byte
 	states []JobState
-	// units memoizes the counters read: level and parent unit -> the units below it; jobs the
-	// bottom units' jobs read.
+	// units memoizes the counters read: level and parent unit -> the units below it.
 	units map[[2]uint64][]unitCount
-	jobs  map[uint64][]ulid.ULID
 }
 
 func (t *Tx) timeIndex(team ulid.ULID, states []JobState) *timeIndex {
@@ -139,12 +137,16 @@ func (ix *timeIndex) before(bound []byte) int {
 }
 
 // nth returns the id of the matching job at rank r (0-based, in id order); false past the end.
+// The upper levels' counters are read once per index and kept; the bottom level's, and the jobs
+// of the millisecond found, are read in order up to the rank and no further, nothing kept: a
+// random page's samples mostly fall in different milliseconds.
 func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 	if r < 0 {
 		return ulid.ULID{}, false
 	}
 	var parent uint64
-	for level := range timeLevelShifts {
+	bottom := len(timeLevelShifts) - 1
+	for level := range bottom {
 		units := ix.children(level, parent)
 		found := false
 		for _, uc := range units {
@@ -158,35 +160,52 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 			return ulid.ULID{}, false
 		}
 	}
-	// One millisecond: its jobs of every state, in id order (at most 64: see IDs), read once and
-	// kept for the next rank that falls in it.
-	ids := ix.unitJobs(parent)
-	if r >= len(ids) {
+	unit, r, ok := ix.bottomUnit(parent, r)
+	if !ok {
 		return ulid.ULID{}, false
 	}
-	return ids[r], true
+	shift := timeLevelShifts[bottom]
+	for jobID := range ix.tx.mergeRanges(bucketJobsByTeamState, ix.prefixes(), msKey(unit<<shift), msKey((unit+1)<<shift), false, nil) {
+		if r == 0 {
+			return jobID, true
+		}
+		r--
+	}
+	return ulid.ULID{}, false
 }
 
-// unitJobs lists the matching jobs of a bottom-level unit in id order.
-func (ix *timeIndex) unitJobs(unit uint64) []ulid.ULID {
-	if ids, ok := ix.jobs[unit]; ok {
-		return ids
+// bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there, and
+// the rank within it, reading the states' counters in unit order, summed, up to that unit.
+func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, bool) {
+	level := len(timeLevelShifts) - 1
+	span := timeLevelShifts[level-1] - timeLevelShifts[level]
+	lo, hi := binary.BigEndian.AppendUint64(nil, parent<<span), binary.BigEndian.AppendUint64(nil, (parent+1)<<span)
+	ix.tx.mustFlushCounts()
+	ranges := make([]*keyRange, len(ix.states))
+	for i, s := range ix.states {
+		ranges[i] = ix.tx.openRange(bucketJobTimeCounts, key(ix.team, []byte{byte(s), byte(level)}), lo, hi, false)
 	}
-	shift := timeLevelShifts[len(timeLevelShifts)-1]
-	lo, hi := msKey(unit<<shift), msKey((unit+1)<<shift)
-	var ids []ulid.ULID
-	for _, prefix := range ix.prefixes() {
-		ix.tx.rangeScan(bucketJobsByTeamState, prefix, lo, hi, false, func(k, _ []byte) bool {
-			ids = append(ids, ulidAt(k[len(prefix):]))
-			return true
-		})
+	for {
+		unit, n := ^uint64(0), 0
+		for _, kr := range ranges {
+			if kr.k != nil {
+				unit = min(unit, binary.BigEndian.Uint64(kr.k[len(kr.prefix):]))
+			}
+		}
+		for _, kr := range ranges {
+			if kr.k != nil && binary.BigEndian.Uint64(kr.k[len(kr.prefix):]) == unit {
+				n += readCount(kr.v)
+				kr.next()
+			}
+		}
+		switch {
+		case n == 0 && unit == ^uint64(0):
+			return 0, 0, false
+		case r < n:
+			return unit, r, true
+		}
+		r -= n
 	}
-	slices.SortFunc(ids, ulid.ULID.Compare)
-	if ix.jobs == nil {
-		ix.jobs = make(map[uint64][]ulid.ULID)
-	}
-	ix.jobs[unit] = ids
-	return ids
 }
 
 // prefixes are the state index prefixes of the index's team and states.
