@@ -343,3 +343,15 @@ func TestLayersAreFoundWhereNexrenderUsersPutThem(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseJob: a typical POST /jobs body (a template, a text asset, a tag), valid.
+func BenchmarkParseJob(b *testing.B) {
+	body := []byte(`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": "Hello"}], "tags": ["bench"]}`)
+	cat := testCatalog()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseJob(body, cat, Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
