@@ -6,32 +6,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/framefarm/framefarm/renderer"
 )
+
+// benchTeam is a store with one team and one uploaded template, making jobs as intake does.
+type benchTeam struct {
+	s         *Store
+	ids       *IDs
+	team, tpl ulid.ULID
+}
+
+func newBenchTeam(b *testing.B) *benchTeam {
+	s := openTestStore(&testing.T{}, b.TempDir()+"/framefarm.db")
+	b.Cleanup(func() { s.Close() })
+	ids := NewIDs()
+	bt := &benchTeam{s: s, ids: ids, team: ids.New(time.Now()), tpl: ids.New(time.Now())}
+	if err := s.Apply(&PutTemplate{Template: &Template{ID: bt.tpl, TeamID: bt.team, Status: TemplateUploaded}}); err != nil {
+		b.Fatal(err)
+	}
+	return bt
+}
+
+// job is a queued job with one tag and a text asset.
+func (bt *benchTeam) job(now time.Time) *Job {
+	return &Job{ID: bt.ids.New(now), TeamID: bt.team, Kind: KindRender, TemplateID: bt.tpl, State: JobQueued,
+		Tags: []string{"campaign"}, Engine: "lottie", CreatedAt: now, OutputName: "out.mp4",
+		Spec: JobSpec{Composition: "main", Assets: []renderer.Asset{{Type: "text", LayerName: "Title", Value: json.RawMessage(`"Hello"`)}}}}
+}
 
 // BenchmarkApplyCreateJobs: the committer's share of intake, a batch of 1,000 queued jobs (one
 // template, one tag, a text asset) in one command, fsync included; reported per job.
 func BenchmarkApplyCreateJobs(b *testing.B) {
-	s := openTestStore(&testing.T{}, b.TempDir()+"/framefarm.db")
-	defer s.Close()
-	ids := NewIDs()
-	team, tpl := ids.New(time.Now()), ids.New(time.Now())
-	if err := s.Apply(&PutTemplate{Template: &Template{ID: tpl, TeamID: team, Status: TemplateUploaded}}); err != nil {
-		b.Fatal(err)
-	}
-	b.ResetTimer()
+	bt := newBenchTeam(b)
 	for b.Loop() {
 		now := time.Now()
-		batch := ids.New(now)
+		batch := bt.ids.New(now)
 		jobs := make([]*Job, 1000)
 		entries := make([]BatchEntry, len(jobs))
 		for i := range jobs {
-			jobs[i] = &Job{ID: ids.New(now), TeamID: team, Kind: KindRender, TemplateID: tpl, State: JobQueued,
-				Tags: []string{"campaign"}, Engine: "lottie", BatchID: batch, BatchIndex: i, CreatedAt: now, OutputName: "out.mp4",
-				Spec: JobSpec{Composition: "main", Assets: []renderer.Asset{{Type: "text", LayerName: "Title", Value: json.RawMessage(`"Hello"`)}}}}
+			jobs[i] = bt.job(now)
+			jobs[i].BatchID, jobs[i].BatchIndex = batch, i
 			entries[i] = BatchEntry{Index: i, JobID: jobs[i].ID}
 		}
-		if err := s.Apply(&CreateJobs{At: now, Batch: &Batch{ID: batch, TeamID: team, Total: len(jobs), Jobs: entries}, Jobs: jobs}); err != nil {
+		if err := bt.s.Apply(&CreateJobs{At: now, Batch: &Batch{ID: batch, TeamID: bt.team, Total: len(jobs), Jobs: entries}, Jobs: jobs}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -42,39 +61,28 @@ func BenchmarkApplyCreateJobs(b *testing.B) {
 // one group commit carries under 64 concurrent clients), on a store already holding 100,000
 // jobs, fsync included; reports the pages written per round.
 func BenchmarkGroupCommitOfSingleJobs(b *testing.B) {
-	s := openTestStore(&testing.T{}, b.TempDir()+"/framefarm.db")
-	defer s.Close()
-	ids := NewIDs()
-	team, tpl := ids.New(time.Now()), ids.New(time.Now())
-	if err := s.Apply(&PutTemplate{Template: &Template{ID: tpl, TeamID: team, Status: TemplateUploaded}}); err != nil {
-		b.Fatal(err)
-	}
-	newJob := func(now time.Time) *Job {
-		return &Job{ID: ids.New(now), TeamID: team, Kind: KindRender, TemplateID: tpl, State: JobQueued,
-			Tags: []string{"campaign"}, Engine: "lottie", CreatedAt: now, OutputName: "out.mp4",
-			Spec: JobSpec{Composition: "main", Assets: []renderer.Asset{{Type: "text", LayerName: "Title", Value: json.RawMessage(`"Hello"`)}}}}
-	}
+	bt := newBenchTeam(b)
 	for range 100 {
 		now := time.Now()
 		jobs := make([]*Job, 1000)
 		for i := range jobs {
-			jobs[i] = newJob(now)
+			jobs[i] = bt.job(now)
 		}
-		if err := s.Apply(&CreateJobs{At: now, Jobs: jobs}); err != nil {
+		if err := bt.s.Apply(&CreateJobs{At: now, Jobs: jobs}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	before := s.db.Stats()
+	before := bt.s.db.Stats()
 	for b.Loop() {
 		now := time.Now()
 		var wg sync.WaitGroup
 		for range 27 {
 			wg.Add(1)
-			s.ApplyAsync(&CreateJobs{At: now, Jobs: []*Job{newJob(now)}}, func(error) { wg.Done() })
+			bt.s.ApplyAsync(&CreateJobs{At: now, Jobs: []*Job{bt.job(now)}}, func(error) { wg.Done() })
 		}
 		wg.Wait()
 	}
-	after := s.db.Stats()
+	after := bt.s.db.Stats()
 	written := after.Sub(&before)
 	b.ReportMetric(float64(written.TxStats.GetWrite())/float64(b.N), "pages/op")
 }

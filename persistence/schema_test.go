@@ -72,39 +72,21 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 	ids := NewIDs()
 	team := ids.New(time.Now())
 	var want []QueueEntry
-	if err := s.update(func(tx *Tx) error {
-		for i := range 25 {
-			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Hour)), TeamID: team, State: JobQueued, Engine: "lottie", Priority: i % 3, Tags: []string{"t"}}
-			if i%5 == 0 {
-				j.State, j.FinishedAt = JobFinished, time.Now()
-			} else {
-				want = append(want, j.QueueEntry())
-			}
-			if err := tx.createJob(j, testNow); err != nil {
-				return err
-			}
+	var jobs []*Job
+	for i := range 25 {
+		j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Hour)), TeamID: team, State: JobQueued, Engine: "lottie", Priority: i % 3, Tags: []string{"t"}}
+		if i%5 == 0 {
+			j.State, j.FinishedAt = JobFinished, time.Now()
+		} else {
+			want = append(want, j.QueueEntry())
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+		jobs = append(jobs, j)
 	}
-	s.Close()
+	storeJobsAndClose(t, s, jobs)
 	counts, ended := bucketDump(t, path, bucketJobTimeCounts), bucketDump(t, path, bucketJobsByEnd)
 	downgradeToSchema1(t, path)
 
-	chunk, hook := migrationChunk, afterMigrationChunk
-	t.Cleanup(func() { migrationChunk, afterMigrationChunk = chunk, hook })
-	migrationChunk = 7
-	errKilled := errors.New("killed")
-	afterMigrationChunk = func() error { return errKilled }
-	if _, err := Open(path, Options{}); !errors.Is(err, errKilled) {
-		t.Fatalf("open stopped after a chunk: %v", err)
-	}
-	if v := schemaVersion(t, path); v != "" {
-		t.Fatalf("schema version %q after a migration stopped halfway", v)
-	}
-	afterMigrationChunk = nil
-	s = openTestStore(t, path)
+	s = openAfterAKill(t, path, 7, "")
 	if got := queuedEntries(t, s); !reflect.DeepEqual(got, want) {
 		t.Fatalf("queue after the upgrade %+v, want %+v", got, want)
 	}
@@ -141,25 +123,18 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 	team, tplA, tplB := ids.New(time.Now()), ids.New(time.Now()), ids.New(time.Now())
 	states := []JobState{JobQueued, JobRendering, JobFinished, JobCancelled}
 	var all []ulid.ULID
-	if err := s.update(func(tx *Tx) error {
-		for i := range 12 {
-			j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, TemplateID: tplA, State: states[i%4], Priority: i%3 - 1, Tags: []string{"t"}}
-			if i >= 8 {
-				j.TemplateID = tplB
-			}
-			if j.State.Terminal() {
-				j.FinishedAt = time.Now()
-			}
-			all = append(all, j.ID)
-			if err := tx.createJob(j, testNow); err != nil {
-				return err
-			}
+	var jobs []*Job
+	for i := range 12 {
+		j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, TemplateID: tplA, State: states[i%4], Priority: i%3 - 1, Tags: []string{"t"}}
+		if i >= 8 {
+			j.TemplateID = tplB
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+		if j.State.Terminal() {
+			j.FinishedAt = time.Now()
+		}
+		all, jobs = append(all, j.ID), append(jobs, j)
 	}
-	s.Close()
+	storeJobsAndClose(t, s, jobs)
 	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
 	want := map[string]map[string]string{}
 	for _, b := range rewritten {
@@ -170,19 +145,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 	}
 	downgradeToSchema2(t, path)
 
-	chunk, hook := migrationChunk, afterMigrationChunk
-	t.Cleanup(func() { migrationChunk, afterMigrationChunk = chunk, hook })
-	migrationChunk = 3
-	errKilled := errors.New("killed")
-	afterMigrationChunk = func() error { return errKilled }
-	if _, err := Open(path, Options{}); !errors.Is(err, errKilled) {
-		t.Fatalf("open stopped after a chunk: %v", err)
-	}
-	if v := schemaVersion(t, path); v != "2" {
-		t.Fatalf("schema version %q after a migration stopped halfway", v)
-	}
-	afterMigrationChunk = nil
-	s = openTestStore(t, path)
+	s = openAfterAKill(t, path, 3, "2")
 	var listed []ulid.ULID
 	if err := s.View(func(tx *Tx) error {
 		if !tx.TemplateInUse(tplA) || !tx.TemplateInUse(tplB) {
@@ -219,6 +182,42 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 			t.Errorf("bucket %s is still there after the upgrade", b)
 		}
 	}
+}
+
+// storeJobsAndClose creates the jobs in one transaction and closes the store.
+func storeJobsAndClose(t *testing.T, s *Store, jobs []*Job) {
+	t.Helper()
+	if err := s.update(func(tx *Tx) error {
+		for _, j := range jobs {
+			if err := tx.createJob(j, testNow); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
+
+// openAfterAKill opens an older store with migrations of chunk records, stopped after the first
+// chunk as a kill would stop them (the version must still be stoppedAt), then opens it again to
+// finish the upgrade.
+func openAfterAKill(t *testing.T, path string, chunk int, stoppedAt string) *Store {
+	t.Helper()
+	size, hook := migrationChunk, afterMigrationChunk
+	t.Cleanup(func() { migrationChunk, afterMigrationChunk = size, hook })
+	migrationChunk = chunk
+	errKilled := errors.New("killed")
+	afterMigrationChunk = func() error { return errKilled }
+	if _, err := Open(path, Options{}); !errors.Is(err, errKilled) {
+		t.Fatalf("open stopped after a chunk: %v", err)
+	}
+	if v := schemaVersion(t, path); v != stoppedAt {
+		t.Fatalf("schema version %q after a migration stopped halfway, want %q", v, stoppedAt)
+	}
+	afterMigrationChunk = nil
+	return openTestStore(t, path)
 }
 
 // downgradeToSchema2 makes the store look as schema 2 wrote it: a team index, an index of the
