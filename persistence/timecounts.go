@@ -160,12 +160,16 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 			return ulid.ULID{}, false
 		}
 	}
-	unit, r, ok := ix.bottomUnit(parent, r)
-	if !ok {
+	unit, r, held := ix.bottomUnit(parent, r)
+	if len(held) == 0 {
 		return ulid.ULID{}, false
 	}
 	shift := timeLevelShifts[bottom]
-	for jobID := range ix.tx.mergeRanges(bucketJobsByTeamState, ix.prefixes(), msKey(unit<<shift), msKey((unit+1)<<shift), false, nil) {
+	prefixes := make([][]byte, len(held))
+	for i, s := range held {
+		prefixes[i] = key(ix.team, stateKey(s))
+	}
+	for jobID := range ix.tx.mergeRanges(bucketJobsByTeamState, prefixes, msKey(unit<<shift), msKey((unit+1)<<shift), false, nil) {
 		if r == 0 {
 			return jobID, true
 		}
@@ -174,9 +178,10 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 	return ulid.ULID{}, false
 }
 
-// bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there, and
-// the rank within it, reading the states' counters in unit order, summed, up to that unit.
-func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, bool) {
+// bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there, the
+// rank within it and the states with jobs in it (none past the end), reading the states'
+// counters in unit order, summed, up to that unit.
+func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
 	level := len(timeLevelShifts) - 1
 	span := timeLevelShifts[level-1] - timeLevelShifts[level]
 	lo, hi := binary.BigEndian.AppendUint64(nil, parent<<span), binary.BigEndian.AppendUint64(nil, (parent+1)<<span)
@@ -186,23 +191,31 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, bool) {
 		ranges[i] = ix.tx.openRange(bucketJobTimeCounts, key(ix.team, []byte{byte(s), byte(level)}), lo, hi, false)
 	}
 	for {
-		unit, n := ^uint64(0), 0
+		unit := ^uint64(0)
 		for _, kr := range ranges {
 			if kr.k != nil {
 				unit = min(unit, binary.BigEndian.Uint64(kr.k[len(kr.prefix):]))
 			}
 		}
-		for _, kr := range ranges {
+		n, in := 0, uint64(0) // in: bit i for ix.states[i]
+		for i, kr := range ranges {
 			if kr.k != nil && binary.BigEndian.Uint64(kr.k[len(kr.prefix):]) == unit {
 				n += readCount(kr.v)
+				in |= 1 << i
 				kr.next()
 			}
 		}
 		switch {
-		case n == 0 && unit == ^uint64(0):
-			return 0, 0, false
+		case in == 0:
+			return 0, 0, nil
 		case r < n:
-			return unit, r, true
+			var held []JobState
+			for i, s := range ix.states {
+				if in&(1<<i) != 0 {
+					held = append(held, s)
+				}
+			}
+			return unit, r, held
 		}
 		r -= n
 	}
