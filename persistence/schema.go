@@ -9,6 +9,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // SchemaVersion is the layout of records and indexes this build writes. Open upgrades an older
@@ -239,7 +240,7 @@ func upgradeTo3(db *bolt.DB) error {
 			}
 		}
 		for _, name := range [][]byte{bucketJobsByTemplateV2, bucketJobsByTeamV2} {
-			if err := btx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+			if err := btx.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 				return nil, false, err
 			}
 		}

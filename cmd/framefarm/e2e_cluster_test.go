@@ -293,7 +293,7 @@ func TestClusterNodeStoppedPastItsLease(t *testing.T) {
 	found := make(chan string, 2)
 	go func() { found <- c.stderr.waitFor(waitLimit, "rejected a report from a stale attempt") }()
 	go func() { found <- stopped.stderr.waitFor(waitLimit, "abandoned an attempt") }()
-	if <-found == "" && <-found == "" {
+	if first := <-found; first == "" && <-found == "" {
 		t.Fatalf("attempt 1 was neither fenced nor abandoned\n%s", stopped.stderr.tail(30))
 	}
 	if out := cl.renderOutput(id); out.Attempt != 2 || out.Node != second.Node {

@@ -249,11 +249,12 @@ func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
 	known := map[string]bool{"minimal": true, "from": true, "limit": true, "from_date": true, "to_date": true,
 		"states": true, "exclude_states": true, "sort": true, "tags": true}
 	var unknown string
-	args.VisitAll(func(k, _ []byte) {
-		if !known[string(k)] && unknown == "" {
+	for k := range args.All() {
+		if !known[string(k)] {
 			unknown = string(k)
+			break
 		}
-	})
+	}
 	if unknown != "" {
 		return q, false, bad(unknown, "unknown query parameter")
 	}
