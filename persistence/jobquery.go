@@ -65,15 +65,7 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
 	// The rank index leaves out the states the team has no job in: each would cost a seek per
 	// level and per millisecond read.
-	var held []JobState
-	end := 0
-	for _, s := range AllJobStates {
-		if allowed[s] {
-			if n := t.JobCount(q.TeamID, s); n > 0 {
-				held, end = append(held, s), end+n
-			}
-		}
-	}
+	held, end := t.heldJobs(q.TeamID, allowed)
 	ix := t.timeIndex(q.TeamID, held)
 	start := 0
 	if lo != nil {
@@ -130,17 +122,8 @@ func successor(u ulid.ULID) []byte {
 
 // walkList pages through a listing by walking its index: tags, or priority order.
 func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	var ids []ulid.ULID
+	counted := q.counted()
 	total := 0
-	if q.Sort == SortRandom {
-		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
-			ids = append(ids, jobID)
-		}
-		total = len(ids)
-		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
-		return page(ids, q.Offset, q.Limit), total
-	}
-	counted := len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
 	if counted {
 		for s := range allowed {
 			if len(q.Tags) == 1 {
@@ -149,6 +132,22 @@ func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]u
 				total += t.JobCount(q.TeamID, s)
 			}
 		}
+	}
+	if len(q.Tags) > 0 && t.taggedCount(q, allowed) == 0 || counted && total <= q.Offset {
+		return nil, total // nothing on that page: no walk through every job to find so
+	}
+	var ids []ulid.ULID
+	if q.Sort == SortRandom {
+		if counted {
+			if sample, ok := t.sampleTagged(q, allowed, total); ok {
+				return sample, total
+			}
+		}
+		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
+			ids = append(ids, jobID)
+		}
+		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
+		return page(ids, q.Offset, q.Limit), len(ids)
 	}
 	n := 0
 	for jobID := range t.matchingJobs(q, allowed, lo, hi) {
@@ -164,6 +163,66 @@ func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]u
 		total = n
 	}
 	return ids, total
+}
+
+// counted reports whether counters give a walked listing's total: the walk then stops at the
+// page, where otherwise it goes through every match to count them.
+func (q JobQuery) counted() bool {
+	return len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
+}
+
+// Relative costs, in reads of consecutive index entries, of looking one key up and of finding
+// the job at a rank (counters at each level, then its millisecond): what chooses between
+// reading every job of a tag and checking the tag of jobs met another way.
+// Variables so that tests can force either way.
+var (
+	costOfLookup = 8
+	costOfRank   = 50
+)
+
+// heldJobs lists the states among allowed the team has jobs in, and how many jobs they hold.
+func (t *Tx) heldJobs(teamID ulid.ULID, allowed map[JobState]bool) ([]JobState, int) {
+	var held []JobState
+	all := 0
+	for _, s := range AllJobStates {
+		if allowed[s] {
+			if n := t.JobCount(teamID, s); n > 0 {
+				held, all = append(held, s), all+n
+			}
+		}
+	}
+	return held, all
+}
+
+// sampleTagged draws a random page of the jobs carrying q's one tag by drawing, without
+// replacement, among all the team's jobs in the allowed states and keeping those with the tag,
+// which is uniform over the tagged jobs. It declines (false) when the tag is rare enough that
+// reading all its jobs costs less, or when the draws run out of luck.
+func (t *Tx) sampleTagged(q JobQuery, allowed map[JobState]bool, tagged int) ([]ulid.ULID, bool) {
+	held, all := t.heldJobs(q.TeamID, allowed)
+	want := min(q.Offset+q.Limit, tagged)
+	if want == 0 || costOfRank*want*all >= tagged*tagged {
+		return nil, false
+	}
+	has := t.tagLookup(q.TeamID, q.Tags)
+	ix := t.timeIndex(q.TeamID, held)
+	expected := want * all / tagged
+	drawn := make(map[int]bool, expected)
+	var ids []ulid.ULID
+	for tries := 0; len(ids) < want && len(drawn) < all && tries < 4*expected+100; tries++ {
+		r := rand.IntN(all)
+		if drawn[r] {
+			continue
+		}
+		drawn[r] = true
+		if jobID, ok := ix.nth(r); ok && has(jobID[:]) {
+			ids = append(ids, jobID)
+		}
+	}
+	if len(ids) < want {
+		return nil, false
+	}
+	return page(ids, q.Offset, q.Limit), true
 }
 
 func page(ids []ulid.ULID, offset, limit int) []ulid.ULID {
@@ -223,9 +282,9 @@ func inBounds(jobID, lo, hi []byte) bool {
 func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) iter.Seq[ulid.ULID] {
 	team := id(q.TeamID)
 	if q.Sort == SortPriority {
-		tagged := t.taggedJobs(q.TeamID, q.Tags, allowed, lo, hi)
+		hasTag := t.tagFilter(q, allowed, lo, hi)
 		wanted := func(jobID []byte) bool {
-			return inBounds(jobID, lo, hi) && (tagged == nil || tagged[ulidAt(jobID)])
+			return inBounds(jobID, lo, hi) && (hasTag == nil || hasTag(jobID))
 		}
 		var states [][]byte
 		for _, s := range AllJobStates {
@@ -263,14 +322,23 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 		func(v []byte) bool { return allowed[JobState(v[0])] })
 }
 
-// taggedJobs is the set of jobs carrying any of the tags, or nil when there are no tags.
-func (t *Tx) taggedJobs(teamID ulid.ULID, tags []string, allowed map[JobState]bool, lo, hi []byte) map[ulid.ULID]bool {
-	if len(tags) == 0 {
+// tagFilter tells whether a job, met in an allowed state, carries any of q's tags (nil without
+// tags), for a walk in another order: from the set of the tags' jobs, or, when the walk stops at
+// the page and the tags are frequent enough that this costs less, by looking each job up in the
+// tags' index.
+func (t *Tx) tagFilter(q JobQuery, allowed map[JobState]bool, lo, hi []byte) func(jobID []byte) bool {
+	if len(q.Tags) == 0 {
 		return nil
 	}
-	set := make(map[ulid.ULID]bool)
-	for _, tag := range tags {
-		prefix := key(id(teamID), tagKey(tag))
+	_, all := t.heldJobs(q.TeamID, allowed)
+	tagged := t.taggedCount(q, allowed)
+	// A walk that stops at the page meets about all/tagged jobs per tagged one it keeps.
+	if q.counted() && tagged > 0 && costOfLookup*len(q.Tags)*(q.Offset+q.Limit)*all < tagged*tagged {
+		return t.tagLookup(q.TeamID, q.Tags)
+	}
+	set := make(map[ulid.ULID]bool, tagged)
+	for _, tag := range q.Tags {
+		prefix := key(id(q.TeamID), tagKey(tag))
 		t.rangeScan(bucketJobsByTeamTag, prefix, lo, hi, false, func(k, v []byte) bool {
 			if allowed[JobState(v[0])] {
 				set[ulidAt(k[len(prefix):])] = true
@@ -278,7 +346,37 @@ func (t *Tx) taggedJobs(teamID ulid.ULID, tags []string, allowed map[JobState]bo
 			return true
 		})
 	}
-	return set
+	return func(jobID []byte) bool { return set[ulidAt(jobID)] }
+}
+
+// taggedCount is how many jobs in the allowed states carry each of q's tags, summed: the number
+// carrying any of them, or more when jobs carry several.
+func (t *Tx) taggedCount(q JobQuery, allowed map[JobState]bool) int {
+	n := 0
+	for _, tag := range q.Tags {
+		for s := range allowed {
+			n += t.TagCount(q.TeamID, tag, s)
+		}
+	}
+	return n
+}
+
+// tagLookup tells whether a job carries any of the tags, from the tags' index one key at a time
+// (the walk that meets the job has checked its state).
+func (t *Tx) tagLookup(teamID ulid.ULID, tags []string) func(jobID []byte) bool {
+	b := t.bucket(bucketJobsByTeamTag)
+	prefixes := make([][]byte, len(tags))
+	for i, tag := range tags {
+		prefixes[i] = key(id(teamID), tagKey(tag))
+	}
+	return func(jobID []byte) bool {
+		for _, prefix := range prefixes {
+			if b.Get(key(prefix, jobID)) != nil {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // mergeRanges yields, in id order and each once, the job ids ending the keys under each prefix

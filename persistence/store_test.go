@@ -168,9 +168,18 @@ func TestSecondOpenReportsLocked(t *testing.T) {
 // TestListJobsMatchesReference checks every filter and order against a plain filter-and-sort over
 // all records, on random data and random queries.
 func TestListJobsMatchesReference(t *testing.T) {
-	// Jobs over 1.5 s (many per counter unit) and over 17 hours (units of every level).
+	// Jobs over 1.5 s (many per counter unit) and over 17 hours (units of every level); tags
+	// read as costs choose, and again looked up job by job and sampled, whatever their share.
+	lookup, rank := costOfLookup, costOfRank
+	t.Cleanup(func() { costOfLookup, costOfRank = lookup, rank })
 	for _, step := range []time.Duration{time.Millisecond, 41 * time.Second} {
-		t.Run(step.String(), func(t *testing.T) { listJobsMatchesReference(t, step) })
+		for _, free := range []bool{false, true} {
+			costOfLookup, costOfRank = lookup, rank
+			if free {
+				costOfLookup, costOfRank = 0, 0
+			}
+			t.Run(fmt.Sprintf("%s lookups free %v", step, free), func(t *testing.T) { listJobsMatchesReference(t, step) })
+		}
 	}
 }
 
@@ -244,42 +253,48 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 			t.Fatalf("round %d query %+v:\ngot total %d %v\nwant total %d %v", round, q, total, jobIDsOf(got), len(want), jobIDsOf(wantPage))
 		}
 	}
-	// Random order: the right set, whatever the order.
-	q := JobQuery{TeamID: teamB, Limit: 1000, Sort: SortRandom, States: []JobState{JobQueued, JobFinished}}
-	var got []*Job
-	var total int
-	if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
-		t.Fatal(err)
-	}
-	want := referenceList(all, q)
-	gotIDs, wantIDs := jobIDsOf(got), jobIDsOf(want)
-	slices.Sort(gotIDs)
-	slices.Sort(wantIDs)
-	if total != len(want) || !slices.Equal(gotIDs, wantIDs) {
-		t.Fatalf("random listing: got %d jobs (total %d), want %d", len(got), total, len(want))
-	}
-	// A random page smaller than the matches: distinct matching jobs, and every match drawn
-	// at some point.
-	q.Limit, q.CreatedFrom = 10, base.Add(300*step)
-	want = referenceList(all, q)
-	drawn := map[string]bool{}
-	for range 200 {
+	// Random order, with states and with a tag: the right set, whatever the order; a page
+	// smaller than the matches: distinct matching jobs, and every match drawn at some point.
+	for _, q := range []JobQuery{
+		{TeamID: teamB, Limit: 1000, Sort: SortRandom, States: []JobState{JobQueued, JobFinished}},
+		{TeamID: teamB, Limit: 1000, Sort: SortRandom, Tags: []string{"red"}},
+	} {
+		var got []*Job
+		var total int
 		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
 			t.Fatal(err)
 		}
-		ids := jobIDsOf(got)
-		if total != len(want) || len(ids) != 10 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 10 {
-			t.Fatalf("random page %v (total %d, want %d)", ids, total, len(want))
+		want := referenceList(all, q)
+		gotIDs, wantIDs := jobIDsOf(got), jobIDsOf(want)
+		slices.Sort(gotIDs)
+		slices.Sort(wantIDs)
+		if total != len(want) || !slices.Equal(gotIDs, wantIDs) {
+			t.Fatalf("random listing %+v: got %d jobs (total %d), want %d", q, len(got), total, len(want))
 		}
-		for _, id := range ids {
-			if !slices.ContainsFunc(want, func(j *Job) bool { return j.ID.String() == id }) {
-				t.Fatalf("random page holds %s, which does not match", id)
+		q.Limit = 10
+		if len(q.Tags) == 0 {
+			q.CreatedFrom = base.Add(300 * step)
+		}
+		want = referenceList(all, q)
+		drawn := map[string]bool{}
+		for range 200 {
+			if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+				t.Fatal(err)
 			}
-			drawn[id] = true
+			ids := jobIDsOf(got)
+			if total != len(want) || len(ids) != 10 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 10 {
+				t.Fatalf("random page %v of %+v (total %d, want %d)", ids, q, total, len(want))
+			}
+			for _, id := range ids {
+				if !slices.ContainsFunc(want, func(j *Job) bool { return j.ID.String() == id }) {
+					t.Fatalf("random page holds %s, which does not match %+v", id, q)
+				}
+				drawn[id] = true
+			}
 		}
-	}
-	if len(drawn) != len(want) {
-		t.Fatalf("200 random pages of 10 drew %d of the %d matching jobs", len(drawn), len(want))
+		if len(drawn) != len(want) {
+			t.Fatalf("200 random pages of 10 drew %d of the %d jobs matching %+v", len(drawn), len(want), q)
+		}
 	}
 }
 

@@ -87,7 +87,8 @@ func BenchmarkMillionJobs(b *testing.B) {
 	for _, query := range []string{"limit=100", "limit=100&sort=newest_first", "limit=100&sort=priority",
 		"limit=100&states=queued&minimal=true", "limit=100&from=" + strconv.Itoa(total/2),
 		"limit=100&from_date=" + from + "&to_date=" + to + "&exclude_states=manually_cancelled",
-		"limit=100&tags=bench", "limit=100&sort=random"} {
+		"limit=100&tags=bench", "limit=100&tags=bench&sort=priority", "limit=100&sort=random",
+		"limit=100&tags=bench&sort=random"} {
 		name := strings.NewReplacer("limit=100&", "", "&", " ").Replace(query)
 		stage("list "+name, func(b *testing.B) {
 			const listings = `code="200",method="GET",route="/api/v2/jobs"`
