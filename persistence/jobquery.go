@@ -45,7 +45,7 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
 	var ids []ulid.ULID
 	var total int
-	if len(q.Tags) > 0 || q.Sort == SortPriority {
+	if len(q.Tags) > 1 || q.Sort == SortPriority {
 		ids, total = t.walkList(q, allowed, lo, hi)
 	} else {
 		ids, total = t.rankedList(q, allowed, lo, hi)
@@ -61,12 +61,22 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	return jobs, total, nil
 }
 
-// rankedList pages through the jobs of some states in creation order (or samples them) by rank.
+// rankedList pages through the jobs of some states, or those of them carrying q's one tag, in
+// creation order (or samples them) by rank.
 func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	// The rank index leaves out the states the team has no job in: each would cost a seek per
+	// The rank index leaves out the states with no job in its scope: each would cost a seek per
 	// level and per millisecond read.
-	held, end := t.heldJobs(q.TeamID, allowed)
-	ix := t.timeIndex(q.TeamID, held)
+	var ix *timeIndex
+	var end int
+	if len(q.Tags) == 1 {
+		var held []JobState
+		held, end = heldStates(allowed, func(s JobState) int { return t.TagCount(q.TeamID, q.Tags[0], s) })
+		ix = t.tagTimeIndex(q.TeamID, q.Tags[0], held)
+	} else {
+		var held []JobState
+		held, end = t.heldJobs(q.TeamID, allowed)
+		ix = t.teamTimeIndex(q.TeamID, held)
+	}
 	start := 0
 	if lo != nil {
 		start = ix.before(lo)
@@ -86,29 +96,24 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 	case SortNewestFirst:
 		if pos := end - 1 - q.Offset; pos >= start {
 			if last, ok := ix.nth(pos); ok {
-				ids = t.pageFrom(q, held, lo, successor(last), true)
+				ids = ix.page(q.Limit, lo, successor(last), true)
 			}
 		}
 	default:
 		if pos := start + q.Offset; pos < end {
 			if first, ok := ix.nth(pos); ok {
-				ids = t.pageFrom(q, held, first[:], hi, false)
+				ids = ix.page(q.Limit, first[:], hi, false)
 			}
 		}
 	}
 	return ids, total
 }
 
-// pageFrom reads up to q.Limit ids of jobs in the states within [lo, hi), from one end, merging
-// the states' ranges of the creation index.
-func (t *Tx) pageFrom(q JobQuery, states []JobState, lo, hi []byte, reverse bool) []ulid.ULID {
-	ids := make([]ulid.ULID, 0, q.Limit)
-	prefixes := make([][]byte, 0, len(states))
-	for _, s := range states {
-		prefixes = append(prefixes, key(id(q.TeamID), stateKey(s)))
-	}
-	for jobID := range t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, nil) {
-		if ids = append(ids, jobID); len(ids) == q.Limit {
+// page reads up to limit ids of the index's jobs within [lo, hi), from one end.
+func (ix *timeIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
+	ids := make([]ulid.ULID, 0, limit)
+	for jobID := range ix.jobs(ix.states, lo, hi, reverse) {
+		if ids = append(ids, jobID); len(ids) == limit {
 			break
 		}
 	}
@@ -138,11 +143,6 @@ func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]u
 	}
 	var ids []ulid.ULID
 	if q.Sort == SortRandom {
-		if counted {
-			if sample, ok := t.sampleTagged(q, allowed, total); ok {
-				return sample, total
-			}
-		}
 		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
 			ids = append(ids, jobID)
 		}
@@ -171,58 +171,28 @@ func (q JobQuery) counted() bool {
 	return len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
 }
 
-// Relative costs, in reads of consecutive index entries, of looking one key up and of finding
-// the job at a rank (counters at each level, then its millisecond): what chooses between
-// reading every job of a tag and checking the tag of jobs met another way.
-// Variables so that tests can force either way.
-var (
-	costOfLookup = 8
-	costOfRank   = 50
-)
+// costOfLookup is the cost, in reads of consecutive index entries, of looking one key up: what
+// chooses between reading every job of a tag and checking the tag of each job a walk meets (a
+// variable so that tests can force either way).
+var costOfLookup = 8
 
 // heldJobs lists the states among allowed the team has jobs in, and how many jobs they hold.
 func (t *Tx) heldJobs(teamID ulid.ULID, allowed map[JobState]bool) ([]JobState, int) {
+	return heldStates(allowed, func(s JobState) int { return t.JobCount(teamID, s) })
+}
+
+// heldStates lists the states among allowed that count says hold jobs, and how many in all.
+func heldStates(allowed map[JobState]bool, count func(JobState) int) ([]JobState, int) {
 	var held []JobState
 	all := 0
 	for _, s := range AllJobStates {
 		if allowed[s] {
-			if n := t.JobCount(teamID, s); n > 0 {
+			if n := count(s); n > 0 {
 				held, all = append(held, s), all+n
 			}
 		}
 	}
 	return held, all
-}
-
-// sampleTagged draws a random page of the jobs carrying q's one tag by drawing, without
-// replacement, among all the team's jobs in the allowed states and keeping those with the tag,
-// which is uniform over the tagged jobs. It declines (false) when the tag is rare enough that
-// reading all its jobs costs less, or when the draws run out of luck.
-func (t *Tx) sampleTagged(q JobQuery, allowed map[JobState]bool, tagged int) ([]ulid.ULID, bool) {
-	held, all := t.heldJobs(q.TeamID, allowed)
-	want := min(q.Offset+q.Limit, tagged)
-	if want == 0 || costOfRank*want*all >= tagged*tagged {
-		return nil, false
-	}
-	has := t.tagLookup(q.TeamID, q.Tags)
-	ix := t.timeIndex(q.TeamID, held)
-	expected := want * all / tagged
-	drawn := make(map[int]bool, expected)
-	var ids []ulid.ULID
-	for tries := 0; len(ids) < want && len(drawn) < all && tries < 4*expected+100; tries++ {
-		r := rand.IntN(all)
-		if drawn[r] {
-			continue
-		}
-		drawn[r] = true
-		if jobID, ok := ix.nth(r); ok && has(jobID[:]) {
-			ids = append(ids, jobID)
-		}
-	}
-	if len(ids) < want {
-		return nil, false
-	}
-	return page(ids, q.Offset, q.Limit), true
 }
 
 func page(ids []ulid.ULID, offset, limit int) []ulid.ULID {

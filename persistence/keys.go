@@ -47,6 +47,8 @@ var (
 	bucketJobsByEnd = []byte("jobs_by_end")
 	// team + state + level + time unit -> count (timecounts.go)
 	bucketJobTimeCounts = []byte("job_time_counts")
+	// team + len(tag) + tag + state + level + time unit -> count
+	bucketTagTimeCounts = []byte("tag_time_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
@@ -62,7 +64,7 @@ var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeamState, bucketJobsByTeamTag,
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
-	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketBatches,
+	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketBatches,
 	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
 }
 

@@ -22,7 +22,7 @@ import (
 //	3  a job has fewer index entries: every state in creation order is read by merging the
 //	   per-state index (no team index), a template's live jobs are a counter (no index), the
 //	   priority index holds only jobs with a priority of their own (the creation index marks
-//	   them), and counters back at zero are removed
+//	   them), and counters back at zero are removed; tags' jobs are counted by creation time
 const SchemaVersion = 3
 
 const metaSchemaVersion = "schema_version"
@@ -181,13 +181,13 @@ func upgradeTo2(db *bolt.DB) error {
 	})
 }
 
-// upgradeTo3 walks, chunk by chunk, the counters (removing those at zero) and the priority index
-// (keeping only jobs with a priority of their own, which the creation index now marks); the
-// cursor is the walked bucket's place in that list and the last key read in it. The last chunk
-// counts each template's live jobs from the templates' index and drops that index and the team
-// index.
+// upgradeTo3 walks, chunk by chunk, the counters (removing those at zero), the priority index
+// (keeping only jobs with a priority of their own, which the creation index now marks) and the
+// tags' index (counting each tag's jobs by creation time); the cursor is the walked bucket's
+// place in that list and the last key read in it. The last chunk counts each template's live
+// jobs from the templates' index and drops that index and the team index.
 func upgradeTo3(db *bolt.DB) error {
-	walked := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketJobsByTeamPriority}
+	walked := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketJobsByTeamPriority, bucketJobsByTeamTag}
 	defaultPriority := invertedPriority(0)
 	return migrateInChunks(db, 3, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		which, from := 0, []byte(nil)
@@ -204,11 +204,15 @@ func upgradeTo3(db *bolt.DB) error {
 				read = append(read, entry{bytes.Clone(k), bytes.Clone(v)})
 			}
 			// Changed after the walk: bbolt cursors may skip keys when their bucket changes.
-			priorities := bytes.Equal(walked[which], bucketJobsByTeamPriority)
+			tx := &Tx{tx: btx}
 			for _, e := range read {
 				var err error
 				switch {
-				case !priorities:
+				case bytes.Equal(walked[which], bucketJobsByTeamTag):
+					// team + len(tag) + tag + job id -> state
+					scope := e.k[:17+int(e.k[16])]
+					err = tx.addScopeTimeCounts(bucketTagTimeCounts, scope, ulidAt(e.k[len(scope):]), JobState(e.v[0]), 1)
+				case !bytes.Equal(walked[which], bucketJobsByTeamPriority):
 					if readCount(e.v) == 0 {
 						err = b.Delete(e.k)
 					}
@@ -221,6 +225,9 @@ func upgradeTo3(db *bolt.DB) error {
 				if err != nil {
 					return nil, false, err
 				}
+			}
+			if err := tx.finish(); err != nil {
+				return nil, false, err
 			}
 			if k != nil {
 				return append([]byte{byte(which)}, read[len(read)-1].k...), false, nil

@@ -135,7 +135,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 		all, jobs = append(all, j.ID), append(jobs, j)
 	}
 	storeJobsAndClose(t, s, jobs)
-	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
+	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
 	want := map[string]map[string]string{}
 	for _, b := range rewritten {
 		want[string(b)] = bucketDump(t, path, b)
@@ -222,7 +222,7 @@ func openAfterAKill(t *testing.T, path string, chunk int, stoppedAt string) *Sto
 
 // downgradeToSchema2 makes the store look as schema 2 wrote it: a team index, an index of the
 // templates' live jobs, every job in the priority index and none marked in the creation index, no
-// template counters, and counters left at zero.
+// template counters, no tag counters by time, and counters left at zero.
 func downgradeToSchema2(t *testing.T, path string) {
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		byTeam, err := tx.CreateBucket(bucketJobsByTeamV2)
@@ -255,8 +255,10 @@ func downgradeToSchema2(t *testing.T, path string) {
 		if err != nil {
 			return err
 		}
-		if err := tx.DeleteBucket(bucketTemplateLiveJobs); err != nil {
-			return err
+		for _, b := range [][]byte{bucketTemplateLiveJobs, bucketTagTimeCounts} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
 		}
 		var zero [8]byte
 		for i, b := range [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts} {

@@ -2,34 +2,50 @@ package persistence
 
 import (
 	"encoding/binary"
+	"iter"
 	"slices"
 
 	"github.com/oklog/ulid/v2"
 )
 
-// Job counts by creation time: for each team, state and level, how many jobs were created in
-// each unit of time (a job's id carries its creation millisecond). Four levels, each unit of one
-// splitting into 256 or 64 units of the next, let a listing count the jobs before any id, or find
-// the job at any rank, by reading a few hundred counters per level and then the jobs of one
-// millisecond: offsets, date-range totals and random samples at any size.
+// Job counts by creation time: for each team (and each team's tag), state and level, how many
+// jobs were created in each unit of time (a job's id carries its creation millisecond). Four
+// levels, each unit of one splitting into 256 or 64 units of the next, let a listing count the
+// jobs before any id, or find the job at any rank, by reading a few hundred counters per level
+// and then the jobs of one millisecond: offsets, date-range totals and random samples at any
+// size.
 //
 //	level 0: 2^22 ms (about 70 minutes)   level 1: 2^14 ms (about 16 s)
 //	level 2: 2^6 ms (64 ms)               level 3: 1 ms
 var timeLevelShifts = [...]uint{22, 14, 6, 0}
 
-// timeCountKey is team + state + level + unit.
-func timeCountKey(team []byte, s JobState, level int, unit uint64) []byte {
-	k := make([]byte, 0, 26)
-	k = append(k, team...)
+// timeCountKey is scope + state + level + unit, where the scope is a team (bucketJobTimeCounts)
+// or a team and a tag (bucketTagTimeCounts).
+func timeCountKey(scope []byte, s JobState, level int, unit uint64) []byte {
+	k := make([]byte, 0, len(scope)+10)
+	k = append(k, scope...)
 	k = append(k, byte(s), byte(level))
 	return binary.BigEndian.AppendUint64(k, unit)
 }
 
-// addTimeCounts moves a job's counters at every level.
+// addTimeCounts moves a job's counters at every level, its team's and its tags'.
 func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) error {
-	ms := j.ID.Time()
+	team := id(j.TeamID)
+	if err := t.addScopeTimeCounts(bucketJobTimeCounts, team, j.ID, s, delta); err != nil {
+		return err
+	}
+	for _, tag := range j.Tags {
+		if err := t.addScopeTimeCounts(bucketTagTimeCounts, key(team, tagKey(tag)), j.ID, s, delta); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *Tx) addScopeTimeCounts(bucket, scope []byte, jobID ulid.ULID, s JobState, delta int) error {
+	ms := jobID.Time()
 	for level, shift := range timeLevelShifts {
-		if err := t.addCount(bucketJobTimeCounts, timeCountKey(id(j.TeamID), s, level, ms>>shift), delta); err != nil {
+		if err := t.addCount(bucket, timeCountKey(scope, s, level, ms>>shift), delta); err != nil {
 			return err
 		}
 	}
@@ -42,17 +58,44 @@ type unitCount struct {
 	count int
 }
 
-// timeIndex answers rank questions over one team's jobs in a set of states, in id order.
+// timeIndex answers rank questions over the jobs of a scope (a team, or a team's tag) in a set of
+// states, in id order.
 type timeIndex struct {
-	tx     *Tx
-	team   []byte
-	states []JobState
+	tx       *Tx
+	counters []byte // the bucket of the scope's counters
+	scope    []byte
+	states   []JobState
+	// jobs yields, in id order (or reversed), the scope's jobs in some states with ids in
+	// [lo, hi).
+	jobs func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID]
 	// units memoizes the counters read: level and parent unit -> the units below it.
 	units map[[2]uint64][]unitCount
 }
 
-func (t *Tx) timeIndex(team ulid.ULID, states []JobState) *timeIndex {
-	return &timeIndex{tx: t, team: id(team), states: states, units: make(map[[2]uint64][]unitCount)}
+// teamTimeIndex ranks a team's jobs: counters by team, jobs from the creation index.
+func (t *Tx) teamTimeIndex(team ulid.ULID, states []JobState) *timeIndex {
+	return &timeIndex{tx: t, counters: bucketJobTimeCounts, scope: id(team), states: states, units: make(map[[2]uint64][]unitCount),
+		jobs: func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+			prefixes := make([][]byte, len(states))
+			for i, s := range states {
+				prefixes[i] = key(id(team), stateKey(s))
+			}
+			return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, nil)
+		}}
+}
+
+// tagTimeIndex ranks the jobs of a team carrying a tag: counters by tag, jobs from the tag's
+// index (its entries carry the job's state).
+func (t *Tx) tagTimeIndex(team ulid.ULID, tag string, states []JobState) *timeIndex {
+	scope := key(id(team), tagKey(tag))
+	return &timeIndex{tx: t, counters: bucketTagTimeCounts, scope: scope, states: states, units: make(map[[2]uint64][]unitCount),
+		jobs: func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+			in := make(map[JobState]bool, len(states))
+			for _, s := range states {
+				in[s] = true
+			}
+			return t.mergeRanges(bucketJobsByTeamTag, [][]byte{scope}, lo, hi, reverse, func(v []byte) bool { return in[JobState(v[0])] })
+		}}
 }
 
 // children lists, in unit order, the non-empty units of a level inside a parent unit of the
@@ -71,10 +114,10 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 	// Each state's counters come in unit order; with several states, sorting them together and
 	// adding up equal units sums them.
 	var out []unitCount
-	c := ix.tx.bucket(bucketJobTimeCounts).Cursor()
+	c := ix.tx.bucket(ix.counters).Cursor()
 	for _, s := range ix.states {
-		prefix := key(ix.team, []byte{byte(s), byte(level)})
-		for k, v := c.Seek(timeCountKey(ix.team, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+		prefix := key(ix.scope, []byte{byte(s), byte(level)})
+		for k, v := c.Seek(timeCountKey(ix.scope, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
 			unit := binary.BigEndian.Uint64(k[len(prefix):])
 			if unit >= hi {
 				break
@@ -125,13 +168,9 @@ func (ix *timeIndex) before(bound []byte) int {
 		}
 		parent = unit
 	}
-	// The bottom unit holding the bound: count its jobs before the bound in the state index.
-	start := msKey(parent << timeLevelShifts[len(timeLevelShifts)-1])
-	for _, prefix := range ix.prefixes() {
-		ix.tx.rangeScan(bucketJobsByTeamState, prefix, start, bound, false, func(_, _ []byte) bool {
-			n++
-			return true
-		})
+	// The bottom unit holding the bound: count its jobs before the bound.
+	for range ix.jobs(ix.states, msKey(parent<<timeLevelShifts[len(timeLevelShifts)-1]), bound, false) {
+		n++
 	}
 	return n
 }
@@ -165,11 +204,7 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 		return ulid.ULID{}, false
 	}
 	shift := timeLevelShifts[bottom]
-	prefixes := make([][]byte, len(held))
-	for i, s := range held {
-		prefixes[i] = key(ix.team, stateKey(s))
-	}
-	for jobID := range ix.tx.mergeRanges(bucketJobsByTeamState, prefixes, msKey(unit<<shift), msKey((unit+1)<<shift), false, nil) {
+	for jobID := range ix.jobs(held, msKey(unit<<shift), msKey((unit+1)<<shift), false) {
 		if r == 0 {
 			return jobID, true
 		}
@@ -188,7 +223,7 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) 
 	ix.tx.mustFlushCounts()
 	ranges := make([]*keyRange, len(ix.states))
 	for i, s := range ix.states {
-		ranges[i] = ix.tx.openRange(bucketJobTimeCounts, key(ix.team, []byte{byte(s), byte(level)}), lo, hi, false)
+		ranges[i] = ix.tx.openRange(ix.counters, key(ix.scope, []byte{byte(s), byte(level)}), lo, hi, false)
 	}
 	for {
 		unit := ^uint64(0)
@@ -219,15 +254,6 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) 
 		}
 		r -= n
 	}
-}
-
-// prefixes are the state index prefixes of the index's team and states.
-func (ix *timeIndex) prefixes() [][]byte {
-	out := make([][]byte, len(ix.states))
-	for i, s := range ix.states {
-		out[i] = key(ix.team, stateKey(s))
-	}
-	return out
 }
 
 // sampleRanks returns up to n distinct ranks in [from, to), uniformly, in random order.
