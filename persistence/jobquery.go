@@ -37,9 +37,9 @@ type JobQuery struct {
 }
 
 // ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
-// job records are loaded for the page alone. Without tags, and in creation order or random
-// order, the counters by creation time find the page's first job, the total and random samples
-// without walking the jobs before them; tags and priority order walk their index.
+// job records are loaded for the page alone. With at most one tag, in creation or random order,
+// the counters by creation time find the page's first job, the total and random samples without
+// walking the jobs before them; several tags, and priority order, walk their index.
 func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	allowed := stateSet(q.States)
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
@@ -67,13 +67,12 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 	// The rank index leaves out the states with no job in its scope: each would cost a seek per
 	// level and per millisecond read.
 	var ix *timeIndex
+	var held []JobState
 	var end int
 	if len(q.Tags) == 1 {
-		var held []JobState
 		held, end = heldStates(allowed, func(s JobState) int { return t.TagCount(q.TeamID, q.Tags[0], s) })
 		ix = t.tagTimeIndex(q.TeamID, q.Tags[0], held)
 	} else {
-		var held []JobState
 		held, end = t.heldJobs(q.TeamID, allowed)
 		ix = t.teamTimeIndex(q.TeamID, held)
 	}
@@ -125,7 +124,7 @@ func successor(u ulid.ULID) []byte {
 	return prefixEnd(u[:])
 }
 
-// walkList pages through a listing by walking its index: tags, or priority order.
+// walkList pages through a listing by walking its index: several tags, or priority order.
 func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
 	counted := q.counted()
 	total := 0
