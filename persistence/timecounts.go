@@ -42,6 +42,7 @@ func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) error {
 	return nil
 }
 
+// addScopeTimeCounts moves a job's counters of one scope at every level.
 func (t *Tx) addScopeTimeCounts(bucket, scope []byte, jobID ulid.ULID, s JobState, delta int) error {
 	ms := jobID.Time()
 	for level, shift := range timeLevelShifts {
