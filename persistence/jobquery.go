@@ -302,7 +302,8 @@ func (t *Tx) tagFilter(q JobQuery, allowed map[JobState]bool, lo, hi []byte) fun
 	_, all := t.heldJobs(q.TeamID, allowed)
 	tagged := t.taggedCount(q, allowed)
 	// A walk that stops at the page meets about all/tagged jobs per tagged one it keeps.
-	if q.counted() && tagged > 0 && costOfLookup*len(q.Tags)*(q.Offset+q.Limit)*all < tagged*tagged {
+	walked := float64(q.Offset+q.Limit) * float64(all) / float64(max(tagged, 1))
+	if q.counted() && tagged > 0 && float64(costOfLookup*len(q.Tags))*walked < float64(tagged) {
 		return t.tagLookup(q.TeamID, q.Tags)
 	}
 	set := make(map[ulid.ULID]bool, tagged)
