@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"iter"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -43,6 +44,15 @@ type JobQuery struct {
 func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	allowed := stateSet(q.States)
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
+	if len(q.Tags) > 1 {
+		// Tags no job in these states carries change nothing; one left is ranked like one asked.
+		q.Tags = slices.DeleteFunc(slices.Clone(q.Tags), func(tag string) bool {
+			return t.taggedCount(JobQuery{TeamID: q.TeamID, Tags: []string{tag}}, allowed) == 0
+		})
+		if len(q.Tags) == 0 {
+			return []*Job{}, 0, nil
+		}
+	}
 	var ids []ulid.ULID
 	var total int
 	if len(q.Tags) > 1 || q.Sort == SortPriority {
