@@ -74,25 +74,7 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 // rankedList pages through the jobs of some states, or those of them carrying q's one tag, in
 // creation order (or samples them) by rank.
 func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	// The rank index leaves out the states with no job in its scope: each would cost a seek per
-	// level and per millisecond read.
-	var ix *timeIndex
-	var held []JobState
-	var end int
-	if len(q.Tags) == 1 {
-		held, end = heldStates(allowed, func(s JobState) int { return t.TagCount(q.TeamID, q.Tags[0], s) })
-		ix = t.tagTimeIndex(q.TeamID, q.Tags[0], held)
-	} else {
-		held, end = t.heldJobs(q.TeamID, allowed)
-		ix = t.teamTimeIndex(q.TeamID, held)
-	}
-	start := 0
-	if lo != nil {
-		start = ix.before(lo)
-	}
-	if hi != nil {
-		end = ix.before(hi)
-	}
+	ix, start, end := t.ranks(q, allowed, lo, hi)
 	total := max(end-start, 0)
 	var ids []ulid.ULID
 	switch q.Sort {
@@ -118,6 +100,28 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 	return ids, total
 }
 
+// ranks is the rank index of q's jobs (of a team, or of its one tag) and the ranks [start, end)
+// of those created within [lo, hi).
+func (t *Tx) ranks(q JobQuery, allowed map[JobState]bool, lo, hi []byte) (ix *timeIndex, start, end int) {
+	// The rank index leaves out the states with no job in its scope: each would cost a seek per
+	// level and per millisecond read.
+	var held []JobState
+	if len(q.Tags) == 1 {
+		held, end = heldStates(allowed, func(s JobState) int { return t.TagCount(q.TeamID, q.Tags[0], s) })
+		ix = t.tagTimeIndex(q.TeamID, q.Tags[0], held)
+	} else {
+		held, end = t.heldJobs(q.TeamID, allowed)
+		ix = t.teamTimeIndex(q.TeamID, held)
+	}
+	if lo != nil {
+		start = ix.before(lo)
+	}
+	if hi != nil {
+		end = ix.before(hi)
+	}
+	return ix, start, end
+}
+
 // page reads up to limit ids of the index's jobs within [lo, hi), from one end.
 func (ix *timeIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
 	ids := make([]ulid.ULID, 0, limit)
@@ -134,50 +138,40 @@ func successor(u ulid.ULID) []byte {
 	return prefixEnd(u[:])
 }
 
-// walkList pages through a listing by walking its index: several tags, or priority order.
+// walkList pages through a listing by walking its index: several tags, or priority order. The
+// total comes first (from the counters, or for several tags by counting their merged index), so
+// the walk stops at the page.
 func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	counted := q.counted()
-	total := 0
-	if counted {
-		for s := range allowed {
-			if len(q.Tags) == 1 {
-				total += t.TagCount(q.TeamID, q.Tags[0], s)
-			} else {
-				total += t.JobCount(q.TeamID, s)
-			}
-		}
-	}
-	if len(q.Tags) > 0 && t.taggedCount(q, allowed) == 0 || counted && total <= q.Offset {
-		return nil, total // nothing on that page: no walk through every job to find so
-	}
 	var ids []ulid.ULID
-	if q.Sort == SortRandom {
+	if q.Sort == SortRandom { // several tags: their union has no rank index
 		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
 			ids = append(ids, jobID)
 		}
 		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
 		return page(ids, q.Offset, q.Limit), len(ids)
 	}
+	total := 0
+	if len(q.Tags) > 1 {
+		for range t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, false, func(v []byte) bool { return allowed[JobState(v[0])] }) {
+			total++
+		}
+	} else {
+		_, start, end := t.ranks(q, allowed, lo, hi)
+		total = max(end-start, 0)
+	}
+	if total <= q.Offset {
+		return nil, total
+	}
 	n := 0
 	for jobID := range t.matchingJobs(q, allowed, lo, hi) {
-		if n >= q.Offset && len(ids) < q.Limit {
-			ids = append(ids, jobID)
+		if n >= q.Offset {
+			if ids = append(ids, jobID); len(ids) == q.Limit {
+				break
+			}
 		}
 		n++
-		if counted && len(ids) == q.Limit {
-			break
-		}
-	}
-	if !counted {
-		total = n
 	}
 	return ids, total
-}
-
-// counted reports whether counters give a walked listing's total: the walk then stops at the
-// page, where otherwise it goes through every match to count them.
-func (q JobQuery) counted() bool {
-	return len(q.Tags) <= 1 && q.CreatedFrom.IsZero() && q.CreatedTo.IsZero()
 }
 
 // costOfLookup is the cost, in reads of consecutive index entries, of looking one key up: what
@@ -293,27 +287,32 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 			t.rangeScan(bucketJobsByTeamPriority, team, invertedPriority(-1), nil, false, ownPriority)
 		}
 	}
-	prefixes := make([][]byte, len(q.Tags))
-	for i, tag := range q.Tags {
-		prefixes[i] = key(team, tagKey(tag))
-	}
-	return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, q.Sort == SortNewestFirst,
+	return t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, q.Sort == SortNewestFirst,
 		func(v []byte) bool { return allowed[JobState(v[0])] })
 }
 
+// tagPrefixes are the tags' index prefixes of q's team and tags.
+func (t *Tx) tagPrefixes(q JobQuery) [][]byte {
+	prefixes := make([][]byte, len(q.Tags))
+	for i, tag := range q.Tags {
+		prefixes[i] = key(id(q.TeamID), tagKey(tag))
+	}
+	return prefixes
+}
+
 // tagFilter tells whether a job, met in an allowed state, carries any of q's tags (nil without
-// tags), for a walk in another order: from the set of the tags' jobs, or, when the walk stops at
-// the page and the tags are frequent enough that this costs less, by looking each job up in the
-// tags' index.
+// tags), for a walk in another order that stops at the page: from the set of the tags' jobs, or,
+// when the tags are frequent enough that this costs less, by looking each job up in the tags'
+// index.
 func (t *Tx) tagFilter(q JobQuery, allowed map[JobState]bool, lo, hi []byte) func(jobID []byte) bool {
 	if len(q.Tags) == 0 {
 		return nil
 	}
 	_, all := t.heldJobs(q.TeamID, allowed)
 	tagged := t.taggedCount(q, allowed)
-	// A walk that stops at the page meets about all/tagged jobs per tagged one it keeps.
+	// The walk meets about all/tagged jobs per tagged one it keeps.
 	walked := float64(q.Offset+q.Limit) * float64(all) / float64(max(tagged, 1))
-	if q.counted() && tagged > 0 && float64(costOfLookup*len(q.Tags))*walked < float64(tagged) {
+	if tagged > 0 && float64(costOfLookup*len(q.Tags))*walked < float64(tagged) {
 		return t.tagLookup(q.TeamID, q.Tags)
 	}
 	set := make(map[ulid.ULID]bool, tagged)
