@@ -124,6 +124,9 @@ func (t *Tx) ranks(q JobQuery, allowed map[JobState]bool, lo, hi []byte) (ix *ti
 
 // page reads up to limit ids of the index's jobs within [lo, hi), from one end.
 func (ix *timeIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
+	if limit <= 0 {
+		return nil
+	}
 	ids := make([]ulid.ULID, 0, limit)
 	for jobID := range ix.jobs(ix.states, lo, hi, reverse) {
 		if ids = append(ids, jobID); len(ids) == limit {
@@ -159,7 +162,7 @@ func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]u
 		_, start, end := t.ranks(q, allowed, lo, hi)
 		total = max(end-start, 0)
 	}
-	if total <= q.Offset {
+	if total <= q.Offset || q.Limit <= 0 {
 		return nil, total
 	}
 	n := 0

@@ -456,3 +456,36 @@ func TestLogTimeMatchesFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestListJobsWithoutALimitReadsNoPage: a query with no room for jobs answers the total alone
+// (the API asks for at least one; a caller that asks for none must not read them all).
+func TestListJobsWithoutALimitReadsNoPage(t *testing.T) {
+	s := openTestStore(t, "")
+	ids := NewIDs()
+	team := ids.New(time.Now())
+	var jobs []*Job
+	for i := range 5 {
+		jobs = append(jobs, &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Priority: i % 2, Tags: []string{"a", "b"}})
+	}
+	if err := s.update(func(tx *Tx) error {
+		for _, j := range jobs {
+			if err := tx.createJob(j, testNow); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []JobQuery{{Sort: SortOldestFirst}, {Sort: SortNewestFirst}, {Sort: SortPriority}, {Sort: SortOldestFirst, Tags: []string{"a", "b"}}} {
+		q.TeamID = team
+		var got []*Job
+		var total int
+		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 0 || total != 5 {
+			t.Errorf("%+v: %d jobs, total %d; want none of 5", q, len(got), total)
+		}
+	}
+}
