@@ -155,7 +155,7 @@ func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]u
 	}
 	total := 0
 	if len(q.Tags) > 1 {
-		for range t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, false, func(v []byte) bool { return allowed[JobState(v[0])] }) {
+		for range t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, false, stateIn(allowed)) {
 			total++
 		}
 	} else {
@@ -290,8 +290,12 @@ func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 			t.rangeScan(bucketJobsByTeamPriority, team, invertedPriority(-1), nil, false, ownPriority)
 		}
 	}
-	return t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, q.Sort == SortNewestFirst,
-		func(v []byte) bool { return allowed[JobState(v[0])] })
+	return t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, q.Sort == SortNewestFirst, stateIn(allowed))
+}
+
+// stateIn accepts a tag index entry (its value is the job's state) whose state is in the set.
+func stateIn(states map[JobState]bool) func(v []byte) bool {
+	return func(v []byte) bool { return states[JobState(v[0])] }
 }
 
 // tagPrefixes are the tags' index prefixes of q's team and tags.

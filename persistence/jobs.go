@@ -10,11 +10,6 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
-// createJob stores a new job and its index entries.
-func (t *Tx) createJob(j *Job, at time.Time) error {
-	return t.insertJob(j, prepareJob(j, at))
-}
-
 // preparedJob is what creating a job writes besides its counters, in bytes: its record, its
 // index entries and its first log line.
 type preparedJob struct {

@@ -82,7 +82,8 @@ func TestUpgradeFromSchema1SurvivesAKillHalfway(t *testing.T) {
 		}
 		jobs = append(jobs, j)
 	}
-	storeJobsAndClose(t, s, jobs)
+	storeJobs(t, s, jobs)
+	s.Close()
 	counts, ended := bucketDump(t, path, bucketJobTimeCounts), bucketDump(t, path, bucketJobsByEnd)
 	downgradeToSchema1(t, path)
 
@@ -134,7 +135,8 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 		}
 		all, jobs = append(all, j.ID), append(jobs, j)
 	}
-	storeJobsAndClose(t, s, jobs)
+	storeJobs(t, s, jobs)
+	s.Close()
 	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
 	want := map[string]map[string]string{}
 	for _, b := range rewritten {
@@ -182,22 +184,6 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 			t.Errorf("bucket %s is still there after the upgrade", b)
 		}
 	}
-}
-
-// storeJobsAndClose creates the jobs in one transaction and closes the store.
-func storeJobsAndClose(t *testing.T, s *Store, jobs []*Job) {
-	t.Helper()
-	if err := s.update(func(tx *Tx) error {
-		for _, j := range jobs {
-			if err := tx.createJob(j, testNow); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
 }
 
 // openAfterAKill opens an older store with migrations of chunk records, stopped after the first

@@ -13,6 +13,26 @@ import (
 	"github.com/oklog/ulid/v2"
 )
 
+// createJob stores a new job and its index entries, as CreateJobs does without the log line.
+func (t *Tx) createJob(j *Job, at time.Time) error {
+	return t.insertJob(j, prepareJob(j, at))
+}
+
+// storeJobs creates the jobs in one transaction.
+func storeJobs(t *testing.T, s *Store, jobs []*Job) {
+	t.Helper()
+	if err := s.update(func(tx *Tx) error {
+		for _, j := range jobs {
+			if err := tx.createJob(j, testNow); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func openTestStore(t *testing.T, path string) *Store {
 	t.Helper()
 	if path == "" {
@@ -467,16 +487,7 @@ func TestListJobsWithoutALimitReadsNoPage(t *testing.T) {
 	for i := range 5 {
 		jobs = append(jobs, &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Priority: i % 2, Tags: []string{"a", "b"}})
 	}
-	if err := s.update(func(tx *Tx) error {
-		for _, j := range jobs {
-			if err := tx.createJob(j, testNow); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	storeJobs(t, s, jobs)
 	for _, q := range []JobQuery{{Sort: SortOldestFirst}, {Sort: SortNewestFirst}, {Sort: SortPriority}, {Sort: SortOldestFirst, Tags: []string{"a", "b"}}} {
 		q.TeamID = team
 		var got []*Job

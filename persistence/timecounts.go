@@ -95,7 +95,7 @@ func (t *Tx) tagTimeIndex(team ulid.ULID, tag string, states []JobState) *timeIn
 			for _, s := range states {
 				in[s] = true
 			}
-			return t.mergeRanges(bucketJobsByTeamTag, [][]byte{scope}, lo, hi, reverse, func(v []byte) bool { return in[JobState(v[0])] })
+			return t.mergeRanges(bucketJobsByTeamTag, [][]byte{scope}, lo, hi, reverse, stateIn(in))
 		}}
 }
 
