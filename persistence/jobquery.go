@@ -38,9 +38,9 @@ type JobQuery struct {
 }
 
 // ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
-// job records are loaded for the page alone. With at most one tag, in creation or random order,
-// the counters by creation time find the page's first job, the total and random samples without
-// walking the jobs before them; several tags, and priority order, walk their index.
+// job records are loaded for the page alone. With at most one tag, in any order, the counters by
+// creation time find the page's first job, the total and random samples without walking the
+// jobs before them; several tags walk their merged index.
 func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	allowed := stateSet(q.States)
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
@@ -55,9 +55,12 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	}
 	var ids []ulid.ULID
 	var total int
-	if len(q.Tags) > 1 || q.Sort == SortPriority {
+	switch {
+	case len(q.Tags) > 1:
 		ids, total = t.walkList(q, allowed, lo, hi)
-	} else {
+	case q.Sort == SortPriority:
+		ids, total = t.priorityList(q, allowed, lo, hi)
+	default:
 		ids, total = t.rankedList(q, allowed, lo, hi)
 	}
 	jobs := make([]*Job, 0, len(ids))
@@ -103,16 +106,16 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 // ranks is the rank index of q's jobs (of a team, or of its one tag) and the ranks [start, end)
 // of those created within [lo, hi).
 func (t *Tx) ranks(q JobQuery, allowed map[JobState]bool, lo, hi []byte) (ix *timeIndex, start, end int) {
+	sc := scopeOf(q)
 	// The rank index leaves out the states with no job in its scope: each would cost a seek per
 	// level and per millisecond read.
-	var held []JobState
-	if len(q.Tags) == 1 {
-		held, end = heldStates(allowed, func(s JobState) int { return t.TagCount(q.TeamID, q.Tags[0], s) })
-		ix = t.tagTimeIndex(q.TeamID, q.Tags[0], held)
-	} else {
-		held, end = t.heldJobs(q.TeamID, allowed)
-		ix = t.teamTimeIndex(q.TeamID, held)
-	}
+	held, end := heldStates(allowed, func(s JobState) int {
+		if sc.tag != "" {
+			return t.TagCount(q.TeamID, sc.tag, s)
+		}
+		return t.JobCount(q.TeamID, s)
+	})
+	ix = t.scopeIndex(sc, held)
 	if lo != nil {
 		start = ix.before(lo)
 	}
@@ -120,6 +123,73 @@ func (t *Tx) ranks(q JobQuery, allowed map[JobState]bool, lo, hi []byte) (ix *ti
 		end = ix.before(hi)
 	}
 	return ix, start, end
+}
+
+// scopeOf is the scope of a query with at most one tag.
+func scopeOf(q JobQuery) jobScope {
+	if len(q.Tags) == 1 {
+		return jobScope{q.TeamID, q.Tags[0]}
+	}
+	return jobScope{team: q.TeamID}
+}
+
+// span is the ranks [start, end) of the index's jobs created within [lo, hi).
+func (ix *timeIndex) span(lo, hi []byte) (start, end int) {
+	if lo != nil {
+		start = ix.before(lo)
+	}
+	if hi != nil {
+		return start, ix.before(hi)
+	}
+	for _, uc := range ix.children(0, 0) {
+		end += uc.count
+	}
+	return start, end
+}
+
+// priorityList pages through q's jobs (of a team, or of its one tag) in pickup order: each
+// priority above the default, highest first, then the default's jobs, then the priorities
+// below, each oldest first. The segments' counters find the one holding the page's first job
+// and its rank there; the page reads on from it.
+func (t *Tx) priorityList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
+	all, start, end := t.ranks(q, allowed, lo, hi)
+	total := max(end-start, 0)
+	if total <= q.Offset || q.Limit <= 0 {
+		return nil, total
+	}
+	sc, held := scopeOf(q), all.states
+	levels := t.priorityLevels(sc)
+	defaultAt, _ := slices.BinarySearchFunc(levels, invertedPriority(0), bytes.Compare)
+	segments := make([]func() *timeIndex, 0, len(levels)+1)
+	for _, inverted := range levels[:defaultAt] {
+		segments = append(segments, func() *timeIndex { return t.priorityLevelIndex(sc, inverted, held) })
+	}
+	segments = append(segments, func() *timeIndex { return t.defaultPriorityIndex(sc, held) })
+	for _, inverted := range levels[defaultAt:] {
+		segments = append(segments, func() *timeIndex { return t.priorityLevelIndex(sc, inverted, held) })
+	}
+	skip := q.Offset
+	ids := make([]ulid.ULID, 0, q.Limit)
+	for _, segment := range segments {
+		ix := segment()
+		from := lo
+		if skip > 0 {
+			first, last := ix.span(lo, hi)
+			if n := last - first; skip >= n {
+				skip -= max(n, 0)
+				continue
+			}
+			jobID, ok := ix.nth(first + skip)
+			if !ok {
+				break
+			}
+			from, skip = jobID[:], 0
+		}
+		if ids = append(ids, ix.page(q.Limit-len(ids), from, hi, false)...); len(ids) == q.Limit {
+			break
+		}
+	}
+	return ids, total
 }
 
 // page reads up to limit ids of the index's jobs within [lo, hi), from one end.
@@ -141,9 +211,8 @@ func successor(u ulid.ULID) []byte {
 	return prefixEnd(u[:])
 }
 
-// walkList pages through a listing by walking its index: several tags, or priority order. The
-// total comes first (from the counters, or for several tags by counting their merged index), so
-// the walk stops at the page.
+// walkList pages through the jobs carrying any of several tags by walking their index. The total
+// comes first, by counting their merged index, so the walk stops at the page.
 func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
 	var ids []ulid.ULID
 	if q.Sort == SortRandom { // several tags: their union has no rank index
@@ -154,13 +223,8 @@ func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]u
 		return page(ids, q.Offset, q.Limit), len(ids)
 	}
 	total := 0
-	if len(q.Tags) > 1 {
-		for range t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, false, stateIn(allowed)) {
-			total++
-		}
-	} else {
-		_, start, end := t.ranks(q, allowed, lo, hi)
-		total = max(end-start, 0)
+	for range t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, false, stateIn(allowed)) {
+		total++
 	}
 	if total <= q.Offset || q.Limit <= 0 {
 		return nil, total

@@ -49,6 +49,10 @@ var (
 	bucketJobTimeCounts = []byte("job_time_counts")
 	// team + len(tag) + tag + state + level + time unit -> count
 	bucketTagTimeCounts = []byte("tag_time_counts")
+	// team + len(tag) + tag (none: the team's jobs) + 0 + state + level + time unit -> count, of
+	// jobs with a priority of their own; the same with 1 + inverted priority after the tag: of
+	// the jobs of each priority
+	bucketPriorityTimeCounts = []byte("priority_time_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
@@ -64,7 +68,8 @@ var allBuckets = [][]byte{
 	bucketTeams, bucketTeamNames, bucketTokens, bucketTemplates, bucketFonts, bucketFontNames,
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeamState, bucketJobsByTeamTag,
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
-	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketBatches,
+	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
+	bucketBatches,
 	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
 }
 

@@ -23,7 +23,9 @@ import (
 //	   per-state index (no team index), a template's live jobs are a counter (no index), the
 //	   priority index holds only jobs with a priority of their own (the creation index marks
 //	   them), and counters back at zero are removed; tags' jobs are counted by creation time
-const SchemaVersion = 3
+//	4  jobs with a priority of their own are counted by creation time, per team and tag, in
+//	   all and per priority (listings in priority order by rank)
+const SchemaVersion = 4
 
 const metaSchemaVersion = "schema_version"
 
@@ -36,6 +38,7 @@ var ErrNewerSchema = errors.New("the database was written by a newer framefarm")
 var migrations = map[int]func(db *bolt.DB) error{
 	1: upgradeTo2,
 	2: upgradeTo3,
+	3: upgradeTo4,
 }
 
 // Buckets of earlier schemas.
@@ -252,5 +255,41 @@ func upgradeTo3(db *bolt.DB) error {
 			}
 		}
 		return nil, true, nil
+	})
+}
+
+// upgradeTo4 walks the priority index (the jobs with a priority of their own), chunk by chunk,
+// counting each job by creation time in its team's and tags' priority counters.
+func upgradeTo4(db *bolt.DB) error {
+	return migrateInChunks(db, 4, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		if after == nil {
+			// First chunk: start from nothing, as upgradeTo2 does.
+			if err := btx.DeleteBucket(bucketPriorityTimeCounts); err != nil {
+				return nil, false, err
+			}
+			if _, err := btx.CreateBucket(bucketPriorityTimeCounts); err != nil {
+				return nil, false, err
+			}
+		}
+		tx := &Tx{tx: btx}
+		c := btx.Bucket(bucketJobsByTeamPriority).Cursor()
+		n := 0
+		var last []byte
+		// team + inverted priority + job id -> state; counters change in another bucket, so
+		// the cursor walks on safely.
+		for k, v := firstAfter(c, after); k != nil && n < migrationChunk; k, v = c.Next() {
+			j, err := tx.Job(ulidAt(k[24:]))
+			if err != nil {
+				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k[24:]), err)
+			}
+			if err := tx.addPriorityTimeCounts(j, JobState(v[0]), 1); err != nil {
+				return nil, false, err
+			}
+			last, n = bytes.Clone(k), n+1
+		}
+		if err := tx.finish(); err != nil {
+			return nil, false, err
+		}
+		return last, n < migrationChunk, nil
 	})
 }

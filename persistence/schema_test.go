@@ -137,7 +137,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 	}
 	storeJobs(t, s, jobs)
 	s.Close()
-	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
+	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
 	want := map[string]map[string]string{}
 	for _, b := range rewritten {
 		want[string(b)] = bucketDump(t, path, b)
@@ -171,7 +171,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 		t.Fatalf("%d jobs in the priority index, want the 8 with a priority of their own", len(want[string(bucketJobsByTeamPriority)]))
 	}
 	s.Close()
-	if v := schemaVersion(t, path); v != "3" {
+	if v := schemaVersion(t, path); v != strconv.Itoa(SchemaVersion) {
 		t.Fatalf("schema version %q after the upgrade", v)
 	}
 	for _, b := range rewritten {
@@ -206,10 +206,67 @@ func openAfterAKill(t *testing.T, path string, chunk int, stoppedAt string) *Sto
 	return openTestStore(t, path)
 }
 
+// TestUpgradeFromSchema3SurvivesAKillHalfway: jobs with a priority of their own are counted by
+// creation time, per team and tag, in chunks; stopped after the first chunk the store is still
+// version 3, and the next open goes on from there (counting no job twice).
+func TestUpgradeFromSchema3SurvivesAKillHalfway(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	s := openTestStore(t, path)
+	ids := NewIDs()
+	team := ids.New(time.Now())
+	var jobs []*Job
+	for i := range 30 {
+		j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, State: []JobState{JobQueued, JobFinished}[i%2], Priority: i%5 - 2}
+		if i%3 == 0 {
+			j.Tags = []string{"t", "u"}
+		}
+		if j.State.Terminal() {
+			j.FinishedAt = time.Now()
+		}
+		jobs = append(jobs, j)
+	}
+	storeJobs(t, s, jobs)
+	s.Close()
+	want := bucketDump(t, path, bucketPriorityTimeCounts)
+	if len(want) == 0 {
+		t.Fatal("no priority counters written")
+	}
+	downgradeToSchema3(t, path)
+
+	s = openAfterAKill(t, path, 5, "3")
+	page := JobQuery{TeamID: team, Offset: 7, Limit: 9, Sort: SortPriority, Tags: []string{"t"}}
+	var got []*Job
+	if err := s.View(func(tx *Tx) (err error) { got, _, err = tx.ListJobs(page); return err }); err != nil {
+		t.Fatal(err)
+	}
+	wantPage := referenceList(jobs, page)[7:]
+	if !slices.EqualFunc(got, wantPage, func(a, b *Job) bool { return a.ID == b.ID }) {
+		t.Errorf("a tag's jobs in priority order after the upgrade: %v, want %v", jobIDsOf(got), jobIDsOf(wantPage))
+	}
+	s.Close()
+	if v := schemaVersion(t, path); v != strconv.Itoa(SchemaVersion) {
+		t.Fatalf("schema version %q after the upgrade", v)
+	}
+	if got := bucketDump(t, path, bucketPriorityTimeCounts); !reflect.DeepEqual(got, want) {
+		t.Errorf("priority counters after the upgrade %v, want %v", got, want)
+	}
+}
+
+// downgradeToSchema3 makes the store look as schema 3 wrote it: no priority counters.
+func downgradeToSchema3(t *testing.T, path string) {
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketPriorityTimeCounts); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("3"))
+	})
+}
+
 // downgradeToSchema2 makes the store look as schema 2 wrote it: a team index, an index of the
 // templates' live jobs, every job in the priority index and none marked in the creation index, no
 // template counters, no tag counters by time, and counters left at zero.
 func downgradeToSchema2(t *testing.T, path string) {
+	downgradeToSchema3(t, path)
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		byTeam, err := tx.CreateBucket(bucketJobsByTeamV2)
 		if err != nil {

@@ -245,7 +245,8 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 		t.Fatal(err)
 	}
 	for round := range 400 {
-		q := JobQuery{TeamID: teamA, Offset: rng.IntN(40), Limit: 1 + rng.IntN(60), Sort: []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}[rng.IntN(3)]}
+		// Offsets up to past the team's jobs: into every priority's segment.
+		q := JobQuery{TeamID: teamA, Offset: []int{rng.IntN(40), rng.IntN(320)}[rng.IntN(2)], Limit: 1 + rng.IntN(60), Sort: []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}[rng.IntN(3)]}
 		if rng.IntN(2) == 0 {
 			q.CreatedFrom = base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(1000))*time.Microsecond)
 		}

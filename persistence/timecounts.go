@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"iter"
 	"slices"
@@ -28,7 +29,8 @@ func timeCountKey(scope []byte, s JobState, level int, unit uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, unit)
 }
 
-// addTimeCounts moves a job's counters at every level, its team's and its tags'.
+// addTimeCounts moves a job's counters at every level: its team's and its tags', and for a job
+// with a priority of its own, the same scopes' counters of such jobs and of its priority.
 func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) error {
 	team := id(j.TeamID)
 	if err := t.addScopeTimeCounts(bucketJobTimeCounts, team, j.ID, s, delta); err != nil {
@@ -39,7 +41,46 @@ func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) error {
 			return err
 		}
 	}
+	if j.Priority != 0 {
+		return t.addPriorityTimeCounts(j, s, delta)
+	}
 	return nil
+}
+
+// addPriorityTimeCounts moves the counters of a job with a priority of its own.
+func (t *Tx) addPriorityTimeCounts(j *Job, s JobState, delta int) error {
+	for _, sc := range j.scopes() {
+		for _, scope := range [][]byte{sc.ownPriority(), sc.priorityLevel(invertedPriority(j.Priority))} {
+			if err := t.addScopeTimeCounts(bucketPriorityTimeCounts, scope, j.ID, s, delta); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jobScope is a team's jobs (tag "") or those of them carrying a tag.
+type jobScope struct {
+	team ulid.ULID
+	tag  string
+}
+
+// scopes are the scopes a job is in: its team's and its tags'.
+func (j *Job) scopes() []jobScope {
+	out := []jobScope{{team: j.TeamID}}
+	for _, tag := range j.Tags {
+		out = append(out, jobScope{j.TeamID, tag})
+	}
+	return out
+}
+
+// ownPriority is the scope's key in the counters of jobs with a priority of their own (a tag is
+// never empty, so the team's own key cannot be a tag's).
+func (sc jobScope) ownPriority() []byte { return key(id(sc.team), tagKey(sc.tag), []byte{0}) }
+
+// priorityLevel is the scope's key in the counters of the jobs of one priority (inverted).
+func (sc jobScope) priorityLevel(inverted []byte) []byte {
+	return key(id(sc.team), tagKey(sc.tag), []byte{1}, inverted)
 }
 
 // addScopeTimeCounts moves a job's counters of one scope at every level.
@@ -59,48 +100,125 @@ type unitCount struct {
 	count int
 }
 
-// timeIndex answers rank questions over the jobs of a scope (a team, or a team's tag) in a set of
-// states, in id order.
+// counterTerm is one set of counters a time index adds (sign 1) or takes away (sign -1).
+type counterTerm struct {
+	bucket, scope []byte
+	sign          int
+}
+
+// timeIndex answers rank questions over the jobs of a scope in a set of states, in id order:
+// its counters are the sum of its terms.
 type timeIndex struct {
-	tx       *Tx
-	counters []byte // the bucket of the scope's counters
-	scope    []byte
-	states   []JobState
-	// jobs yields, in id order (or reversed), the scope's jobs in some states with ids in
+	tx     *Tx
+	terms  []counterTerm
+	states []JobState
+	// jobs yields, in id order (or reversed), the index's jobs in some states with ids in
 	// [lo, hi).
 	jobs func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID]
 	// units memoizes the counters read: level and parent unit -> the units below it.
 	units map[[2]uint64][]unitCount
 }
 
-// teamTimeIndex ranks a team's jobs: counters by team, jobs from the creation index.
-func (t *Tx) teamTimeIndex(team ulid.ULID, states []JobState) *timeIndex {
-	return &timeIndex{tx: t, counters: bucketJobTimeCounts, scope: id(team), states: states, units: make(map[[2]uint64][]unitCount),
-		jobs: func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
-			prefixes := make([][]byte, len(states))
-			for i, s := range states {
-				prefixes[i] = key(id(team), stateKey(s))
-			}
-			return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, nil)
-		}}
+func (t *Tx) newTimeIndex(states []JobState, jobs func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID], terms ...counterTerm) *timeIndex {
+	return &timeIndex{tx: t, terms: terms, states: states, jobs: jobs, units: make(map[[2]uint64][]unitCount)}
 }
 
-// tagTimeIndex ranks the jobs of a team carrying a tag: counters by tag, jobs from the tag's
-// index (its entries carry the job's state).
-func (t *Tx) tagTimeIndex(team ulid.ULID, tag string, states []JobState) *timeIndex {
-	scope := key(id(team), tagKey(tag))
-	return &timeIndex{tx: t, counters: bucketTagTimeCounts, scope: scope, states: states, units: make(map[[2]uint64][]unitCount),
-		jobs: func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
-			in := make(map[JobState]bool, len(states))
-			for _, s := range states {
-				in[s] = true
+// scopeIndex ranks the jobs of a scope: a team's from its counters and the creation index, a
+// tag's from the tag's counters and index (whose entries carry the job's state).
+func (t *Tx) scopeIndex(sc jobScope, states []JobState) *timeIndex {
+	return t.newTimeIndex(states, t.scopeJobs(sc, nil), sc.counters())
+}
+
+// counters is the scope's term of all its jobs.
+func (sc jobScope) counters() counterTerm {
+	if sc.tag == "" {
+		return counterTerm{bucketJobTimeCounts, id(sc.team), 1}
+	}
+	return counterTerm{bucketTagTimeCounts, key(id(sc.team), tagKey(sc.tag)), 1}
+}
+
+// scopeJobs yields the scope's jobs in some states from the creation index or the tag's; with
+// onlyDefault, only the jobs with the default priority (those the creation index does not mark;
+// onlyDefault checks a tag's).
+func (t *Tx) scopeJobs(sc jobScope, onlyDefault func(team, state, jobID []byte) bool) func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+	team := id(sc.team)
+	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+		if sc.tag == "" {
+			prefixes := make([][]byte, len(states))
+			for i, s := range states {
+				prefixes[i] = key(team, stateKey(s))
 			}
-			return t.mergeRanges(bucketJobsByTeamTag, [][]byte{scope}, lo, hi, reverse, stateIn(in))
-		}}
+			var accept func(v []byte) bool
+			if onlyDefault != nil {
+				accept = func(v []byte) bool { return len(v) == 0 }
+			}
+			return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, accept)
+		}
+		in := make(map[JobState]bool, len(states))
+		for _, s := range states {
+			in[s] = true
+		}
+		prefix := key(team, tagKey(sc.tag))
+		return func(yield func(ulid.ULID) bool) {
+			t.rangeScan(bucketJobsByTeamTag, prefix, lo, hi, reverse, func(k, v []byte) bool {
+				jobID := k[len(prefix):]
+				if !in[JobState(v[0])] || (onlyDefault != nil && !onlyDefault(team, v[:1], jobID)) {
+					return true
+				}
+				return yield(ulidAt(jobID))
+			})
+		}
+	}
+}
+
+// defaultPriorityIndex ranks the scope's jobs with the default priority: all its jobs less those
+// with a priority of their own.
+func (t *Tx) defaultPriorityIndex(sc jobScope, states []JobState) *timeIndex {
+	byState := t.bucket(bucketJobsByTeamState)
+	unmarked := func(team, state, jobID []byte) bool { return len(byState.Get(key(team, state, jobID))) == 0 }
+	return t.newTimeIndex(states, t.scopeJobs(sc, unmarked), sc.counters(), counterTerm{bucketPriorityTimeCounts, sc.ownPriority(), -1})
+}
+
+// priorityLevelIndex ranks the scope's jobs of one priority (inverted), from the priority index.
+func (t *Tx) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) *timeIndex {
+	prefix := key(id(sc.team), inverted)
+	var hasTag func(jobID []byte) bool
+	if sc.tag != "" {
+		hasTag = t.tagLookup(sc.team, []string{sc.tag})
+	}
+	jobs := func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+		in := make(map[JobState]bool, len(states))
+		for _, s := range states {
+			in[s] = true
+		}
+		return func(yield func(ulid.ULID) bool) {
+			t.rangeScan(bucketJobsByTeamPriority, prefix, lo, hi, reverse, func(k, v []byte) bool {
+				jobID := k[len(prefix):]
+				if !in[JobState(v[0])] || (hasTag != nil && !hasTag(jobID)) {
+					return true
+				}
+				return yield(ulidAt(jobID))
+			})
+		}
+	}
+	return t.newTimeIndex(states, jobs, counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
+}
+
+// priorityLevels lists the priorities (inverted) the scope's jobs with a priority of their own
+// have, highest first.
+func (t *Tx) priorityLevels(sc jobScope) [][]byte {
+	t.mustFlushCounts()
+	prefix := sc.priorityLevel(nil)
+	var levels [][]byte
+	c := t.bucket(bucketPriorityTimeCounts).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && len(k) >= len(prefix)+8; k, _ = c.Seek(prefixEnd(k[:len(prefix)+8])) {
+		levels = append(levels, bytes.Clone(k[len(prefix):len(prefix)+8]))
+	}
+	return levels
 }
 
 // children lists, in unit order, the non-empty units of a level inside a parent unit of the
-// level above (level 0: every unit), summed over the states.
+// level above (level 0: every unit), summed over the states and the terms.
 func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 	memo := [2]uint64{uint64(level), parent}
 	if cached, ok := ix.units[memo]; ok {
@@ -112,23 +230,23 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 		span := timeLevelShifts[level-1] - timeLevelShifts[level]
 		lo, hi = parent<<span, (parent+1)<<span
 	}
-	// Each state's counters come in unit order; with several states, sorting them together and
-	// adding up equal units sums them.
+	// Each state's counters come in unit order; with several states or terms, sorting them
+	// together and adding up equal units sums them.
 	var out []unitCount
-	c := ix.tx.bucket(ix.counters).Cursor()
-	for _, s := range ix.states {
-		prefix := key(ix.scope, []byte{byte(s), byte(level)})
-		for k, v := c.Seek(timeCountKey(ix.scope, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-			unit := binary.BigEndian.Uint64(k[len(prefix):])
-			if unit >= hi {
-				break
-			}
-			if n := readCount(v); n > 0 {
-				out = append(out, unitCount{unit, n})
+	for _, term := range ix.terms {
+		c := ix.tx.bucket(term.bucket).Cursor()
+		for _, s := range ix.states {
+			prefix := key(term.scope, []byte{byte(s), byte(level)})
+			for k, v := c.Seek(timeCountKey(term.scope, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+				unit := binary.BigEndian.Uint64(k[len(prefix):])
+				if unit >= hi {
+					break
+				}
+				out = append(out, unitCount{unit, term.sign * readCount(v)})
 			}
 		}
 	}
-	if len(ix.states) > 1 {
+	if len(ix.states)*len(ix.terms) > 1 {
 		slices.SortFunc(out, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
 		summed := out[:0]
 		for _, uc := range out {
@@ -140,6 +258,7 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 		}
 		out = summed
 	}
+	out = slices.DeleteFunc(out, func(uc unitCount) bool { return uc.count <= 0 })
 	ix.units[memo] = out
 	return out
 }
@@ -215,40 +334,51 @@ func (ix *timeIndex) nth(r int) (ulid.ULID, bool) {
 }
 
 // bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there, the
-// rank within it and the states with jobs in it (none past the end), reading the states'
-// counters in unit order, summed, up to that unit.
+// rank within it and the states with jobs in it (none past the end), reading the counters of
+// the states and terms in unit order, summed, up to that unit.
 func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
 	level := len(timeLevelShifts) - 1
 	span := timeLevelShifts[level-1] - timeLevelShifts[level]
 	lo, hi := binary.BigEndian.AppendUint64(nil, parent<<span), binary.BigEndian.AppendUint64(nil, (parent+1)<<span)
 	ix.tx.mustFlushCounts()
-	ranges := make([]*keyRange, len(ix.states))
-	for i, s := range ix.states {
-		ranges[i] = ix.tx.openRange(ix.counters, key(ix.scope, []byte{byte(s), byte(level)}), lo, hi, false)
+	type counterRange struct {
+		*keyRange
+		state, sign int
 	}
+	var ranges []counterRange
+	for _, term := range ix.terms {
+		for i, s := range ix.states {
+			kr := ix.tx.openRange(term.bucket, key(term.scope, []byte{byte(s), byte(level)}), lo, hi, false)
+			ranges = append(ranges, counterRange{kr, i, term.sign})
+		}
+	}
+	perState := make([]int, len(ix.states))
 	for {
-		unit := ^uint64(0)
+		unit, more := ^uint64(0), false
 		for _, kr := range ranges {
 			if kr.k != nil {
-				unit = min(unit, binary.BigEndian.Uint64(kr.k[len(kr.prefix):]))
+				unit, more = min(unit, binary.BigEndian.Uint64(kr.k[len(kr.prefix):])), true
 			}
 		}
-		n, in := 0, uint64(0) // in: bit i for ix.states[i]
-		for i, kr := range ranges {
+		if !more {
+			return 0, 0, nil
+		}
+		clear(perState)
+		for _, kr := range ranges {
 			if kr.k != nil && binary.BigEndian.Uint64(kr.k[len(kr.prefix):]) == unit {
-				n += readCount(kr.v)
-				in |= 1 << i
+				perState[kr.state] += kr.sign * readCount(kr.v)
 				kr.next()
 			}
 		}
-		switch {
-		case in == 0:
-			return 0, 0, nil
-		case r < n:
+		n := 0
+		for _, count := range perState {
+			n += max(count, 0)
+		}
+		if r < n {
 			var held []JobState
-			for i, s := range ix.states {
-				if in&(1<<i) != 0 {
-					held = append(held, s)
+			for i, count := range perState {
+				if count > 0 {
+					held = append(held, ix.states[i])
 				}
 			}
 			return unit, r, held

@@ -15,8 +15,9 @@ import (
 // envMillion sets how many jobs BenchmarkMillionJobs stores (1,000,000 by default).
 const envMillion = "FRAMEFARM_BENCH_JOBS"
 
-// BenchmarkMillionJobs stores a million jobs through the API (batches of 1000, 4 at once), cancels
-// nine batches in ten so a tenth stays queued, and reports the coordinator's anonymous resident
+// BenchmarkMillionJobs stores a million jobs through the API (batches of 1000, 4 at once; one
+// in ten at a higher priority, one at a lower), cancels nine batches in ten so a tenth stays
+// queued, and reports the coordinator's anonymous resident
 // memory (heap and stacks, not the store file's pages) after intake, after listing load and
 // after a restart; the restart's time to listening; GET /jobs/{id} throughput; and the p99 of each
 // listing at that size.
@@ -32,6 +33,9 @@ func BenchmarkMillionJobs(b *testing.B) {
 	batches := total / 1000
 	f := newBenchFarm(b)
 	load := newLoadClient(f.c, f.client.token, 8)
+	// One batch in ten at priority 5, one at -3 (cancelled, as eight in ten are), the rest at the
+	// default: pickup order has three segments.
+	bodies := map[int][]byte{3: f.batchBodyOf(1000, f.bodyWithPriority(5)), 6: f.batchBodyOf(1000, f.bodyWithPriority(-3))}
 	body := f.batchBody(1000)
 	ids := make([]string, batches) // batch ids
 	var firstJobs []string
@@ -43,7 +47,11 @@ func BenchmarkMillionJobs(b *testing.B) {
 	stage := func(name string, run func(b *testing.B)) { b.Run(name, run) }
 	stage("intake", func(b *testing.B) {
 		_, elapsed := drive(b, 4, batches, func(i int) (time.Duration, error) {
-			out, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
+			batch := body
+			if prioritised, ok := bodies[i%10]; ok {
+				batch = prioritised
+			}
+			out, d, err := load.do(http.MethodPost, "/api/v2/batches", batch, http.StatusCreated)
 			var bc struct {
 				BatchID string    `json:"batchId"`
 				Jobs    []created `json:"jobs"`
@@ -88,7 +96,9 @@ func BenchmarkMillionJobs(b *testing.B) {
 		"limit=100&states=queued&minimal=true", "limit=100&from=" + strconv.Itoa(total/2),
 		"limit=100&from_date=" + from + "&to_date=" + to + "&exclude_states=manually_cancelled",
 		"limit=100&tags=bench", "limit=100&tags=bench&sort=priority", "limit=100&sort=random",
-		"limit=100&tags=bench&sort=random"} {
+		"limit=100&tags=bench&sort=random", "limit=100&sort=priority&from=" + strconv.Itoa(total/2),
+		"limit=100&tags=bench&sort=priority&from=" + strconv.Itoa(total*95/100),
+		"limit=100&sort=priority&from_date=" + from + "&to_date=" + to + "&from=" + strconv.Itoa(total/20)} {
 		name := strings.NewReplacer("limit=100&", "", "&", " ").Replace(query)
 		stage("list "+name, func(b *testing.B) {
 			const listings = `code="200",method="GET",route="/api/v2/jobs"`

@@ -130,10 +130,22 @@ func newBenchFarmWith(b *testing.B, opts options) *benchFarm {
 	return &benchFarm{c: c, client: cl, tplID: tplID, body: body}
 }
 
-func (f *benchFarm) batchBody(n int) []byte {
+// bodyWithPriority is the bench job with a priority of its own.
+func (f *benchFarm) bodyWithPriority(priority int) []byte {
+	var job map[string]any
+	json.Unmarshal(f.body, &job)
+	job["priority"] = priority
+	body, _ := json.Marshal(job)
+	return body
+}
+
+func (f *benchFarm) batchBody(n int) []byte { return f.batchBodyOf(n, f.body) }
+
+// batchBodyOf is a batch of n copies of one job.
+func (f *benchFarm) batchBodyOf(n int, job []byte) []byte {
 	jobs := make([]json.RawMessage, n)
 	for i := range jobs {
-		jobs[i] = f.body
+		jobs[i] = job
 	}
 	body, _ := json.Marshal(map[string]any{"jobs": jobs})
 	return body
