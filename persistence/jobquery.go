@@ -38,30 +38,19 @@ type JobQuery struct {
 }
 
 // ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
-// job records are loaded for the page alone. With at most one tag, in any order, the counters by
-// creation time find the page's first job, the total and random samples without walking the
-// jobs before them; several tags walk their merged index.
+// job records are loaded for the page alone. The counters by creation time of the team, or of
+// each tag asked, find the page's first job, the total and random samples without walking the
+// jobs before them, in any order.
 func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
-	allowed := stateSet(q.States)
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
-	if len(q.Tags) > 1 {
-		// Tags no job in these states carries change nothing; one left is ranked like one asked.
-		q.Tags = slices.DeleteFunc(slices.Clone(q.Tags), func(tag string) bool {
-			return t.taggedCount(JobQuery{TeamID: q.TeamID, Tags: []string{tag}}, allowed) == 0
-		})
-		if len(q.Tags) == 0 {
-			return []*Job{}, 0, nil
-		}
-	}
 	var ids []ulid.ULID
-	var total int
-	switch {
-	case len(q.Tags) > 1:
-		ids, total = t.walkList(q, allowed, lo, hi)
-	case q.Sort == SortPriority:
-		ids, total = t.priorityList(q, allowed, lo, hi)
-	default:
-		ids, total = t.rankedList(q, allowed, lo, hi)
+	total := 0
+	if scopes := t.heldScopes(q, stateSet(q.States)); len(scopes) > 0 {
+		if q.Sort == SortPriority {
+			ids, total = t.priorityList(q, scopes, lo, hi)
+		} else {
+			ids, total = t.rankedList(q, scopes, lo, hi)
+		}
 	}
 	jobs := make([]*Job, 0, len(ids))
 	for _, jobID := range ids {
@@ -74,10 +63,75 @@ func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
 	return jobs, total, nil
 }
 
-// rankedList pages through the jobs of some states, or those of them carrying q's one tag, in
-// creation order (or samples them) by rank.
-func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	ix, start, end := t.ranks(q, allowed, lo, hi)
+// heldScope is a scope a listing reads (its team, or one of the tags it asks for), with the
+// states among those asked that the scope's jobs are in.
+type heldScope struct {
+	jobScope
+	states []JobState
+}
+
+// heldScopes are q's scopes with jobs in the allowed states: the team, or each tag asked (a tag
+// no such job carries changes nothing).
+func (t *Tx) heldScopes(q JobQuery, allowed map[JobState]bool) []heldScope {
+	scopes := []jobScope{{team: q.TeamID}}
+	if len(q.Tags) > 0 {
+		scopes = scopes[:0]
+		for _, tag := range slices.Compact(slices.Sorted(slices.Values(q.Tags))) {
+			scopes = append(scopes, jobScope{q.TeamID, tag})
+		}
+	}
+	var held []heldScope
+	for _, sc := range scopes {
+		// A rank index leaves out the states with no job in its scope: each would cost a
+		// seek per level and per millisecond read.
+		states, count := heldStates(allowed, func(s JobState) int {
+			if sc.tag != "" {
+				return t.TagCount(sc.team, sc.tag, s)
+			}
+			return t.JobCount(sc.team, s)
+		})
+		if count > 0 {
+			held = append(held, heldScope{sc, states})
+		}
+	}
+	return held
+}
+
+// union ranks the jobs of several scopes, each job once, from the index of each (merged, when
+// set, lists their jobs).
+func union(scopes []heldScope, index func(heldScope) rankIndex, merged jobList) rankIndex {
+	if len(scopes) == 1 {
+		return index(scopes[0])
+	}
+	members := make([]rankIndex, len(scopes))
+	for i, sc := range scopes {
+		members[i] = index(sc)
+	}
+	return newUnionIndex(members, merged)
+}
+
+// ranks is the rank index of the scopes' jobs and the ranks [start, end) of those created within
+// [lo, hi).
+func (t *Tx) ranks(scopes []heldScope, lo, hi []byte) (ix rankIndex, start, end int) {
+	ix = union(scopes, func(sc heldScope) rankIndex { return t.scopeIndex(sc.jobScope, sc.states) }, t.taggedJobs(scopes))
+	start, end = ix.span(lo, hi)
+	return ix, start, end
+}
+
+// taggedJobs lists the jobs carrying any of the scopes' tags, each once, from the tags' index.
+func (t *Tx) taggedJobs(scopes []heldScope) jobList {
+	prefixes := make([][]byte, len(scopes))
+	for i, sc := range scopes {
+		prefixes[i] = key(id(sc.team), tagKey(sc.tag))
+	}
+	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+		return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, reverse, stateIn(states))
+	}
+}
+
+// rankedList pages through the scopes' jobs in creation order (or samples them) by rank.
+func (t *Tx) rankedList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
+	ix, start, end := t.ranks(scopes, lo, hi)
 	total := max(end-start, 0)
 	var ids []ulid.ULID
 	switch q.Sort {
@@ -103,70 +157,45 @@ func (t *Tx) rankedList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([
 	return ids, total
 }
 
-// ranks is the rank index of q's jobs (of a team, or of its one tag) and the ranks [start, end)
-// of those created within [lo, hi).
-func (t *Tx) ranks(q JobQuery, allowed map[JobState]bool, lo, hi []byte) (ix *timeIndex, start, end int) {
-	sc := scopeOf(q)
-	// The rank index leaves out the states with no job in its scope: each would cost a seek per
-	// level and per millisecond read.
-	held, end := heldStates(allowed, func(s JobState) int {
-		if sc.tag != "" {
-			return t.TagCount(q.TeamID, sc.tag, s)
-		}
-		return t.JobCount(q.TeamID, s)
-	})
-	ix = t.scopeIndex(sc, held)
-	if lo != nil {
-		start = ix.before(lo)
-	}
-	if hi != nil {
-		end = ix.before(hi)
-	}
-	return ix, start, end
-}
-
-// scopeOf is the scope of a query with at most one tag.
-func scopeOf(q JobQuery) jobScope {
-	if len(q.Tags) == 1 {
-		return jobScope{q.TeamID, q.Tags[0]}
-	}
-	return jobScope{team: q.TeamID}
-}
-
-// span is the ranks [start, end) of the index's jobs created within [lo, hi).
-func (ix *timeIndex) span(lo, hi []byte) (start, end int) {
-	if lo != nil {
-		start = ix.before(lo)
-	}
-	if hi != nil {
-		return start, ix.before(hi)
-	}
-	for _, uc := range ix.children(0, 0) {
-		end += uc.count
-	}
-	return start, end
-}
-
-// priorityList pages through q's jobs (of a team, or of its one tag) in pickup order: each
-// priority above the default, highest first, then the default's jobs, then the priorities
-// below, each oldest first. The segments' counters find the one holding the page's first job
-// and its rank there; the page reads on from it.
-func (t *Tx) priorityList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	all, start, end := t.ranks(q, allowed, lo, hi)
+// priorityList pages through the scopes' jobs in pickup order: each priority above the default,
+// highest first, then the default's jobs, then the priorities below, each oldest first. The
+// segments' counters find the one holding the page's first job and its rank there; the page
+// reads on from it.
+func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
+	_, start, end := t.ranks(scopes, lo, hi)
 	total := max(end-start, 0)
 	if total <= q.Offset || q.Limit <= 0 {
 		return nil, total
 	}
-	sc, held := scopeOf(q), all.states
-	levels := t.priorityLevels(sc)
-	defaultAt, _ := slices.BinarySearchFunc(levels, invertedPriority(0), bytes.Compare)
-	segments := make([]func() *timeIndex, 0, len(levels)+1)
-	for _, inverted := range levels[:defaultAt] {
-		segments = append(segments, func() *timeIndex { return t.priorityLevelIndex(sc, inverted, held) })
+	// The priorities of the scopes' jobs, and the scopes holding each.
+	holding := map[string][]heldScope{}
+	var levels [][]byte
+	for _, sc := range scopes {
+		for _, inverted := range t.priorityLevels(sc.jobScope) {
+			if holding[string(inverted)] == nil {
+				levels = append(levels, inverted)
+			}
+			holding[string(inverted)] = append(holding[string(inverted)], sc)
+		}
 	}
-	segments = append(segments, func() *timeIndex { return t.defaultPriorityIndex(sc, held) })
+	slices.SortFunc(levels, bytes.Compare)
+	level := func(inverted []byte) func() rankIndex {
+		return func() rankIndex {
+			return union(holding[string(inverted)], func(sc heldScope) rankIndex {
+				return t.priorityLevelIndex(sc.jobScope, inverted, sc.states)
+			}, nil)
+		}
+	}
+	defaultAt, _ := slices.BinarySearchFunc(levels, invertedPriority(0), bytes.Compare)
+	segments := make([]func() rankIndex, 0, len(levels)+1)
+	for _, inverted := range levels[:defaultAt] {
+		segments = append(segments, level(inverted))
+	}
+	segments = append(segments, func() rankIndex {
+		return union(scopes, func(sc heldScope) rankIndex { return t.defaultPriorityIndex(sc.jobScope, sc.states) }, nil)
+	})
 	for _, inverted := range levels[defaultAt:] {
-		segments = append(segments, func() *timeIndex { return t.priorityLevelIndex(sc, inverted, held) })
+		segments = append(segments, level(inverted))
 	}
 	skip := q.Offset
 	ids := make([]ulid.ULID, 0, q.Limit)
@@ -192,63 +221,9 @@ func (t *Tx) priorityList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) 
 	return ids, total
 }
 
-// page reads up to limit ids of the index's jobs within [lo, hi), from one end.
-func (ix *timeIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
-	if limit <= 0 {
-		return nil
-	}
-	ids := make([]ulid.ULID, 0, limit)
-	for jobID := range ix.jobs(ix.states, lo, hi, reverse) {
-		if ids = append(ids, jobID); len(ids) == limit {
-			break
-		}
-	}
-	return ids
-}
-
 // successor is the id bound just after id (nil past the last id).
 func successor(u ulid.ULID) []byte {
 	return prefixEnd(u[:])
-}
-
-// walkList pages through the jobs carrying any of several tags by walking their index. The total
-// comes first, by counting their merged index, so the walk stops at the page.
-func (t *Tx) walkList(q JobQuery, allowed map[JobState]bool, lo, hi []byte) ([]ulid.ULID, int) {
-	var ids []ulid.ULID
-	if q.Sort == SortRandom { // several tags: their union has no rank index
-		for jobID := range t.matchingJobs(q, allowed, lo, hi) {
-			ids = append(ids, jobID)
-		}
-		rand.Shuffle(len(ids), func(i, k int) { ids[i], ids[k] = ids[k], ids[i] })
-		return page(ids, q.Offset, q.Limit), len(ids)
-	}
-	total := 0
-	for range t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, false, stateIn(allowed)) {
-		total++
-	}
-	if total <= q.Offset || q.Limit <= 0 {
-		return nil, total
-	}
-	n := 0
-	for jobID := range t.matchingJobs(q, allowed, lo, hi) {
-		if n >= q.Offset {
-			if ids = append(ids, jobID); len(ids) == q.Limit {
-				break
-			}
-		}
-		n++
-	}
-	return ids, total
-}
-
-// costOfLookup is the cost, in reads of consecutive index entries, of looking one key up: what
-// chooses between reading every job of a tag and checking the tag of each job a walk meets (a
-// variable so that tests can force either way).
-var costOfLookup = 8
-
-// heldJobs lists the states among allowed the team has jobs in, and how many jobs they hold.
-func (t *Tx) heldJobs(teamID ulid.ULID, allowed map[JobState]bool) ([]JobState, int) {
-	return heldStates(allowed, func(s JobState) int { return t.JobCount(teamID, s) })
 }
 
 // heldStates lists the states among allowed that count says hold jobs, and how many in all.
@@ -263,13 +238,6 @@ func heldStates(allowed map[JobState]bool, count func(JobState) int) ([]JobState
 		}
 	}
 	return held, all
-}
-
-func page(ids []ulid.ULID, offset, limit int) []ulid.ULID {
-	if offset >= len(ids) {
-		return nil
-	}
-	return ids[offset:min(len(ids), offset+limit)]
 }
 
 func stateSet(states []JobState) map[JobState]bool {
@@ -311,122 +279,6 @@ func msKey(ms uint64) []byte {
 		u = ulid.ULID{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	}
 	return u[:]
-}
-
-func inBounds(jobID, lo, hi []byte) bool {
-	return (lo == nil || bytes.Compare(jobID, lo) >= 0) && (hi == nil || bytes.Compare(jobID, hi) < 0)
-}
-
-// matchingJobs yields the ids of q's matching jobs in q's order (any order for random): priority
-// order from the priority index, else creation order from the tags' index.
-func (t *Tx) matchingJobs(q JobQuery, allowed map[JobState]bool, lo, hi []byte) iter.Seq[ulid.ULID] {
-	team := id(q.TeamID)
-	if q.Sort == SortPriority {
-		hasTag := t.tagFilter(q, allowed, lo, hi)
-		wanted := func(jobID []byte) bool {
-			return inBounds(jobID, lo, hi) && (hasTag == nil || hasTag(jobID))
-		}
-		var states [][]byte
-		for _, s := range AllJobStates {
-			if allowed[s] {
-				states = append(states, key(team, stateKey(s)))
-			}
-		}
-		return func(yield func(ulid.ULID) bool) {
-			more := true
-			ownPriority := func(k, v []byte) bool {
-				if jobID := k[len(team)+8:]; allowed[JobState(v[0])] && wanted(jobID) {
-					more = yield(ulidAt(jobID))
-				}
-				return more
-			}
-			// Priorities above the default, the default's jobs oldest first (the creation
-			// index without the jobs it marks), then priorities below.
-			t.rangeScan(bucketJobsByTeamPriority, team, nil, invertedPriority(0), false, ownPriority)
-			if !more {
-				return
-			}
-			for jobID := range t.mergeRanges(bucketJobsByTeamState, states, lo, hi, false, func(v []byte) bool { return len(v) == 0 }) {
-				if wanted(jobID[:]) && !yield(jobID) {
-					return
-				}
-			}
-			t.rangeScan(bucketJobsByTeamPriority, team, invertedPriority(-1), nil, false, ownPriority)
-		}
-	}
-	return t.mergeRanges(bucketJobsByTeamTag, t.tagPrefixes(q), lo, hi, q.Sort == SortNewestFirst, stateIn(allowed))
-}
-
-// stateIn accepts a tag index entry (its value is the job's state) whose state is in the set.
-func stateIn(states map[JobState]bool) func(v []byte) bool {
-	return func(v []byte) bool { return states[JobState(v[0])] }
-}
-
-// tagPrefixes are the tags' index prefixes of q's team and tags.
-func (t *Tx) tagPrefixes(q JobQuery) [][]byte {
-	prefixes := make([][]byte, len(q.Tags))
-	for i, tag := range q.Tags {
-		prefixes[i] = key(id(q.TeamID), tagKey(tag))
-	}
-	return prefixes
-}
-
-// tagFilter tells whether a job, met in an allowed state, carries any of q's tags (nil without
-// tags), for a walk in another order that stops at the page: from the set of the tags' jobs, or,
-// when the tags are frequent enough that this costs less, by looking each job up in the tags'
-// index.
-func (t *Tx) tagFilter(q JobQuery, allowed map[JobState]bool, lo, hi []byte) func(jobID []byte) bool {
-	if len(q.Tags) == 0 {
-		return nil
-	}
-	_, all := t.heldJobs(q.TeamID, allowed)
-	tagged := t.taggedCount(q, allowed)
-	// The walk meets about all/tagged jobs per tagged one it keeps.
-	walked := float64(q.Offset+q.Limit) * float64(all) / float64(max(tagged, 1))
-	if tagged > 0 && float64(costOfLookup*len(q.Tags))*walked < float64(tagged) {
-		return t.tagLookup(q.TeamID, q.Tags)
-	}
-	set := make(map[ulid.ULID]bool, tagged)
-	for _, tag := range q.Tags {
-		prefix := key(id(q.TeamID), tagKey(tag))
-		t.rangeScan(bucketJobsByTeamTag, prefix, lo, hi, false, func(k, v []byte) bool {
-			if allowed[JobState(v[0])] {
-				set[ulidAt(k[len(prefix):])] = true
-			}
-			return true
-		})
-	}
-	return func(jobID []byte) bool { return set[ulidAt(jobID)] }
-}
-
-// taggedCount is how many jobs in the allowed states carry each of q's tags, summed: the number
-// carrying any of them, or more when jobs carry several.
-func (t *Tx) taggedCount(q JobQuery, allowed map[JobState]bool) int {
-	n := 0
-	for _, tag := range q.Tags {
-		for s := range allowed {
-			n += t.TagCount(q.TeamID, tag, s)
-		}
-	}
-	return n
-}
-
-// tagLookup tells whether a job carries any of the tags, from the tags' index one key at a time
-// (the walk that meets the job has checked its state).
-func (t *Tx) tagLookup(teamID ulid.ULID, tags []string) func(jobID []byte) bool {
-	b := t.bucket(bucketJobsByTeamTag)
-	prefixes := make([][]byte, len(tags))
-	for i, tag := range tags {
-		prefixes[i] = key(id(teamID), tagKey(tag))
-	}
-	return func(jobID []byte) bool {
-		for _, prefix := range prefixes {
-			if b.Get(key(prefix, jobID)) != nil {
-				return true
-			}
-		}
-		return false
-	}
 }
 
 // mergeRanges yields, in id order and each once, the job ids ending the keys under each prefix

@@ -16,7 +16,7 @@ import (
 const envMillion = "FRAMEFARM_BENCH_JOBS"
 
 // BenchmarkMillionJobs stores a million jobs through the API (batches of 1000, 4 at once; one
-// in ten at a higher priority, one at a lower), cancels nine batches in ten so a tenth stays
+// in ten at a higher priority and one at a lower, each with a tag of its own), cancels nine batches in ten so a tenth stays
 // queued, and reports the coordinator's anonymous resident
 // memory (heap and stacks, not the store file's pages) after intake, after listing load and
 // after a restart; the restart's time to listening; GET /jobs/{id} throughput; and the p99 of each
@@ -33,9 +33,9 @@ func BenchmarkMillionJobs(b *testing.B) {
 	batches := total / 1000
 	f := newBenchFarm(b)
 	load := newLoadClient(f.c, f.client.token, 8)
-	// One batch in ten at priority 5, one at -3 (cancelled, as eight in ten are), the rest at the
-	// default: pickup order has three segments.
-	bodies := map[int][]byte{3: f.batchBodyOf(1000, f.bodyWithPriority(5)), 6: f.batchBodyOf(1000, f.bodyWithPriority(-3))}
+	// One batch in ten at priority 5 tagged hot, one at -3 tagged cold (cancelled, as eight in
+	// ten are), the rest at the default: pickup order has three segments.
+	bodies := map[int][]byte{3: f.batchBodyOf(1000, f.bodyWithPriority(5, "hot")), 6: f.batchBodyOf(1000, f.bodyWithPriority(-3, "cold"))}
 	body := f.batchBody(1000)
 	ids := make([]string, batches) // batch ids
 	var firstJobs []string
@@ -98,7 +98,9 @@ func BenchmarkMillionJobs(b *testing.B) {
 		"limit=100&tags=bench", "limit=100&tags=bench&sort=priority", "limit=100&sort=random",
 		"limit=100&tags=bench&sort=random", "limit=100&sort=priority&from=" + strconv.Itoa(total/2),
 		"limit=100&tags=bench&sort=priority&from=" + strconv.Itoa(total*95/100),
-		"limit=100&sort=priority&from_date=" + from + "&to_date=" + to + "&from=" + strconv.Itoa(total/20)} {
+		"limit=100&sort=priority&from_date=" + from + "&to_date=" + to + "&from=" + strconv.Itoa(total/20),
+		"limit=100&tags=hot,cold&from=" + strconv.Itoa(total/10), "limit=100&tags=hot,bench&from=" + strconv.Itoa(total/2),
+		"limit=100&tags=hot,cold&sort=random"} {
 		name := strings.NewReplacer("limit=100&", "", "&", " ").Replace(query)
 		stage("list "+name, func(b *testing.B) {
 			const listings = `code="200",method="GET",route="/api/v2/jobs"`

@@ -130,11 +130,11 @@ func newBenchFarmWith(b *testing.B, opts options) *benchFarm {
 	return &benchFarm{c: c, client: cl, tplID: tplID, body: body}
 }
 
-// bodyWithPriority is the bench job with a priority of its own.
-func (f *benchFarm) bodyWithPriority(priority int) []byte {
+// bodyWithPriority is the bench job with a priority of its own and one more tag.
+func (f *benchFarm) bodyWithPriority(priority int, tag string) []byte {
 	var job map[string]any
 	json.Unmarshal(f.body, &job)
-	job["priority"] = priority
+	job["priority"], job["tags"] = priority, []string{"bench", tag}
 	body, _ := json.Marshal(job)
 	return body
 }

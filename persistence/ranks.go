@@ -1,0 +1,516 @@
+package persistence
+
+import (
+	"bytes"
+	"encoding/binary"
+	"iter"
+	"slices"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Rank indexes: from the counters by creation time (timecounts.go) and the indexes they count,
+// how many of a scope's jobs come before an id, which job has a rank, and a page from an id.
+
+// unitCount is the number of matching jobs in one unit of a level.
+type unitCount struct {
+	unit  uint64
+	count int
+}
+
+// counterTerm is one set of counters a time index adds (sign 1) or takes away (sign -1).
+type counterTerm struct {
+	bucket, scope []byte
+	sign          int
+}
+
+// rankSource is what ranks jobs in id order: their counts by unit of creation time, and the jobs.
+type rankSource interface {
+	// children lists, in unit order, the non-empty units of a level inside a parent unit of
+	// the level above (level 0: every unit), with their jobs' count.
+	children(level int, parent uint64) []unitCount
+	// bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there,
+	// the rank within it and the states to read its jobs in (none past the end).
+	bottomUnit(parent uint64, r int) (unit uint64, rank int, states []JobState)
+	// jobsIn yields, in id order (or reversed), the jobs in some states with ids in [lo, hi).
+	jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID]
+	// heldStates are the states the source's jobs may be in.
+	heldStates() []JobState
+}
+
+// rankIndex answers rank questions over a source: how many jobs come before an id, which job
+// has a rank, a page from an id.
+type rankIndex struct{ rankSource }
+
+// jobList yields, in id order (or reversed), a scope's jobs in some states with ids in [lo, hi).
+type jobList func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID]
+
+// timeIndex is the rank source of the jobs of a scope in a set of states: its counters are the
+// sum of its terms.
+type timeIndex struct {
+	tx     *Tx
+	terms  []counterTerm
+	states []JobState
+	list   jobList
+	// units memoizes the counters read: level and parent unit -> the units below it.
+	units map[[2]uint64][]unitCount
+}
+
+var _ rankSource = (*timeIndex)(nil)
+
+func (t *Tx) newTimeIndex(states []JobState, list jobList, terms ...counterTerm) rankIndex {
+	return rankIndex{&timeIndex{tx: t, terms: terms, states: states, list: list, units: make(map[[2]uint64][]unitCount)}}
+}
+
+func (ix *timeIndex) jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+	return ix.list(states, lo, hi, reverse)
+}
+
+func (ix *timeIndex) heldStates() []JobState { return ix.states }
+
+// scopeIndex ranks the jobs of a scope: a team's from its counters and the creation index, a
+// tag's from the tag's counters and index (whose entries carry the job's state).
+func (t *Tx) scopeIndex(sc jobScope, states []JobState) rankIndex {
+	return t.newTimeIndex(states, t.scopeJobs(sc, false), sc.counters())
+}
+
+// counters is the scope's term of all its jobs.
+func (sc jobScope) counters() counterTerm {
+	if sc.tag == "" {
+		return counterTerm{bucketJobTimeCounts, id(sc.team), 1}
+	}
+	return counterTerm{bucketTagTimeCounts, key(id(sc.team), tagKey(sc.tag)), 1}
+}
+
+// scopeJobs lists the scope's jobs from the creation index or the tag's; with onlyDefault, only
+// the jobs with the default priority (those the creation index does not mark).
+func (t *Tx) scopeJobs(sc jobScope, onlyDefault bool) jobList {
+	team := id(sc.team)
+	if sc.tag != "" {
+		var keep func(state, jobID []byte) bool
+		if onlyDefault {
+			byState := t.bucket(bucketJobsByTeamState)
+			keep = func(state, jobID []byte) bool { return len(byState.Get(key(team, state, jobID))) == 0 }
+		}
+		return t.filteredRange(bucketJobsByTeamTag, key(team, tagKey(sc.tag)), keep)
+	}
+	var accept func(v []byte) bool
+	if onlyDefault {
+		accept = func(v []byte) bool { return len(v) == 0 }
+	}
+	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+		prefixes := make([][]byte, len(states))
+		for i, s := range states {
+			prefixes[i] = key(team, stateKey(s))
+		}
+		return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, accept)
+	}
+}
+
+// filteredRange lists the jobs ending the keys under prefix whose value, the job's state, is
+// among those asked, and that keep (nil: all) accepts.
+func (t *Tx) filteredRange(bucket, prefix []byte, keep func(state, jobID []byte) bool) jobList {
+	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+		accept := stateIn(states)
+		return func(yield func(ulid.ULID) bool) {
+			t.rangeScan(bucket, prefix, lo, hi, reverse, func(k, v []byte) bool {
+				if jobID := k[len(prefix):]; accept(v) && (keep == nil || keep(v[:1], jobID)) {
+					return yield(ulidAt(jobID))
+				}
+				return true
+			})
+		}
+	}
+}
+
+// stateIn accepts an index value that starts with one of the states.
+func stateIn(states []JobState) func(v []byte) bool {
+	var in [256]bool
+	for _, s := range states {
+		in[s] = true
+	}
+	return func(v []byte) bool { return in[v[0]] }
+}
+
+// defaultPriorityIndex ranks the scope's jobs with the default priority: all its jobs less those
+// with a priority of their own.
+func (t *Tx) defaultPriorityIndex(sc jobScope, states []JobState) rankIndex {
+	return t.newTimeIndex(states, t.scopeJobs(sc, true), sc.counters(), counterTerm{bucketPriorityTimeCounts, sc.ownPriority(), -1})
+}
+
+// priorityLevelIndex ranks the scope's jobs of one priority (inverted), from the priority index.
+func (t *Tx) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) rankIndex {
+	var hasTag func(state, jobID []byte) bool
+	if sc.tag != "" {
+		tagged, tagIndex := key(id(sc.team), tagKey(sc.tag)), t.bucket(bucketJobsByTeamTag)
+		hasTag = func(_, jobID []byte) bool { return tagIndex.Get(key(tagged, jobID)) != nil }
+	}
+	list := t.filteredRange(bucketJobsByTeamPriority, key(id(sc.team), inverted), hasTag)
+	return t.newTimeIndex(states, list, counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
+}
+
+// priorityLevels lists the priorities (inverted) the scope's jobs with a priority of their own
+// have, highest first.
+func (t *Tx) priorityLevels(sc jobScope) [][]byte {
+	t.mustFlushCounts()
+	prefix := sc.priorityLevel(nil)
+	var levels [][]byte
+	c := t.bucket(bucketPriorityTimeCounts).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && len(k) >= len(prefix)+8; k, _ = c.Seek(prefixEnd(k[:len(prefix)+8])) {
+		levels = append(levels, bytes.Clone(k[len(prefix):len(prefix)+8]))
+	}
+	return levels
+}
+
+// children sums the counters of the states and the terms.
+func (ix *timeIndex) children(level int, parent uint64) []unitCount {
+	memo := [2]uint64{uint64(level), parent}
+	if cached, ok := ix.units[memo]; ok {
+		return cached
+	}
+	ix.tx.mustFlushCounts()
+	var lo, hi uint64 = 0, ^uint64(0)
+	if level > 0 {
+		span := timeLevelShifts[level-1] - timeLevelShifts[level]
+		lo, hi = parent<<span, (parent+1)<<span
+	}
+	// Each state's counters come in unit order; with several states or terms, sorting them
+	// together and adding up equal units sums them.
+	var out []unitCount
+	for _, term := range ix.terms {
+		c := ix.tx.bucket(term.bucket).Cursor()
+		for _, s := range ix.states {
+			prefix := key(term.scope, []byte{byte(s), byte(level)})
+			for k, v := c.Seek(timeCountKey(term.scope, s, level, lo)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+				unit := binary.BigEndian.Uint64(k[len(prefix):])
+				if unit >= hi {
+					break
+				}
+				out = append(out, unitCount{unit, term.sign * readCount(v)})
+			}
+		}
+	}
+	if len(ix.states)*len(ix.terms) > 1 {
+		slices.SortFunc(out, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
+		summed := out[:0]
+		for _, uc := range out {
+			if last := len(summed) - 1; last >= 0 && summed[last].unit == uc.unit {
+				summed[last].count += uc.count
+			} else {
+				summed = append(summed, uc)
+			}
+		}
+		out = summed
+	}
+	out = slices.DeleteFunc(out, func(uc unitCount) bool { return uc.count <= 0 })
+	ix.units[memo] = out
+	return out
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// before counts the jobs whose id sorts before bound (a 16-byte id prefix).
+func (ix rankIndex) before(bound []byte) int {
+	ms := ulidAt(bound).Time()
+	n := 0
+	var parent uint64
+	for level, shift := range timeLevelShifts {
+		unit := ms >> shift
+		for _, uc := range ix.children(level, parent) {
+			if uc.unit >= unit {
+				break
+			}
+			n += uc.count
+		}
+		parent = unit
+	}
+	// The bottom unit holding the bound: count its jobs before the bound.
+	for range ix.jobsIn(ix.heldStates(), msKey(parent<<timeLevelShifts[len(timeLevelShifts)-1]), bound, false) {
+		n++
+	}
+	return n
+}
+
+// nth returns the id of the job at rank r (0-based, in id order); false past the end. The upper
+// levels' counters are read once per index and kept; a time index reads the bottom level's, and
+// the jobs of the millisecond found, in order up to the rank and no further, nothing kept: a
+// random page's samples mostly fall in different milliseconds.
+func (ix rankIndex) nth(r int) (ulid.ULID, bool) {
+	if r < 0 {
+		return ulid.ULID{}, false
+	}
+	var parent uint64
+	bottom := len(timeLevelShifts) - 1
+	for level := range bottom {
+		units := ix.children(level, parent)
+		found := false
+		for _, uc := range units {
+			if r < uc.count {
+				parent, found = uc.unit, true
+				break
+			}
+			r -= uc.count
+		}
+		if !found {
+			return ulid.ULID{}, false
+		}
+	}
+	unit, r, held := ix.bottomUnit(parent, r)
+	if len(held) == 0 {
+		return ulid.ULID{}, false
+	}
+	shift := timeLevelShifts[bottom]
+	for jobID := range ix.jobsIn(held, msKey(unit<<shift), msKey((unit+1)<<shift), false) {
+		if r == 0 {
+			return jobID, true
+		}
+		r--
+	}
+	return ulid.ULID{}, false
+}
+
+// bottomUnit reads the counters of the states and terms in unit order, summed, up to the unit
+// holding rank r, and answers the states with jobs in it.
+func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
+	level := len(timeLevelShifts) - 1
+	span := timeLevelShifts[level-1] - timeLevelShifts[level]
+	lo, hi := binary.BigEndian.AppendUint64(nil, parent<<span), binary.BigEndian.AppendUint64(nil, (parent+1)<<span)
+	ix.tx.mustFlushCounts()
+	type counterRange struct {
+		*keyRange
+		state, sign int
+	}
+	var ranges []counterRange
+	for _, term := range ix.terms {
+		for i, s := range ix.states {
+			kr := ix.tx.openRange(term.bucket, key(term.scope, []byte{byte(s), byte(level)}), lo, hi, false)
+			ranges = append(ranges, counterRange{kr, i, term.sign})
+		}
+	}
+	perState := make([]int, len(ix.states))
+	for {
+		unit, more := ^uint64(0), false
+		for _, kr := range ranges {
+			if kr.k != nil {
+				unit, more = min(unit, binary.BigEndian.Uint64(kr.k[len(kr.prefix):])), true
+			}
+		}
+		if !more {
+			return 0, 0, nil
+		}
+		clear(perState)
+		for _, kr := range ranges {
+			if kr.k != nil && binary.BigEndian.Uint64(kr.k[len(kr.prefix):]) == unit {
+				perState[kr.state] += kr.sign * readCount(kr.v)
+				kr.next()
+			}
+		}
+		n := 0
+		for _, count := range perState {
+			n += max(count, 0)
+		}
+		if r < n {
+			var held []JobState
+			for i, count := range perState {
+				if count > 0 {
+					held = append(held, ix.states[i])
+				}
+			}
+			return unit, r, held
+		}
+		r -= n
+	}
+}
+
+// sampleRanks returns up to n distinct ranks in [from, to), uniformly, in random order.
+func sampleRanks(from, to, n int, intN func(int) int) []int {
+	size := to - from
+	if size <= 0 {
+		return nil
+	}
+	if n >= size {
+		out := make([]int, size)
+		for i := range out {
+			out[i] = from + i
+		}
+		shuffle(out, intN)
+		return out
+	}
+	seen := make(map[int]bool, n)
+	out := make([]int, 0, n)
+	for len(out) < n {
+		r := from + intN(size)
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func shuffle(list []int, intN func(int) int) {
+	for i := len(list) - 1; i > 0; i-- {
+		k := intN(i + 1)
+		list[i], list[k] = list[k], list[i]
+	}
+}
+
+// unionIndex ranks the jobs in any of several indexes, each job once (a listing asking for
+// several tags). A unit's count is its members' sum where one member alone has jobs in it; where
+// several do, it is counted from the units below, and at the bottom from the jobs: the cost grows
+// with how many milliseconds the members' jobs share, not with how many jobs they hold.
+type unionIndex struct {
+	members []rankIndex
+	states  []JobState
+	// merged, when set, lists the members' jobs, each once, faster than merging theirs.
+	merged jobList
+	units  map[[2]uint64][]unitCount
+}
+
+var _ rankSource = (*unionIndex)(nil)
+
+func newUnionIndex(members []rankIndex, merged jobList) rankIndex {
+	var states []JobState
+	for _, s := range AllJobStates {
+		for _, m := range members {
+			if slices.Contains(m.heldStates(), s) {
+				states = append(states, s)
+				break
+			}
+		}
+	}
+	return rankIndex{&unionIndex{members: members, states: states, merged: merged, units: make(map[[2]uint64][]unitCount)}}
+}
+
+func (u *unionIndex) heldStates() []JobState { return u.states }
+
+func (u *unionIndex) children(level int, parent uint64) []unitCount {
+	memo := [2]uint64{uint64(level), parent}
+	if cached, ok := u.units[memo]; ok {
+		return cached
+	}
+	var all []unitCount
+	for _, m := range u.members {
+		all = append(all, m.children(level, parent)...)
+	}
+	slices.SortStableFunc(all, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
+	var out []unitCount
+	for i := 0; i < len(all); {
+		k := i + 1
+		for k < len(all) && all[k].unit == all[i].unit {
+			k++
+		}
+		uc := all[i]
+		if k-i > 1 {
+			uc.count = u.sharedCount(level, uc.unit)
+		}
+		out = append(out, uc)
+		i = k
+	}
+	u.units[memo] = out
+	return out
+}
+
+// sharedCount counts the jobs of a unit where several members have jobs: the sum of its units
+// below, or at the bottom its jobs, each once.
+func (u *unionIndex) sharedCount(level int, unit uint64) int {
+	n := 0
+	if level < len(timeLevelShifts)-1 {
+		for _, uc := range u.children(level+1, unit) {
+			n += uc.count
+		}
+		return n
+	}
+	for range u.jobsIn(u.states, msKey(unit), msKey(unit+1), false) {
+		n++
+	}
+	return n
+}
+
+func (u *unionIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
+	for _, uc := range u.children(len(timeLevelShifts)-1, parent) {
+		if r < uc.count {
+			return uc.unit, r, u.states
+		}
+		r -= uc.count
+	}
+	return 0, 0, nil
+}
+
+// jobsIn merges the members' jobs in id order (or reversed), each once.
+func (u *unionIndex) jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+	if u.merged != nil {
+		return u.merged(states, lo, hi, reverse)
+	}
+	return func(yield func(ulid.ULID) bool) {
+		type head struct {
+			next  func() (ulid.ULID, bool)
+			jobID ulid.ULID
+			ok    bool
+		}
+		heads := make([]*head, len(u.members))
+		for i, m := range u.members {
+			next, stop := iter.Pull(m.jobsIn(states, lo, hi, reverse))
+			defer stop()
+			h := &head{next: next}
+			h.jobID, h.ok = next()
+			heads[i] = h
+		}
+		var last ulid.ULID
+		first := true
+		for {
+			var best *head
+			for _, h := range heads {
+				if h.ok && (best == nil || (h.jobID.Compare(best.jobID) < 0) != reverse) {
+					best = h
+				}
+			}
+			if best == nil {
+				return
+			}
+			if first || best.jobID != last {
+				if !yield(best.jobID) {
+					return
+				}
+				last, first = best.jobID, false
+			}
+			best.jobID, best.ok = best.next()
+		}
+	}
+}
+
+// span is the ranks [start, end) of the index's jobs created within [lo, hi).
+func (ix rankIndex) span(lo, hi []byte) (start, end int) {
+	if lo != nil {
+		start = ix.before(lo)
+	}
+	if hi != nil {
+		return start, ix.before(hi)
+	}
+	for _, uc := range ix.children(0, 0) {
+		end += uc.count
+	}
+	return start, end
+}
+
+// page reads up to limit ids of the index's jobs within [lo, hi), from one end.
+func (ix rankIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
+	if limit <= 0 {
+		return nil
+	}
+	ids := make([]ulid.ULID, 0, limit)
+	for jobID := range ix.jobsIn(ix.heldStates(), lo, hi, reverse) {
+		if ids = append(ids, jobID); len(ids) == limit {
+			break
+		}
+	}
+	return ids
+}
