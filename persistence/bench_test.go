@@ -86,3 +86,43 @@ func BenchmarkGroupCommitOfSingleJobs(b *testing.B) {
 	written := after.Sub(&before)
 	b.ReportMetric(float64(written.TxStats.GetWrite())/float64(b.N), "pages/op")
 }
+
+// BenchmarkListJobs: a page of 100 of a store of 200,000 jobs (a tenth at a higher priority with
+// a second tag), records loaded, in each order and with several tags.
+func BenchmarkListJobs(b *testing.B) {
+	bt := newBenchTeam(b)
+	for i := range 200 {
+		now := time.Now()
+		jobs := make([]*Job, 1000)
+		for k := range jobs {
+			jobs[k] = bt.job(now)
+			if i%10 == 3 {
+				jobs[k].Priority, jobs[k].Tags = 5, []string{"campaign", "hot"}
+			}
+		}
+		if err := bt.s.Apply(&CreateJobs{At: now, Jobs: jobs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, q := range []struct {
+		name string
+		q    JobQuery
+	}{
+		{"oldest from 100000", JobQuery{Offset: 100000}},
+		{"random", JobQuery{Sort: SortRandom}},
+		{"priority from 100000", JobQuery{Sort: SortPriority, Offset: 100000}},
+		{"two tags from 100000", JobQuery{Tags: []string{"campaign", "hot"}, Offset: 100000}},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			q.q.TeamID, q.q.Limit = bt.team, 100
+			for b.Loop() {
+				if err := bt.s.View(func(tx *Tx) error {
+					_, _, err := tx.ListJobs(q.q)
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
