@@ -97,13 +97,23 @@ func prepare(db *bolt.DB) error {
 
 // migrateInChunks runs chunk until it is done, each call in its own transaction with the cursor
 // the previous one left (nil at first); the version moves to version in the last chunk's
-// transaction.
-func migrateInChunks(db *bolt.DB, version int, chunk func(btx *bolt.Tx, after []byte) (next []byte, done bool, err error)) error {
+// transaction. The bucket the migration fills, if any, starts empty in the first chunk: what an
+// attempt that never committed a chunk wrote cannot be there, but nothing is left to chance.
+func migrateInChunks(db *bolt.DB, version int, fills []byte, chunk func(btx *bolt.Tx, after []byte) (next []byte, done bool, err error)) error {
 	for {
 		done := false
 		err := db.Update(func(btx *bolt.Tx) error {
 			meta := btx.Bucket(bucketMeta)
-			next, last, err := chunk(btx, meta.Get([]byte(metaMigrationCursor)))
+			after := meta.Get([]byte(metaMigrationCursor))
+			if after == nil && fills != nil {
+				if err := btx.DeleteBucket(fills); err != nil {
+					return err
+				}
+				if _, err := btx.CreateBucket(fills); err != nil {
+					return err
+				}
+			}
+			next, last, err := chunk(btx, after)
 			if err != nil {
 				return err
 			}
@@ -134,17 +144,7 @@ func migrateInChunks(db *bolt.DB, version int, chunk func(btx *bolt.Tx, after []
 // writes a queued job's queue entry into the live-jobs index, and files a terminal top-level job
 // in the ended-jobs index (retention).
 func upgradeTo2(db *bolt.DB) error {
-	return migrateInChunks(db, 2, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
-		if after == nil {
-			// First chunk: counters from an earlier attempt that never committed a chunk
-			// cannot exist, but start from nothing all the same.
-			if err := btx.DeleteBucket(bucketJobTimeCounts); err != nil {
-				return nil, false, err
-			}
-			if _, err := btx.CreateBucket(bucketJobTimeCounts); err != nil {
-				return nil, false, err
-			}
-		}
+	return migrateInChunks(db, 2, bucketJobTimeCounts, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		tx := &Tx{tx: btx}
 		type step struct {
 			team, job ulid.ULID
@@ -192,7 +192,7 @@ func upgradeTo2(db *bolt.DB) error {
 func upgradeTo3(db *bolt.DB) error {
 	walked := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketJobsByTeamPriority, bucketJobsByTeamTag}
 	defaultPriority := invertedPriority(0)
-	return migrateInChunks(db, 3, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+	return migrateInChunks(db, 3, nil, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		which, from := 0, []byte(nil)
 		if len(after) > 0 {
 			which, from = int(after[0]), after[1:]
@@ -261,16 +261,7 @@ func upgradeTo3(db *bolt.DB) error {
 // upgradeTo4 walks the priority index (the jobs with a priority of their own), chunk by chunk,
 // counting each job by creation time in its team's and tags' priority counters.
 func upgradeTo4(db *bolt.DB) error {
-	return migrateInChunks(db, 4, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
-		if after == nil {
-			// First chunk: start from nothing, as upgradeTo2 does.
-			if err := btx.DeleteBucket(bucketPriorityTimeCounts); err != nil {
-				return nil, false, err
-			}
-			if _, err := btx.CreateBucket(bucketPriorityTimeCounts); err != nil {
-				return nil, false, err
-			}
-		}
+	return migrateInChunks(db, 4, bucketPriorityTimeCounts, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		tx := &Tx{tx: btx}
 		c := btx.Bucket(bucketJobsByTeamPriority).Cursor()
 		n := 0
