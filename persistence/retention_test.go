@@ -1,6 +1,9 @@
 package persistence
 
 import (
+	"fmt"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -10,17 +13,22 @@ import (
 
 // TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse: old terminal top-level jobs go
 // with their descendants, logs and emptied batches; recent ones, live ones, children of a living
-// parent and parents of living children stay; counters follow.
+// parent and parents of living children stay; every counter ends as a store holding only what
+// stayed has it.
 func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) {
-	s := openTestStore(t, "")
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	s := openTestStore(t, path)
 	ids := NewIDs()
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	old, recent := now.Add(-40*24*time.Hour), now.Add(-time.Hour)
 	cutoff := now.Add(-30 * 24 * time.Hour)
 	team := ids.New(old)
 	batchGone, batchKept := ids.New(old), ids.New(old)
+	made := 0 // jobs of every priority and tag
 	job := func(state JobState, ended time.Time, edit ...func(*Job)) *Job {
-		j := &Job{ID: ids.New(old.Add(-time.Hour)), TeamID: team, State: state, Engine: "lottie"}
+		made++
+		n := made
+		j := &Job{ID: ids.New(old.Add(-time.Hour)), TeamID: team, State: state, Engine: "lottie", Priority: n%3 - 1, Tags: []string{"t", fmt.Sprint("u", n%2)}}
 		switch state {
 		case JobFinished:
 			j.FinishedAt = ended
@@ -121,5 +129,21 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var stayed []*Job
+	for _, j := range all {
+		if !slices.Contains(want, j.ID) {
+			stayed = append(stayed, j)
+		}
+	}
+	s.Close()
+	fresh := filepath.Join(t.TempDir(), "framefarm.db")
+	only := openTestStore(t, fresh)
+	storeJobs(t, only, stayed)
+	only.Close()
+	for _, b := range [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts} {
+		if got, want := bucketDump(t, path, b), bucketDump(t, fresh, b); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s after removal %v, want %v", b, got, want)
+		}
 	}
 }
