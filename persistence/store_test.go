@@ -195,20 +195,20 @@ func TestListJobsMatchesReference(t *testing.T) {
 	}
 }
 
-func listJobsMatchesReference(t *testing.T, step time.Duration) {
-	s := openTestStore(t, "")
+// referenceJobs stores 600 random jobs of two teams, created over 1,500 steps, with random states,
+// priorities and tags, 200 of them moved to another state afterwards, so indexes see updates too.
+func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.ULID, base time.Time, tags []string, all []*Job) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := NewIDs()
-	teamA, teamB := ids.New(time.Now()), ids.New(time.Now())
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	tags := []string{"red", "green", "blue", "a-b_c"}
-	var all []*Job
+	teams = [2]ulid.ULID{ids.New(time.Now()), ids.New(time.Now())}
+	base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tags = []string{"red", "green", "blue", "a-b_c"}
 	err := s.update(func(tx *Tx) error {
 		for i := range 600 {
 			created := base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(int(step/time.Millisecond)))*time.Millisecond)
 			j := &Job{
 				ID:        ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
-				TeamID:    []ulid.ULID{teamA, teamB}[i%2],
+				TeamID:    teams[i%2],
 				State:     AllJobStates[rng.IntN(len(AllJobStates))],
 				Priority:  rng.IntN(5) - 2,
 				CreatedAt: time.UnixMilli(int64(ulid.Timestamp(created))).UTC(),
@@ -223,7 +223,6 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 			}
 			all = append(all, j)
 		}
-		// Move some jobs to other states so indexes see updates, not only inserts.
 		for _, j := range all[:200] {
 			prev := j.State
 			j.State = AllJobStates[rng.IntN(len(AllJobStates))]
@@ -234,9 +233,32 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 		return nil
 	})
 	if err != nil {
+		tb.Fatal(err)
+	}
+	return teams, base, tags, all
+}
+
+// checkListing compares a listing (not in random order) with filtering and sorting every job.
+func checkListing(t *testing.T, s *Store, all []*Job, q JobQuery) {
+	t.Helper()
+	want := referenceList(all, q)
+	var got []*Job
+	var total int
+	if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
 		t.Fatal(err)
 	}
-	for round := range 400 {
+	wantPage := want[min(q.Offset, len(want)):min(len(want), max(q.Offset, 0)+max(q.Limit, 0))]
+	if total != len(want) || !slices.EqualFunc(got, wantPage, func(a, b *Job) bool { return a.ID == b.ID }) {
+		t.Fatalf("query %+v:\ngot total %d %v\nwant total %d %v", q, total, jobIDsOf(got), len(want), jobIDsOf(wantPage))
+	}
+}
+
+func listJobsMatchesReference(t *testing.T, step time.Duration) {
+	s := openTestStore(t, "")
+	rng := rand.New(rand.NewPCG(3, 4))
+	teams, base, tags, all := referenceJobs(t, s, step)
+	teamA, teamB := teams[0], teams[1]
+	for range 400 {
 		// Offsets up to past the team's jobs: into every priority's segment.
 		q := JobQuery{TeamID: teamA, Offset: []int{rng.IntN(40), rng.IntN(320)}[rng.IntN(2)], Limit: 1 + rng.IntN(60), Sort: []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}[rng.IntN(3)]}
 		if rng.IntN(2) == 0 {
@@ -255,16 +277,7 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 				q.Tags = append(q.Tags, tag)
 			}
 		}
-		want := referenceList(all, q)
-		var got []*Job
-		var total int
-		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
-			t.Fatal(err)
-		}
-		wantPage := want[min(q.Offset, len(want)):min(len(want), q.Offset+q.Limit)]
-		if total != len(want) || !slices.EqualFunc(got, wantPage, func(a, b *Job) bool { return a.ID == b.ID }) {
-			t.Fatalf("round %d query %+v:\ngot total %d %v\nwant total %d %v", round, q, total, jobIDsOf(got), len(want), jobIDsOf(wantPage))
-		}
+		checkListing(t, s, all, q)
 	}
 	// Random order, with states and with a tag: the right set, whatever the order; a page
 	// smaller than the matches: distinct matching jobs, and every match drawn at some point.
@@ -493,4 +506,38 @@ func TestListJobsWithoutALimitReadsNoPage(t *testing.T) {
 			t.Errorf("%+v: %d jobs, total %d; want none of 5", q, len(got), total)
 		}
 	}
+}
+
+// FuzzListJobs: any query in creation or priority order, with any states, tags, dates, offset
+// and limit, answers what filtering and sorting every job does (jobs sharing milliseconds).
+func FuzzListJobs(f *testing.F) {
+	s, err := Open(filepath.Join(f.TempDir(), "framefarm.db"), Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Close() })
+	teams, base, tags, all := referenceJobs(f, s, time.Millisecond)
+	sorts := []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}
+	f.Add(uint16(0), uint8(20), uint8(2), uint16(0), uint16(0), uint16(0), uint8(0))
+	f.Add(uint16(120), uint8(7), uint8(2), uint16(300), uint16(1200), uint16(0x3f), uint8(0b10101))
+	f.Fuzz(func(t *testing.T, offset uint16, limit, sort uint8, from, to, states uint16, tagSet uint8) {
+		q := JobQuery{TeamID: teams[int(sort>>4)%2], Offset: int(offset % 400), Limit: int(limit), Sort: sorts[int(sort)%len(sorts)]}
+		if from > 0 {
+			q.CreatedFrom = base.Add(time.Duration(from%1600) * time.Millisecond)
+		}
+		if to > 0 {
+			q.CreatedTo = base.Add(time.Duration(to%1600) * time.Millisecond)
+		}
+		for i, st := range AllJobStates {
+			if states&(1<<i) != 0 {
+				q.States = append(q.States, st)
+			}
+		}
+		for i, tag := range append(tags, "none") {
+			if tagSet&(1<<i) != 0 {
+				q.Tags = append(q.Tags, tag)
+			}
+		}
+		checkListing(t, s, all, q)
+	})
 }
