@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +39,19 @@ func (bt *benchTeam) job(now time.Time) *Job {
 
 // BenchmarkApplyCreateJobs: the committer's share of intake, a batch of 1,000 queued jobs (one
 // template, one tag, a text asset) in one command, fsync included; reported per job.
-func BenchmarkApplyCreateJobs(b *testing.B) {
+func BenchmarkApplyCreateJobs(b *testing.B) { benchmarkApplyCreateJobs(b, func(*Job) {}) }
+
+// BenchmarkApplyCreateJobsWithEveryTag: the same, each job with the 20 tags a job may carry and a
+// priority of its own, the most counters a job moves.
+func BenchmarkApplyCreateJobsWithEveryTag(b *testing.B) {
+	tags := make([]string, 20)
+	for i := range tags {
+		tags[i] = fmt.Sprintf("tag-%d", i)
+	}
+	benchmarkApplyCreateJobs(b, func(j *Job) { j.Tags, j.Priority = tags, 3 })
+}
+
+func benchmarkApplyCreateJobs(b *testing.B, edit func(*Job)) {
 	bt := newBenchTeam(b)
 	for b.Loop() {
 		now := time.Now()
@@ -47,6 +60,7 @@ func BenchmarkApplyCreateJobs(b *testing.B) {
 		entries := make([]BatchEntry, len(jobs))
 		for i := range jobs {
 			jobs[i] = bt.job(now)
+			edit(jobs[i])
 			jobs[i].BatchID, jobs[i].BatchIndex = batch, i
 			entries[i] = BatchEntry{Index: i, JobID: jobs[i].ID}
 		}

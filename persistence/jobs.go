@@ -152,9 +152,7 @@ func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
 			return err
 		}
 	}
-	if err := t.addTimeCounts(j, s, delta); err != nil {
-		return err
-	}
+	t.addTimeCounts(j, s, delta)
 	for _, tag := range j.Tags {
 		if err := t.addCount(bucketTagCounts, key(id(j.TeamID), tagKey(tag), stateKey(s)), delta); err != nil {
 			return err
@@ -177,6 +175,7 @@ func (t *Tx) addCount(bucket, k []byte, delta int) error {
 // flushCounts writes the counters changed in this transaction, in key order (the same
 // transaction always writes the same bytes).
 func (t *Tx) flushCounts() error {
+	t.spreadTimeCounts()
 	keys := make([]string, 0, len(t.counts))
 	for k, delta := range t.counts {
 		if delta != 0 {
@@ -211,7 +210,7 @@ func (t *Tx) flushCounts() error {
 // mustFlushCounts makes pending counter changes readable before a write transaction reads a
 // counter; a failure there fails the commit, which flushes again.
 func (t *Tx) mustFlushCounts() {
-	if len(t.counts) > 0 {
+	if len(t.counts) > 0 || len(t.timeCounts) > 0 {
 		if err := t.flushCounts(); err != nil {
 			t.countsErr = err
 		}

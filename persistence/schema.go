@@ -160,9 +160,7 @@ func upgradeTo2(db *bolt.DB) error {
 		}
 		// Written after the walk: bbolt cursors may skip keys when their bucket changes.
 		for _, st := range steps {
-			if err := tx.addTimeCounts(&Job{ID: st.job, TeamID: st.team}, st.state, 1); err != nil {
-				return nil, false, err
-			}
+			tx.addTimeCounts(&Job{ID: st.job, TeamID: st.team}, st.state, 1)
 			if st.state != JobQueued && !st.state.Terminal() {
 				continue
 			}
@@ -214,7 +212,7 @@ func upgradeTo3(db *bolt.DB) error {
 				case bytes.Equal(walked[which], bucketJobsByTeamTag):
 					// team + len(tag) + tag + job id -> state
 					scope := e.k[:17+int(e.k[16])]
-					err = tx.addScopeTimeCounts(bucketTagTimeCounts, scope, ulidAt(e.k[len(scope):]), JobState(e.v[0]), 1)
+					tx.addScopeTimeCounts(tagTimeCounter, scope, ulidAt(e.k[len(scope):]), JobState(e.v[0]), 1)
 				case !bytes.Equal(walked[which], bucketJobsByTeamPriority):
 					if readCount(e.v) == 0 {
 						err = b.Delete(e.k)
@@ -273,9 +271,7 @@ func upgradeTo4(db *bolt.DB) error {
 			if err != nil {
 				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k[24:]), err)
 			}
-			if err := tx.addPriorityTimeCounts(j, JobState(v[0]), 1); err != nil {
-				return nil, false, err
-			}
+			tx.addPriorityTimeCounts(j, JobState(v[0]), 1)
 			last, n = bytes.Clone(k), n+1
 		}
 		if err := tx.finish(); err != nil {

@@ -242,10 +242,12 @@ func inIDOrder(batch []*write) {
 type Tx struct {
 	tx    *bolt.Tx
 	cache *decodeCache
-	// counts are counter changes written when the transaction commits (addCount); countsErr
-	// is a failure to write them early.
-	counts    map[string]int
-	countsErr error
+	// counts are counter changes written when the transaction commits (addCount), timeCounts
+	// those of the counters by creation time (addScopeTimeCounts); countsErr is a failure to
+	// write them early.
+	counts     map[string]int
+	timeCounts map[timeCount]int
+	countsErr  error
 }
 
 // finish writes what a write transaction holds back until its commit.

@@ -21,41 +21,78 @@ var timeLevelShifts = [...]uint{22, 14, 6, 0}
 // timeCountKey is scope + state + level + unit, where the scope is a team (bucketJobTimeCounts),
 // a team and a tag (bucketTagTimeCounts), or either's key for jobs with a priority of their own
 // (bucketPriorityTimeCounts).
-func timeCountKey(scope []byte, s JobState, level int, unit uint64) []byte {
+func timeCountKey[S ~string | ~[]byte](scope S, s JobState, level int, unit uint64) []byte {
 	k := make([]byte, 0, len(scope)+10)
 	k = append(k, scope...)
 	k = append(k, byte(s), byte(level))
 	return binary.BigEndian.AppendUint64(k, unit)
 }
 
+// timeCounter names a bucket of counters by creation time.
+type timeCounter uint8
+
+const (
+	teamTimeCounter timeCounter = iota
+	tagTimeCounter
+	priorityTimeCounter
+)
+
+func (c timeCounter) bucket() []byte {
+	return [...][]byte{bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts}[c]
+}
+
+// timeCount names the counters, at every level, of one scope, state and millisecond. A
+// transaction keeps its changes at that grain until it writes them: the jobs of one commit share
+// their milliseconds, so each level's counter is worked out once per millisecond, not once per
+// job (a job with 20 tags changes 84 counters).
+type timeCount struct {
+	counter timeCounter
+	scope   string
+	state   JobState
+	ms      uint64
+}
+
 // addTimeCounts moves a job's counters at every level: its team's and its tags', and for a job
 // with a priority of its own, the same scopes' counters of such jobs and of its priority.
-func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) error {
+func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) {
 	team := id(j.TeamID)
-	if err := t.addScopeTimeCounts(bucketJobTimeCounts, team, j.ID, s, delta); err != nil {
-		return err
-	}
+	t.addScopeTimeCounts(teamTimeCounter, team, j.ID, s, delta)
 	for _, tag := range j.Tags {
-		if err := t.addScopeTimeCounts(bucketTagTimeCounts, key(team, tagKey(tag)), j.ID, s, delta); err != nil {
-			return err
-		}
+		t.addScopeTimeCounts(tagTimeCounter, key(team, tagKey(tag)), j.ID, s, delta)
 	}
 	if j.Priority != 0 {
-		return t.addPriorityTimeCounts(j, s, delta)
+		t.addPriorityTimeCounts(j, s, delta)
 	}
-	return nil
 }
 
 // addPriorityTimeCounts moves the counters of a job with a priority of its own.
-func (t *Tx) addPriorityTimeCounts(j *Job, s JobState, delta int) error {
+func (t *Tx) addPriorityTimeCounts(j *Job, s JobState, delta int) {
 	for _, sc := range j.scopes() {
-		for _, scope := range [][]byte{sc.ownPriority(), sc.priorityLevel(invertedPriority(j.Priority))} {
-			if err := t.addScopeTimeCounts(bucketPriorityTimeCounts, scope, j.ID, s, delta); err != nil {
-				return err
-			}
+		t.addScopeTimeCounts(priorityTimeCounter, sc.ownPriority(), j.ID, s, delta)
+		t.addScopeTimeCounts(priorityTimeCounter, sc.priorityLevel(invertedPriority(j.Priority)), j.ID, s, delta)
+	}
+}
+
+// addScopeTimeCounts moves a job's counters of one scope at every level, when the transaction
+// writes its counters.
+func (t *Tx) addScopeTimeCounts(c timeCounter, scope []byte, jobID ulid.ULID, s JobState, delta int) {
+	if t.timeCounts == nil {
+		t.timeCounts = make(map[timeCount]int)
+	}
+	t.timeCounts[timeCount{c, string(scope), s, jobID.Time()}] += delta
+}
+
+// spreadTimeCounts turns the changes kept by millisecond into changes of each level's counter.
+func (t *Tx) spreadTimeCounts() {
+	for tc, delta := range t.timeCounts {
+		if delta == 0 {
+			continue
+		}
+		for level, shift := range timeLevelShifts {
+			t.addCount(tc.counter.bucket(), timeCountKey(tc.scope, tc.state, level, tc.ms>>shift), delta)
 		}
 	}
-	return nil
+	clear(t.timeCounts)
 }
 
 // jobScope is a team's jobs (tag "") or those of them carrying a tag.
@@ -80,15 +117,4 @@ func (sc jobScope) ownPriority() []byte { return key(id(sc.team), tagKey(sc.tag)
 // priorityLevel is the scope's key in the counters of the jobs of one priority (inverted).
 func (sc jobScope) priorityLevel(inverted []byte) []byte {
 	return key(id(sc.team), tagKey(sc.tag), []byte{1}, inverted)
-}
-
-// addScopeTimeCounts moves a job's counters of one scope at every level.
-func (t *Tx) addScopeTimeCounts(bucket, scope []byte, jobID ulid.ULID, s JobState, delta int) error {
-	ms := jobID.Time()
-	for level, shift := range timeLevelShifts {
-		if err := t.addCount(bucket, timeCountKey(scope, s, level, ms>>shift), delta); err != nil {
-			return err
-		}
-	}
-	return nil
 }
