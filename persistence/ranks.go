@@ -277,6 +277,34 @@ func (ix rankIndex) nth(r int) (ulid.ULID, bool) {
 	return ulid.ULID{}, false
 }
 
+// span is the ranks [start, end) of the index's jobs created within [lo, hi).
+func (ix rankIndex) span(lo, hi []byte) (start, end int) {
+	if lo != nil {
+		start = ix.before(lo)
+	}
+	if hi != nil {
+		return start, ix.before(hi)
+	}
+	for _, uc := range ix.children(0, 0) {
+		end += uc.count
+	}
+	return start, end
+}
+
+// page reads up to limit ids of the index's jobs within [lo, hi), from one end.
+func (ix rankIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
+	if limit <= 0 {
+		return nil
+	}
+	ids := make([]ulid.ULID, 0, limit)
+	for jobID := range ix.jobsIn(ix.heldStates(), lo, hi, reverse) {
+		if ids = append(ids, jobID); len(ids) == limit {
+			break
+		}
+	}
+	return ids
+}
+
 // bottomUnit reads the counters of the states and terms in unit order, summed, up to the unit
 // holding rank r, and answers the states with jobs in it.
 func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
@@ -485,32 +513,4 @@ func (u *unionIndex) jobsIn(states []JobState, lo, hi []byte, reverse bool) iter
 			best.jobID, best.ok = best.next()
 		}
 	}
-}
-
-// span is the ranks [start, end) of the index's jobs created within [lo, hi).
-func (ix rankIndex) span(lo, hi []byte) (start, end int) {
-	if lo != nil {
-		start = ix.before(lo)
-	}
-	if hi != nil {
-		return start, ix.before(hi)
-	}
-	for _, uc := range ix.children(0, 0) {
-		end += uc.count
-	}
-	return start, end
-}
-
-// page reads up to limit ids of the index's jobs within [lo, hi), from one end.
-func (ix rankIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
-	if limit <= 0 {
-		return nil
-	}
-	ids := make([]ulid.ULID, 0, limit)
-	for jobID := range ix.jobsIn(ix.heldStates(), lo, hi, reverse) {
-		if ids = append(ids, jobID); len(ids) == limit {
-			break
-		}
-	}
-	return ids
 }
