@@ -37,6 +37,21 @@ func (bt *benchTeam) job(now time.Time) *Job {
 		Spec: JobSpec{Composition: "main", Assets: []renderer.Asset{{Type: "text", LayerName: "Title", Value: json.RawMessage(`"Hello"`)}}}}
 }
 
+// store creates batches of 1,000 jobs, each changed by edit (given its batch and place in it).
+func (bt *benchTeam) store(b *testing.B, batches int, edit func(batch, i int, j *Job)) {
+	for batch := range batches {
+		now := time.Now()
+		jobs := make([]*Job, 1000)
+		for i := range jobs {
+			jobs[i] = bt.job(now)
+			edit(batch, i, jobs[i])
+		}
+		if err := bt.s.Apply(&CreateJobs{At: now, Jobs: jobs}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkApplyCreateJobs: the committer's share of intake, a batch of 1,000 queued jobs (one
 // template, one tag, a text asset) in one command, fsync included; reported per job.
 func BenchmarkApplyCreateJobs(b *testing.B) { benchmarkApplyCreateJobs(b, func(*Job) {}) }
@@ -76,16 +91,7 @@ func benchmarkApplyCreateJobs(b *testing.B, edit func(*Job)) {
 // jobs, fsync included; reports the pages written per round.
 func BenchmarkGroupCommitOfSingleJobs(b *testing.B) {
 	bt := newBenchTeam(b)
-	for range 100 {
-		now := time.Now()
-		jobs := make([]*Job, 1000)
-		for i := range jobs {
-			jobs[i] = bt.job(now)
-		}
-		if err := bt.s.Apply(&CreateJobs{At: now, Jobs: jobs}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	bt.store(b, 100, func(int, int, *Job) {})
 	before := bt.s.db.Stats()
 	for b.Loop() {
 		now := time.Now()
@@ -105,19 +111,11 @@ func BenchmarkGroupCommitOfSingleJobs(b *testing.B) {
 // a second tag), records loaded, in each order and with several tags.
 func BenchmarkListJobs(b *testing.B) {
 	bt := newBenchTeam(b)
-	for i := range 200 {
-		now := time.Now()
-		jobs := make([]*Job, 1000)
-		for k := range jobs {
-			jobs[k] = bt.job(now)
-			if i%10 == 3 {
-				jobs[k].Priority, jobs[k].Tags = 5, []string{"campaign", "hot"}
-			}
+	bt.store(b, 200, func(batch, _ int, j *Job) {
+		if batch%10 == 3 {
+			j.Priority, j.Tags = 5, []string{"campaign", "hot"}
 		}
-		if err := bt.s.Apply(&CreateJobs{At: now, Jobs: jobs}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	})
 	for _, q := range []struct {
 		name string
 		q    JobQuery
@@ -127,16 +125,30 @@ func BenchmarkListJobs(b *testing.B) {
 		{"priority from 100000", JobQuery{Sort: SortPriority, Offset: 100000}},
 		{"two tags from 100000", JobQuery{Tags: []string{"campaign", "hot"}, Offset: 100000}},
 	} {
-		b.Run(q.name, func(b *testing.B) {
-			q.q.TeamID, q.q.Limit = bt.team, 100
-			for b.Loop() {
-				if err := bt.s.View(func(tx *Tx) error {
-					_, _, err := tx.ListJobs(q.q)
-					return err
-				}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		q.q.TeamID, q.q.Limit = bt.team, 100
+		b.Run(q.name, func(b *testing.B) { benchListing(b, bt.s, q.q) })
+	}
+}
+
+// BenchmarkListJobsManyPriorities: a page of 100 in priority order of a store of 100,000 jobs
+// each with a priority of its own, from the start and from 50,000.
+func BenchmarkListJobsManyPriorities(b *testing.B) {
+	bt := newBenchTeam(b)
+	bt.store(b, 100, func(batch, i int, j *Job) { j.Priority = (batch*1000+i)*7%200000 - 100000 })
+	for _, offset := range []int{0, 50000} {
+		q := JobQuery{TeamID: bt.team, Limit: 100, Sort: SortPriority, Offset: offset}
+		b.Run(fmt.Sprintf("from %d", offset), func(b *testing.B) { benchListing(b, bt.s, q) })
+	}
+}
+
+// benchListing lists a page per round.
+func benchListing(b *testing.B, s *Store, q JobQuery) {
+	for b.Loop() {
+		if err := s.View(func(tx *Tx) error {
+			_, _, err := tx.ListJobs(q)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -159,64 +159,59 @@ func (t *Tx) rankedList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.U
 
 // priorityList pages through the scopes' jobs in pickup order: each priority above the default,
 // highest first, then the default's jobs, then the priorities below, each oldest first. The
-// segments' counters find the one holding the page's first job and its rank there; the page
-// reads on from it.
+// counters find the segment holding the page's first job and its rank there, the page reads on
+// from it; segments after the page are never looked at.
 func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
 	_, start, end := t.ranks(scopes, lo, hi)
 	total := max(end-start, 0)
 	if total <= q.Offset || q.Limit <= 0 {
 		return nil, total
 	}
-	// The priorities of the scopes' jobs, and the scopes holding each.
-	holding := map[string][]heldScope{}
-	var levels [][]byte
-	for _, sc := range scopes {
-		for _, inverted := range t.priorityLevels(sc.jobScope) {
-			if holding[string(inverted)] == nil {
-				levels = append(levels, inverted)
-			}
-			holding[string(inverted)] = append(holding[string(inverted)], sc)
-		}
-	}
-	slices.SortFunc(levels, bytes.Compare)
-	level := func(inverted []byte) func() rankIndex {
-		return func() rankIndex {
-			return union(holding[string(inverted)], func(sc heldScope) rankIndex {
-				return t.priorityLevelIndex(sc.jobScope, inverted, sc.states)
-			}, nil)
-		}
-	}
-	defaultAt, _ := slices.BinarySearchFunc(levels, invertedPriority(0), bytes.Compare)
-	segments := make([]func() rankIndex, 0, len(levels)+1)
-	for _, inverted := range levels[:defaultAt] {
-		segments = append(segments, level(inverted))
-	}
-	segments = append(segments, func() rankIndex {
-		return union(scopes, func(sc heldScope) rankIndex { return t.defaultPriorityIndex(sc.jobScope, sc.states) }, nil)
-	})
-	for _, inverted := range levels[defaultAt:] {
-		segments = append(segments, level(inverted))
-	}
 	skip := q.Offset
 	ids := make([]ulid.ULID, 0, q.Limit)
-	for _, segment := range segments {
-		ix := segment()
+	// read takes a segment's part of the page, or steps over it when the page starts after it;
+	// count is its number of jobs when the counters by priority know it (-1: count them by rank).
+	// It tells whether the page wants more.
+	read := func(ix rankIndex, count int) bool {
 		from := lo
 		if skip > 0 {
-			first, last := ix.span(lo, hi)
+			first, last := 0, count
+			if count < 0 {
+				first, last = ix.span(lo, hi)
+			}
 			if n := last - first; skip >= n {
 				skip -= max(n, 0)
-				continue
+				return true
 			}
 			jobID, ok := ix.nth(first + skip)
 			if !ok {
-				break
+				return false
 			}
 			from, skip = jobID[:], 0
 		}
-		if ids = append(ids, ix.page(q.Limit-len(ids), from, hi, false)...); len(ids) == q.Limit {
-			break
+		ids = append(ids, ix.page(q.Limit-len(ids), from, hi, false)...)
+		return len(ids) < q.Limit
+	}
+	defaultRead := false
+	readDefault := func() bool {
+		defaultRead = true
+		return read(union(scopes, func(sc heldScope) rankIndex { return t.defaultPriorityIndex(sc.jobScope, sc.states) }, nil), -1)
+	}
+	for level := range t.priorityLevels(scopes) {
+		if !defaultRead && bytes.Compare(level.inverted, invertedPriority(0)) > 0 && !readDefault() {
+			return ids, total
 		}
+		count := -1
+		if len(level.scopes) == 1 && lo == nil && hi == nil {
+			count = level.count
+		}
+		ix := union(level.scopes, func(sc heldScope) rankIndex { return t.priorityLevelIndex(sc.jobScope, level.inverted, sc.states) }, nil)
+		if !read(ix, count) {
+			return ids, total
+		}
+	}
+	if !defaultRead {
+		readDefault()
 	}
 	return ids, total
 }

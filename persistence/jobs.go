@@ -153,6 +153,9 @@ func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
 		}
 	}
 	t.addTimeCounts(j, s, delta)
+	if j.Priority != 0 {
+		t.addPriorityCounts(j, s, delta)
+	}
 	for _, tag := range j.Tags {
 		if err := t.addCount(bucketTagCounts, key(id(j.TeamID), tagKey(tag), stateKey(s)), delta); err != nil {
 			return err

@@ -53,6 +53,9 @@ var (
 	// jobs with a priority of their own; the same with 1 + inverted priority after the tag: of
 	// the jobs of each priority
 	bucketPriorityTimeCounts = []byte("priority_time_counts")
+	// team + len(tag) + tag (none: the team's jobs) + inverted priority + state -> count, of jobs
+	// with a priority of their own: the priorities in pickup order, and how many jobs each
+	bucketPriorityCounts = []byte("priority_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
 	bucketLogs    = []byte("logs")    // job id + sequence -> log line
@@ -69,7 +72,7 @@ var allBuckets = [][]byte{
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeamState, bucketJobsByTeamTag,
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
-	bucketBatches,
+	bucketPriorityCounts, bucketBatches,
 	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
 }
 

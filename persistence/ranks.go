@@ -149,17 +149,80 @@ func (t *Tx) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState)
 	return t.newTimeIndex(states, list, counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
 }
 
-// priorityLevels lists the priorities (inverted) the scope's jobs with a priority of their own
-// have, highest first.
-func (t *Tx) priorityLevels(sc jobScope) [][]byte {
-	t.mustFlushCounts()
-	prefix := sc.priorityLevel(nil)
-	var levels [][]byte
-	c := t.bucket(bucketPriorityTimeCounts).Cursor()
-	for k, _ := c.Seek(prefix); k != nil && hasPrefix(k, prefix) && len(k) >= len(prefix)+8; k, _ = c.Seek(prefixEnd(k[:len(prefix)+8])) {
-		levels = append(levels, bytes.Clone(k[len(prefix):len(prefix)+8]))
+// priorityLevel is a priority (inverted) some of a listing's scopes have jobs of, the scopes
+// holding it, and how many of their jobs, in the states asked, have it (more than that when
+// jobs are in several scopes).
+type priorityLevel struct {
+	inverted []byte
+	scopes   []heldScope
+	count    int
+}
+
+// priorityLevels yields the priorities of the scopes' jobs with a priority of their own, in
+// pickup order, from the counters by priority: reading on only as far as the caller goes, and
+// stepping over priorities held only by jobs in other states without a seek.
+func (t *Tx) priorityLevels(scopes []heldScope) iter.Seq[priorityLevel] {
+	return func(yield func(priorityLevel) bool) {
+		t.mustFlushCounts()
+		type head struct {
+			sc       heldScope
+			next     func() ([]byte, int, bool)
+			inverted []byte
+			count    int
+			ok       bool
+		}
+		heads := make([]*head, len(scopes))
+		for i, sc := range scopes {
+			h := &head{sc: sc, next: t.scopeLevels(sc)}
+			h.inverted, h.count, h.ok = h.next()
+			heads[i] = h
+		}
+		for {
+			var level priorityLevel
+			for _, h := range heads {
+				if h.ok && (level.inverted == nil || bytes.Compare(h.inverted, level.inverted) < 0) {
+					level.inverted = h.inverted
+				}
+			}
+			if level.inverted == nil {
+				return
+			}
+			for _, h := range heads {
+				if h.ok && bytes.Equal(h.inverted, level.inverted) {
+					level.scopes, level.count = append(level.scopes, h.sc), level.count+h.count
+					h.inverted, h.count, h.ok = h.next()
+				}
+			}
+			if !yield(level) {
+				return
+			}
+		}
 	}
-	return levels
+}
+
+// scopeLevels steps through a scope's priorities in pickup order: each call answers the next
+// priority (inverted) with jobs in the scope's states and how many; false past the last.
+func (t *Tx) scopeLevels(sc heldScope) func() ([]byte, int, bool) {
+	prefix := sc.prefix()
+	held := stateIn(sc.states)
+	c := t.bucket(bucketPriorityCounts).Cursor()
+	k, v := c.Seek(prefix)
+	return func() ([]byte, int, bool) {
+		// prefix + inverted priority + state -> count
+		for k != nil && hasPrefix(k, prefix) {
+			inverted := bytes.Clone(k[len(prefix) : len(prefix)+8])
+			n := 0
+			for ; k != nil && hasPrefix(k, prefix) && bytes.Equal(k[len(prefix):len(prefix)+8], inverted); k, v = c.Next() {
+				if held(k[len(prefix)+8:]) {
+					n += readCount(v)
+				}
+			}
+			if n > 0 {
+				return inverted, n, true
+			}
+		}
+		return nil, 0, false
+	}
 }
 
 // children sums the counters of the states and the terms.

@@ -141,7 +141,7 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	only := openTestStore(t, fresh)
 	storeJobs(t, only, stayed)
 	only.Close()
-	for _, b := range [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts} {
+	for _, b := range [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts, bucketPriorityCounts} {
 		if got, want := bucketDump(t, path, b), bucketDump(t, fresh, b); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s after removal %v, want %v", b, got, want)
 		}

@@ -23,8 +23,8 @@ import (
 //	   per-state index (no team index), a template's live jobs are a counter (no index), the
 //	   priority index holds only jobs with a priority of their own (the creation index marks
 //	   them), and counters back at zero are removed; tags' jobs are counted by creation time
-//	4  jobs with a priority of their own are counted by creation time, per team and tag, in
-//	   all and per priority (listings in priority order by rank)
+//	4  jobs with a priority of their own are counted per team and tag by priority, and by
+//	   creation time in all and per priority (listings in priority order by rank)
 const SchemaVersion = 4
 
 const metaSchemaVersion = "schema_version"
@@ -97,20 +97,22 @@ func prepare(db *bolt.DB) error {
 
 // migrateInChunks runs chunk until it is done, each call in its own transaction with the cursor
 // the previous one left (nil at first); the version moves to version in the last chunk's
-// transaction. The bucket the migration fills, if any, starts empty in the first chunk: what an
-// attempt that never committed a chunk wrote cannot be there, but nothing is left to chance.
-func migrateInChunks(db *bolt.DB, version int, fills []byte, chunk func(btx *bolt.Tx, after []byte) (next []byte, done bool, err error)) error {
+// transaction. The buckets the migration fills start empty in the first chunk: what an attempt
+// that never committed a chunk wrote cannot be there, but nothing is left to chance.
+func migrateInChunks(db *bolt.DB, version int, fills [][]byte, chunk func(btx *bolt.Tx, after []byte) (next []byte, done bool, err error)) error {
 	for {
 		done := false
 		err := db.Update(func(btx *bolt.Tx) error {
 			meta := btx.Bucket(bucketMeta)
 			after := meta.Get([]byte(metaMigrationCursor))
-			if after == nil && fills != nil {
-				if err := btx.DeleteBucket(fills); err != nil {
-					return err
-				}
-				if _, err := btx.CreateBucket(fills); err != nil {
-					return err
+			for _, name := range fills {
+				if after == nil {
+					if err := btx.DeleteBucket(name); err != nil {
+						return err
+					}
+					if _, err := btx.CreateBucket(name); err != nil {
+						return err
+					}
 				}
 			}
 			next, last, err := chunk(btx, after)
@@ -144,7 +146,7 @@ func migrateInChunks(db *bolt.DB, version int, fills []byte, chunk func(btx *bol
 // writes a queued job's queue entry into the live-jobs index, and files a terminal top-level job
 // in the ended-jobs index (retention).
 func upgradeTo2(db *bolt.DB) error {
-	return migrateInChunks(db, 2, bucketJobTimeCounts, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+	return migrateInChunks(db, 2, [][]byte{bucketJobTimeCounts}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		tx := &Tx{tx: btx}
 		type step struct {
 			team, job ulid.ULID
@@ -257,9 +259,9 @@ func upgradeTo3(db *bolt.DB) error {
 }
 
 // upgradeTo4 walks the priority index (the jobs with a priority of their own), chunk by chunk,
-// counting each job by creation time in its team's and tags' priority counters.
+// counting each job in its team's and tags' priority counters.
 func upgradeTo4(db *bolt.DB) error {
-	return migrateInChunks(db, 4, bucketPriorityTimeCounts, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+	return migrateInChunks(db, 4, [][]byte{bucketPriorityTimeCounts, bucketPriorityCounts}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		tx := &Tx{tx: btx}
 		c := btx.Bucket(bucketJobsByTeamPriority).Cursor()
 		n := 0
@@ -271,7 +273,7 @@ func upgradeTo4(db *bolt.DB) error {
 			if err != nil {
 				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k[24:]), err)
 			}
-			tx.addPriorityTimeCounts(j, JobState(v[0]), 1)
+			tx.addPriorityCounts(j, JobState(v[0]), 1)
 			last, n = bytes.Clone(k), n+1
 		}
 		if err := tx.finish(); err != nil {

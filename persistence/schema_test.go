@@ -137,7 +137,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 	}
 	storeJobs(t, s, jobs)
 	s.Close()
-	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
+	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts, bucketPriorityCounts, bucketTemplateLiveJobs, bucketJobsByTeamPriority, bucketJobsByTeamState}
 	want := map[string]map[string]string{}
 	for _, b := range rewritten {
 		want[string(b)] = bucketDump(t, path, b)
@@ -227,9 +227,11 @@ func TestUpgradeFromSchema3SurvivesAKillHalfway(t *testing.T) {
 	}
 	storeJobs(t, s, jobs)
 	s.Close()
-	want := bucketDump(t, path, bucketPriorityTimeCounts)
-	if len(want) == 0 {
-		t.Fatal("no priority counters written")
+	want := map[string]map[string]string{}
+	for _, b := range [][]byte{bucketPriorityTimeCounts, bucketPriorityCounts} {
+		if want[string(b)] = bucketDump(t, path, b); len(want[string(b)]) == 0 {
+			t.Fatalf("nothing written in %s", b)
+		}
 	}
 	downgradeToSchema3(t, path)
 
@@ -247,16 +249,20 @@ func TestUpgradeFromSchema3SurvivesAKillHalfway(t *testing.T) {
 	if v := schemaVersion(t, path); v != strconv.Itoa(SchemaVersion) {
 		t.Fatalf("schema version %q after the upgrade", v)
 	}
-	if got := bucketDump(t, path, bucketPriorityTimeCounts); !reflect.DeepEqual(got, want) {
-		t.Errorf("priority counters after the upgrade %v, want %v", got, want)
+	for b, counters := range want {
+		if got := bucketDump(t, path, []byte(b)); !reflect.DeepEqual(got, counters) {
+			t.Errorf("%s after the upgrade %v, want %v", b, got, counters)
+		}
 	}
 }
 
 // downgradeToSchema3 makes the store look as schema 3 wrote it: no priority counters.
 func downgradeToSchema3(t *testing.T, path string) {
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
-		if err := tx.DeleteBucket(bucketPriorityTimeCounts); err != nil {
-			return err
+		for _, b := range [][]byte{bucketPriorityTimeCounts, bucketPriorityCounts} {
+			if err := tx.DeleteBucket(b); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("3"))
 	})

@@ -196,7 +196,7 @@ func TestListJobsMatchesReference(t *testing.T) {
 }
 
 // referenceJobs stores 600 random jobs of two teams, created over 1,500 steps, with random states,
-// priorities and tags, 200 of them moved to another state afterwards, so indexes see updates too.
+// priorities (half of them shared, half nearly each its own) and tags, 200 of them moved to another state afterwards, so indexes see updates too.
 func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.ULID, base time.Time, tags []string, all []*Job) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := NewIDs()
@@ -210,7 +210,7 @@ func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.U
 				ID:        ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
 				TeamID:    teams[i%2],
 				State:     AllJobStates[rng.IntN(len(AllJobStates))],
-				Priority:  rng.IntN(5) - 2,
+				Priority:  []int{rng.IntN(5) - 2, rng.IntN(2001) - 1000}[rng.IntN(2)], // few priorities and many
 				CreatedAt: time.UnixMilli(int64(ulid.Timestamp(created))).UTC(),
 			}
 			for _, tag := range tags {

@@ -52,24 +52,23 @@ type timeCount struct {
 	ms      uint64
 }
 
-// addTimeCounts moves a job's counters at every level: its team's and its tags', and for a job
-// with a priority of its own, the same scopes' counters of such jobs and of its priority.
+// addTimeCounts moves a job's counters at every level: its team's and its tags'.
 func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) {
 	team := id(j.TeamID)
 	t.addScopeTimeCounts(teamTimeCounter, team, j.ID, s, delta)
 	for _, tag := range j.Tags {
 		t.addScopeTimeCounts(tagTimeCounter, key(team, tagKey(tag)), j.ID, s, delta)
 	}
-	if j.Priority != 0 {
-		t.addPriorityTimeCounts(j, s, delta)
-	}
 }
 
-// addPriorityTimeCounts moves the counters of a job with a priority of its own.
-func (t *Tx) addPriorityTimeCounts(j *Job, s JobState, delta int) {
+// addPriorityCounts moves the counters of a job with a priority of its own, for its team and
+// each tag: by priority and state, and by creation time, in all and per priority.
+func (t *Tx) addPriorityCounts(j *Job, s JobState, delta int) {
+	inverted := invertedPriority(j.Priority)
 	for _, sc := range j.scopes() {
+		t.addCount(bucketPriorityCounts, key(sc.prefix(), inverted, stateKey(s)), delta)
 		t.addScopeTimeCounts(priorityTimeCounter, sc.ownPriority(), j.ID, s, delta)
-		t.addScopeTimeCounts(priorityTimeCounter, sc.priorityLevel(invertedPriority(j.Priority)), j.ID, s, delta)
+		t.addScopeTimeCounts(priorityTimeCounter, sc.priorityLevel(inverted), j.ID, s, delta)
 	}
 }
 
@@ -110,11 +109,16 @@ func (j *Job) scopes() []jobScope {
 	return out
 }
 
-// ownPriority is the scope's key in the counters of jobs with a priority of their own (a tag is
-// never empty, so the team's own key cannot be a tag's).
-func (sc jobScope) ownPriority() []byte { return key(id(sc.team), tagKey(sc.tag), []byte{0}) }
+// prefix is the scope's key in the counters of jobs with a priority of their own: its team and
+// tag (a tag is never empty, so the team's own key cannot be a tag's).
+func (sc jobScope) prefix() []byte { return key(id(sc.team), tagKey(sc.tag)) }
 
-// priorityLevel is the scope's key in the counters of the jobs of one priority (inverted).
+// ownPriority is the scope's key in the counters by creation time of jobs with a priority of
+// their own.
+func (sc jobScope) ownPriority() []byte { return key(sc.prefix(), []byte{0}) }
+
+// priorityLevel is the scope's key in the counters by creation time of the jobs of one priority
+// (inverted).
 func (sc jobScope) priorityLevel(inverted []byte) []byte {
-	return key(id(sc.team), tagKey(sc.tag), []byte{1}, inverted)
+	return key(sc.prefix(), []byte{1}, inverted)
 }
