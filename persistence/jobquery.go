@@ -122,7 +122,7 @@ func (t *Tx) ranks(scopes []heldScope, lo, hi []byte) (ix rankIndex, start, end 
 func (t *Tx) taggedJobs(scopes []heldScope) jobList {
 	prefixes := make([][]byte, len(scopes))
 	for i, sc := range scopes {
-		prefixes[i] = key(id(sc.team), tagKey(sc.tag))
+		prefixes[i] = sc.prefix()
 	}
 	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
 		return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, reverse, stateIn(states))

@@ -79,7 +79,7 @@ func (sc jobScope) counters() counterTerm {
 	if sc.tag == "" {
 		return counterTerm{bucketJobTimeCounts, id(sc.team), 1}
 	}
-	return counterTerm{bucketTagTimeCounts, key(id(sc.team), tagKey(sc.tag)), 1}
+	return counterTerm{bucketTagTimeCounts, sc.prefix(), 1}
 }
 
 // scopeJobs lists the scope's jobs from the creation index or the tag's; with onlyDefault, only
@@ -92,7 +92,7 @@ func (t *Tx) scopeJobs(sc jobScope, onlyDefault bool) jobList {
 			byState := t.bucket(bucketJobsByTeamState)
 			keep = func(state, jobID []byte) bool { return len(byState.Get(key(team, state, jobID))) == 0 }
 		}
-		return t.filteredRange(bucketJobsByTeamTag, key(team, tagKey(sc.tag)), keep)
+		return t.filteredRange(bucketJobsByTeamTag, sc.prefix(), keep)
 	}
 	var accept func(v []byte) bool
 	if onlyDefault {
@@ -142,7 +142,7 @@ func (t *Tx) defaultPriorityIndex(sc jobScope, states []JobState) rankIndex {
 func (t *Tx) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) rankIndex {
 	var hasTag func(state, jobID []byte) bool
 	if sc.tag != "" {
-		tagged, tagIndex := key(id(sc.team), tagKey(sc.tag)), t.bucket(bucketJobsByTeamTag)
+		tagged, tagIndex := sc.prefix(), t.bucket(bucketJobsByTeamTag)
 		hasTag = func(_, jobID []byte) bool { return tagIndex.Get(key(tagged, jobID)) != nil }
 	}
 	list := t.filteredRange(bucketJobsByTeamPriority, key(id(sc.team), inverted), hasTag)

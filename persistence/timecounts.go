@@ -109,8 +109,9 @@ func (j *Job) scopes() []jobScope {
 	return out
 }
 
-// prefix is the scope's key in the counters of jobs with a priority of their own: its team and
-// tag (a tag is never empty, so the team's own key cannot be a tag's).
+// prefix is the scope's team and tag: a tag's key in the tags' index and counters, and the
+// scope's in the counters of jobs with a priority of their own (a tag is never empty, so the
+// team's own key there cannot be a tag's).
 func (sc jobScope) prefix() []byte { return key(id(sc.team), tagKey(sc.tag)) }
 
 // ownPriority is the scope's key in the counters by creation time of jobs with a priority of
