@@ -8,11 +8,10 @@ import (
 
 // Job counts by creation time: for each team (and each team's tag), state and level, how many
 // jobs were created in each unit of time (a job's id carries its creation millisecond); the same
-// for the jobs with a priority of their own, in all and per priority. Four
-// levels, each unit of one splitting into 256 or 64 units of the next, let a listing count the
-// jobs before any id, or find the job at any rank, by reading a few hundred counters per level
-// and then the jobs of one millisecond: offsets, date-range totals and random samples at any
-// size.
+// for the jobs with a priority of their own, in all and per priority. Four levels, each unit of
+// one splitting into 256 or 64 units of the next, let a listing count the jobs before any id, or
+// find the job at any rank, by reading a few hundred counters per level and then the jobs of one
+// millisecond: offsets, date-range totals and random samples at any size.
 //
 //	level 0: 2^22 ms (about 70 minutes)   level 1: 2^14 ms (about 16 s)
 //	level 2: 2^6 ms (64 ms)               level 3: 1 ms
