@@ -124,6 +124,7 @@ func BenchmarkListJobs(b *testing.B) {
 		{"random", JobQuery{Sort: SortRandom}},
 		{"priority from 100000", JobQuery{Sort: SortPriority, Offset: 100000}},
 		{"two tags from 100000", JobQuery{Tags: []string{"campaign", "hot"}, Offset: 100000}},
+		{"two tags in priority order from 100000", JobQuery{Tags: []string{"campaign", "hot"}, Sort: SortPriority, Offset: 100000}},
 	} {
 		q.q.TeamID, q.q.Limit = bt.team, 100
 		b.Run(q.name, func(b *testing.B) { benchListing(b, bt.s, q.q) })

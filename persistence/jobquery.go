@@ -97,36 +97,27 @@ func (t *Tx) heldScopes(q JobQuery, allowed map[JobState]bool) []heldScope {
 	return held
 }
 
-// union ranks the jobs of several scopes, each job once, from the index of each (merged, when
-// set, lists their jobs).
-func union(scopes []heldScope, index func(heldScope) rankIndex, merged jobList) rankIndex {
+// union ranks the jobs of several scopes, each job once, from the index of each; merged lists
+// their jobs.
+func union(scopes []heldScope, index func(heldScope) rankIndex, merged func([]jobScope) jobList) rankIndex {
 	if len(scopes) == 1 {
 		return index(scopes[0])
 	}
 	members := make([]rankIndex, len(scopes))
+	plain := make([]jobScope, len(scopes))
 	for i, sc := range scopes {
-		members[i] = index(sc)
+		members[i], plain[i] = index(sc), sc.jobScope
 	}
-	return newUnionIndex(members, merged)
+	return newUnionIndex(members, merged(plain))
 }
 
 // ranks is the rank index of the scopes' jobs and the ranks [start, end) of those created within
 // [lo, hi).
 func (t *Tx) ranks(scopes []heldScope, lo, hi []byte) (ix rankIndex, start, end int) {
-	ix = union(scopes, func(sc heldScope) rankIndex { return t.scopeIndex(sc.jobScope, sc.states) }, t.taggedJobs(scopes))
+	ix = union(scopes, func(sc heldScope) rankIndex { return t.scopeIndex(sc.jobScope, sc.states) },
+		func(tags []jobScope) jobList { return t.tagJobs(tags, false) })
 	start, end = ix.span(lo, hi)
 	return ix, start, end
-}
-
-// taggedJobs lists the jobs carrying any of the scopes' tags, each once, from the tags' index.
-func (t *Tx) taggedJobs(scopes []heldScope) jobList {
-	prefixes := make([][]byte, len(scopes))
-	for i, sc := range scopes {
-		prefixes[i] = sc.prefix()
-	}
-	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
-		return t.mergeRanges(bucketJobsByTeamTag, prefixes, lo, hi, reverse, stateIn(states))
-	}
 }
 
 // rankedList pages through the scopes' jobs in creation order (or samples them) by rank.
@@ -195,7 +186,8 @@ func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid
 	defaultRead := false
 	readDefault := func() bool {
 		defaultRead = true
-		return read(union(scopes, func(sc heldScope) rankIndex { return t.defaultPriorityIndex(sc.jobScope, sc.states) }, nil), -1)
+		return read(union(scopes, func(sc heldScope) rankIndex { return t.defaultPriorityIndex(sc.jobScope, sc.states) },
+			func(tags []jobScope) jobList { return t.tagJobs(tags, true) }), -1)
 	}
 	for level := range t.priorityLevels(scopes) {
 		if !defaultRead && bytes.Compare(level.inverted, invertedPriority(0)) > 0 && !readDefault() {
@@ -205,7 +197,8 @@ func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid
 		if len(level.scopes) == 1 && lo == nil && hi == nil {
 			count = level.count
 		}
-		ix := union(level.scopes, func(sc heldScope) rankIndex { return t.priorityLevelIndex(sc.jobScope, level.inverted, sc.states) }, nil)
+		ix := union(level.scopes, func(sc heldScope) rankIndex { return t.priorityLevelIndex(sc.jobScope, level.inverted, sc.states) },
+			func(tags []jobScope) jobList { return t.levelJobs(tags, level.inverted) })
 		if !read(ix, count) {
 			return ids, total
 		}
@@ -277,8 +270,9 @@ func msKey(ms uint64) []byte {
 }
 
 // mergeRanges yields, in id order and each once, the job ids ending the keys under each prefix
-// whose value accept takes (nil takes all): a k-way merge of sorted index ranges.
-func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, reverse bool, accept func(v []byte) bool) iter.Seq[ulid.ULID] {
+// that accept takes, given the job id and the value (nil takes all): a k-way merge of sorted
+// index ranges.
+func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, reverse bool, accept func(jobID, v []byte) bool) iter.Seq[ulid.ULID] {
 	return func(yield func(ulid.ULID) bool) {
 		ranges := make([]*keyRange, len(prefixes))
 		for i, prefix := range prefixes {
@@ -306,12 +300,6 @@ func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, revers
 			best.next()
 			best.skipTo(accept)
 		}
-	}
-}
-
-// rangeScan visits the keys under prefix whose remainder lies in [lo, hi), forwards or backwards.
-func (t *Tx) rangeScan(bucket, prefix, lo, hi []byte, reverse bool, fn func(k, v []byte) bool) {
-	for r := t.openRange(bucket, prefix, lo, hi, reverse); r.k != nil && fn(r.k, r.v); r.next() {
 	}
 }
 
@@ -359,9 +347,9 @@ func (r *keyRange) next() {
 	r.check()
 }
 
-// skipTo steps past the keys whose value accept refuses (nil accepts all).
-func (r *keyRange) skipTo(accept func(v []byte) bool) {
-	for accept != nil && r.k != nil && !accept(r.v) {
+// skipTo steps past the keys whose job id and value accept refuses (nil accepts all).
+func (r *keyRange) skipTo(accept func(jobID, v []byte) bool) {
+	for accept != nil && r.k != nil && !accept(r.k[len(r.prefix):], r.v) {
 		r.next()
 	}
 }

@@ -85,41 +85,64 @@ func (sc jobScope) counters() counterTerm {
 // scopeJobs lists the scope's jobs from the creation index or the tag's; with onlyDefault, only
 // the jobs with the default priority (those the creation index does not mark).
 func (t *Tx) scopeJobs(sc jobScope, onlyDefault bool) jobList {
-	team := id(sc.team)
 	if sc.tag != "" {
-		var keep func(state, jobID []byte) bool
-		if onlyDefault {
-			byState := t.bucket(bucketJobsByTeamState)
-			keep = func(state, jobID []byte) bool { return len(byState.Get(key(team, state, jobID))) == 0 }
-		}
-		return t.filteredRange(bucketJobsByTeamTag, sc.prefix(), keep)
+		return t.tagJobs([]jobScope{sc}, onlyDefault)
 	}
-	var accept func(v []byte) bool
+	var keep func(jobID, v []byte) bool
 	if onlyDefault {
-		accept = func(v []byte) bool { return len(v) == 0 }
+		keep = func(_, v []byte) bool { return len(v) == 0 }
 	}
+	team := id(sc.team)
 	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
 		prefixes := make([][]byte, len(states))
 		for i, s := range states {
 			prefixes[i] = key(team, stateKey(s))
 		}
-		return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, accept)
+		return t.mergeRanges(bucketJobsByTeamState, prefixes, lo, hi, reverse, keep)
 	}
 }
 
-// filteredRange lists the jobs ending the keys under prefix whose value, the job's state, is
-// among those asked, and that keep (nil: all) accepts.
-func (t *Tx) filteredRange(bucket, prefix []byte, keep func(state, jobID []byte) bool) jobList {
-	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
-		accept := stateIn(states)
-		return func(yield func(ulid.ULID) bool) {
-			t.rangeScan(bucket, prefix, lo, hi, reverse, func(k, v []byte) bool {
-				if jobID := k[len(prefix):]; accept(v) && (keep == nil || keep(v[:1], jobID)) {
-					return yield(ulidAt(jobID))
+// tagJobs lists the jobs carrying any of the scopes' tags, each once, from the tags' index; with
+// onlyDefault, only the jobs with the default priority (looked up in the creation index).
+func (t *Tx) tagJobs(scopes []jobScope, onlyDefault bool) jobList {
+	prefixes := make([][]byte, len(scopes))
+	for i, sc := range scopes {
+		prefixes[i] = sc.prefix()
+	}
+	var keep func(jobID, v []byte) bool
+	if onlyDefault {
+		byState, team := t.bucket(bucketJobsByTeamState), id(scopes[0].team)
+		keep = func(jobID, v []byte) bool { return len(byState.Get(key(team, v[:1], jobID))) == 0 }
+	}
+	return t.indexJobs(bucketJobsByTeamTag, prefixes, keep)
+}
+
+// levelJobs lists the jobs of one priority (inverted) of a team, or of those carrying any of
+// the scopes' tags, from the priority index (tags looked up job by job).
+func (t *Tx) levelJobs(scopes []jobScope, inverted []byte) jobList {
+	var keep func(jobID, v []byte) bool
+	if scopes[0].tag != "" {
+		tags := t.bucket(bucketJobsByTeamTag)
+		keep = func(jobID, _ []byte) bool {
+			for _, sc := range scopes {
+				if tags.Get(key(sc.prefix(), jobID)) != nil {
+					return true
 				}
-				return true
-			})
+			}
+			return false
 		}
+	}
+	return t.indexJobs(bucketJobsByTeamPriority, [][]byte{key(id(scopes[0].team), inverted)}, keep)
+}
+
+// indexJobs lists the jobs ending the keys under the prefixes, each once, whose value (the job's
+// state) is among those asked and that keep (nil: all) accepts.
+func (t *Tx) indexJobs(bucket []byte, prefixes [][]byte, keep func(jobID, v []byte) bool) jobList {
+	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
+		in := stateIn(states)
+		return t.mergeRanges(bucket, prefixes, lo, hi, reverse, func(jobID, v []byte) bool {
+			return in(v) && (keep == nil || keep(jobID, v))
+		})
 	}
 }
 
@@ -140,13 +163,7 @@ func (t *Tx) defaultPriorityIndex(sc jobScope, states []JobState) rankIndex {
 
 // priorityLevelIndex ranks the scope's jobs of one priority (inverted), from the priority index.
 func (t *Tx) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) rankIndex {
-	var hasTag func(state, jobID []byte) bool
-	if sc.tag != "" {
-		tagged, tagIndex := sc.prefix(), t.bucket(bucketJobsByTeamTag)
-		hasTag = func(_, jobID []byte) bool { return tagIndex.Get(key(tagged, jobID)) != nil }
-	}
-	list := t.filteredRange(bucketJobsByTeamPriority, key(id(sc.team), inverted), hasTag)
-	return t.newTimeIndex(states, list, counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
+	return t.newTimeIndex(states, t.levelJobs([]jobScope{sc}, inverted), counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
 }
 
 // priorityLevel is a priority (inverted) some of a listing's scopes have jobs of, the scopes
@@ -461,7 +478,7 @@ func shuffle(list []int, intN func(int) int) {
 type unionIndex struct {
 	members []rankIndex
 	states  []JobState
-	// merged, when set, lists the members' jobs, each once, faster than merging theirs.
+	// merged lists the members' jobs, each once.
 	merged jobList
 	units  map[[2]uint64][]unitCount
 }
@@ -536,44 +553,6 @@ func (u *unionIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) 
 	return 0, 0, nil
 }
 
-// jobsIn merges the members' jobs in id order (or reversed), each once.
 func (u *unionIndex) jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
-	if u.merged != nil {
-		return u.merged(states, lo, hi, reverse)
-	}
-	return func(yield func(ulid.ULID) bool) {
-		type head struct {
-			next  func() (ulid.ULID, bool)
-			jobID ulid.ULID
-			ok    bool
-		}
-		heads := make([]*head, len(u.members))
-		for i, m := range u.members {
-			next, stop := iter.Pull(m.jobsIn(states, lo, hi, reverse))
-			defer stop()
-			h := &head{next: next}
-			h.jobID, h.ok = next()
-			heads[i] = h
-		}
-		var last ulid.ULID
-		first := true
-		for {
-			var best *head
-			for _, h := range heads {
-				if h.ok && (best == nil || (h.jobID.Compare(best.jobID) < 0) != reverse) {
-					best = h
-				}
-			}
-			if best == nil {
-				return
-			}
-			if first || best.jobID != last {
-				if !yield(best.jobID) {
-					return
-				}
-				last, first = best.jobID, false
-			}
-			best.jobID, best.ok = best.next()
-		}
-	}
+	return u.merged(states, lo, hi, reverse)
 }
