@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"encoding/binary"
 	"iter"
 	"math/rand/v2"
 	"slices"
@@ -189,7 +190,21 @@ func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid
 		return read(union(scopes, func(sc heldScope) rankIndex { return t.defaultPriorityIndex(sc.jobScope, sc.states) },
 			func(tags []jobScope) jobList { return t.tagJobs(tags, true) }), -1)
 	}
-	for level := range t.priorityLevels(scopes) {
+	// Without a date range, one scope's counters by priority step over whole blocks of priorities
+	// before the page. A block is all above the default or all below it (the default's inverted
+	// priority ends its block), so the default's jobs come before any block below.
+	var skipBlock func(block uint64, count int) bool
+	if len(scopes) == 1 && lo == nil && hi == nil {
+		defaultBlock := binary.BigEndian.Uint64(invertedPriority(0)) >> priorityBlockShift
+		skipBlock = func(block uint64, count int) bool {
+			if skip < count || block > defaultBlock && !defaultRead && (!readDefault() || skip < count) {
+				return false
+			}
+			skip -= count
+			return true
+		}
+	}
+	for level := range t.priorityLevels(scopes, skipBlock) {
 		if !defaultRead && bytes.Compare(level.inverted, invertedPriority(0)) > 0 && !readDefault() {
 			return ids, total
 		}

@@ -53,8 +53,9 @@ var (
 	// jobs with a priority of their own; the same with 1 + inverted priority after the tag: of
 	// the jobs of each priority
 	bucketPriorityTimeCounts = []byte("priority_time_counts")
-	// team + len(tag) + tag (none: the team's jobs) + inverted priority + state -> count, of jobs
-	// with a priority of their own: the priorities in pickup order, and how many jobs each
+	// team + len(tag) + tag (none: the team's jobs) + 1 + inverted priority + state -> count, of
+	// jobs with a priority of their own: the priorities in pickup order, and how many jobs each;
+	// the same with 0 + block of 1024 inverted priorities: what a deep offset steps over at once
 	bucketPriorityCounts = []byte("priority_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch

@@ -177,8 +177,13 @@ type priorityLevel struct {
 
 // priorityLevels yields the priorities of the scopes' jobs with a priority of their own, in
 // pickup order, from the counters by priority: reading on only as far as the caller goes, and
-// stepping over priorities held only by jobs in other states without a seek.
-func (t *Tx) priorityLevels(scopes []heldScope) iter.Seq[priorityLevel] {
+// stepping over priorities held only by jobs in other states without a seek. With one scope,
+// skipBlock (when set) is asked, before each block of priorities, whether to step over it whole
+// given how many jobs it holds in the scope's states.
+func (t *Tx) priorityLevels(scopes []heldScope, skipBlock func(block uint64, count int) bool) iter.Seq[priorityLevel] {
+	if len(scopes) > 1 {
+		skipBlock = nil
+	}
 	return func(yield func(priorityLevel) bool) {
 		t.mustFlushCounts()
 		type head struct {
@@ -186,15 +191,21 @@ func (t *Tx) priorityLevels(scopes []heldScope) iter.Seq[priorityLevel] {
 			next     func() ([]byte, int, bool)
 			inverted []byte
 			count    int
-			ok       bool
+			ok, used bool
 		}
 		heads := make([]*head, len(scopes))
 		for i, sc := range scopes {
-			h := &head{sc: sc, next: t.scopeLevels(sc)}
-			h.inverted, h.count, h.ok = h.next()
-			heads[i] = h
+			heads[i] = &head{sc: sc, next: t.scopeLevels(sc, skipBlock), used: true}
 		}
 		for {
+			// A scope reads on only once the caller is done with its last priority: skipBlock
+			// must see the caller's state after it.
+			for _, h := range heads {
+				if h.used {
+					h.inverted, h.count, h.ok = h.next()
+					h.used = false
+				}
+			}
 			var level priorityLevel
 			for _, h := range heads {
 				if h.ok && (level.inverted == nil || bytes.Compare(h.inverted, level.inverted) < 0) {
@@ -207,7 +218,7 @@ func (t *Tx) priorityLevels(scopes []heldScope) iter.Seq[priorityLevel] {
 			for _, h := range heads {
 				if h.ok && bytes.Equal(h.inverted, level.inverted) {
 					level.scopes, level.count = append(level.scopes, h.sc), level.count+h.count
-					h.inverted, h.count, h.ok = h.next()
+					h.used = true
 				}
 			}
 			if !yield(level) {
@@ -218,19 +229,44 @@ func (t *Tx) priorityLevels(scopes []heldScope) iter.Seq[priorityLevel] {
 }
 
 // scopeLevels steps through a scope's priorities in pickup order: each call answers the next
-// priority (inverted) with jobs in the scope's states and how many; false past the last.
-func (t *Tx) scopeLevels(sc heldScope) func() ([]byte, int, bool) {
-	prefix := sc.prefix()
+// priority (inverted) with jobs in the scope's states and how many; false past the last. Blocks
+// skipBlock (nil: none) steps over are not read.
+func (t *Tx) scopeLevels(sc heldScope, skipBlock func(block uint64, count int) bool) func() ([]byte, int, bool) {
+	levels, blocks := key(sc.prefix(), []byte{1}), key(sc.prefix(), []byte{0})
 	held := stateIn(sc.states)
-	c := t.bucket(bucketPriorityCounts).Cursor()
-	k, v := c.Seek(prefix)
+	b := t.bucket(bucketPriorityCounts)
+	c := b.Cursor()
+	k, v := c.Seek(levels)
+	// blockCount sums a block's jobs in the scope's states.
+	blockCount := func(block uint64) int {
+		at := binary.BigEndian.AppendUint64(bytes.Clone(blocks), block)
+		n := 0
+		bc := b.Cursor()
+		for bk, bv := bc.Seek(at); bk != nil && hasPrefix(bk, at); bk, bv = bc.Next() {
+			if held(bk[len(at):]) {
+				n += readCount(bv)
+			}
+		}
+		return n
+	}
+	asked, first := uint64(0), true // the last block skipBlock was asked about
 	return func() ([]byte, int, bool) {
-		// prefix + inverted priority + state -> count
-		for k != nil && hasPrefix(k, prefix) {
-			inverted := bytes.Clone(k[len(prefix) : len(prefix)+8])
+		// levels + inverted priority + state -> count
+		for k != nil && hasPrefix(k, levels) {
+			inverted := bytes.Clone(k[len(levels) : len(levels)+8])
+			if block := binary.BigEndian.Uint64(inverted) >> priorityBlockShift; skipBlock != nil && (first || block != asked) {
+				asked, first = block, false
+				if skipBlock(block, blockCount(block)) {
+					if block == ^uint64(0)>>priorityBlockShift {
+						return nil, 0, false
+					}
+					k, v = c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(levels), (block+1)<<priorityBlockShift))
+					continue
+				}
+			}
 			n := 0
-			for ; k != nil && hasPrefix(k, prefix) && bytes.Equal(k[len(prefix):len(prefix)+8], inverted); k, v = c.Next() {
-				if held(k[len(prefix)+8:]) {
+			for ; k != nil && hasPrefix(k, levels) && bytes.Equal(k[len(levels):len(levels)+8], inverted); k, v = c.Next() {
+				if held(k[len(levels)+8:]) {
 					n += readCount(v)
 				}
 			}

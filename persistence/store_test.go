@@ -210,7 +210,7 @@ func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.U
 				ID:        ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
 				TeamID:    teams[i%2],
 				State:     AllJobStates[rng.IntN(len(AllJobStates))],
-				Priority:  []int{rng.IntN(5) - 2, rng.IntN(2001) - 1000}[rng.IntN(2)], // few priorities and many
+				Priority:  []int{rng.IntN(5) - 2, rng.IntN(20001) - 10000}[rng.IntN(2)], // few priorities, and many over blocks of them
 				CreatedAt: time.UnixMilli(int64(ulid.Timestamp(created))).UTC(),
 			}
 			for _, tag := range tags {
@@ -258,6 +258,14 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	teams, base, tags, all := referenceJobs(t, s, step)
 	teamA, teamB := teams[0], teams[1]
+	// Pickup order at every offset, where pages start in each priority, block of priorities and
+	// the default's jobs.
+	for _, q := range []JobQuery{{TeamID: teamA}, {TeamID: teamA, Tags: []string{"red"}}, {TeamID: teamB, States: []JobState{JobQueued, JobFinished}}} {
+		q.Sort, q.Limit = SortPriority, 3
+		for q.Offset = 0; q.Offset <= len(all)/2; q.Offset++ {
+			checkListing(t, s, all, q)
+		}
+	}
 	for range 400 {
 		// Offsets up to past the team's jobs: into every priority's segment.
 		q := JobQuery{TeamID: teamA, Offset: []int{rng.IntN(40), rng.IntN(320)}[rng.IntN(2)], Limit: 1 + rng.IntN(60), Sort: []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}[rng.IntN(3)]}

@@ -65,7 +65,8 @@ func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) {
 func (t *Tx) addPriorityCounts(j *Job, s JobState, delta int) {
 	inverted := invertedPriority(j.Priority)
 	for _, sc := range j.scopes() {
-		t.addCount(bucketPriorityCounts, key(sc.prefix(), inverted, stateKey(s)), delta)
+		t.addCount(bucketPriorityCounts, key(sc.prefix(), []byte{1}, inverted, stateKey(s)), delta)
+		t.addCount(bucketPriorityCounts, key(sc.prefix(), []byte{0}, priorityBlock(inverted), stateKey(s)), delta)
 		t.addScopeTimeCounts(priorityTimeCounter, sc.ownPriority(), j.ID, s, delta)
 		t.addScopeTimeCounts(priorityTimeCounter, sc.priorityLevel(inverted), j.ID, s, delta)
 	}
@@ -91,6 +92,16 @@ func (t *Tx) spreadTimeCounts() {
 		}
 	}
 	clear(t.timeCounts)
+}
+
+// priorityBlockShift groups inverted priorities by 1,024 in the counters by priority. The
+// default priority's inverted value ends its block (its low bits are all ones), so no block
+// holds priorities on both sides of it.
+const priorityBlockShift = 10
+
+// priorityBlock is the block of an inverted priority, as a key part.
+func priorityBlock(inverted []byte) []byte {
+	return binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(inverted)>>priorityBlockShift)
 }
 
 // jobScope is a team's jobs (tag "") or those of them carrying a tag.
