@@ -29,7 +29,8 @@ func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []
 	}
 	prefix := id(jobID)
 	next := 0
-	c := t.bucket(bucketLogs).Cursor()
+	b := t.bucket(bucketLogs)
+	c := b.Cursor()
 	k, _ := c.Seek(prefixEnd(prefix))
 	if k == nil {
 		k, _ = c.Last()
@@ -39,7 +40,6 @@ func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []
 	if k != nil && hasPrefix(k, prefix) {
 		next = int(binary.BigEndian.Uint32(k[16:])) + 1
 	}
-	b := t.bucket(bucketLogs)
 	for i, line := range lines {
 		when := at
 		if i < len(times) && !times[i].IsZero() {

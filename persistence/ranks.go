@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"iter"
 	"slices"
@@ -232,7 +233,7 @@ func (t *Tx) priorityLevels(scopes []heldScope, skipBlock func(block uint64, cou
 // priority (inverted) with jobs in the scope's states and how many; false past the last. Blocks
 // skipBlock (nil: none) steps over are not read.
 func (t *Tx) scopeLevels(sc heldScope, skipBlock func(block uint64, count int) bool) func() ([]byte, int, bool) {
-	levels, blocks := key(sc.prefix(), []byte{1}), key(sc.prefix(), []byte{0})
+	levels, blocks := sc.priorityLevel(nil), sc.ownPriority()
 	held := stateIn(sc.states)
 	b := t.bucket(bucketPriorityCounts)
 	c := b.Cursor()
@@ -307,7 +308,7 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 		}
 	}
 	if len(ix.states)*len(ix.terms) > 1 {
-		slices.SortFunc(out, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
+		slices.SortFunc(out, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
 		summed := out[:0]
 		for _, uc := range out {
 			if last := len(summed) - 1; last >= 0 && summed[last].unit == uc.unit {
@@ -321,16 +322,6 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 	out = slices.DeleteFunc(out, func(uc unitCount) bool { return uc.count <= 0 })
 	ix.units[memo] = out
 	return out
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // before counts the jobs whose id sorts before bound (a 16-byte id prefix).
@@ -545,7 +536,7 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 	for _, m := range u.members {
 		all = append(all, m.children(level, parent)...)
 	}
-	slices.SortStableFunc(all, func(a, b unitCount) int { return cmpUint(a.unit, b.unit) })
+	slices.SortStableFunc(all, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
 	var out []unitCount
 	for i := 0; i < len(all); {
 		k := i + 1

@@ -105,8 +105,8 @@ func migrateInChunks(db *bolt.DB, version int, fills [][]byte, chunk func(btx *b
 		err := db.Update(func(btx *bolt.Tx) error {
 			meta := btx.Bucket(bucketMeta)
 			after := meta.Get([]byte(metaMigrationCursor))
-			for _, name := range fills {
-				if after == nil {
+			if after == nil {
+				for _, name := range fills {
 					if err := btx.DeleteBucket(name); err != nil {
 						return err
 					}
@@ -192,7 +192,7 @@ func upgradeTo2(db *bolt.DB) error {
 func upgradeTo3(db *bolt.DB) error {
 	walked := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketJobsByTeamPriority, bucketJobsByTeamTag}
 	defaultPriority := invertedPriority(0)
-	return migrateInChunks(db, 3, nil, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+	return migrateInChunks(db, 3, [][]byte{bucketTagTimeCounts, bucketTemplateLiveJobs}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		which, from := 0, []byte(nil)
 		if len(after) > 0 {
 			which, from = int(after[0]), after[1:]

@@ -65,8 +65,8 @@ func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) {
 func (t *Tx) addPriorityCounts(j *Job, s JobState, delta int) {
 	inverted := invertedPriority(j.Priority)
 	for _, sc := range j.scopes() {
-		t.addCount(bucketPriorityCounts, key(sc.prefix(), []byte{1}, inverted, stateKey(s)), delta)
-		t.addCount(bucketPriorityCounts, key(sc.prefix(), []byte{0}, priorityBlock(inverted), stateKey(s)), delta)
+		t.addCount(bucketPriorityCounts, key(sc.priorityLevel(inverted), stateKey(s)), delta)
+		t.addCount(bucketPriorityCounts, key(sc.ownPriority(), priorityBlock(inverted), stateKey(s)), delta)
 		t.addScopeTimeCounts(priorityTimeCounter, sc.ownPriority(), j.ID, s, delta)
 		t.addScopeTimeCounts(priorityTimeCounter, sc.priorityLevel(inverted), j.ID, s, delta)
 	}
@@ -124,12 +124,12 @@ func (j *Job) scopes() []jobScope {
 // team's own key there cannot be a tag's).
 func (sc jobScope) prefix() []byte { return key(id(sc.team), tagKey(sc.tag)) }
 
-// ownPriority is the scope's key in the counters by creation time of jobs with a priority of
-// their own.
+// ownPriority is the scope's key in the counters of jobs with a priority of their own (by
+// creation time, or by block of priorities).
 func (sc jobScope) ownPriority() []byte { return key(sc.prefix(), []byte{0}) }
 
-// priorityLevel is the scope's key in the counters by creation time of the jobs of one priority
-// (inverted).
+// priorityLevel is the scope's key in the counters of the jobs of one priority (inverted), by
+// creation time or in all.
 func (sc jobScope) priorityLevel(inverted []byte) []byte {
 	return key(sc.prefix(), []byte{1}, inverted)
 }

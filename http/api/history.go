@@ -32,8 +32,8 @@ var _ FarmSource = (*actors.Coordinator)(nil)
 
 // FarmHistory keeps the last hour of the farm in memory, minute by minute, for the dashboard's
 // charts (no Prometheus needed): jobs finished and failed, render durations, and, sampled every
-// 15 s (a minute keeps its last sample), the queue's depth and oldest job and the slots busy. It observes the actors by counting,
-// which never blocks them.
+// 15 s (a minute keeps its last sample), the queue's depth and oldest job and the slots busy.
+// It observes the actors by counting, which never blocks them.
 type FarmHistory struct {
 	actors.Observer
 	Source FarmSource

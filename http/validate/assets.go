@@ -37,7 +37,7 @@ const (
 
 func (c *checker) assets(job *Job, raw *rawJob, tpl *persistence.Template, comp *renderer.Composition, path string, depth int) {
 	n := len(raw.Assets)
-	if raw.assetsDecoded {
+	if raw.decodedAssets != nil {
 		n = len(raw.decodedAssets)
 	}
 	if n > c.lim.MaxAssets {
@@ -47,7 +47,7 @@ func (c *checker) assets(job *Job, raw *rawJob, tpl *persistence.Template, comp 
 	job.Spec.Assets = []renderer.Asset{}
 	for i := range n {
 		p := at(path, "assets["+strconv.Itoa(i)+"]")
-		if raw.assetsDecoded {
+		if raw.decodedAssets != nil {
 			c.asset(job, &raw.decodedAssets[i], p, tpl, comp, depth)
 			continue
 		}

@@ -69,9 +69,8 @@ type rawJob struct {
 	Webhook  json.RawMessage   `json:"webhook"`
 	Priority *float64          `json:"priority"`
 	Tags     json.RawMessage   `json:"tags"`
-	// decodedAssets are Assets already decoded, when assetsDecoded.
+	// decodedAssets are Assets already decoded (nil: not decoded, or none).
 	decodedAssets []rawAsset
-	assetsDecoded bool
 }
 
 // decodedJob is a job request read in one pass, its assets with it: a valid body, the common
@@ -85,7 +84,7 @@ type decodedJob struct {
 func decodeJob(body []byte) (*rawJob, *Error) {
 	var fast decodedJob
 	if decodeStrict(body, &fast, "") == nil {
-		fast.decodedAssets, fast.assetsDecoded = fast.Assets, true
+		fast.decodedAssets = fast.Assets
 		return &fast.rawJob, nil
 	}
 	var raw rawJob
