@@ -735,6 +735,25 @@ func TestQueueComesBackInOrderAfterARestart(t *testing.T) {
 	}
 }
 
+// TestLargeQueueComesBackWhole: a queue larger than one chunk of a start's restore comes back
+// whole, and its most urgent job, read last, is still picked first.
+func TestLargeQueueComesBackWhole(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	const bulk = 10_000 // more than two chunks
+	old := f.queue(f.team, 0, bulk)
+	urgent := f.queue(f.team, 9, 1)
+	f.restart()
+	f.waitQueued(bulk + 1)
+	n := f.attachTestNode("n1", 1)
+	for _, want := range []ulid.ULID{urgent[0], old[0], old[1]} {
+		a := n.next(t)
+		if a.msg.JobID != want.String() {
+			t.Fatalf("got %s, want %s", a.msg.JobID, want)
+		}
+		a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: a.msg.Attempt})
+	}
+}
+
 // TestRequeuedJobPassivatesAndIsOfferedFromTheStore: a job queued again after a lost attempt
 // lets its actor go while it waits; the next offer activates it from the store, which carries
 // the attempt count and the node to avoid.

@@ -266,13 +266,10 @@ func (c *Coordinator) Start() error {
 	c.templates = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTemplateProcessor(c) }))
 	// The queue comes back from the live-jobs index alone; only pending parents and interrupted
 	// renders get actors (and records) now.
-	var queued []persistence.QueueEntry
+	queued := &queueRestore{c: c}
 	var resume []*persistence.Job
 	err = c.Store.View(func(tx *persistence.Tx) error {
-		if err := tx.QueuedJobs(func(e persistence.QueueEntry) error {
-			queued = append(queued, e)
-			return nil
-		}); err != nil {
+		if err := tx.QueuedJobs(queued.add); err != nil {
 			return err
 		}
 		for _, s := range []persistence.JobState{persistence.JobPending, persistence.JobRendering} {
@@ -285,10 +282,12 @@ func (c *Coordinator) Start() error {
 		}
 		return nil
 	})
+	if err == nil {
+		err = queued.finish()
+	}
 	if err != nil {
 		return fmt.Errorf("resume jobs: %w", err)
 	}
-	c.system.Root.Send(c.scheduler, &jobsQueued{entries: queued})
 	for _, j := range resume {
 		if j.State == persistence.JobRendering && c.cfg.AdoptAfterRestart {
 			// Offered before any node can reach this process, so none says hello too early.
@@ -296,8 +295,59 @@ func (c *Coordinator) Start() error {
 		}
 		c.jobs.activate(j.ID, c.jobProducer(j, true))
 	}
-	c.log.Info("coordinator started", "queued_jobs", len(queued), "resumed_jobs", len(resume), "clean_restart", c.cleanRestart)
+	c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "clean_restart", c.cleanRestart)
 	return nil
+}
+
+// restoreChunk is how many queued jobs a start hands the scheduler at a time.
+const restoreChunk = 4096
+
+// queueRestore hands the queued jobs read at a start to the scheduler in chunks, so a
+// campaign's million queued jobs never sit in one slice beside the queue built from them. At most
+// two chunks are out at once: the store is read while the scheduler queues the chunk before.
+type queueRestore struct {
+	c      *Coordinator
+	chunk  []persistence.QueueEntry
+	taking *actor.Future // the scheduler's answer for the chunk sent last
+	total  int
+}
+
+func (r *queueRestore) add(e persistence.QueueEntry) error {
+	if r.chunk == nil {
+		r.chunk = make([]persistence.QueueEntry, 0, restoreChunk)
+	}
+	if r.chunk = append(r.chunk, e); len(r.chunk) < restoreChunk {
+		return nil
+	}
+	return r.send(true)
+}
+
+// send hands over the chunk gathered; more says that others follow.
+func (r *queueRestore) send(more bool) error {
+	if err := r.wait(); err != nil {
+		return err
+	}
+	r.total += len(r.chunk)
+	r.taking = r.c.system.Root.RequestFuture(r.c.scheduler, &jobsQueued{entries: r.chunk, restoring: more}, r.c.cfg.AskTimeout)
+	r.chunk = nil
+	return nil
+}
+
+func (r *queueRestore) wait() error {
+	if r.taking == nil {
+		return nil
+	}
+	_, err := r.taking.Result()
+	r.taking = nil
+	return err
+}
+
+// finish hands over the last chunk and waits until the scheduler has queued every job.
+func (r *queueRestore) finish() error {
+	if err := r.send(false); err != nil {
+		return err
+	}
+	return r.wait()
 }
 
 // Stop stops the actors in order: the node gateway and the scheduler first (no node reports

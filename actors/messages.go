@@ -76,8 +76,14 @@ type (
 
 // Messages to the scheduler.
 type (
-	// jobsQueued: these jobs wait for a slot (one message for a whole batch or a restart).
-	jobsQueued    struct{ entries []persistence.QueueEntry }
+	// jobsQueued: these jobs wait for a slot (one message for a whole batch). A start sends the
+	// queue it restores in chunks, each but the last restoring: nothing is dispatched before the
+	// whole queue is back, so pickup order holds across a restart. Restoring chunks are
+	// answered when taken.
+	jobsQueued struct {
+		entries   []persistence.QueueEntry
+		restoring bool
+	}
 	jobWithdrawn  struct{ jobID ulid.ULID }
 	offerClaimed  struct{ jobID ulid.ULID }
 	offerDeclined struct{ jobID ulid.ULID }

@@ -47,6 +47,8 @@ type scheduler struct {
 	// looks at those only.
 	capacity map[string]Capacity
 	free     map[string]*schedNode
+	// restoring is set while a start hands over the queue it restores: nothing is dispatched.
+	restoring bool
 }
 
 // queuedJob is a queued job as the scheduler holds it: no record, no actor (the job's actor is
@@ -206,6 +208,9 @@ func (s *scheduler) Receive(ctx actor.Context) {
 	case *jobsQueued:
 		for i := range m.entries {
 			s.enqueue(&m.entries[i])
+		}
+		if s.restoring = m.restoring; ctx.Sender() != nil {
+			ctx.Respond(true)
 		}
 	case *jobWithdrawn:
 		s.remove(m.jobID)
@@ -392,6 +397,9 @@ func (s *scheduler) takeNode(n *schedNode, m *nodeReady) {
 // dispatch fills free slots, one job per node per pass so work spreads over nodes, until no
 // free slot can take any queued job.
 func (s *scheduler) dispatch() {
+	if s.restoring {
+		return
+	}
 	defer s.publish()
 	if len(s.queued) == 0 {
 		return

@@ -106,6 +106,46 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 	}
 }
 
+// TestRestoredQueueWaitsForItsLastChunk: a node ready while a start hands over the queue it
+// restores is offered nothing before the last chunk, and then first the job to pick first,
+// though it came in that last chunk.
+func TestRestoredQueueWaitsForItsLastChunk(t *testing.T) {
+	s := newTestScheduler()
+	offered := make(chan ulid.ULID, 16)
+	// No job actor exists here: each offer's job is recorded, and its slot comes back at once.
+	s.c.jobs = newRegistry(s.c.system, func(id ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+		offered <- id
+		return nil, errors.New("no job actor here")
+	})
+	pid := s.c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return s }))
+	take := func(m *jobsQueued) {
+		t.Helper()
+		if _, err := s.c.system.Root.RequestFuture(pid, m, 10*time.Second).Result(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	team, older, urgent := ulid.Make(), ulid.Make(), ulid.Make()
+	take(&jobsQueued{entries: []persistence.QueueEntry{{JobID: older, TeamID: team, Engine: "lottie"}}, restoring: true})
+	s.c.system.Root.Send(pid, &nodeReady{nodeID: "n1", engines: []string{"lottie"}, slots: 1})
+	take(&jobsQueued{restoring: true}) // answered after the node's readiness was handled
+	select {
+	case id := <-offered:
+		t.Fatalf("job %s offered before the restored queue was whole", id)
+	default:
+	}
+	take(&jobsQueued{entries: []persistence.QueueEntry{{JobID: urgent, TeamID: team, Engine: "lottie", Priority: 5}}})
+	for _, want := range []ulid.ULID{urgent, older} {
+		select {
+		case id := <-offered:
+			if id != want {
+				t.Fatalf("offered %s, want %s", id, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s never offered", want)
+		}
+	}
+}
+
 // BenchmarkQueuedJobMemory: the heap one queued job costs the coordinator (the scheduler's entry,
 // its index and its heap slot; a queued job has no actor), measured over 100,000 jobs of 10 teams,
 // and the time of a full collection with them queued.
