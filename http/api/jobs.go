@@ -223,18 +223,14 @@ func (s *Server) listJobs(r *request) {
 	}
 	r.ctx.Response.Header.Set("X-Total-Count", strconv.Itoa(total))
 	if minimal {
-		out := make([]*minimalJobView, len(jobs))
+		out := make(minimalJobPage, len(jobs))
 		for i, j := range jobs {
 			out[i] = s.minimalJobView(j)
 		}
 		r.json(http.StatusOK, out)
 		return
 	}
-	out := make([]*jobView, len(jobs))
-	for i, j := range jobs {
-		out[i] = s.jobView(j)
-	}
-	r.json(http.StatusOK, out)
+	r.json(http.StatusOK, s.jobViews(jobs))
 }
 
 // jobQuery reads GET /jobs's query parameters.
@@ -362,8 +358,8 @@ func (s *Server) cancelJob(r *request) {
 	r.json(http.StatusOK, s.jobViews(outcome.Cancelled))
 }
 
-func (s *Server) jobViews(jobs []*persistence.Job) []*jobView {
-	out := make([]*jobView, len(jobs))
+func (s *Server) jobViews(jobs []*persistence.Job) jobPage {
+	out := make(jobPage, len(jobs))
 	for i, j := range jobs {
 		out[i] = s.jobView(j)
 	}

@@ -93,14 +93,32 @@ func (r *request) json(status int, v any) {
 			answerBuffers.Put(buf)
 		}
 	}()
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	body, err := encodeAnswer(buf, v)
+	if err != nil {
 		r.fail(newError(http.StatusInternalServerError, codeInternal, "cannot encode the answer"))
 		r.logger().Error("cannot encode an answer", "err", err)
 		return
 	}
-	r.raw(status, bytes.TrimSuffix(buf.Bytes(), []byte("\n"))) // copied into the response
+	r.raw(status, body) // copied into the response
+}
+
+// encodeAnswer encodes v into buf, as JSON without escaping <, > and & (URLs are full of them),
+// and returns the encoding.
+func encodeAnswer(buf *bytes.Buffer, v any) ([]byte, error) {
+	if a, ok := v.(jsonAppender); ok {
+		out, err := a.appendJSON(buf.AvailableBuffer())
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(out) // the buffer keeps what it grew to, for the next answer
+		return buf.Bytes(), nil
+	}
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // raw answers with JSON already encoded.

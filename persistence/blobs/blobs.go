@@ -131,16 +131,22 @@ func (s *Store) DeletePrefix(prefix string) error {
 
 // Signer makes and checks signed URLs for objects.
 type Signer struct {
-	base string
-	key  []byte
-	macs sync.Pool
+	base     string
+	key      []byte
+	signings sync.Pool // of *signing
+}
+
+// signing is what one signature needs, kept between signatures: a listing signs a URL per job,
+// and a keyed hash set up and buffers grown each time cost more than the hashing.
+type signing struct {
+	mac           hash.Hash
+	msg, sum, out []byte
 }
 
 // NewSigner signs URLs under base (the public URL of the coordinator) with key.
 func NewSigner(base string, key []byte) *Signer {
 	s := &Signer{base: strings.TrimRight(base, "/"), key: key}
-	// A listing signs a URL per job: keyed hashes are reused rather than set up each time.
-	s.macs.New = func() any { return hmac.New(sha256.New, s.key) }
+	s.signings.New = func() any { return &signing{mac: hmac.New(sha256.New, s.key)} }
 	return s
 }
 
@@ -152,8 +158,16 @@ func (s *Signer) Base() string { return s.base + FilesPrefix }
 
 // URL returns a URL allowing method on key until expires.
 func (s *Signer) URL(method, key string, expires time.Time) string {
-	exp := strconv.FormatInt(expires.Unix(), 10)
-	return s.base + FilesPrefix + escapeKey(key) + "?exp=" + exp + "&sig=" + s.signature(method, key, exp)
+	sg := s.signings.Get().(*signing)
+	defer s.signings.Put(sg)
+	b := append(append(append(sg.out[:0], s.base...), FilesPrefix...), escapeKey(key)...)
+	b = append(b, "?exp="...)
+	expAt := len(b)
+	b = strconv.AppendInt(b, expires.Unix(), 10)
+	exp := b[expAt:]
+	b = sg.appendSignature(append(b, "&sig="...), method, key, exp)
+	sg.out = b
+	return string(b)
 }
 
 // Verify checks a signed request for key at now.
@@ -162,7 +176,10 @@ func (s *Signer) Verify(method, key, exp, sig string, now time.Time) error {
 	if err != nil {
 		return errors.New("signed URL has no valid expiry")
 	}
-	if !hmac.Equal([]byte(sig), []byte(s.signature(method, key, exp))) {
+	sg := s.signings.Get().(*signing)
+	defer s.signings.Put(sg)
+	sg.out = sg.appendSignature(sg.out[:0], method, key, []byte(exp))
+	if !hmac.Equal([]byte(sig), sg.out) {
 		return errors.New("signed URL signature does not match")
 	}
 	if now.Unix() > expUnix {
@@ -171,13 +188,14 @@ func (s *Signer) Verify(method, key, exp, sig string, now time.Time) error {
 	return nil
 }
 
-func (s *Signer) signature(method, key, exp string) string {
-	mac := s.macs.Get().(hash.Hash)
-	defer s.macs.Put(mac)
-	mac.Reset()
-	var sum [sha256.Size]byte
-	mac.Write([]byte(method + "\n" + key + "\n" + exp))
-	return hex.EncodeToString(mac.Sum(sum[:0]))
+// appendSignature appends the hex HMAC of method, key and exp, a line each, to b; exp may lie in
+// b.
+func (sg *signing) appendSignature(b []byte, method, key string, exp []byte) []byte {
+	sg.msg = append(append(append(append(append(sg.msg[:0], method...), '\n'), key...), '\n'), exp...)
+	sg.mac.Reset()
+	sg.mac.Write(sg.msg)
+	sg.sum = sg.mac.Sum(sg.sum[:0])
+	return hex.AppendEncode(b, sg.sum)
 }
 
 func escapeKey(key string) string {
