@@ -12,10 +12,10 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 )
 
-// Job views write their own JSON: pages of jobs are most of what the API sends, and encoding/json
-// spent a third of a listing's time on them (reflection, and a second pass over each time and
+// Job views (and the answer to a creation) write their own JSON: pages of jobs are most of what
+// the API sends, and encoding/json spent a third of a listing's time on them (reflection, and a second pass over each time and
 // raw value it had written). The bytes are those encoding/json writes without HTML escaping, as
-// request.json uses it; TestJobViewsEncodeLikeEncodingJSON holds every field to that.
+// request.json and marshal use it; TestJobViewsEncodeLikeEncodingJSON holds every field to that.
 
 // jsonAppender is an answer that appends its own JSON encoding to b.
 type jsonAppender interface {
@@ -23,6 +23,7 @@ type jsonAppender interface {
 }
 
 var (
+	_ jsonAppender = (*createdJob)(nil)
 	_ jsonAppender = (*jobView)(nil)
 	_ jsonAppender = jobPage(nil)
 	_ jsonAppender = minimalJobPage(nil)
@@ -53,6 +54,26 @@ func appendList[V jsonAppender](b []byte, list []V) ([]byte, error) {
 		}
 	}
 	return append(b, ']'), nil
+}
+
+func (v *createdJob) appendJSON(b []byte) ([]byte, error) {
+	if v == nil {
+		return append(b, "null"...), nil
+	}
+	b = appendString(append(b, `{"id":`...), v.ID)
+	b = appendString(append(b, `,"status":`...), v.Status)
+	b = appendString(append(b, `,"outputUrl":`...), v.OutputURL)
+	if len(v.Children) > 0 {
+		var err error
+		if b, err = appendList(append(b, `,"children":`...), v.Children); err != nil {
+			return nil, err
+		}
+	}
+	b = appendStrings(append(b, `,"missingFonts":`...), v.MissingFonts)
+	if v.Index != nil {
+		b = strconv.AppendInt(append(b, `,"index":`...), int64(*v.Index), 10)
+	}
+	return append(b, '}'), nil
 }
 
 func (v *jobView) appendJSON(b []byte) ([]byte, error) {
