@@ -126,9 +126,21 @@ func tagKey(tag string) []byte { return append([]byte{byte(len(tag))}, tag...) }
 const fillPercent = 0.95
 
 func (t *Tx) bucket(name []byte) *bolt.Bucket {
+	if b := t.buckets[string(name)]; b != nil {
+		return b
+	}
 	b := t.tx.Bucket(name)
-	if b != nil {
-		b.FillPercent = fillPercent
+	if b == nil {
+		return nil
+	}
+	b.FillPercent = fillPercent
+	// bbolt keeps the buckets a write transaction opened, not those of a read: each lookup
+	// would search the root and set up the bucket again (a random page looks up about 300).
+	if !t.tx.Writable() {
+		if t.buckets == nil {
+			t.buckets = make(map[string]*bolt.Bucket)
+		}
+		t.buckets[string(name)] = b
 	}
 	return b
 }

@@ -242,6 +242,8 @@ func inIDOrder(batch []*write) {
 type Tx struct {
 	tx    *bolt.Tx
 	cache *decodeCache
+	// buckets keeps the buckets a read transaction opened, by name.
+	buckets map[string]*bolt.Bucket
 	// counts are counter changes written when the transaction commits (addCount), timeCounts
 	// those of the counters by creation time (addScopeTimeCounts); countsErr is a failure to
 	// write them early.
