@@ -31,8 +31,8 @@ type rankSource interface {
 	// the level above (level 0: every unit), with their jobs' count.
 	children(level int, parent uint64) []unitCount
 	// bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there,
-	// the rank within it and the states to read its jobs in (none past the end).
-	bottomUnit(parent uint64, r int) (unit uint64, rank int, states []JobState)
+	// the rank within it, its number of jobs and the states to read them in (none past the end).
+	bottomUnit(parent uint64, r int) (unit uint64, rank, count int, states []JobState)
 	// jobsIn yields, in id order (or reversed), the jobs in some states with ids in [lo, hi).
 	jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID]
 	// heldStates are the states the source's jobs may be in.
@@ -348,8 +348,8 @@ func (ix rankIndex) before(bound []byte) int {
 
 // nth returns the id of the job at rank r (0-based, in id order); false past the end. The upper
 // levels' counters are read once per index and kept; a time index reads the bottom level's, and
-// the jobs of the millisecond found, in order up to the rank and no further, nothing kept: a
-// random page's samples mostly fall in different milliseconds.
+// the jobs of the millisecond found, from its nearer end up to the rank and no further, nothing
+// kept: a random page's samples mostly fall in different milliseconds.
 func (ix rankIndex) nth(r int) (ulid.ULID, bool) {
 	if r < 0 {
 		return ulid.ULID{}, false
@@ -370,12 +370,17 @@ func (ix rankIndex) nth(r int) (ulid.ULID, bool) {
 			return ulid.ULID{}, false
 		}
 	}
-	unit, r, held := ix.bottomUnit(parent, r)
+	unit, r, n, held := ix.bottomUnit(parent, r)
 	if len(held) == 0 {
 		return ulid.ULID{}, false
 	}
+	// The millisecond's jobs are read from its nearer end.
+	reverse := r >= n/2
+	if reverse {
+		r = n - 1 - r
+	}
 	shift := timeLevelShifts[bottom]
-	for jobID := range ix.jobsIn(held, msKey(unit<<shift), msKey((unit+1)<<shift), false) {
+	for jobID := range ix.jobsIn(held, msKey(unit<<shift), msKey((unit+1)<<shift), reverse) {
 		if r == 0 {
 			return jobID, true
 		}
@@ -414,7 +419,7 @@ func (ix rankIndex) page(limit int, lo, hi []byte, reverse bool) []ulid.ULID {
 
 // bottomUnit reads the counters of the states and terms in unit order, summed, up to the unit
 // holding rank r, and answers the states with jobs in it.
-func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
+func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, int, []JobState) {
 	level := len(timeLevelShifts) - 1
 	span := timeLevelShifts[level-1] - timeLevelShifts[level]
 	lo, hi := binary.BigEndian.AppendUint64(nil, parent<<span), binary.BigEndian.AppendUint64(nil, (parent+1)<<span)
@@ -439,7 +444,7 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) 
 			}
 		}
 		if !more {
-			return 0, 0, nil
+			return 0, 0, 0, nil
 		}
 		clear(perState)
 		for _, kr := range ranges {
@@ -459,7 +464,7 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) 
 					held = append(held, ix.states[i])
 				}
 			}
-			return unit, r, held
+			return unit, r, n, held
 		}
 		r -= n
 	}
@@ -570,14 +575,14 @@ func (u *unionIndex) sharedCount(level int, unit uint64) int {
 	return n
 }
 
-func (u *unionIndex) bottomUnit(parent uint64, r int) (uint64, int, []JobState) {
+func (u *unionIndex) bottomUnit(parent uint64, r int) (uint64, int, int, []JobState) {
 	for _, uc := range u.children(len(timeLevelShifts)-1, parent) {
 		if r < uc.count {
-			return uc.unit, r, u.states
+			return uc.unit, r, uc.count, u.states
 		}
 		r -= uc.count
 	}
-	return 0, 0, nil
+	return 0, 0, 0, nil
 }
 
 func (u *unionIndex) jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
