@@ -131,6 +131,23 @@ func BenchmarkListJobs(b *testing.B) {
 	}
 }
 
+// BenchmarkListJobsAcrossSegments: a page of 100 in priority order that starts 50 jobs before
+// the end of the default priority's jobs, in a store of 100,000 of them followed by 100,000 at a
+// lower priority; alone and with the tag all of them carry.
+func BenchmarkListJobsAcrossSegments(b *testing.B) {
+	bt := newBenchTeam(b)
+	bt.store(b, 200, func(batch, _ int, j *Job) {
+		if batch >= 100 {
+			j.Priority = -1
+		}
+	})
+	for _, tags := range [][]string{nil, {"campaign"}} {
+		b.Run(fmt.Sprintf("tags=%v", tags), func(b *testing.B) {
+			benchListing(b, bt.s, JobQuery{TeamID: bt.team, Tags: tags, Sort: SortPriority, Offset: 100000 - 50, Limit: 100})
+		})
+	}
+}
+
 // BenchmarkListJobsManyPriorities: a page of 100 in priority order of a store of 100,000 jobs
 // each with a priority of its own, from the start and from 50,000.
 func BenchmarkListJobsManyPriorities(b *testing.B) {

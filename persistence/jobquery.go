@@ -98,18 +98,32 @@ func (t *Tx) heldScopes(q JobQuery, allowed map[JobState]bool) []heldScope {
 	return held
 }
 
-// union ranks the jobs of several scopes, each job once, from the index of each; merged lists
-// their jobs.
+// union ranks the jobs of several scopes (tags of one team), each job once, from the index of
+// each; merged lists their jobs. Scopes whose index holds no job are left out (a tag on none of
+// the jobs of one priority would have its jobs listed only to be refused); the same index of the
+// whole team bounds the union.
 func union(scopes []heldScope, index func(heldScope) rankIndex, merged func([]jobScope) jobList) rankIndex {
 	if len(scopes) == 1 {
 		return index(scopes[0])
 	}
-	members := make([]rankIndex, len(scopes))
-	plain := make([]jobScope, len(scopes))
-	for i, sc := range scopes {
-		members[i], plain[i] = index(sc), sc.jobScope
+	var members []rankIndex
+	var plain []jobScope
+	var states []JobState
+	for _, sc := range scopes {
+		if ix := index(sc); len(ix.children(0, 0)) > 0 {
+			members, plain = append(members, ix), append(plain, sc.jobScope)
+			states = append(states, sc.states...)
+		}
 	}
-	return newUnionIndex(members, merged(plain))
+	if len(members) <= 1 {
+		if len(members) == 0 {
+			return index(scopes[0])
+		}
+		return members[0]
+	}
+	states = slices.Compact(slices.Sorted(slices.Values(states)))
+	team := index(heldScope{jobScope{team: scopes[0].team}, states})
+	return newUnionIndex(members, states, merged(plain), team)
 }
 
 // ranks is the rank index of the scopes' jobs and the ranks [start, end) of those created within
@@ -163,25 +177,28 @@ func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid
 	ids := make([]ulid.ULID, 0, q.Limit)
 	// read takes a segment's part of the page, or steps over it when the page starts after it;
 	// count is its number of jobs when the counters by priority know it (-1: count them by rank).
-	// It tells whether the page wants more.
+	// The page stops at the segment's last job: the index it reads may hold other segments'
+	// jobs after it, to be passed over one by one. It tells whether the page wants more.
 	read := func(ix rankIndex, count int) bool {
+		first, last := 0, count
+		if count < 0 {
+			first, last = ix.span(lo, hi)
+		}
+		n := max(last-first, 0)
+		if skip >= n {
+			skip -= n
+			return true
+		}
 		from := lo
 		if skip > 0 {
-			first, last := 0, count
-			if count < 0 {
-				first, last = ix.span(lo, hi)
-			}
-			if n := last - first; skip >= n {
-				skip -= max(n, 0)
-				return true
-			}
 			jobID, ok := ix.nth(first + skip)
 			if !ok {
 				return false
 			}
-			from, skip = jobID[:], 0
+			from = jobID[:]
 		}
-		ids = append(ids, ix.page(q.Limit-len(ids), from, hi, false)...)
+		ids = append(ids, ix.page(min(q.Limit-len(ids), n-skip), from, hi, false)...)
+		skip = 0
 		return len(ids) < q.Limit
 	}
 	defaultRead := false

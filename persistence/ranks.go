@@ -504,11 +504,14 @@ func shuffle(list []int, intN func(int) int) {
 }
 
 // unionIndex ranks the jobs in any of several indexes, each job once (a listing asking for
-// several tags). A unit's count is its members' sum where one member alone has jobs in it; where
-// several do, it is counted from the units below, and at the bottom from the jobs: the cost grows
-// with how many milliseconds the members' jobs share, not with how many jobs they hold.
+// several tags). A unit's count is its members' sum where one member alone has jobs in it, and
+// the bound's where a member has as many jobs as the bound (an index holding every member's
+// jobs: the team's), for then that member has them all. Elsewhere it is counted from the units
+// below, and at the bottom from the jobs: the cost grows with how many milliseconds the members
+// share some but not all of their jobs in, not with how many jobs they hold.
 type unionIndex struct {
 	members []rankIndex
+	bound   rankIndex
 	states  []JobState
 	// merged lists the members' jobs, each once.
 	merged jobList
@@ -517,17 +520,8 @@ type unionIndex struct {
 
 var _ rankSource = (*unionIndex)(nil)
 
-func newUnionIndex(members []rankIndex, merged jobList) rankIndex {
-	var states []JobState
-	for _, s := range AllJobStates {
-		for _, m := range members {
-			if slices.Contains(m.heldStates(), s) {
-				states = append(states, s)
-				break
-			}
-		}
-	}
-	return rankIndex{&unionIndex{members: members, states: states, merged: merged, units: make(map[[2]uint64][]unitCount)}}
+func newUnionIndex(members []rankIndex, states []JobState, merged jobList, bound rankIndex) rankIndex {
+	return rankIndex{&unionIndex{members: members, bound: bound, states: states, merged: merged, units: make(map[[2]uint64][]unitCount)}}
 }
 
 func (u *unionIndex) heldStates() []JobState { return u.states }
@@ -542,6 +536,7 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 		all = append(all, m.children(level, parent)...)
 	}
 	slices.SortStableFunc(all, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
+	bound := u.bound.children(level, parent)
 	var out []unitCount
 	for i := 0; i < len(all); {
 		k := i + 1
@@ -550,7 +545,7 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 		}
 		uc := all[i]
 		if k-i > 1 {
-			uc.count = u.sharedCount(level, uc.unit)
+			uc.count = u.sharedCount(level, all[i:k], &bound)
 		}
 		out = append(out, uc)
 		i = k
@@ -559,9 +554,21 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 	return out
 }
 
-// sharedCount counts the jobs of a unit where several members have jobs: the sum of its units
-// below, or at the bottom its jobs, each once.
-func (u *unionIndex) sharedCount(level int, unit uint64) int {
+// sharedCount counts the jobs of a unit where several members have jobs (their counts there):
+// the bound's count when a member has as many, else the sum of its units below, or at the bottom
+// its jobs, each once. bound holds the bound's units from this one on, and is advanced past it.
+func (u *unionIndex) sharedCount(level int, counts []unitCount, bound *[]unitCount) int {
+	unit := counts[0].unit
+	for len(*bound) > 0 && (*bound)[0].unit < unit {
+		*bound = (*bound)[1:]
+	}
+	if len(*bound) > 0 && (*bound)[0].unit == unit {
+		for _, uc := range counts {
+			if uc.count == (*bound)[0].count {
+				return uc.count
+			}
+		}
+	}
 	n := 0
 	if level < len(timeLevelShifts)-1 {
 		for _, uc := range u.children(level+1, unit) {
