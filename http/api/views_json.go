@@ -80,11 +80,8 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 	if v == nil {
 		return append(b, "null"...), nil
 	}
-	var err error
-	b = appendString(append(b, `{"id":`...), v.ID)
-	b = appendOptionalString(append(b, `,"templateId":`...), v.TemplateID)
-	b = appendString(append(b, `,"status":`...), v.Status)
-	if b, err = appendFloat(append(b, `,"progress":`...), v.Progress); err != nil {
+	b, err := appendJobHead(b, v.ID, v.TemplateID, v.Status, v.Progress)
+	if err != nil {
 		return nil, err
 	}
 	if b, err = v.Stats.appendJSON(append(b, `,"stats":`...)); err != nil {
@@ -176,11 +173,8 @@ func (v *minimalJobView) appendJSON(b []byte) ([]byte, error) {
 	if v == nil {
 		return append(b, "null"...), nil
 	}
-	var err error
-	b = appendString(append(b, `{"id":`...), v.ID)
-	b = appendOptionalString(append(b, `,"templateId":`...), v.TemplateID)
-	b = appendString(append(b, `,"status":`...), v.Status)
-	if b, err = appendFloat(append(b, `,"progress":`...), v.Progress); err != nil {
+	b, err := appendJobHead(b, v.ID, v.TemplateID, v.Status, v.Progress)
+	if err != nil {
 		return nil, err
 	}
 	b = appendString(append(b, `,"outputUrl":`...), v.OutputURL)
@@ -188,6 +182,14 @@ func (v *minimalJobView) appendJSON(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, "}}"...), nil
+}
+
+// appendJobHead opens a Job object, full or minimal, with the fields both begin with.
+func appendJobHead(b []byte, id string, templateID *string, status string, progress float64) ([]byte, error) {
+	b = appendString(append(b, `{"id":`...), id)
+	b = appendOptionalString(append(b, `,"templateId":`...), templateID)
+	b = appendString(append(b, `,"status":`...), status)
+	return appendFloat(append(b, `,"progress":`...), progress)
 }
 
 func appendAsset(b []byte, a *renderer.Asset) ([]byte, error) {
