@@ -536,7 +536,8 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 		all = append(all, m.children(level, parent)...)
 	}
 	slices.SortStableFunc(all, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
-	bound := u.bound.children(level, parent)
+	var bound []unitCount // read at the first unit several members share
+	shared := false
 	var out []unitCount
 	for i := 0; i < len(all); {
 		k := i + 1
@@ -545,6 +546,9 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 		}
 		uc := all[i]
 		if k-i > 1 {
+			if !shared {
+				bound, shared = u.bound.children(level, parent), true
+			}
 			uc.count = u.sharedCount(level, all[i:k], &bound)
 		}
 		out = append(out, uc)
