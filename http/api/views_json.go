@@ -13,9 +13,10 @@ import (
 )
 
 // Job views (and the answer to a creation) write their own JSON: pages of jobs are most of what
-// the API sends, and encoding/json spent a third of a listing's time on them (reflection, and a second pass over each time and
-// raw value it had written). The bytes are those encoding/json writes without HTML escaping, as
-// request.json and marshal use it; TestJobViewsEncodeLikeEncodingJSON holds every field to that.
+// the API sends, and encoding/json spent a third of a listing's time on them (reflection, and a
+// second pass over each time and raw value it had written). The bytes are those encoding/json
+// writes without HTML escaping, as request.json and marshal use it;
+// TestJobViewsEncodeLikeEncodingJSON holds every field to that.
 
 // jsonAppender is an answer that appends its own JSON encoding to b.
 type jsonAppender interface {
@@ -39,6 +40,7 @@ func (l jobPage) appendJSON(b []byte) ([]byte, error) { return appendList(b, l) 
 
 func (l minimalJobPage) appendJSON(b []byte) ([]byte, error) { return appendList(b, l) }
 
+// appendList writes a list of answers as a JSON array (null for a nil list).
 func appendList[V jsonAppender](b []byte, list []V) ([]byte, error) {
 	if list == nil {
 		return append(b, "null"...), nil
