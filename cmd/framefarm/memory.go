@@ -11,7 +11,8 @@ import (
 // memoryReleaser hands back to the operating system the heap a burst left free. Go collects
 // garbage only as it allocates, so once a burst ends (a campaign's intake, a mass cancel, a
 // listing storm) a quiet coordinator keeps the burst's high-water heap resident until the
-// runtime's forced collection minutes later. Every Interval, when the heap holds more than
+// runtime's forced collection minutes later. At once (it starts after the restore of the queue,
+// a burst of its own) and every Interval after, when the heap holds more than
 // Threshold bytes beyond what the last collection found live (garbage not collected yet, or
 // free memory not yet returned), it collects and releases them: at most one extra collection per
 // interval under load (where collections run many times a second anyway), and a resident size
@@ -32,11 +33,6 @@ func (m memoryReleaser) Run(ctx context.Context) {
 		{Name: "/memory/classes/heap/free:bytes"},
 	}
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
 		metrics.Read(samples)
 		var v [4]uint64
 		for i, s := range samples {
@@ -46,6 +42,11 @@ func (m memoryReleaser) Run(ctx context.Context) {
 		}
 		if held := v[1] + v[2] + v[3]; held > v[0]+m.Threshold {
 			debug.FreeOSMemory()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
 		}
 	}
 }
