@@ -209,7 +209,8 @@ func (s *scheduler) Receive(ctx actor.Context) {
 		for i := range m.entries {
 			s.enqueue(&m.entries[i])
 		}
-		if s.restoring = m.restoring; ctx.Sender() != nil {
+		s.restoring = m.restoring
+		if ctx.Sender() != nil {
 			ctx.Respond(true)
 		}
 	case *jobWithdrawn:

@@ -536,8 +536,6 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 		all = append(all, m.children(level, parent)...)
 	}
 	slices.SortStableFunc(all, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
-	var bound []unitCount // read at the first unit several members share
-	shared := false
 	var out []unitCount
 	for i := 0; i < len(all); {
 		k := i + 1
@@ -546,10 +544,7 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 		}
 		uc := all[i]
 		if k-i > 1 {
-			if !shared {
-				bound, shared = u.bound.children(level, parent), true
-			}
-			uc.count = u.sharedCount(level, all[i:k], &bound)
+			uc.count = u.sharedCount(level, parent, all[i:k])
 		}
 		out = append(out, uc)
 		i = k
@@ -558,17 +553,16 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 	return out
 }
 
-// sharedCount counts the jobs of a unit where several members have jobs (their counts there):
-// the bound's count when a member has as many, else the sum of its units below, or at the bottom
-// its jobs, each once. bound holds the bound's units from this one on, and is advanced past it.
-func (u *unionIndex) sharedCount(level int, counts []unitCount, bound *[]unitCount) int {
+// sharedCount counts the jobs of a unit (under parent) where several members have jobs (their
+// counts there): the bound's count when a member has as many, else the sum of its units below,
+// or at the bottom its jobs, each once. The bound's counters are read only here, so tags that
+// share no unit never read them.
+func (u *unionIndex) sharedCount(level int, parent uint64, counts []unitCount) int {
 	unit := counts[0].unit
-	for len(*bound) > 0 && (*bound)[0].unit < unit {
-		*bound = (*bound)[1:]
-	}
-	if len(*bound) > 0 && (*bound)[0].unit == unit {
+	bound := u.bound.children(level, parent)
+	if i, ok := slices.BinarySearchFunc(bound, unit, func(uc unitCount, unit uint64) int { return cmp.Compare(uc.unit, unit) }); ok {
 		for _, uc := range counts {
-			if uc.count == (*bound)[0].count {
+			if uc.count == bound[i].count {
 				return uc.count
 			}
 		}

@@ -129,12 +129,7 @@ func (r *request) raw(status int, body []byte) {
 }
 
 // marshal encodes v as JSON without escaping <, > and &, which URLs are full of.
-func marshal(v any) ([]byte, error) {
-	if a, ok := v.(jsonAppender); ok {
-		return a.appendJSON(nil)
-	}
-	return persistence.MarshalExact(v)
-}
+func marshal(v any) ([]byte, error) { return encodeAnswer(new(bytes.Buffer), v) }
 
 func (r *request) noContent() { r.ctx.SetStatusCode(http.StatusNoContent) }
 
