@@ -127,7 +127,7 @@ func (b *batchActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		for i, j := range b.jobs {
 			roots[i] = j.JobID
 		}
-		b.c.startCancelWalk(ctx, roots, ctx.Self())
+		b.c.startCancelWalk(roots, ctx.Self())
 	default:
 		b.done(ctx, errors.New("batch actor: unknown request"))
 	}

@@ -92,8 +92,12 @@ func (w *cancelWalker) outcome() *CancelOutcome {
 }
 
 // startCancelWalk spawns a walk from the roots; replyTo (if any) receives the *CancelOutcome.
-func (c *Coordinator) startCancelWalk(spawner actor.SpawnerContext, roots []ulid.ULID, replyTo *actor.PID) {
-	spawner.Spawn(actor.PropsFromProducer(func() actor.Actor {
+// The walk is a top-level actor, never a child of the actor asking: Proto.Actor's set of
+// children keeps the last child it removed in its backing array, and through that PID's cached
+// process a finished walk, with every job record it reached, would live as long as its parent
+// (a batch's actor, two seconds idle after each cancel).
+func (c *Coordinator) startCancelWalk(roots []ulid.ULID, replyTo *actor.PID) {
+	c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &cancelWalker{
 			c: c, roots: roots, replyTo: replyTo,
 			visited:   make(map[ulid.ULID]bool),
@@ -107,7 +111,7 @@ func (c *Coordinator) startCancelWalk(spawner actor.SpawnerContext, roots []ulid
 // their cascades, and waits for the outcome.
 func (c *Coordinator) CancelJobs(ids []ulid.ULID) (*CancelOutcome, error) {
 	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
-	c.startCancelWalk(c.system.Root, ids, future.PID())
+	c.startCancelWalk(ids, future.PID())
 	res, err := future.Result()
 	if err != nil {
 		return nil, ErrUnavailable

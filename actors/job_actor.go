@@ -228,7 +228,7 @@ func (a *jobActor) resumeWaiting(ctx actor.Context) {
 		// have been cut short: finish it from here. Otherwise the cascade in flight arrives
 		// itself (a second walk would race it for the jobs its answer lists).
 		if a.resume {
-			a.c.startCancelWalk(ctx, []ulid.ULID{a.job.ID}, nil)
+			a.c.startCancelWalk([]ulid.ULID{a.job.ID}, nil)
 		}
 	case len(a.waitingOn) == 0:
 		a.childrenFinished(ctx)

@@ -182,6 +182,9 @@ func (s *Store) commitLoop() {
 			}
 		}
 		s.commit(batch)
+		// The slice is reused: drop the committed writes, or the last batch's commands (and
+		// the records in them) would stay reachable until the next busy moment.
+		clear(batch)
 	}
 }
 

@@ -88,6 +88,7 @@ func (f *Fake) Advance(d time.Duration) {
 			kept = append(kept, t)
 		}
 	}
+	clear(f.timers[len(kept):])
 	f.timers = kept
 	f.mu.Unlock()
 	sort.SliceStable(due, func(i, k int) bool { return due[i].at.Before(due[k].at) })
@@ -100,6 +101,10 @@ func (t *fakeTimer) Stop() bool {
 	t.clock.mu.Lock()
 	defer t.clock.mu.Unlock()
 	was := !t.done
+	if was {
+		// Like a real timer, a stopped one keeps nothing its function holds alive.
+		t.f = nil
+	}
 	t.done = true
 	return was
 }
