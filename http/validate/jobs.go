@@ -82,8 +82,12 @@ type decodedJob struct {
 }
 
 func decodeJob(body []byte) (*rawJob, *Error) {
-	var fast decodedJob
-	if decodeStrict(body, &fast, "") == nil {
+	fast, ok := decodeJobFast(body)
+	if !ok {
+		fast = new(decodedJob)
+		ok = decodeStrict(body, fast, "") == nil
+	}
+	if ok {
 		fast.decodedAssets = fast.Assets
 		return &fast.rawJob, nil
 	}

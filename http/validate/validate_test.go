@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -344,6 +345,20 @@ func TestLayersAreFoundWhereNexrenderUsersPutThem(t *testing.T) {
 	}
 }
 
+// TestAssetValuesOfTheWrongKind: a text's value is a string, an essential's an object.
+func TestAssetValuesOfTheWrongKind(t *testing.T) {
+	for _, tc := range []struct{ body, says string }{
+		{`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": 5}]}`, "must be a string"},
+		{`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": ["x"]}]}`, "must be a string"},
+		{`{"template": {"id": "` + mogrtID + `"}, "assets": [{"type": "essential", "value": "x"}]}`, "must be an object"},
+	} {
+		_, err := parse(t, tc.body)
+		if err == nil || err.Code != CodeValidation || err.Details[0].Field != "assets[0].value" || !strings.Contains(err.Message, tc.says) {
+			t.Errorf("%s: %+v, want %q at assets[0].value", tc.body, err, tc.says)
+		}
+	}
+}
+
 // BenchmarkParseJob: a typical POST /jobs body (a template, a text asset, a tag), valid.
 func BenchmarkParseJob(b *testing.B) {
 	body := []byte(`{"template": {"id": "` + lottieID + `", "composition": "main"}, "assets": [{"type": "text", "layerName": "Title", "value": "Hello"}], "tags": ["bench"]}`)
@@ -353,5 +368,58 @@ func BenchmarkParseJob(b *testing.B) {
 		if _, err := ParseJob(body, cat, Limits{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// usualBodies are job requests as clients write them, which the fast decoder must take itself.
+var usualBodies = append(seeds[:5:5],
+	`{"template":{"id":"`+aeID+`","composition":"main"},"assets":[{"type":"text","layerName":"Title","value":"Grüße"},{"type":"image","layerName":"Photo","src":"https://a.example.com/1.png"},{"type":"data","layerName":"Title","property":"Source Text","expression":"time"}],"tags":["bench","hot"],"priority":-3.5,"preview":false,"fonts":["Inter.ttf"]}`,
+	` {"template": {"id": "`+aeID+`", "src": "https://a.example.com/t.aep"}, "assets": [{"type": "static", "src": "s", "name": "n"}, {"type": "script", "src": "s", "params": [1, -0.5e+3, true, null, {"k": "v\"\u00e9"}]}, {"type": "job", "layerName": "L", "template": {"id": "x"}, "assets": [], "preview": true, "fonts": [], "settings": {}}], "webhook": {"url": "https://h.example.com"}, "upload": {"prefix": "p/"}, "settings": {"frames": [1, 2]}, "tags": "a,b", "preview": true}
+`,
+)
+
+// TestFastJobDecoding: the fast decoder takes the bodies clients send and makes of them what
+// encoding/json makes; bodies it leaves to encoding/json still parse.
+func TestFastJobDecoding(t *testing.T) {
+	for _, body := range usualBodies {
+		if _, ok := decodeJobFast([]byte(body)); !ok {
+			t.Errorf("the fast decoder refused %s", body)
+		}
+		compareJobDecoders(t, []byte(body))
+	}
+	for _, body := range []string{
+		`{"template": {"id": "a\u0062"}}`, `{"Template": {"id": "a"}}`, `{"template": {"id": "a"}, "template": {"composition": "b"}}`,
+		`{"priority": null}`, `{"assets": [{"type": "text", "value": null}]}`, `{"priority": 1e400}`, `{"tags": [- 1]}`,
+		`{"tags": [1 .5]}`, `{"tags": [1. 5]}`, `{"tags": [1 e5]}`, `{"tags": [1e +5]}`, `{"tags": [1e -5]}`, `{"tags": [01]}`, `{"priority": 01}`,
+		`{"tags": "\x0041"}`, `{"tags": "\u00e"}`, "{\"tags\": \"a\tb\"}",
+		`{"template": {"id": "a"}} {}`, `{"template": {"id": "a"}}]`, "{\"template\": {\"id\": \"\xff\"}}", `{"extra": 1}`,
+	} {
+		if _, ok := decodeJobFast([]byte(body)); ok {
+			t.Errorf("the fast decoder took %s", body)
+		}
+		compareJobDecoders(t, []byte(body))
+	}
+}
+
+func FuzzFastJobDecoding(f *testing.F) {
+	for _, s := range append(usualBodies, seeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(compareJobDecoders)
+}
+
+// compareJobDecoders fails if the fast decoder takes a body encoding/json refuses or reads
+// differently.
+func compareJobDecoders(t *testing.T, body []byte) {
+	fast, ok := decodeJobFast(body)
+	if !ok {
+		return
+	}
+	var slow decodedJob
+	if err := decodeStrict(body, &slow, ""); err != nil {
+		t.Fatalf("the fast decoder took %q, which encoding/json refuses: %v", body, err)
+	}
+	if !reflect.DeepEqual(*fast, slow) {
+		t.Fatalf("%q decoded\n%#v\nencoding/json makes\n%#v", body, *fast, slow)
 	}
 }
