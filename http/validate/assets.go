@@ -356,6 +356,9 @@ func (c *checker) child(job *Job, a renderer.Asset, ra *rawAsset, path string, d
 }
 
 func compact(raw json.RawMessage) json.RawMessage {
+	if !bytes.ContainsAny(raw, " \t\r\n") {
+		return raw // nothing to elide: most values come compact
+	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
 		return raw

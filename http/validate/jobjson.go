@@ -107,6 +107,29 @@ func (r *jsonReader) templateRef(dst **rawTemplateRef) bool {
 	})
 }
 
+// readStrings reads a well-formed JSON value that is one string (joined) or an array of
+// strings; ok is false when it is neither. Plain strings are read here, others by encoding/json.
+func readStrings(raw json.RawMessage) (list []string, joined, ok bool) {
+	r := &jsonReader{b: raw}
+	switch raw[0] {
+	case '"':
+		var s string
+		if !r.str(&s) && json.Unmarshal(raw, &s) != nil {
+			return nil, false, false
+		}
+		return []string{s}, true, true
+	case '[':
+		if !r.strings(&list) {
+			list = nil
+			if json.Unmarshal(raw, &list) != nil {
+				return nil, false, false
+			}
+		}
+		return list, false, true
+	}
+	return nil, false, false
+}
+
 // jsonReader steps through JSON text; each reader method skips the white space before what it
 // reads and reports whether it found it (false ends the fast path).
 type jsonReader struct {

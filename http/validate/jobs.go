@@ -420,15 +420,13 @@ func (c *checker) tags(raw json.RawMessage, path string) []string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
-	var list []string
-	var joined string
-	switch {
-	case raw[0] == '"' && json.Unmarshal(raw, &joined) == nil:
-		list = strings.Split(joined, ",")
-	case raw[0] == '[' && json.Unmarshal(raw, &list) == nil:
-	default:
+	list, joined, ok := readStrings(raw)
+	if !ok {
 		c.add(CodeValidation, path, "must be an array of strings or one comma-separated string")
 		return nil
+	}
+	if joined {
+		list = strings.Split(list[0], ",")
 	}
 	if len(list) > 20 {
 		c.add(CodeValidation, path, "at most 20 tags, got %d", len(list))

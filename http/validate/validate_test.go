@@ -345,6 +345,21 @@ func TestLayersAreFoundWhereNexrenderUsersPutThem(t *testing.T) {
 	}
 }
 
+// TestTagsInAnyJSONSpelling: tags written with escapes read as the same tags.
+func TestTagsInAnyJSONSpelling(t *testing.T) {
+	for tags, want := range map[string][]string{
+		`["a\u0062", "c"]`: {"ab", "c"}, `"a\u002cb"`: {"a", "b"}, `["x",  "y"]`: {"x", "y"}, `"solo"`: {"solo"},
+	} {
+		job, err := parse(t, `{"template": {"id": "`+aeID+`", "composition": "main"}, "assets": [], "tags": `+tags+`}`)
+		if err != nil || !slices.Equal(job.Tags, want) {
+			t.Errorf("tags %s: %v, %v; want %q", tags, job, err, want)
+		}
+	}
+	if _, err := parse(t, `{"template": {"id": "`+aeID+`", "composition": "main"}, "assets": [], "tags": [null]}`); err == nil || err.Details[0].Field != "tags" {
+		t.Errorf("tags [null]: %v", err)
+	}
+}
+
 // TestAssetValuesOfTheWrongKind: a text's value is a string, an essential's an object.
 func TestAssetValuesOfTheWrongKind(t *testing.T) {
 	for _, tc := range []struct{ body, says string }{
