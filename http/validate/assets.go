@@ -46,7 +46,7 @@ func (c *checker) assets(job *Job, raw *rawJob, tpl *persistence.Template, comp 
 	}
 	job.Spec.Assets = []renderer.Asset{}
 	for i := range n {
-		p := at(path, "assets["+strconv.Itoa(i)+"]")
+		p := at(path, assetField(i))
 		if raw.decodedAssets != nil {
 			c.asset(job, &raw.decodedAssets[i], p, tpl, comp, depth)
 			continue
@@ -58,6 +58,22 @@ func (c *checker) assets(job *Job, raw *rawJob, tpl *persistence.Template, comp 
 		}
 		c.asset(job, &ra, p, tpl, comp, depth)
 	}
+}
+
+// firstAssetFields names the first assets of a list, made once: most jobs have a few.
+var firstAssetFields = func() (names [64]string) {
+	for i := range names {
+		names[i] = "assets[" + strconv.Itoa(i) + "]"
+	}
+	return names
+}()
+
+// assetField is the field of the i-th asset of a list.
+func assetField(i int) string {
+	if i < len(firstAssetFields) {
+		return firstAssetFields[i]
+	}
+	return "assets[" + strconv.Itoa(i) + "]"
 }
 
 // assetFieldNames are the fields an asset may carry besides its type; a fieldSet holds some of
@@ -123,18 +139,19 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 		}
 	}
 	a := renderer.Asset{Type: ra.Type}
-	a.Composition = c.str(ra.Composition, at(path, "composition"))
-	a.Property = c.str(ra.Property, at(path, "property"))
-	a.Expression = c.str(ra.Expression, at(path, "expression"))
+	a.Composition = c.str(ra.Composition, path, "composition")
+	a.Property = c.str(ra.Property, path, "property")
+	a.Expression = c.str(ra.Expression, path, "expression")
 	if ra.Type == renderer.AssetData && present.has("value") == present.has("expression") {
 		c.add(CodeValidation, path, "a data asset needs exactly one of value and expression")
 	}
-	scope := c.scope(tpl, comp, a.Composition, at(path, "composition"))
+	scope := c.scope(tpl, comp, a.Composition, path, "composition")
 	if ra.LayerName != nil {
-		a.LayerName = c.str(ra.LayerName, at(path, "layerName"))
-		for _, l := range c.layers(scope, a.LayerName, at(path, "layerName")) {
+		a.LayerName = c.str(ra.LayerName, path, "layerName")
+		layerPath := at(path, "layerName")
+		for _, l := range c.layers(scope, a.LayerName, layerPath) {
 			if want := lottie.LayerTypeFor(a.Type); job.Engine == renderer.EngineLottie && want != "" && l.Type != want {
-				c.add(CodeValidation, at(path, "layerName"), "layer %q is a %s layer; the lottie engine puts %s assets in %s layers", l.Name, l.Type, a.Type, want)
+				c.add(CodeValidation, layerPath, "layer %q is a %s layer; the lottie engine puts %s assets in %s layers", l.Name, l.Type, a.Type, want)
 				break
 			}
 		}
@@ -143,7 +160,7 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 	if ra.Src != nil {
 		a.Src = c.url(*ra.Src, at(path, "src"), true)
 	}
-	a.Name = c.str(ra.Name, at(path, "name"))
+	a.Name = c.str(ra.Name, path, "name")
 	switch ra.Type {
 	case renderer.AssetFunction:
 		c.function(job, a, ra.Params, scope, path)
@@ -170,12 +187,13 @@ func (c *checker) engineCheck(job *Job, a renderer.Asset, path string) {
 	}
 }
 
-func (c *checker) str(s *string, path string) string {
+// str checks a name field; its path is made only for an error (most requests have none).
+func (c *checker) str(s *string, path, field string) string {
 	if s == nil {
 		return ""
 	}
 	if len(*s) > maxNameLength {
-		c.add(CodeValidation, path, "is longer than %d characters", maxNameLength)
+		c.add(CodeValidation, at(path, field), "is longer than %d characters", maxNameLength)
 	}
 	return *s
 }
@@ -188,7 +206,7 @@ type assetScope struct {
 
 // scope resolves an asset's composition (its own, or else the job's and those nested in it);
 // nil when the template's compositions are not known.
-func (c *checker) scope(tpl *persistence.Template, jobComp *renderer.Composition, composition, path string) *assetScope {
+func (c *checker) scope(tpl *persistence.Template, jobComp *renderer.Composition, composition, path, field string) *assetScope {
 	if tpl == nil || tpl.Inspection == nil || composition == "" && jobComp == nil {
 		return nil
 	}
@@ -198,7 +216,7 @@ func (c *checker) scope(tpl *persistence.Template, jobComp *renderer.Composition
 	}
 	names, err := renderer.Scope(tpl.Inspection, rendered, composition)
 	if err != nil {
-		c.add(CodeCompositionNotFound, path, "%s in template %s; it has %s", err, tpl.ID, quoteList(tpl.Inspection.CompositionNames()))
+		c.add(CodeCompositionNotFound, at(path, field), "%s in template %s; it has %s", err, tpl.ID, quoteList(tpl.Inspection.CompositionNames()))
 		return nil
 	}
 	return &assetScope{in: tpl.Inspection, compositions: names}

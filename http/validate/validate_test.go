@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -436,5 +437,13 @@ func compareJobDecoders(t *testing.T, body []byte) {
 	}
 	if !reflect.DeepEqual(*fast, slow) {
 		t.Fatalf("%q decoded\n%#v\nencoding/json makes\n%#v", body, *fast, slow)
+	}
+}
+
+func TestAssetFieldNames(t *testing.T) {
+	for _, i := range []int{0, 7, 63, 64, 1000} {
+		if got, want := assetField(i), fmt.Sprintf("assets[%d]", i); got != want {
+			t.Errorf("assetField(%d) = %q, want %q", i, got, want)
+		}
 	}
 }
