@@ -11,15 +11,29 @@ import (
 // memoryReleaser hands back to the operating system the heap a burst left free. Go collects
 // garbage only as it allocates, so once a burst ends (a campaign's intake, a mass cancel, a
 // listing storm) a quiet coordinator keeps the burst's high-water heap resident until the
-// runtime's forced collection minutes later. At once (it starts after the restore of the queue,
-// a burst of its own) and every Interval after, when the heap holds more than
-// Threshold bytes beyond what the last collection found live (garbage not collected yet, or
-// free memory not yet returned), it collects and releases them: at most one extra collection per
-// interval under load (where collections run many times a second anyway), and a resident size
-// that follows the live heap when quiet.
+// runtime's forced collection minutes later. It looks at once (it starts after the restore of the
+// queue, a burst of its own) and every Interval after. Once no collection of the runtime's own
+// ran since its last look (nothing is allocating), it collects and releases whenever the heap
+// holds more than QuietThreshold bytes beyond what the last collection found live (garbage not
+// collected yet, or free memory not yet returned): that costs one collection and nothing waits
+// for it. While collections run, only beyond Threshold, and at most once per BusyGap (a
+// collection forced under load costs the intake; there they run many times a second anyway). A
+// resident size that follows the live heap when quiet.
 type memoryReleaser struct {
-	Interval  time.Duration
-	Threshold uint64
+	Interval       time.Duration
+	QuietThreshold uint64
+	Threshold      uint64
+	BusyGap        time.Duration
+}
+
+// releaseDue says whether to collect and release: held is what the heap holds, live what the
+// last collection found live, quiet whether no collection of the runtime's own ran since the
+// last look, since how long ago the last release was.
+func (m memoryReleaser) releaseDue(held, live uint64, quiet bool, since time.Duration) bool {
+	if quiet {
+		return held > live+m.QuietThreshold
+	}
+	return held > live+m.Threshold && since >= m.BusyGap
 }
 
 // Run releases until ctx ends.
@@ -31,18 +45,23 @@ func (m memoryReleaser) Run(ctx context.Context) {
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/gc/cycles/automatic:gc-cycles"},
 	}
+	lastCycles := ^uint64(0) // the first look is never quiet
+	var lastRelease time.Time
 	for {
 		metrics.Read(samples)
-		var v [4]uint64
+		var v [5]uint64
 		for i, s := range samples {
 			if s.Value.Kind() == metrics.KindUint64 {
 				v[i] = s.Value.Uint64()
 			}
 		}
-		if held := v[1] + v[2] + v[3]; held > v[0]+m.Threshold {
+		if m.releaseDue(v[1]+v[2]+v[3], v[0], v[4] == lastCycles, time.Since(lastRelease)) {
 			debug.FreeOSMemory()
+			lastRelease = time.Now()
 		}
+		lastCycles = v[4]
 		select {
 		case <-ctx.Done():
 			return

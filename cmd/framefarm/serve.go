@@ -266,7 +266,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	}
 	releaseCtx, stopReleasing := context.WithCancel(context.Background())
 	defer stopReleasing()
-	go memoryReleaser{Interval: 10 * time.Second, Threshold: 64 << 20}.Run(releaseCtx)
+	go memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run(releaseCtx)
 	go gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run(releaseCtx)
 	stopRetention := func() {}
 	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
