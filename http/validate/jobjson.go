@@ -155,11 +155,7 @@ func (r *jsonReader) space() {
 // next takes the byte c if it comes next.
 func (r *jsonReader) next(c byte) bool {
 	r.space()
-	if r.i < len(r.b) && r.b[r.i] == c {
-		r.i++
-		return true
-	}
-	return false
+	return r.take(c)
 }
 
 // object reads an object whose keys are among fields, each at most once, and hands each value to
