@@ -2,26 +2,63 @@
 package membershiptest
 
 import (
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 )
 
+// lowestPort is the bottom of the range FreeAddr picks from; the top is the kernel's first
+// ephemeral port.
+const lowestPort = 10000
+
+var (
+	givenMu sync.Mutex
+	given   = map[int]bool{}
+)
+
 // FreeAddr returns a loopback address whose port was free for both TCP and UDP (memberlist
-// listens on both) at the time of asking.
+// listens on both) at the time of asking. The port lies below the kernel's ephemeral range, so
+// no listener on port 0 and no outgoing connection can take it between the asking and the
+// member's bind (a coordinator's HTTP listener on 127.0.0.1:0 once did).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	top := firstEphemeralPort()
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for range 200 {
+		port := lowestPort + rand.IntN(top-lowestPort)
+		if given[port] {
+			continue
 		}
-		addr := ln.Addr().String()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
 		ln.Close()
 		if pc, err := net.ListenPacket("udp", addr); err == nil {
 			pc.Close()
+			given[port] = true
 			return addr
 		}
 	}
 	t.Fatal("no port free for both TCP and UDP")
 	return ""
+}
+
+// firstEphemeralPort reads the bottom of the range the kernel hands out for port 0 and
+// outgoing connections (Linux's default, 32768, when it cannot be read).
+func firstEphemeralPort() int {
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if fields := strings.Fields(string(b)); len(fields) == 2 {
+			if low, err := strconv.Atoi(fields[0]); err == nil && low > lowestPort+1000 {
+				return low
+			}
+		}
+	}
+	return 32768
 }
