@@ -311,6 +311,7 @@ func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, revers
 			ranges[i] = t.openRange(bucket, prefix, lo, hi, reverse)
 			ranges[i].skipTo(accept)
 		}
+		defer t.closeRanges(ranges)
 		var last ulid.ULID
 		first := true
 		for {
@@ -345,7 +346,7 @@ type keyRange struct {
 }
 
 func (t *Tx) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
-	r := &keyRange{c: t.bucket(bucket).Cursor(), prefix: prefix, lo: lo, hi: hi, reverse: reverse}
+	r := &keyRange{c: t.cursor(t.bucket(bucket)), prefix: prefix, lo: lo, hi: hi, reverse: reverse}
 	if !reverse {
 		start := prefix
 		if lo != nil {
@@ -368,6 +369,14 @@ func (t *Tx) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
 	}
 	r.check()
 	return r
+}
+
+// closeRanges hands the ranges' cursors back; the ranges are not used after.
+func (t *Tx) closeRanges(ranges []*keyRange) {
+	for _, r := range ranges {
+		t.handBack(r.c)
+		r.c, r.k, r.v = nil, nil, nil
+	}
 }
 
 func (r *keyRange) next() {

@@ -31,7 +31,7 @@ func prepareJob(j *Job, at time.Time) preparedJob {
 
 // insertJob stores a prepared new job and its index entries.
 func (t *Tx) insertJob(j *Job, p preparedJob) error {
-	if t.bucket(bucketJobs).Get(id(j.ID)) != nil {
+	if t.get(bucketJobs, id(j.ID)) != nil {
 		return fmt.Errorf("job %s already exists", j.ID)
 	}
 	if err := t.bucket(bucketJobs).Put(id(j.ID), p.record); err != nil {
@@ -60,7 +60,7 @@ func (t *Tx) updateJob(prev JobState, j *Job, at time.Time) error {
 
 // Job loads a job by id.
 func (t *Tx) Job(jobID ulid.ULID) (*Job, error) {
-	raw := t.bucket(bucketJobs).Get(id(jobID))
+	raw := t.get(bucketJobs, id(jobID))
 	if raw == nil {
 		return nil, ErrNotFound
 	}
@@ -120,7 +120,7 @@ func (t *Tx) TagCount(teamID ulid.ULID, tag string, s JobState) int {
 
 func (t *Tx) readCounter(bucket, k []byte) int {
 	t.mustFlushCounts()
-	return readCount(t.bucket(bucket).Get(k))
+	return readCount(t.get(bucket, k))
 }
 
 func readCount(raw []byte) int {

@@ -145,6 +145,34 @@ func (t *Tx) bucket(name []byte) *bolt.Bucket {
 	return b
 }
 
+// cursor is a cursor of b, one handed back if there is one.
+func (t *Tx) cursor(b *bolt.Bucket) *bolt.Cursor {
+	if free := t.cursors[b]; len(free) > 0 {
+		t.cursors[b] = free[:len(free)-1]
+		return free[len(free)-1]
+	}
+	return b.Cursor()
+}
+
+// handBack keeps a cursor no longer used for the transaction's next range or lookup.
+func (t *Tx) handBack(c *bolt.Cursor) {
+	if t.cursors == nil {
+		t.cursors = make(map[*bolt.Bucket][]*bolt.Cursor)
+	}
+	t.cursors[c.Bucket()] = append(t.cursors[c.Bucket()], c)
+}
+
+// get is the value of k in the bucket (nil when absent), as bbolt's Get, with a cursor kept
+// from an earlier lookup.
+func (t *Tx) get(bucket, k []byte) []byte {
+	c := t.cursor(t.bucket(bucket))
+	defer t.handBack(c)
+	if found, v := c.Seek(k); bytes.Equal(found, k) {
+		return v
+	}
+	return nil
+}
+
 func (t *Tx) getJSON(bucket, k []byte, v any) (bool, error) {
 	raw := t.bucket(bucket).Get(k)
 	if raw == nil {

@@ -24,13 +24,13 @@ func (t *Tx) Template(teamID, templateID ulid.ULID) (*Template, error) {
 
 // TemplateExists reports whether a team has a template, without decoding it.
 func (t *Tx) TemplateExists(teamID, templateID ulid.ULID) bool {
-	return t.bucket(bucketTemplates).Get(key(id(teamID), id(templateID))) != nil
+	return t.get(bucketTemplates, key(id(teamID), id(templateID))) != nil
 }
 
 // SharedTemplate loads a template like Template, but may return a record shared with other
 // callers, decoded once for as long as its stored bytes do not change: callers must not modify it.
 func (t *Tx) SharedTemplate(teamID, templateID ulid.ULID) (*Template, error) {
-	raw := t.bucket(bucketTemplates).Get(key(id(teamID), id(templateID)))
+	raw := t.get(bucketTemplates, key(id(teamID), id(templateID)))
 	if raw == nil {
 		return nil, ErrNotFound
 	}

@@ -112,8 +112,8 @@ func (t *Tx) tagJobs(scopes []jobScope, onlyDefault bool) jobList {
 	}
 	var keep func(jobID, v []byte) bool
 	if onlyDefault {
-		byState, team := t.bucket(bucketJobsByTeamState), id(scopes[0].team)
-		keep = func(jobID, v []byte) bool { return len(byState.Get(key(team, v[:1], jobID))) == 0 }
+		team := id(scopes[0].team)
+		keep = func(jobID, v []byte) bool { return len(t.get(bucketJobsByTeamState, key(team, v[:1], jobID))) == 0 }
 	}
 	return t.indexJobs(bucketJobsByTeamTag, prefixes, keep)
 }
@@ -123,10 +123,9 @@ func (t *Tx) tagJobs(scopes []jobScope, onlyDefault bool) jobList {
 func (t *Tx) levelJobs(scopes []jobScope, inverted []byte) jobList {
 	var keep func(jobID, v []byte) bool
 	if scopes[0].tag != "" {
-		tags := t.bucket(bucketJobsByTeamTag)
 		keep = func(jobID, _ []byte) bool {
 			for _, sc := range scopes {
-				if tags.Get(key(sc.prefix(), jobID)) != nil {
+				if t.get(bucketJobsByTeamTag, key(sc.prefix(), jobID)) != nil {
 					return true
 				}
 			}
@@ -429,12 +428,14 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, int, []JobSt
 		state, sign int
 	}
 	var ranges []counterRange
+	var opened []*keyRange
 	for _, term := range ix.terms {
 		for i, s := range ix.states {
 			kr := ix.tx.openRange(term.bucket, key(term.scope, []byte{byte(s), byte(level)}), lo, hi, false)
-			ranges = append(ranges, counterRange{kr, i, term.sign})
+			ranges, opened = append(ranges, counterRange{kr, i, term.sign}), append(opened, kr)
 		}
 	}
+	defer ix.tx.closeRanges(opened)
 	perState := make([]int, len(ix.states))
 	for {
 		unit, more := ^uint64(0), false
