@@ -118,3 +118,29 @@ func grepLines(s, text string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestCoordinatorHasASpareProcessor: the coordinator runs with one Go processor more than the
+// CPUs it may use (its committer, back from each fsync, must not queue behind request
+// handlers), unless GOMAXPROCS is set in its environment.
+func TestCoordinatorHasASpareProcessor(t *testing.T) {
+	c := startCoordinator(t, options{cpus: "0"})
+	processors := func() string {
+		_, metrics := get(t, c.url+"/metrics")
+		for line := range strings.Lines(string(metrics)) {
+			if value, ok := strings.CutPrefix(line, "go_sched_gomaxprocs_threads "); ok {
+				return strings.TrimSpace(value)
+			}
+		}
+		t.Fatalf("metrics lack go_sched_gomaxprocs_threads:\n%s", metrics)
+		return ""
+	}
+	if n := processors(); n != "2" {
+		t.Fatalf("on one CPU the coordinator runs %s processors, want 2", n)
+	}
+	c.stop()
+	c.env = []string{"GOMAXPROCS=1"}
+	c.restart()
+	if n := processors(); n != "1" {
+		t.Fatalf("with GOMAXPROCS=1 set the coordinator runs %s processors", n)
+	}
+}

@@ -83,6 +83,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if err != nil {
 		return err
 	}
+	addDiskProcessor()
 	dataDir := cfg.Server.DataDir
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
