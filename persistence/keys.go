@@ -147,20 +147,19 @@ func (t *Tx) bucket(name []byte) *bolt.Bucket {
 
 // cursor is a cursor of b, one handed back if there is one.
 func (t *Tx) cursor(b *bolt.Bucket) *bolt.Cursor {
-	if free := t.cursors[b]; len(free) > 0 {
-		t.cursors[b] = free[:len(free)-1]
-		return free[len(free)-1]
+	for i, c := range t.cursors {
+		if c.Bucket() == b {
+			last := len(t.cursors) - 1
+			t.cursors[i], t.cursors[last] = t.cursors[last], nil
+			t.cursors = t.cursors[:last]
+			return c
+		}
 	}
 	return b.Cursor()
 }
 
 // handBack keeps a cursor no longer used for the transaction's next range or lookup.
-func (t *Tx) handBack(c *bolt.Cursor) {
-	if t.cursors == nil {
-		t.cursors = make(map[*bolt.Bucket][]*bolt.Cursor)
-	}
-	t.cursors[c.Bucket()] = append(t.cursors[c.Bucket()], c)
-}
+func (t *Tx) handBack(c *bolt.Cursor) { t.cursors = append(t.cursors, c) }
 
 // get is the value of k in the bucket (nil when absent), as bbolt's Get, with a cursor kept
 // from an earlier lookup.

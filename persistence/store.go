@@ -247,9 +247,9 @@ type Tx struct {
 	cache *decodeCache
 	// buckets keeps the buckets a read transaction opened, by name.
 	buckets map[string]*bolt.Bucket
-	// cursors keeps, per bucket, the cursors that finished ranges and lookups handed back: a
+	// cursors are those finished ranges and lookups handed back, of any bucket (a few): a
 	// random page opens about 500, each with a search stack of its own to grow.
-	cursors map[*bolt.Bucket][]*bolt.Cursor
+	cursors []*bolt.Cursor
 	// counts are counter changes written when the transaction commits (addCount), timeCounts
 	// those of the counters by creation time (addScopeTimeCounts); countsErr is a failure to
 	// write them early.
