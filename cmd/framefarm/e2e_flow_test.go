@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func grepLines(s, text string) string {
 // CPUs it may use (its committer, back from each fsync, must not queue behind request
 // handlers), unless GOMAXPROCS is set in its environment.
 func TestCoordinatorHasASpareProcessor(t *testing.T) {
-	c := startCoordinator(t, options{cpus: "0"})
+	c := startCoordinator(t, options{cpus: firstAllowedCPU(t)})
 	processors := func() string {
 		_, metrics := get(t, c.url+"/metrics")
 		for line := range strings.Lines(string(metrics)) {
@@ -143,4 +144,19 @@ func TestCoordinatorHasASpareProcessor(t *testing.T) {
 	if n := processors(); n != "1" {
 		t.Fatalf("with GOMAXPROCS=1 set the coordinator runs %s processors", n)
 	}
+}
+
+// firstAllowedCPU is the first CPU this process may run on (a container may exclude CPU 0).
+func firstAllowedCPU(t *testing.T) string {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if list, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.FieldsFunc(list, func(r rune) bool { return r == '-' || r == ',' || r == ' ' || r == '\t' || r == '\n' })[0]
+		}
+	}
+	t.Fatal("/proc/self/status has no Cpus_allowed_list")
+	return ""
 }
