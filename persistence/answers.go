@@ -60,7 +60,7 @@ func answerTime(value []byte) time.Time {
 
 // answered returns the live answer kept for a key at time at (nil when none).
 func (t *Tx) answered(team ulid.ULID, key string, at time.Time) (*Answer, error) {
-	raw := t.bucket(bucketAnswers).Get(answerKey(team, key))
+	raw := t.get(bucketAnswers, answerKey(team, key))
 	if raw == nil || at.Sub(answerTime(raw)) >= AnswerTTL {
 		return nil, nil
 	}

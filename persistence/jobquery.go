@@ -115,10 +115,10 @@ func union(scopes []heldScope, index func(heldScope) rankIndex, merged func([]jo
 			states = append(states, sc.states...)
 		}
 	}
-	if len(members) <= 1 {
-		if len(members) == 0 {
-			return index(scopes[0])
-		}
+	switch len(members) {
+	case 0:
+		return index(scopes[0])
+	case 1:
 		return members[0]
 	}
 	states = slices.Compact(slices.Sorted(slices.Values(states)))
@@ -311,7 +311,11 @@ func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, revers
 			ranges[i] = t.openRange(bucket, prefix, lo, hi, reverse)
 			ranges[i].skipTo(accept)
 		}
-		defer t.closeRanges(ranges)
+		defer func() {
+			for _, r := range ranges {
+				t.closeRange(r)
+			}
+		}()
 		var last ulid.ULID
 		first := true
 		for {
@@ -371,12 +375,10 @@ func (t *Tx) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
 	return r
 }
 
-// closeRanges hands the ranges' cursors back; the ranges are not used after.
-func (t *Tx) closeRanges(ranges []*keyRange) {
-	for _, r := range ranges {
-		t.handBack(r.c)
-		r.c, r.k, r.v = nil, nil, nil
-	}
+// closeRange hands the range's cursor back; the range is not used after.
+func (t *Tx) closeRange(r *keyRange) {
+	t.handBack(r.c)
+	r.c, r.k, r.v = nil, nil, nil
 }
 
 func (r *keyRange) next() {

@@ -190,7 +190,7 @@ func (t *Tx) flushCounts() error {
 		name, k, _ := strings.Cut(bk, "\x00")
 		b := t.bucket([]byte(name))
 		var n uint64
-		if raw := b.Get([]byte(k)); raw != nil {
+		if raw := t.get([]byte(name), []byte(k)); raw != nil {
 			n = binary.BigEndian.Uint64(raw)
 		}
 		n = uint64(int64(n) + int64(t.counts[bk]))

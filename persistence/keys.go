@@ -173,7 +173,7 @@ func (t *Tx) get(bucket, k []byte) []byte {
 }
 
 func (t *Tx) getJSON(bucket, k []byte, v any) (bool, error) {
-	raw := t.bucket(bucket).Get(k)
+	raw := t.get(bucket, k)
 	if raw == nil {
 		return false, nil
 	}
@@ -224,4 +224,4 @@ func ulidAt(b []byte) ulid.ULID {
 }
 
 // Meta reads a fact about the store ("" when unset).
-func (t *Tx) Meta(name string) string { return string(t.bucket(bucketMeta).Get([]byte(name))) }
+func (t *Tx) Meta(name string) string { return string(t.get(bucketMeta, []byte(name))) }

@@ -111,7 +111,7 @@ func (t *Tx) AllTemplates(fn func(*Template) error) error {
 // createFont stores a font; a second font with the same file name is ErrConflict.
 func (t *Tx) createFont(f *Font) error {
 	nameKey := key(id(f.TeamID), []byte(f.FileName))
-	if t.bucket(bucketFontNames).Get(nameKey) != nil {
+	if t.get(bucketFontNames, nameKey) != nil {
 		return ErrConflict
 	}
 	if err := t.bucket(bucketFontNames).Put(nameKey, id(f.ID)); err != nil {
@@ -132,7 +132,7 @@ func (t *Tx) Font(teamID, fontID ulid.ULID) (*Font, error) {
 
 // FontByFileName finds a team's font by the file name jobs use.
 func (t *Tx) FontByFileName(teamID ulid.ULID, fileName string) (*Font, error) {
-	raw := t.bucket(bucketFontNames).Get(key(id(teamID), []byte(fileName)))
+	raw := t.get(bucketFontNames, key(id(teamID), []byte(fileName)))
 	if raw == nil {
 		return nil, ErrNotFound
 	}
@@ -159,7 +159,7 @@ func (t *Tx) deleteFont(teamID, fontID ulid.ULID) (*Font, error) {
 // createSecret stores a secret; a second secret with the same name is ErrConflict.
 func (t *Tx) createSecret(s *Secret) error {
 	nameKey := key(id(s.TeamID), []byte(s.Name))
-	if t.bucket(bucketSecretNames).Get(nameKey) != nil {
+	if t.get(bucketSecretNames, nameKey) != nil {
 		return ErrConflict
 	}
 	if err := t.bucket(bucketSecretNames).Put(nameKey, id(s.ID)); err != nil {
@@ -170,7 +170,7 @@ func (t *Tx) createSecret(s *Secret) error {
 
 // SecretByName finds a team's secret by name.
 func (t *Tx) SecretByName(teamID ulid.ULID, name string) (*Secret, error) {
-	raw := t.bucket(bucketSecretNames).Get(key(id(teamID), []byte(name)))
+	raw := t.get(bucketSecretNames, key(id(teamID), []byte(name)))
 	if raw == nil {
 		return nil, ErrNotFound
 	}
@@ -205,7 +205,7 @@ func (t *Tx) deleteSecret(teamID, secretID ulid.ULID) (*Secret, error) {
 
 // BatchExists reports whether a batch is stored.
 func (t *Tx) BatchExists(batchID ulid.ULID) bool {
-	return t.bucket(bucketBatches).Get(id(batchID)) != nil
+	return t.get(bucketBatches, id(batchID)) != nil
 }
 
 // TeamBatch loads a batch that belongs to team.

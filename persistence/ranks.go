@@ -428,14 +428,17 @@ func (ix *timeIndex) bottomUnit(parent uint64, r int) (uint64, int, int, []JobSt
 		state, sign int
 	}
 	var ranges []counterRange
-	var opened []*keyRange
 	for _, term := range ix.terms {
 		for i, s := range ix.states {
 			kr := ix.tx.openRange(term.bucket, key(term.scope, []byte{byte(s), byte(level)}), lo, hi, false)
-			ranges, opened = append(ranges, counterRange{kr, i, term.sign}), append(opened, kr)
+			ranges = append(ranges, counterRange{kr, i, term.sign})
 		}
 	}
-	defer ix.tx.closeRanges(opened)
+	defer func() {
+		for _, kr := range ranges {
+			ix.tx.closeRange(kr.keyRange)
+		}
+	}()
 	perState := make([]int, len(ix.states))
 	for {
 		unit, more := ^uint64(0), false

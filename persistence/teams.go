@@ -41,7 +41,7 @@ func (t *Tx) ensureTeam(name string, newID ulid.ULID, webhookSecret string, at t
 	if name == "" {
 		return Team{}, false, errors.New("team name is empty")
 	}
-	if raw := t.bucket(bucketTeamNames).Get([]byte(name)); raw != nil {
+	if raw := t.get(bucketTeamNames, []byte(name)); raw != nil {
 		team, err := t.Team(ulidAt(raw))
 		return team, false, err
 	}
