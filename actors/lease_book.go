@@ -49,9 +49,15 @@ type leaseBook struct {
 	seq      uint64
 	held     map[ulid.ULID]*heldAttempt
 	lastBeat time.Time
-	// failStreak holds the distinct jobs that failed on the node since its last finished
-	// render: one broken job failing again is not the node's fault, many different ones are.
-	failStreak map[ulid.ULID]bool
+	// failStreak holds the distinct jobs, with their teams, whose renders failed by the node's own
+	// fault since its last finished render: one broken job failing again is not the node's
+	// fault, many different ones are.
+	failStreak map[ulid.ULID]ulid.ULID
+	// firstTeam is the first team whose work the node was given; shared, whether another's
+	// followed. On a shared node one team's failures alone never quarantine it: they may be
+	// that team's input crashing the engine, and the quarantine would stop every team.
+	firstTeam ulid.ULID
+	shared    bool
 	// adminDrain: an operator drained the node; quarantine: why the node was quarantined. Both
 	// are persisted (holdChanged) and hold until an operator clears the node.
 	adminDrain bool
@@ -153,7 +159,7 @@ const drainedByOperator = "drained by an operator"
 // it (an operator's drain or a quarantine).
 func newLeaseBook(rules leaseRules, hello *protocol.Hello, hold string) *leaseBook {
 	b := &leaseBook{rules: rules, hello: *hello, state: NodeJoined, held: map[ulid.ULID]*heldAttempt{},
-		failStreak: map[ulid.ULID]bool{}, settling: map[attemptRef]time.Time{}}
+		failStreak: map[ulid.ULID]ulid.ULID{}, settling: map[attemptRef]time.Time{}}
 	if hold == drainedByOperator {
 		b.adminDrain = true
 	} else {
@@ -251,11 +257,11 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 	case *protocol.Failed:
 		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log,
 			logAt: logTimes(m.Log, m.LogAt), countless: m.NotStarted}
-		failure := m.Error
-		if m.NotStarted {
-			failure = "" // a refusal says nothing of the node
+		nodeFault := ""
+		if !m.NotStarted && m.Fault == protocol.FaultNode {
+			nodeFault = m.Error // the job's own input, or the farm's storage, says nothing of the node
 		}
-		b.onResult(&out, parseJobID(m.JobID), m.Attempt, failed, failure, now)
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, failed, nodeFault, now)
 	case *protocol.Drain:
 		if b.state == NodeReady || b.state == NodeSuspect {
 			b.setState(&out, NodeDraining, "the node is stopping")
@@ -290,34 +296,60 @@ func (b *leaseBook) onHeartbeat(out *effects, hb *protocol.Heartbeat, now time.T
 }
 
 // onResult forwards a result to its job, to be acknowledged once the job's outcome is durable;
-// a copy the node resends before then is dropped. The slot is free at once. failure, when not
-// empty, counts the attempt against the node.
-func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, failure string, now time.Time) {
+// a copy the node resends before then is dropped. The slot is free at once. nodeFault, when not
+// empty, is a failure of the node itself: it counts toward the node's quarantine.
+func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, nodeFault string, now time.Time) {
 	ref := attemptRef{jobID, attempt}
 	if since, ok := b.settling[ref]; ok && now.Sub(since) < b.rules.lease {
 		return
 	}
 	b.settling[ref] = now
 	out.add(toJob{job: jobID, attempt: attempt, msg: msg, settle: true})
+	var team ulid.ULID
+	if r := b.held[jobID]; r != nil {
+		team = r.team
+	}
 	if !b.release(out, jobID, attempt) {
 		return
 	}
-	if _, done := msg.(*renderDone); done {
+	switch m := msg.(type) {
+	case *renderDone:
 		clear(b.failStreak)
 		out.add(counted{what: countRenderFinished})
 		return
+	case *renderFailed:
+		if !m.countless {
+			out.add(counted{what: countRenderFailed})
+		}
 	}
-	if failure == "" {
+	if nodeFault == "" {
 		return
 	}
-	out.add(counted{what: countRenderFailed})
-	b.failStreak[jobID] = true
+	b.failStreak[jobID] = team
 	if len(b.failStreak) >= b.rules.failureLimit && b.state == NodeReady {
-		why := fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(b.failStreak), failure)
+		if b.shared && b.streakOfOneTeam() {
+			out.log(slog.LevelWarn, "render node kept in the farm: its failures in a row are all one team's jobs, which may be that team's input",
+				"team", team.String(), "failures", len(b.failStreak), "last", nodeFault)
+			return
+		}
+		why := fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(b.failStreak), nodeFault)
 		b.hold(out, why)
 		out.log(slog.LevelWarn, "render node quarantined: it takes no more work until an operator clears it", "reason", why)
 		b.setState(out, NodeQuarantined, why)
 	}
+}
+
+// streakOfOneTeam reports whether every job of the fail streak is one team's.
+func (b *leaseBook) streakOfOneTeam() bool {
+	var first ulid.ULID
+	for _, team := range b.failStreak {
+		if first == (ulid.ULID{}) {
+			first = team
+		} else if team != first {
+			return false
+		}
+	}
+	return true
 }
 
 // onSettled: a job's outcome of a result is durable; the node may forget the result.
@@ -340,6 +372,10 @@ func (b *leaseBook) onAssign(jobID, team ulid.ULID, attempt int, task protocol.T
 	default:
 		b.seq++
 		b.held[jobID] = &heldAttempt{attempt: attempt, team: team, seq: b.seq, progressAt: now}
+		if b.firstTeam == (ulid.ULID{}) {
+			b.firstTeam = team
+		}
+		b.shared = b.shared || team != b.firstTeam
 		out.add(toAgent{&protocol.Assign{Session: b.session, Seq: b.seq, JobID: jobID.String(), Attempt: attempt, Task: task}},
 			counted{what: countAssigned, waited: waited})
 	}

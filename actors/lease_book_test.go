@@ -21,6 +21,7 @@ var (
 	bookStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	bookJobs  = map[string]ulid.ULID{}
 	bookTeam  = ulid.MustParse("01JTEAM0000000000000000000")
+	otherTeam = ulid.MustParse("01JTEAM0000000000000000001")
 	bookKey   = []byte("book-key-0123456789")
 )
 
@@ -158,8 +159,12 @@ func beat(session string, seq uint64, held ...protocol.AttemptStatus) func(*leas
 }
 
 func give(name string, attempt int) func(*leaseBook, time.Time) effects {
+	return giveFor(bookTeam, name, attempt)
+}
+
+func giveFor(team ulid.ULID, name string, attempt int) func(*leaseBook, time.Time) effects {
 	return func(b *leaseBook, now time.Time) effects {
-		return b.onAssign(job(name), bookTeam, attempt, protocol.Task{Engine: "lottie"}, nil, 0, now)
+		return b.onAssign(job(name), team, attempt, protocol.Task{Engine: "lottie"}, nil, 0, now)
 	}
 }
 
@@ -167,8 +172,14 @@ func done(session, name string, attempt int) func(*leaseBook, time.Time) effects
 	return send(session, &protocol.Done{JobID: job(name).String(), Attempt: attempt})
 }
 
+// failed is a failure of the node itself (or, notStarted, a refusal).
 func failed(session, name string, attempt int, notStarted bool) func(*leaseBook, time.Time) effects {
-	return send(session, &protocol.Failed{JobID: job(name).String(), Attempt: attempt, Error: "boom", NotStarted: notStarted})
+	return send(session, &protocol.Failed{JobID: job(name).String(), Attempt: attempt, Error: "boom", NotStarted: notStarted, Fault: protocol.FaultNode})
+}
+
+// failedBy is a started render's failure, fault saying whose it is.
+func failedBy(session, name string, attempt int, fault protocol.Fault) func(*leaseBook, time.Time) effects {
+	return send(session, &protocol.Failed{JobID: job(name).String(), Attempt: attempt, Error: "bad input", Fault: fault})
 }
 
 func settle(name string, attempt int) func(*leaseBook, time.Time) effects {
@@ -276,6 +287,31 @@ func TestLeaseBook(t *testing.T) {
 				`hold "renders of 2 different jobs failed in a row, the last: boom"`, "state ready->quarantined"}, state: NodeQuarantined},
 			{event: give("J4", 1), want: []string{"job J4 failed/1: the render node is quarantined [retry] [uncounted]", "free J4"}},
 			{event: command(false), want: []string{`hold ""`, "state quarantined->ready"}, state: NodeReady},
+		}},
+		{name: "failures of a job's own input or of the farm's storage never count toward a quarantine", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: failedBy("s1", "J1", 1, protocol.FaultJob), want: []string{"job J1 failed/1: bad input (settle)", "free J1", "count render-failed"}},
+			{event: give("J2", 1)},
+			{event: failedBy("s1", "J2", 1, protocol.FaultFarm), want: []string{"job J2 failed/1: bad input (settle)", "free J2", "count render-failed"}},
+			{event: give("J3", 1)},
+			{event: failedBy("s1", "J3", 1, protocol.FaultJob), want: []string{"job J3 failed/1: bad input (settle)", "free J3", "count render-failed"}},
+			{event: give("J4", 1)},
+			{event: failed("s1", "J4", 1, false), want: []string{"job J4 failed/1: boom (settle)", "free J4", "count render-failed"}, state: NodeReady},
+		}},
+		{name: "on a node shared by two teams one team's failures alone keep it in the farm; another team's failure too quarantines it", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: giveFor(otherTeam, "J1", 1)},
+			{event: done("s1", "J1", 1)},
+			{event: give("J2", 1)},
+			{event: failed("s1", "J2", 1, false)},
+			{event: give("J3", 1)},
+			{event: failed("s1", "J3", 1, false), want: []string{"job J3 failed/1: boom (settle)", "free J3", "count render-failed"}, state: NodeReady},
+			{event: give("J4", 1)},
+			{event: failed("s1", "J4", 1, false), state: NodeReady},
+			{event: giveFor(otherTeam, "J5", 1)},
+			{event: failed("s1", "J5", 1, false), want: []string{"job J5 failed/1: boom (settle)", "free J5", "count render-failed",
+				`hold "renders of 4 different jobs failed in a row, the last: boom"`, "state ready->quarantined"}, state: NodeQuarantined},
 		}},
 		{name: "a finished render clears the fail streak", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},

@@ -126,22 +126,23 @@ func TestHeartbeatTellsLostAndStaleAttempts(t *testing.T) {
 	}
 }
 
-// TestNodeQuarantinedAfterDifferentJobsFail: renders of different jobs failing in a row stop a
-// node's work until an operator clears it; one job failing again does not count twice.
+// TestNodeQuarantinedAfterDifferentJobsFail: renders of different jobs failing in a row by the
+// node's own fault stop its work until an operator clears it; one job failing again does not
+// count twice.
 func TestNodeQuarantinedAfterDifferentJobsFail(t *testing.T) {
 	f := newFixture(t, actors.Config{NodeFailureLimit: 2, MaxAttempts: 2, NodeLease: time.Hour})
 	n1 := f.attachTestNode("n1", 1)
 	a := f.queue(f.team, 0, 1)[0]
 	first := n1.next(t)
-	first.reply(&protocol.Failed{JobID: a.String(), Attempt: 1, Error: "flaky", Retryable: true})
+	first.reply(&protocol.Failed{JobID: a.String(), Attempt: 1, Error: "flaky", Retryable: true, Fault: protocol.FaultNode})
 	again := n1.next(t) // the only node: the job comes back to it
-	again.reply(&protocol.Failed{JobID: a.String(), Attempt: 2, Error: "flaky", Retryable: true})
+	again.reply(&protocol.Failed{JobID: a.String(), Attempt: 2, Error: "flaky", Retryable: true, Fault: protocol.FaultNode})
 	f.obs.reached(t, a, persistence.JobFailed)
 	if f.nodeState("n1") != actors.NodeReady {
 		t.Fatal("one job failing twice quarantined the node")
 	}
 	b := f.queue(f.team, 0, 1)[0]
-	n1.next(t).reply(&protocol.Failed{JobID: b.String(), Attempt: 1, Error: "cannot open the GPU"})
+	n1.next(t).reply(&protocol.Failed{JobID: b.String(), Attempt: 1, Error: "cannot open the GPU", Fault: protocol.FaultNode})
 	f.untilNode("n1", actors.NodeQuarantined)
 	c := f.queue(f.team, 0, 1)[0]
 	select {

@@ -59,6 +59,25 @@ type FontFile struct {
 	Path     string
 }
 
-// ErrRetryable marks a failure that says nothing about the job itself (a node problem, an
-// interrupted render); the coordinator may run the job again. Other errors fail the job.
-var ErrRetryable = errors.New("retryable render failure")
+// Whose a failed render is, marked on its error: the coordinator retries a job and blames a node
+// by it. An error with no mark is the job's own (its input or its content), which would fail
+// again on any node: it fails the job and says nothing of the node.
+var (
+	// ErrRetryable marks a failure that may pass (the user's bucket refused the output for now):
+	// the job may run again. It is still the job's, not the node's.
+	ErrRetryable = errors.New("retryable render failure")
+	// ErrNodeFault marks a failure of the render node itself: its disk, an engine that cannot
+	// start or died without saying why, an output that vanished. The job may run again elsewhere,
+	// and the node's fail streak counts it.
+	ErrNodeFault error = fault("render node failure")
+	// ErrFarmFault marks the farm's own files out of reach (the coordinator's file URLs, its object
+	// store): the job may run again, and no node is to blame.
+	ErrFarmFault error = fault("farm storage unreachable")
+)
+
+// fault is a failure that is not the job's: it may pass, so it is retryable too.
+type fault string
+
+func (f fault) Error() string { return string(f) }
+
+func (f fault) Is(target error) bool { return target == ErrRetryable }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -410,6 +411,18 @@ var (
 	errAbandoned = errors.New("the coordinator abandoned the attempt")
 )
 
+// faultOf says whose a failed attempt is, from its error and why its context ended: a render gone
+// silent and a full disk are the node's, marked errors are whom they name, the rest the job's.
+func faultOf(err, cause error) protocol.Fault {
+	switch {
+	case errors.Is(err, renderer.ErrNodeFault), errors.Is(err, syscall.ENOSPC), errors.Is(cause, errSilent):
+		return protocol.FaultNode
+	case errors.Is(err, renderer.ErrFarmFault):
+		return protocol.FaultFarm
+	}
+	return protocol.FaultJob
+}
+
 // run performs one attempt and returns its final report (nil when it was interrupted).
 func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *protocol.Assign, r renderer.Renderer) any {
 	started := a.clock.Now()
@@ -418,7 +431,8 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 	secrets := secretbox.NewRevealed(m.Task.Redact)
 	work, err := os.MkdirTemp(workRoot(a.cfg), safeName(m.JobID)+"-")
 	if err != nil {
-		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(), Retryable: true}
+		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(),
+			Retryable: true, Fault: protocol.FaultNode}
 	}
 	defer os.RemoveAll(work)
 
@@ -434,7 +448,8 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 		return nil
 	}
 	if err != nil {
-		retryable := errors.Is(err, renderer.ErrRetryable) || errors.Is(context.Cause(ctx), errSilent)
+		fault := faultOf(err, context.Cause(ctx))
+		retryable := fault != protocol.FaultJob || errors.Is(err, renderer.ErrRetryable)
 		message := err.Error()
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errSilent):
@@ -444,7 +459,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 		}
 		lines, at := log.Lines()
 		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: secrets.Scrub(message), Retryable: retryable,
-			Log: secrets.ScrubAll(lines), LogAt: at}
+			Fault: fault, Log: secrets.ScrubAll(lines), LogAt: at}
 	}
 	lines, at := log.Lines()
 	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: secrets.ScrubAll(lines), LogAt: at}

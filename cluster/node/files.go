@@ -56,7 +56,7 @@ func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, 
 	}
 	for _, dir := range []string{"output", "fonts", "assets"} {
 		if err := os.MkdirAll(filepath.Join(work, dir), 0o700); err != nil {
-			return nil, fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+			return nil, fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 		}
 	}
 	if src := m.Task.Template; src != nil {
@@ -103,7 +103,7 @@ func (f *fileMover) template(ctx context.Context, src protocol.Source, work stri
 	}
 	tmp, err := os.CreateTemp(f.cacheDir, "fetch-*")
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+		return "", fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
@@ -111,19 +111,20 @@ func (f *fileMover) template(ctx context.Context, src protocol.Source, work stri
 		return "", err
 	}
 	if err := os.Rename(tmp.Name(), cached); err != nil {
-		return "", fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+		return "", fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	return cached, nil
 }
 
-// fetch downloads src to dst. Failures to reach the coordinator are retryable; a user's URL
-// that fails would fail again, so it is not. Messages never quote the URL: it may hold a
-// signature or a substituted secret.
+// fetch downloads src to dst. The farm's own files out of reach are the farm's fault (the job
+// runs again); one the farm says is gone, or a user's URL that fails, is the job's (it would fail
+// again anywhere); the node's own disk failing is the node's. Messages never quote the URL: it
+// may hold a signature or a substituted secret.
 func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) error {
 	fail := func(format string, args ...any) error {
 		err := fmt.Errorf(format, args...)
 		if src.Internal {
-			return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+			return fmt.Errorf("%w: %w", renderer.ErrFarmFault, err)
 		}
 		return err
 	}
@@ -153,6 +154,9 @@ func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
+		if src.Internal && resp.StatusCode/100 == 4 {
+			return fmt.Errorf("the farm no longer has the file: it answered %s", resp.Status)
+		}
 		return fail("download failed: the server answered %s", resp.Status)
 	}
 	if resp.ContentLength > f.maxBytes {
@@ -160,11 +164,14 @@ func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) 
 	}
 	out, err := os.Create(dst)
 	if err != nil {
-		return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+		return fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	defer out.Close()
 	hash := sha256.New()
-	n, err := io.Copy(io.MultiWriter(out, hash), io.LimitReader(resp.Body, f.maxBytes+1))
+	n, err := io.Copy(io.MultiWriter(nodeDisk{out}, hash), io.LimitReader(resp.Body, f.maxBytes+1))
+	if errors.Is(err, renderer.ErrNodeFault) {
+		return err
+	}
 	if err != nil {
 		return timedOut(fail("download interrupted: %v", redactURLError(err)))
 	}
@@ -174,33 +181,46 @@ func (f *fileMover) fetch(ctx context.Context, src protocol.Source, dst string) 
 	if src.SHA256 != "" && hex.EncodeToString(hash.Sum(nil)) != src.SHA256 {
 		return fail("the downloaded file does not match its content hash")
 	}
-	return out.Close()
-}
-
-// upload sends the output where the job wants it. Failures are retryable: the render itself
-// succeeded.
-func (f *fileMover) upload(ctx context.Context, out protocol.Output, file string) error {
-	err := f.sendFile(ctx, out, file)
-	if err != nil {
-		return fmt.Errorf("%w: uploading the output failed: %w", renderer.ErrRetryable, err)
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	return nil
 }
 
-func (f *fileMover) sendFile(ctx context.Context, out protocol.Output, file string) error {
+// nodeDisk marks the errors of writing a file on the node's disk as the node's.
+type nodeDisk struct{ w io.Writer }
+
+func (d nodeDisk) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
+	}
+	return n, err
+}
+
+// upload sends the output where the job wants it. The render itself succeeded, so every failure
+// is retryable: an output the engine did not leave is the node's fault, the farm's own store out
+// of reach the farm's, and the job's own bucket refusing it the job's.
+func (f *fileMover) upload(ctx context.Context, out protocol.Output, file string) error {
 	body, err := os.Open(file)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: the engine left no output: %w", renderer.ErrNodeFault, err)
 	}
 	defer body.Close()
 	info, err := body.Stat()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: the output cannot be read: %w", renderer.ErrNodeFault, err)
 	}
 	if out.S3 != nil {
-		return f.uploadS3(ctx, out.S3, body, info.Size())
+		if err := f.uploadS3(ctx, out.S3, body, info.Size()); err != nil {
+			return fmt.Errorf("%w: uploading the output to the job's bucket failed: %w", renderer.ErrRetryable, err)
+		}
+		return nil
 	}
-	return f.put(ctx, out.PutURL, body, info.Size())
+	if err := f.put(ctx, out.PutURL, body, info.Size()); err != nil {
+		return fmt.Errorf("%w: uploading the output failed: %w", renderer.ErrFarmFault, err)
+	}
+	return nil
 }
 
 func (f *fileMover) put(ctx context.Context, putURL string, body io.Reader, size int64) error {

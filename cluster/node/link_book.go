@@ -75,7 +75,7 @@ func newLinkBook(base protocol.Hello, key []byte) *linkBook {
 // reports, sent once the coordinator is reached.
 func (b *linkBook) afterCrash(keys []attemptKey) {
 	for _, k := range keys {
-		b.finals[k] = &protocol.Failed{JobID: k.jobID, Attempt: k.attempt, Retryable: true,
+		b.finals[k] = &protocol.Failed{JobID: k.jobID, Attempt: k.attempt, Retryable: true, Fault: protocol.FaultNode,
 			Error: "the render node restarted during the render"}
 	}
 }

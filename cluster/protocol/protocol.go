@@ -224,10 +224,10 @@ type Done struct {
 	LogAt []int64 `json:"logAt,omitempty"`
 }
 
-// Failed reports an attempt that ended without output. Retryable failures say nothing about the
-// job (the node is stopping, the render went silent) and the job may run again. NotStarted
-// failures are refusals (no free slot, no such engine, draining): the attempt never began, so
-// it counts against neither the job nor the node.
+// Failed reports an attempt that ended without output. Retryable failures may pass (the node is
+// stopping, the render went silent, a store was out of reach) and the job may run again.
+// NotStarted failures are refusals (no free slot, no such engine, draining): the attempt never
+// began, so it counts against neither the job nor the node. Fault says whose failure it is.
 type Failed struct {
 	Sender
 	JobID      string   `json:"jobId"`
@@ -235,9 +235,25 @@ type Failed struct {
 	Error      string   `json:"error"`
 	Retryable  bool     `json:"retryable"`
 	NotStarted bool     `json:"notStarted,omitempty"`
+	Fault      Fault    `json:"fault,omitempty"`
 	Log        []string `json:"log,omitempty"`
 	LogAt      []int64  `json:"logAt,omitempty"`
 }
+
+// Fault says whose a failed render is. Only FaultNode counts toward a node's quarantine: a job's
+// bad input must never take a render node shared by other teams out of the farm.
+type Fault string
+
+const (
+	// FaultJob: the job's input or content (a URL that fails, a file the engine refuses); it
+	// would fail on any node. Nodes before Fault existed send "", read the same way.
+	FaultJob Fault = ""
+	// FaultNode: the node itself (its disk, an engine that cannot start or crashed, an output
+	// that vanished, a render that went silent).
+	FaultNode Fault = "node"
+	// FaultFarm: the farm's own files out of reach (the coordinator's URLs, its object store).
+	FaultFarm Fault = "farm"
+)
 
 // FinalAck tells a node the job's outcome of its Done or Failed is durable; until then the node
 // resends it.

@@ -233,7 +233,7 @@ func (r *Renderer) run(ctx context.Context, args []string, log io.Writer, report
 	err = cmd.Start()
 	outputWriter.Close()
 	if err != nil {
-		return fmt.Errorf("%w: aerender cannot start: %w", renderer.ErrRetryable, err)
+		return fmt.Errorf("%w: aerender cannot start: %w", renderer.ErrNodeFault, err)
 	}
 	var progress progressParser
 	scanner := bufio.NewScanner(output)
@@ -251,7 +251,8 @@ func (r *Renderer) run(ctx context.Context, args []string, log io.Writer, report
 		return fmt.Errorf("aerender: %s", strings.Join(progress.errors, "; "))
 	}
 	if err != nil {
-		return fmt.Errorf("aerender failed: %w", err)
+		// It stopped without naming an error of the project: the engine itself crashed.
+		return fmt.Errorf("%w: aerender stopped without naming an error: %w", renderer.ErrNodeFault, err)
 	}
 	return nil
 }

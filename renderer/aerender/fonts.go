@@ -66,12 +66,12 @@ type jobFont struct{ source, name, family, shown string }
 func describe(f renderer.FontFile) (jobFont, error) {
 	file, err := os.Open(f.Path)
 	if err != nil {
-		return jobFont{}, err
+		return jobFont{}, fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	defer file.Close()
 	data, err := io.ReadAll(io.LimitReader(file, maxFontBytes+1))
 	if err != nil {
-		return jobFont{}, err
+		return jobFont{}, fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	if len(data) > maxFontBytes {
 		return jobFont{}, fmt.Errorf("font %s is larger than %d bytes", f.FileName, maxFontBytes)
@@ -94,7 +94,7 @@ func (b *fontBook) install(ctx context.Context, fonts []renderer.FontFile, log i
 	for _, f := range fonts {
 		jf, err := describe(f)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+			return nil, err
 		}
 		if other, dup := chosen[jf.family]; dup {
 			if other != jf.name {
@@ -122,13 +122,13 @@ func (b *fontBook) install(ctx context.Context, fonts []renderer.FontFile, log i
 		b.changed.Wait()
 	}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: the font folder cannot be made: %w", renderer.ErrRetryable, err)
+		return nil, fmt.Errorf("%w: the font folder cannot be made: %w", renderer.ErrNodeFault, err)
 	}
 	for i, f := range wanted {
 		if b.refs[f.name] == 0 {
 			if err := workfiles.Copy(f.source, filepath.Join(b.dir, f.name), 0); err != nil {
 				b.releaseLocked(wanted[:i])
-				return nil, fmt.Errorf("%w: font %s cannot be installed: %w", renderer.ErrRetryable, f.shown, err)
+				return nil, fmt.Errorf("%w: font %s cannot be installed: %w", renderer.ErrNodeFault, f.shown, err)
 			}
 		}
 		b.refs[f.name]++

@@ -66,7 +66,9 @@ func probe(ctx context.Context, t Tools, p string) (probeInfo, error) {
 	if err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			return info, fmt.Errorf("not a readable media file: %s", strings.TrimSpace(string(exit.Stderr)))
+			// The node's own folders are no business of the job's owner: the message names files by their names.
+			said := strings.ReplaceAll(string(exit.Stderr), filepath.Dir(p)+string(filepath.Separator), "")
+			return info, fmt.Errorf("not a readable media file: %s", strings.TrimSpace(said))
 		}
 		return info, err
 	}

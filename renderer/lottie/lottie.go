@@ -106,7 +106,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	}
 	fifo := filepath.Join(task.WorkDir, "frames.fifo")
 	if err := makeFIFO(fifo); err != nil {
-		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrRetryable, err)
+		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrNodeFault, err)
 	}
 	// Stills have no sound.
 	if task.Settings.Type == renderer.OutputImage {
@@ -166,7 +166,7 @@ func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report f
 	}
 	w, err := r.pool.get()
 	if err != nil {
-		return fmt.Errorf("%w: %w", renderer.ErrRetryable, err)
+		return fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 	}
 	defer r.pool.put(w)
 	total := float64(req.To - req.From + 1)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/framefarm/framefarm/renderer"
 )
 
 // worker is one long-lived Node process rendering with Skottie (worker/worker.js).
@@ -107,7 +109,7 @@ func (w *worker) render(ctx context.Context, req renderRequest, frame func(n int
 	line, _ := json.Marshal(req)
 	if _, err := w.stdin.Write(append(line, '\n')); err != nil {
 		w.dead.Store(true)
-		return fmt.Errorf("the lottie worker is gone: %w", err)
+		return fmt.Errorf("%w: the lottie worker is gone: %w", renderer.ErrNodeFault, err)
 	}
 	for {
 		msg, err := w.read()
@@ -116,7 +118,7 @@ func (w *worker) render(ctx context.Context, req renderRequest, frame func(n int
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return err
+			return fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 		}
 		if msg.ID != req.ID {
 			continue
