@@ -17,7 +17,8 @@ type eventStream struct {
 	sc   *bufio.Scanner
 }
 
-func (cl *client) events() *eventStream {
+// openEvents asks for the team's event stream; the caller closes the answer's body.
+func (cl *client) openEvents() *http.Response {
 	cl.c.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, cl.c.url+"/api/v2/events", nil)
 	req.Header.Set("Authorization", "Bearer "+cl.token)
@@ -25,6 +26,12 @@ func (cl *client) events() *eventStream {
 	if err != nil {
 		cl.c.t.Fatal(err)
 	}
+	return resp
+}
+
+func (cl *client) events() *eventStream {
+	cl.c.t.Helper()
+	resp := cl.openEvents()
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		cl.c.t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}

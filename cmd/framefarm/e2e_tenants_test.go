@@ -4,9 +4,11 @@ package main
 // another team's work, shared render nodes included.
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestBadInputNeverQuarantinesASharedNode: one team's jobs whose input the node refuses (a video
@@ -89,4 +91,83 @@ func errorText(j job) string {
 		return "no error, status " + j.Status
 	}
 	return *j.Stats.Error
+}
+
+// TestEventStreamsEndWithTheirToken: a token revoked while its event streams are open closes
+// them at once (the farm's stream of the admin too), a token that expires closes them when it
+// expires, and one token holds at most 8 streams at a time.
+func TestEventStreamsEndWithTheirToken(t *testing.T) {
+	c := startCoordinator(t, options{})
+	admin := &client{c: c, token: adminToken}
+	issue := func(expires time.Time) (*client, string) {
+		var issued struct {
+			ID    string `json:"id"`
+			Token string `json:"token"`
+		}
+		body := map[string]any{"team": "acme"}
+		if !expires.IsZero() {
+			body["expiresAt"] = expires
+		}
+		admin.must(http.MethodPost, "/api/v2/admin/tokens", body, http.StatusCreated, &issued)
+		return &client{c: c, token: issued.Token}, issued.ID
+	}
+
+	revoked, id := issue(time.Time{})
+	streams := []*eventStream{revoked.events(), revoked.events()}
+	other, _ := issue(time.Time{})
+	kept := other.events()
+	admin.must(http.MethodDelete, "/api/v2/admin/tokens/"+id, nil, http.StatusOK, nil)
+	for _, s := range streams {
+		if took := s.ends(); took > 5*time.Second {
+			t.Fatalf("a revoked token's stream ended %s after the revocation (keep-alives come every 15 s)", took)
+		}
+	}
+	revoked.fails(http.MethodGet, "/api/v2/events", nil, http.StatusUnauthorized, "unauthorized")
+
+	expiring, _ := issue(time.Now().Add(2 * time.Second))
+	stream := expiring.events()
+	started := time.Now()
+	stream.ends()
+	if took := time.Since(started); took < time.Second || took > 7*time.Second {
+		t.Fatalf("a stream of a token valid for 2 s ended after %s", took)
+	}
+
+	// Eight streams of one token; a ninth is refused with the reason, and one closed frees a place.
+	eight := []*eventStream{kept}
+	for range 7 {
+		eight = append(eight, other.events())
+	}
+	if e := other.fails(http.MethodGet, "/api/v2/events", nil, http.StatusTooManyRequests, "rate_limited"); !strings.Contains(e.Error, "event streams") {
+		t.Fatalf("the ninth stream: %+v", e)
+	}
+	eight[1].resp.Body.Close()
+	// The server notices the closed stream at its next write (a keep-alive, or an event): the
+	// team's new template is one, which the stream of the token left alone sees.
+	other.uploadTemplate(inspection())
+	kept.next(func(ev streamedEvent) bool { return ev.Type == "template" })
+	c.waitUntil("a closed stream gives its place back", func() bool {
+		resp := other.openEvents()
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// ends reads the stream until it ends and says how long that took; it fails the test if the
+// stream is still open after waitLimit.
+func (s *eventStream) ends() time.Duration {
+	s.t.Helper()
+	started := time.Now()
+	done := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, s.resp.Body)
+		close(done)
+	}()
+	select {
+	case <-done:
+		return time.Since(started)
+	case <-time.After(waitLimit):
+		s.resp.Body.Close()
+		s.t.Fatalf("the event stream is still open after %s", waitLimit)
+	}
+	return 0
 }

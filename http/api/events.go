@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -41,14 +42,29 @@ type Hub struct {
 	Clock    clock.Clock
 	Interval time.Duration
 	// Buffer is how many events a viewer may have unsent [4096]; MaxPerFlush how many jobs of a
-	// team are sent one by one per interval before a refresh replaces them [256].
-	Buffer, MaxPerFlush int
+	// team are sent one by one per interval before a refresh replaces them [256]; MaxPerToken how
+	// many streams one token may hold open at once [8].
+	Buffer, MaxPerFlush, MaxPerToken int
 
 	mu      sync.Mutex
 	changed map[ulid.ULID]struct{}
 	viewers map[*Viewer]struct{}
-	closed  bool
+	// perToken counts each token's open streams.
+	perToken map[[32]byte]int
+	closed   bool
 }
+
+// Holder is the token a stream is opened with: its streams end the moment it is revoked
+// (Revoke) or expires, and it holds at most MaxPerToken at once.
+type Holder struct {
+	// Token is the token's hash.
+	Token [32]byte
+	// Expires is when the token stops working; zero for never.
+	Expires time.Time
+}
+
+// ErrTooManyStreams refuses a stream past a token's MaxPerToken.
+var ErrTooManyStreams = errors.New("this token holds as many event streams as it may")
 
 var _ actors.Observer = (*Hub)(nil)
 
@@ -56,6 +72,9 @@ var _ actors.Observer = (*Hub)(nil)
 type Viewer struct {
 	team  ulid.ULID
 	admin bool
+	by    Holder
+	// expiry ends the stream when its token expires.
+	expiry clock.Timer
 	// C carries the viewer's events, encoded; it is closed when the viewer is dropped or the hub
 	// stops.
 	C    chan []byte
@@ -126,16 +145,24 @@ func (h *Hub) mark(id ulid.ULID) {
 	h.mu.Unlock()
 }
 
-// Subscribe opens a stream of a team's events.
-func (h *Hub) Subscribe(team ulid.ULID) *Viewer { return h.subscribe(&Viewer{team: team}) }
+// Subscribe opens a stream of a team's events for the token by.
+func (h *Hub) Subscribe(team ulid.ULID, by Holder) (*Viewer, error) {
+	return h.subscribe(&Viewer{team: team, by: by})
+}
 
-// SubscribeFarm opens a stream of the farm's events (render nodes).
-func (h *Hub) SubscribeFarm() *Viewer { return h.subscribe(&Viewer{admin: true}) }
+// SubscribeFarm opens a stream of the farm's events (render nodes) for the token by.
+func (h *Hub) SubscribeFarm(by Holder) (*Viewer, error) {
+	return h.subscribe(&Viewer{admin: true, by: by})
+}
 
-func (h *Hub) subscribe(v *Viewer) *Viewer {
+func (h *Hub) subscribe(v *Viewer) (*Viewer, error) {
 	buffer := h.Buffer
 	if buffer <= 0 {
 		buffer = 4096
+	}
+	most := h.MaxPerToken
+	if most <= 0 {
+		most = 8
 	}
 	v.C = make(chan []byte, buffer)
 	h.mu.Lock()
@@ -143,13 +170,31 @@ func (h *Hub) subscribe(v *Viewer) *Viewer {
 	if h.closed {
 		close(v.C)
 		v.done = true
-		return v
+		return v, nil
+	}
+	if h.perToken[v.by.Token] >= most {
+		return nil, fmt.Errorf("%w (%d); close one first", ErrTooManyStreams, most)
 	}
 	if h.viewers == nil {
-		h.viewers = map[*Viewer]struct{}{}
+		h.viewers, h.perToken = map[*Viewer]struct{}{}, map[[32]byte]int{}
 	}
 	h.viewers[v] = struct{}{}
-	return v
+	h.perToken[v.by.Token]++
+	if !v.by.Expires.IsZero() {
+		v.expiry = h.Clock.AfterFunc(v.by.Expires.Sub(h.Clock.Now()), func() { h.Unsubscribe(v) })
+	}
+	return v, nil
+}
+
+// Revoke ends every stream of a token (its hash): it no longer works.
+func (h *Hub) Revoke(token [32]byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for v := range h.viewers {
+		if v.by.Token == token {
+			h.dropLocked(v)
+		}
+	}
 }
 
 // Unsubscribe ends a stream its viewer left.
@@ -160,10 +205,17 @@ func (h *Hub) Unsubscribe(v *Viewer) {
 }
 
 func (h *Hub) dropLocked(v *Viewer) {
-	if !v.done {
-		v.done = true
-		close(v.C)
-		delete(h.viewers, v)
+	if v.done {
+		return
+	}
+	v.done = true
+	close(v.C)
+	delete(h.viewers, v)
+	if h.perToken[v.by.Token]--; h.perToken[v.by.Token] <= 0 {
+		delete(h.perToken, v.by.Token)
+	}
+	if v.expiry != nil {
+		v.expiry.Stop()
 	}
 }
 
@@ -294,22 +346,27 @@ func sseFrame(ev Event) []byte {
 
 // streamEvents answers GET /api/v2/events: the team's job and template changes.
 func (s *Server) streamEvents(r *request) {
-	s.stream(r, func(h *Hub) *Viewer { return h.Subscribe(r.team) })
+	s.stream(r, func(h *Hub) (*Viewer, error) { return h.Subscribe(r.team, r.holder) })
 }
 
 // streamFarmEvents answers GET /api/v2/admin/events: render nodes' state changes.
 func (s *Server) streamFarmEvents(r *request) {
-	s.stream(r, (*Hub).SubscribeFarm)
+	s.stream(r, func(h *Hub) (*Viewer, error) { return h.SubscribeFarm(r.holder) })
 }
 
 // stream writes the events of the viewer subscribe makes as server-sent events, with a comment
-// line every 15 s so proxies keep the stream open.
-func (s *Server) stream(r *request, subscribe func(*Hub) *Viewer) {
+// line every 15 s so proxies keep the stream open. The stream ends when its token is revoked or
+// expires.
+func (s *Server) stream(r *request, subscribe func(*Hub) (*Viewer, error)) {
 	if s.Events == nil {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "this server has no event stream"))
 		return
 	}
-	v := subscribe(s.Events)
+	v, err := subscribe(s.Events)
+	if err != nil {
+		r.fail(&apiError{status: http.StatusTooManyRequests, Code: codeRateLimited, Error: err.Error(), retryAfter: 5})
+		return
+	}
 	r.ctx.SetContentType("text/event-stream")
 	r.ctx.Response.Header.Set("Cache-Control", "no-store")
 	r.ctx.Response.Header.Set("X-Accel-Buffering", "no")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 		t.Fatal(err)
 	}
 	hub := &Hub{Observer: nopObserver{}, Store: store, Clock: clock.NewFake(now), Buffer: 8, MaxPerFlush: 2}
-	a, b := hub.Subscribe(teamA), hub.Subscribe(teamB)
+	a, b := subscribe(t, hub, teamA, Holder{Token: [32]byte{1}}), subscribe(t, hub, teamB, Holder{Token: [32]byte{2}})
 	read := func(v *Viewer) []string {
 		var got []string
 		for {
@@ -94,7 +95,7 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 		t.Fatalf("a slow viewer got %d frames, ending %q", len(got), got[len(got)-1])
 	}
 	// Templates reach their team's viewers, nodes the farm's.
-	farm := hub.SubscribeFarm()
+	farm, _ := hub.SubscribeFarm(Holder{Token: [32]byte{3}})
 	hub.TemplateStatusChanged(teamA, jobs[0].ID, persistence.TemplateUploaded)
 	hub.NodeStateChanged("render-02", actors.NodeReady, actors.NodeDraining)
 	if got := read(a); len(got) != 1 || !strings.Contains(got[0], `"type":"template"`) || !strings.Contains(got[0], `"status":"uploaded"`) {
@@ -107,7 +108,62 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 	if got := read(a); len(got) != 1 || got[0] != "closed" {
 		t.Fatalf("after Close: %q", got)
 	}
-	if got := read(hub.Subscribe(teamA)); len(got) != 1 || got[0] != "closed" {
+	if got := read(subscribe(t, hub, teamA, Holder{Token: [32]byte{1}})); len(got) != 1 || got[0] != "closed" {
 		t.Fatalf("a viewer after Close: %q", got)
+	}
+}
+
+func subscribe(t *testing.T, hub *Hub, team ulid.ULID, by Holder) *Viewer {
+	t.Helper()
+	v, err := hub.Subscribe(team, by)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestStreamsEndWithTheirToken: a revoked token's streams end at once, an expiring token's when
+// it expires, other tokens' go on; one token holds at most MaxPerToken streams, and a stream that
+// ends gives its place back.
+func TestStreamsEndWithTheirToken(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(now)
+	hub := &Hub{Observer: nopObserver{}, Clock: clk, MaxPerToken: 2}
+	team := ulid.Make()
+	revoked, expiring, other := Holder{Token: [32]byte{1}}, Holder{Token: [32]byte{2}, Expires: now.Add(time.Hour)}, Holder{Token: [32]byte{3}}
+	r1, r2 := subscribe(t, hub, team, revoked), subscribe(t, hub, team, revoked)
+	if _, err := hub.Subscribe(team, revoked); !errors.Is(err, ErrTooManyStreams) {
+		t.Fatalf("a third stream of one token: %v", err)
+	}
+	if _, err := hub.SubscribeFarm(revoked); !errors.Is(err, ErrTooManyStreams) {
+		t.Fatalf("a third stream of one token, to the farm's events: %v", err)
+	}
+	e, o := subscribe(t, hub, team, expiring), subscribe(t, hub, team, other)
+	ended := func(v *Viewer) bool {
+		select {
+		case _, open := <-v.C:
+			return !open
+		case <-time.After(5 * time.Second):
+			return false
+		}
+	}
+	hub.Revoke(revoked.Token)
+	if !ended(r1) || !ended(r2) {
+		t.Fatal("a revoked token's streams go on")
+	}
+	subscribe(t, hub, team, revoked) // its places are free again (the token itself is refused before the hub)
+	clk.Advance(time.Hour - time.Millisecond)
+	select {
+	case <-e.C:
+		t.Fatal("a stream ended before its token expired")
+	default:
+	}
+	clk.Advance(time.Millisecond)
+	if !ended(e) {
+		t.Fatal("an expired token's stream goes on")
+	}
+	hub.TemplateStatusChanged(team, team, persistence.TemplateUploaded)
+	if frame, open := <-o.C; !open || !strings.Contains(string(frame), "template") {
+		t.Fatal("another token's stream ended with them")
 	}
 }

@@ -64,7 +64,9 @@ type request struct {
 	// log is made by logger on first use: most requests log nothing.
 	log  *slog.Logger
 	team ulid.ULID
-	s    *Server
+	// holder is the request's token, once authenticated (event streams end with it).
+	holder Holder
+	s      *Server
 }
 
 // logger is the request's logger, carrying its id and, once authenticated, its team.

@@ -231,6 +231,9 @@ func (s *Server) revokeToken(r *request) {
 		return
 	}
 	s.tokens.Delete(revoke.Revoked.Hash)
+	if s.Events != nil {
+		s.Events.Revoke(revoke.Revoked.Hash)
+	}
 	var team persistence.Team
 	s.Store.View(func(tx *persistence.Tx) (err error) { team, err = tx.Team(revoke.Revoked.TeamID); return err })
 	r.logger().Info("token revoked", "for_team", revoke.Revoked.TeamID.String(), "token_id", id)

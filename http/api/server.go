@@ -317,7 +317,7 @@ func (s *Server) authenticate(r *request) bool {
 		r.fail(errUnauthorized)
 		return false
 	}
-	r.team = tok.TeamID
+	r.team, r.holder = tok.TeamID, Holder{Token: hash, Expires: tok.ExpiresAt}
 	r.log = nil // made again with the team when first used
 	return s.limit(r, hash)
 }
@@ -348,6 +348,7 @@ func (s *Server) authenticateAdmin(r *request) bool {
 	hash := persistence.HashToken(token)
 	for _, admin := range []string{s.cfg.AdminToken, s.cfg.LocalAdminToken} {
 		if admin != "" && subtle.ConstantTimeCompare([]byte(token), []byte(admin)) == 1 {
+			r.holder = Holder{Token: hash}
 			return s.limit(r, hash)
 		}
 	}
