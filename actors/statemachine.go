@@ -96,8 +96,11 @@ var ErrUploadNotAwaited = errors.New("the template awaits no upload")
 // FileEvent is what a file arriving for t is: its first file (awaited, or downloaded from src),
 // or a replacement its owner opened with PUT /templates/{id}/upload. Any other file is refused,
 // so an old upload URL cannot replace a template's file behind its owner's back.
-func FileEvent(t *persistence.Template) (TemplateEvent, error) {
+func FileEvent(t *persistence.Template, window int) (TemplateEvent, error) {
 	switch {
+	case window != t.UploadWindow:
+		return "", fmt.Errorf("%w: this upload URL was for an earlier upload window of template %s; PUT /api/v2/templates/%s/upload gives the current one",
+			ErrUploadNotAwaited, t.ID, t.ID)
 	case t.Status == persistence.TemplateAwaitingUpload || t.Status == persistence.TemplateDownloading:
 		return EventFileArrived, nil
 	case t.ReplacementOpen:

@@ -111,7 +111,7 @@ func TestIllegalTransitionsChangeNothing(t *testing.T) {
 }
 
 // TestFileEventTakesAFileOnlyWhenOneIsAwaited: a first file, a download, or a replacement its
-// owner opened; nothing else.
+// owner opened, through the URL of the window open now; nothing else.
 func TestFileEventTakesAFileOnlyWhenOneIsAwaited(t *testing.T) {
 	for _, tc := range []struct {
 		status persistence.TemplateStatus
@@ -127,10 +127,16 @@ func TestFileEventTakesAFileOnlyWhenOneIsAwaited(t *testing.T) {
 		{persistence.TemplateError, false, ""},
 		{persistence.TemplateProcessing, false, ""},
 	} {
-		tpl := &persistence.Template{Status: tc.status, ReplacementOpen: tc.open}
-		ev, err := FileEvent(tpl)
+		tpl := &persistence.Template{Status: tc.status, ReplacementOpen: tc.open, UploadWindow: 2}
+		ev, err := FileEvent(tpl, 2)
 		if ev != tc.want || (tc.want == "") != errors.Is(err, ErrUploadNotAwaited) {
 			t.Errorf("%s open=%v: %q %v, want %q", tc.status, tc.open, ev, err, tc.want)
+		}
+		// A URL of another window is refused whatever the template awaits.
+		for _, window := range []int{0, 1, 3} {
+			if ev, err := FileEvent(tpl, window); ev != "" || !errors.Is(err, ErrUploadNotAwaited) {
+				t.Errorf("%s open=%v, window %d of 2: %q %v", tc.status, tc.open, window, ev, err)
+			}
 		}
 		if ev != "" && applyTemplateEvent(tpl, ev) != nil {
 			t.Errorf("%s open=%v: %s is not a legal transition", tc.status, tc.open, ev)

@@ -41,7 +41,9 @@ type (
 	templateOpenReplacement struct{ teamID, id ulid.ULID }
 	templateFile            struct {
 		teamID, id ulid.ULID
-		file       persistence.StoredFile
+		// window is the upload window whose URL the file came through.
+		window int
+		file   persistence.StoredFile
 	}
 	templateAnswer struct {
 		tpl *persistence.Template
@@ -199,9 +201,10 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 			return
 		}
 		tpl.ReplacementOpen = true
+		tpl.UploadWindow++
 		p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) { reply(tpl, err) })
 	case *templateFile:
-		p.fileArrived(ctx, m.teamID, m.id, m.file, reply)
+		p.fileArrived(ctx, m.teamID, m.id, uploadedIn(m.window), m.file, reply)
 	case *downloadDone:
 		p.downloadDone(ctx, m)
 	case *inspectionDone:
@@ -251,10 +254,10 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 	})
 }
 
-func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID, file persistence.StoredFile,
-	then func(*persistence.Template, error)) {
+func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID, event func(*persistence.Template) (TemplateEvent, error),
+	file persistence.StoredFile, then func(*persistence.Template, error)) {
 	var previous *persistence.StoredFile
-	p.transition(ctx, teamID, id, FileEvent, func(tpl *persistence.Template) {
+	p.transition(ctx, teamID, id, event, func(tpl *persistence.Template) {
 		previous = tpl.File
 		tpl.ReplacementOpen = false
 		tpl.File = &file
@@ -374,7 +377,17 @@ func (p *templateProcessor) downloadDone(ctx actor.Context, m *downloadDone) {
 		p.transition(ctx, m.teamID, m.id, always(EventDownloadFailed), func(tpl *persistence.Template) { tpl.Error = err.Error() }, logFailure)
 		return
 	}
-	p.fileArrived(ctx, m.teamID, m.id, m.file, logFailure)
+	p.fileArrived(ctx, m.teamID, m.id, downloaded, m.file, logFailure)
+}
+
+// uploadedIn is the event of a file uploaded through the URL of upload window window.
+func uploadedIn(window int) func(*persistence.Template) (TemplateEvent, error) {
+	return func(tpl *persistence.Template) (TemplateEvent, error) { return FileEvent(tpl, window) }
+}
+
+// downloaded is the event of a file downloaded from the template's src: no URL was used.
+func downloaded(tpl *persistence.Template) (TemplateEvent, error) {
+	return FileEvent(tpl, tpl.UploadWindow)
 }
 
 // quotaRoom refuses a downloaded file that would take the team's templates past their quota.
@@ -513,7 +526,8 @@ func (c *Coordinator) OpenTemplateReplacement(teamID, id ulid.ULID) (*persistenc
 	return c.askTemplates(&templateOpenReplacement{teamID: teamID, id: id})
 }
 
-// TemplateFileArrived records a stored upload as the template's file and starts processing it.
-func (c *Coordinator) TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error) {
-	return c.askTemplates(&templateFile{teamID: teamID, id: id, file: file})
+// TemplateFileArrived records a stored upload, sent through the URL of upload window window, as
+// the template's file and starts processing it.
+func (c *Coordinator) TemplateFileArrived(teamID, id ulid.ULID, window int, file persistence.StoredFile) (*persistence.Template, error) {
+	return c.askTemplates(&templateFile{teamID: teamID, id: id, window: window, file: file})
 }

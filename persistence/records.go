@@ -130,6 +130,11 @@ type Template struct {
 	// ReplacementOpen is set when PUT /templates/{id}/upload asked for a URL that replaces the
 	// file of a template that has one; the next file to arrive clears it.
 	ReplacementOpen bool `json:"replacementOpen,omitzero"`
+	// UploadWindow numbers the template's upload windows: the first is its creation's, and each
+	// replacement opens the next. An upload URL names its window (UploadKey), so it serves that
+	// window only: once a file arrived through it, or a later window opened, it is refused.
+	// Templates of releases before it have 0.
+	UploadWindow int `json:"uploadWindow,omitzero"`
 	// File is the stored project file, once one arrived.
 	File       *StoredFile          `json:"file,omitzero"`
 	Inspection *renderer.Inspection `json:"inspection,omitzero"`
@@ -241,6 +246,21 @@ func (j *Job) WithProgress(percent float64) *Job {
 	c := *j
 	c.Progress = percent
 	return &c
+}
+
+// UploadKey is the key that the template's upload URL signs for its current upload window.
+func (t *Template) UploadKey() string {
+	return TemplateUploadKey(t.TeamID, t.ID, t.UploadWindow)
+}
+
+// TemplateUploadKey is the key an upload URL of a template's window signs; window 0, of
+// templates made before windows were numbered, has the shape of those releases' URLs.
+func TemplateUploadKey(team, id ulid.ULID, window int) string {
+	key := "uploads/templates/" + team.String() + "/" + id.String()
+	if window == 0 {
+		return key
+	}
+	return key + "/" + strconv.Itoa(window)
 }
 
 // OutputKey is the object store key of the output of the job's current attempt. Each attempt

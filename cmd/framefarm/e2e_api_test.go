@@ -77,8 +77,9 @@ func TestTemplateLifecycle(t *testing.T) {
 }
 
 // TestUploadURLsReplaceAFileOnlyWhenAsked: once a template has its file, its upload URL refuses
-// another body (the template stays as it was) until PUT /templates/{id}/upload opens it for a
-// replacement, which the next file closes.
+// another body (the template stays as it was). PUT /templates/{id}/upload opens a new window
+// for a replacement, with a URL of its own which the next file closes; the URLs of earlier
+// windows never come back to life.
 func TestUploadURLsReplaceAFileOnlyWhenAsked(t *testing.T) {
 	c := startCoordinator(t, options{slots: 0})
 	acme := c.team("acme")
@@ -98,6 +99,20 @@ func TestUploadURLsReplaceAFileOnlyWhenAsked(t *testing.T) {
 		URL string `json:"url"`
 	}
 	acme.must(http.MethodPut, "/api/v2/templates/"+tpl.ID+"/upload", nil, http.StatusOK, &fresh)
+	if fresh.URL == tpl.UploadInfo.URL {
+		t.Fatal("the new window's URL is the first one's")
+	}
+	// The first URL, used already, is refused while the new window is open: whoever kept it
+	// cannot put their file in.
+	acme.put(tpl.UploadInfo.URL, []byte("not a template"), http.StatusConflict)
+	// Asking again while the window is open gives a URL of the same window.
+	var again struct {
+		URL string `json:"url"`
+	}
+	acme.must(http.MethodPut, "/api/v2/templates/"+tpl.ID+"/upload", nil, http.StatusOK, &again)
+	if windowOf(again.URL) != windowOf(fresh.URL) {
+		t.Fatalf("asked twice, two windows: %s and %s", fresh.URL, again.URL)
+	}
 	replacement := inspection()
 	replacement.Compositions = replacement.Compositions[:1]
 	acme.put(fresh.URL, templateZip(t, replacement), http.StatusOK)
@@ -107,6 +122,29 @@ func TestUploadURLsReplaceAFileOnlyWhenAsked(t *testing.T) {
 		t.Fatalf("the replacement was not inspected: %+v", after)
 	}
 	acme.put(fresh.URL, templateZip(t, inspection()), http.StatusConflict)
+	acme.put(again.URL, templateZip(t, inspection()), http.StatusConflict)
+
+	// A third window: both earlier URLs stay refused, its own serves once.
+	var third struct {
+		URL string `json:"url"`
+	}
+	acme.must(http.MethodPut, "/api/v2/templates/"+tpl.ID+"/upload", nil, http.StatusOK, &third)
+	for _, old := range []string{tpl.UploadInfo.URL, fresh.URL} {
+		acme.put(old, templateZip(t, inspection()), http.StatusConflict)
+	}
+	acme.put(third.URL, templateZip(t, inspection()), http.StatusOK)
+	c.waitCount("template", tpl.ID, "uploaded", 3)
+	acme.put(third.URL, templateZip(t, inspection()), http.StatusConflict)
+	acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &after)
+	if len(after.Compositions) != 2 {
+		t.Fatalf("the third window's file is not the template's: %+v", after)
+	}
+}
+
+// windowOf is the path of an upload URL, which names its window.
+func windowOf(raw string) string {
+	path, _, _ := strings.Cut(raw, "?")
+	return path
 }
 
 func TestTemplateErrors(t *testing.T) {

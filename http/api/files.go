@@ -125,17 +125,20 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
 }
 
-// uploadTemplateFile receives a template's project file through the URL of its uploadInfo.
+// uploadTemplateFile receives a template's project file through the URL of its uploadInfo, which
+// names the upload window it serves (none: a URL of a release before windows, window 0).
 func (s *Server) uploadTemplateFile(r *request) {
 	teamText, _ := r.ctx.UserValue("team").(string)
 	idText, _ := r.ctx.UserValue("id").(string)
+	windowText, _ := r.ctx.UserValue("window").(string)
 	teamID, ok1 := persistence.ParseID(teamText)
 	id, ok2 := persistence.ParseID(idText)
-	if !ok1 || !ok2 {
+	window, err := strconv.Atoi(windowText)
+	if !ok1 || !ok2 || (windowText != "" && (err != nil || window < 1)) {
 		r.fail(templateNotFound(idText))
 		return
 	}
-	if !s.verifySigned(r, http.MethodPut, templateUploadKey(teamID, id)) {
+	if !s.verifySigned(r, http.MethodPut, persistence.TemplateUploadKey(teamID, id, window)) {
 		return
 	}
 	var tpl *persistence.Template
@@ -144,7 +147,7 @@ func (s *Server) uploadTemplateFile(r *request) {
 		r.fail(templateNotFound(idText))
 		return
 	}
-	if _, err := actors.FileEvent(tpl); err != nil {
+	if _, err := actors.FileEvent(tpl, window); err != nil {
 		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
 		return
 	}
@@ -157,7 +160,7 @@ func (s *Server) uploadTemplateFile(r *request) {
 	if !ok {
 		return
 	}
-	if _, err := s.Coordinator.TemplateFileArrived(teamID, id, file); err != nil {
+	if _, err := s.Coordinator.TemplateFileArrived(teamID, id, window, file); err != nil {
 		s.Blobs.Delete(key)
 		r.failErr(err, templateNotFound(idText))
 		return

@@ -85,6 +85,7 @@ func (s *Server) routesV2() {
 
 	s.handle(http.MethodGet, "/files/{key:*}", authNone, s.getFile)
 	s.handle(http.MethodHead, "/files/{key:*}", authNone, s.getFile)
+	s.handle(http.MethodPut, "/files/uploads/templates/{team}/{id}/{window}", authNone, s.uploadTemplateFile)
 	s.handle(http.MethodPut, "/files/uploads/templates/{team}/{id}", authNone, s.uploadTemplateFile)
 	s.handle(http.MethodPut, "/files/outputs/{job}/{attempt}/{name}", authNone, s.uploadOutput)
 

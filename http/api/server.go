@@ -118,7 +118,7 @@ type Coordinator interface {
 	CreateTemplate(tpl *persistence.Template) error
 	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)
 	DeleteTemplate(teamID, id ulid.ULID) error
-	TemplateFileArrived(teamID, id ulid.ULID, file persistence.StoredFile) (*persistence.Template, error)
+	TemplateFileArrived(teamID, id ulid.ULID, window int, file persistence.StoredFile) (*persistence.Template, error)
 	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
 	Capacities() map[string]actors.Capacity
 	Nodes() []actors.NodeInfo

@@ -59,7 +59,7 @@ func (s *Server) createTemplate(r *request) {
 	now := s.Clock.Now()
 	tpl := &persistence.Template{
 		ID: s.IDs.New(now), TeamID: r.team, Type: body.Type, DisplayName: strings.TrimSpace(body.DisplayName),
-		Status: persistence.TemplateAwaitingUpload, Src: body.Src, CreatedAt: now, UpdatedAt: now,
+		Status: persistence.TemplateAwaitingUpload, Src: body.Src, CreatedAt: now, UpdatedAt: now, UploadWindow: 1,
 	}
 	if body.Src != "" {
 		tpl.Status = persistence.TemplateDownloading

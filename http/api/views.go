@@ -246,7 +246,7 @@ func (s *Server) templateView(t *persistence.Template) *templateView {
 }
 
 func (s *Server) uploadInfo(t *persistence.Template) *uploadInfo {
-	key := templateUploadKey(t.TeamID, t.ID)
+	key := t.UploadKey()
 	return &uploadInfo{
 		URL:       s.URLs.URL(http.MethodPut, key, s.Clock.Now().Add(s.cfg.UploadURLTTL)),
 		Method:    http.MethodPut,
@@ -254,8 +254,4 @@ func (s *Server) uploadInfo(t *persistence.Template) *uploadInfo {
 		Key:       key,
 		Fields:    map[string]string{"Content-Type": "application/octet-stream"},
 	}
-}
-
-func templateUploadKey(teamID, templateID ulid.ULID) string {
-	return "uploads/templates/" + teamID.String() + "/" + templateID.String()
 }
