@@ -59,6 +59,9 @@ func newFixture(t testing.TB, cfg actors.Config) *fixture {
 	}
 	box, _ := secretbox.New(make([]byte, 32))
 	obs := newRecorder()
+	events := &actors.Events{}
+	metrics.New().Watch(events)
+	obs.watch(events)
 	ids := persistence.NewIDs()
 	// Nodes upload outputs here; the coordinator's own file routes are the API's, not tested here.
 	files := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +72,7 @@ func newFixture(t testing.TB, cfg actors.Config) *fixture {
 	t.Cleanup(files.Close)
 	deps := actors.Deps{
 		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(files.URL, []byte("k")), Secrets: box,
-		Clock: clk, IDs: ids, Observer: obs, Logger: slog.New(slog.DiscardHandler), Outbound: http.DefaultClient,
+		Clock: clk, IDs: ids, Events: events, Logger: slog.New(slog.DiscardHandler), Outbound: http.DefaultClient,
 		JobJSON: func(j *persistence.Job, _ json.RawMessage) ([]byte, error) {
 			return []byte(`{"id":"` + j.ID.String() + `"}`), nil
 		},
@@ -204,10 +207,9 @@ func (f *fixture) job(id ulid.ULID) *persistence.Job {
 	return j
 }
 
-// recorder is the Observer of the tests: metrics as in production, plus a way to wait for
-// durable transitions.
+// recorder watches the actors of the tests (beside metrics, as in production), a way to wait for
+// what they do.
 type recorder struct {
-	*metrics.Metrics
 	mu      sync.Mutex
 	changed chan struct{}
 	states  map[ulid.ULID][]persistence.JobState
@@ -219,62 +221,34 @@ type recorder struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{Metrics: metrics.New(), changed: make(chan struct{}), states: map[ulid.ULID][]persistence.JobState{},
+	return &recorder{changed: make(chan struct{}), states: map[ulid.ULID][]persistence.JobState{},
 		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}, nodes: map[string]actors.NodeState{}}
 }
 
-func (r *recorder) notify() {
+func (r *recorder) watch(ev *actors.Events) {
+	ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { r.record(func() { r.states[e.Job] = append(r.states[e.Job], e.To) }) })
+	ev.JobActorStopped.Subscribe(func(e actors.JobActorStopped) { r.record(func() { r.stopped[e.Job]++ }) })
+	ev.NodeMessageRefused.Subscribe(func(actors.NodeMessageRefused) { r.record(func() { r.refused++ }) })
+	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) { r.record(func() { r.nodes[e.Node] = e.To }) })
+	ev.StaleReport.Subscribe(func(actors.StaleReport) { r.record(func() { r.stale++ }) })
+	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) {
+		r.record(func() { r.hooks[e.Job] = append(r.hooks[e.Job], e.Result) })
+	})
+}
+
+// record notes a happening under the lock and wakes those who wait.
+func (r *recorder) record(note func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	note()
 	close(r.changed)
 	r.changed = make(chan struct{})
-}
-
-func (r *recorder) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
-	r.Metrics.JobStateChanged(id, from, to)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.states[id] = append(r.states[id], to)
-	r.notify()
-}
-
-func (r *recorder) JobActorStopped(id ulid.ULID) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stopped[id]++
-	r.notify()
-}
-
-func (r *recorder) NodeMessageRefused(string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.refused++
-	r.notify()
 }
 
 func (r *recorder) refusals() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.refused
-}
-
-func (r *recorder) NodeStateChanged(id string, from, to actors.NodeState) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.nodes[id] = to
-	r.notify()
-}
-
-func (r *recorder) StaleReport(ulid.ULID, int, string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.stale++
-	r.notify()
-}
-
-func (r *recorder) WebhookAttempt(id ulid.ULID, result string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.hooks[id] = append(r.hooks[id], result)
-	r.notify()
 }
 
 // until waits for cond, evaluated under the recorder's lock after each event.

@@ -74,7 +74,7 @@ func TestNodeProtocolConformance(t *testing.T) {
 				if acked := s.acknowledged(t); acked != id.String() {
 					t.Fatalf("acknowledged %s", acked)
 				}
-				// The acknowledgement follows the durable change, whose observer ran first.
+				// The acknowledgement follows the durable change, whose watchers ran first.
 				f.obs.mu.Lock()
 				finished := f.obs.count(id, persistence.JobFinished)
 				f.obs.mu.Unlock()

@@ -106,38 +106,6 @@ func setDefault[T comparable](v *T, def T) {
 	}
 }
 
-// Observer receives what the actors do, for metrics.
-type Observer interface {
-	// JobStateChanged reports a durable transition; from is 0 when the job was just created.
-	JobStateChanged(jobID ulid.ULID, from, to persistence.JobState)
-	// JobActorStopped reports a job's actor passivated (its record stays in the store).
-	JobActorStopped(jobID ulid.ULID)
-	// JobProgressSaved reports a rendering job's progress once it is durable.
-	JobProgressSaved(jobID ulid.ULID, percent float64)
-	// TemplateStatusChanged reports a durable template status.
-	TemplateStatusChanged(teamID, templateID ulid.ULID, status persistence.TemplateStatus)
-	// TemplateReinspected reports an uploaded template read again by a newer inspector, durably.
-	TemplateReinspected(templateID ulid.ULID)
-	RenderFinished(engine string, d time.Duration)
-	// StaleReport reports a node's report rejected because its attempt is no longer current
-	// (what is "progress", "done" or "failure").
-	StaleReport(jobID ulid.ULID, attempt int, what string)
-	Requeued()
-	// Assigned reports an assignment sent to a node, with how long its job waited in the queue.
-	Assigned(queued time.Duration)
-	// NodeStateChanged reports a render node's new state; from is "" for a new node, to is ""
-	// for a node an operator made the farm forget.
-	NodeStateChanged(nodeID string, from, to NodeState)
-	// NodeRender reports a render a node finished (ok) or failed.
-	NodeRender(nodeID string, ok bool)
-	// LeaseExpired counts a node lost because its heartbeats stopped.
-	LeaseExpired()
-	// NodeMessageRefused counts a node message that could not be opened (unknown kind, bad data).
-	NodeMessageRefused(kind string)
-	// WebhookAttempt reports one recorded delivery attempt: "delivered", "retrying" or "failed".
-	WebhookAttempt(jobID ulid.ULID, result string)
-}
-
 // Deps are the coordinator's collaborators; each is asked for no more than the actors use.
 type Deps struct {
 	Store Store
@@ -148,8 +116,9 @@ type Deps struct {
 	Inspector renderer.Inspector
 	Clock     clock.Clock
 	IDs       IDs
-	Observer  Observer
-	Logger    *slog.Logger
+	// Events carries what the actors do to those who watch (metrics, the dashboard).
+	Events *Events
+	Logger *slog.Logger
 	// Outbound sends webhooks and fetches template src URLs; it refuses private addresses unless
 	// configured otherwise.
 	Outbound *http.Client
@@ -222,6 +191,9 @@ type Coordinator struct {
 // New builds a coordinator; Start brings it up.
 func New(cfg Config, deps Deps) *Coordinator {
 	cfg.setDefaults()
+	if deps.Events == nil {
+		deps.Events = &Events{}
+	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return deps.Logger.With("component", "protoactor")
 	}))
@@ -399,7 +371,7 @@ func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job
 func (c *Coordinator) startNewJobs(jobs []*persistence.Job) {
 	queued := make([]persistence.QueueEntry, 0, len(jobs))
 	for _, j := range jobs {
-		c.Observer.JobStateChanged(j.ID, 0, j.State)
+		c.Events.JobStateChanged.Publish(JobStateChanged{Job: j.ID, To: j.State})
 		if j.State == persistence.JobQueued {
 			queued = append(queued, j.QueueEntry())
 		}

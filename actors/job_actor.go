@@ -188,7 +188,7 @@ func (a *jobActor) restartIdle(ctx actor.Context) {
 func (a *jobActor) passivate(ctx actor.Context) {
 	if a.c.jobs.tryPassivate(a.job.ID, a.entry) {
 		ctx.Stop(ctx.Self())
-		a.c.Observer.JobActorStopped(a.job.ID)
+		a.c.Events.JobActorStopped.Publish(JobActorStopped{Job: a.job.ID})
 	}
 }
 
@@ -271,7 +271,7 @@ func (a *jobActor) current(attempt int, what, node string, settle *actor.PID) bo
 		"current_attempt", a.job.Attempts, "state", a.job.State.String())
 	jobID := a.job.ID
 	if what == "progress" {
-		a.c.Observer.StaleReport(jobID, attempt, what)
+		a.c.Events.StaleReport.Publish(StaleReport{Job: jobID, Attempt: attempt, What: what})
 		return false
 	}
 	line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
@@ -283,7 +283,7 @@ func (a *jobActor) current(attempt int, what, node string, settle *actor.PID) bo
 		} else {
 			a.c.settled(settle, jobID, attempt)
 		}
-		a.c.Observer.StaleReport(jobID, attempt, what)
+		a.c.Events.StaleReport.Publish(StaleReport{Job: jobID, Attempt: attempt, What: what})
 	})
 	return false
 }
@@ -324,7 +324,7 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	next := a.job.WithProgress(percent)
 	a.persist(ctx, a.job.State, next, nil, nil, nil, func(err error) {
 		if err == nil {
-			a.c.Observer.JobProgressSaved(a.job.ID, percent)
+			a.c.Events.JobProgressSaved.Publish(JobProgressSaved{Job: a.job.ID, Percent: percent})
 		}
 	})
 }
@@ -359,7 +359,7 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 			return
 		}
 		a.c.settled(d.settle, a.job.ID, d.attempt)
-		a.c.Observer.RenderFinished(a.job.Engine, d.duration)
+		a.c.Events.RenderFinished.Publish(RenderFinished{Engine: a.job.Engine, Took: d.duration})
 		a.notifyParent(ctx, &childFinished{child: a.job.ID})
 	})
 }
@@ -387,7 +387,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		}, append(log, "queued again"), f.logAt, func(err error) {
 			if err == nil {
 				a.c.settled(f.settle, a.job.ID, f.attempt)
-				a.c.Observer.Requeued()
+				a.c.Events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
 				a.enqueue(ctx)
 			}
 		})
@@ -565,7 +565,7 @@ func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 		a.log().Error("cannot persist a job change", "err", w.err)
 	} else {
 		if w.next.State != a.job.State {
-			a.c.Observer.JobStateChanged(a.job.ID, a.job.State, w.next.State)
+			a.c.Events.JobStateChanged.Publish(JobStateChanged{Job: a.job.ID, From: a.job.State, To: w.next.State})
 		}
 		a.job = w.next
 	}

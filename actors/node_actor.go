@@ -87,7 +87,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 	now := n.c.Clock.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		n.c.Observer.NodeStateChanged(n.book.hello.NodeID, "", NodeJoined)
+		n.c.Events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, To: NodeJoined})
 	case *actor.Stopping:
 		if n.tick != nil {
 			n.tick.Stop()
@@ -125,7 +125,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 		}
 		asker := ctx.Sender()
 		n.carryOut(ctx, nil, out, func() {
-			n.c.Observer.NodeStateChanged(n.book.hello.NodeID, n.book.state, "")
+			n.c.Events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: n.book.state})
 			ctx.Send(asker, true)
 			ctx.Stop(ctx.Self())
 		})
@@ -173,7 +173,7 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 		case stateSet:
 			n.tellScheduler(ctx, e.to)
 			if e.from != e.to {
-				n.c.Observer.NodeStateChanged(n.book.hello.NodeID, e.from, e.to)
+				n.c.Events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: e.from, To: e.to})
 			}
 		case holdChanged:
 			// Writes are committed in the order submitted, so the last hold decided wins.
@@ -220,18 +220,18 @@ func (n *nodeActor) count(c counted) {
 	id := n.book.hello.NodeID
 	switch c.what {
 	case countLeaseExpired:
-		n.c.Observer.LeaseExpired()
+		n.c.Events.LeaseExpired.Publish(LeaseExpired{Node: id})
 	case countRenderFinished:
-		n.c.Observer.NodeRender(id, true)
+		n.c.Events.NodeRendered.Publish(NodeRendered{Node: id, OK: true})
 	case countRenderFailed:
-		n.c.Observer.NodeRender(id, false)
+		n.c.Events.NodeRendered.Publish(NodeRendered{Node: id})
 	case countRefused:
-		n.c.Observer.NodeMessageRefused("session")
+		n.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "session"})
 		if pass, held := n.refusals.Allow("session", n.c.Clock.Now()); pass {
 			n.log.Warn("refused a message without the node's current session", "refused_since_last_line", held)
 		}
 	case countAssigned:
-		n.c.Observer.Assigned(c.waited)
+		n.c.Events.Assigned.Publish(Assigned{Waited: c.waited})
 	}
 }
 

@@ -51,7 +51,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	msg, err := protocol.Open(env)
 	if err != nil {
 		g.refused("refused a render node message", "kind", env.GetKind(), "version", env.GetVersion(), "err", err)
-		g.c.Observer.NodeMessageRefused(env.GetKind())
+		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: env.GetKind()})
 		answer(&protocol.Error{Kind: env.GetKind(), Message: err.Error()})
 		return
 	}
@@ -66,7 +66,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	}
 	if reason := certificateMismatch(peer, remote, from.NodeID); reason != "" {
 		g.refused("refused a render node message", "kind", env.GetKind(), "node", from.NodeID, "peer", peer.Describe(), "reason", reason)
-		g.c.Observer.NodeMessageRefused("identity")
+		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "identity"})
 		return
 	}
 	if pid := g.c.nodes.pid(from.NodeID); pid != nil {
@@ -98,7 +98,7 @@ func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.
 		// Nothing is answered: the node asks for a new challenge when its patience ends.
 		g.refused("refused a hello answering a challenge not given to its sender, expired or already used (a replayed hello?)",
 			"node", h.NodeID, "peer", peer.Describe())
-		g.c.Observer.NodeMessageRefused("hello")
+		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "hello"})
 		return
 	}
 	reason := g.c.checkHello(h)
@@ -107,7 +107,7 @@ func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.
 	}
 	if reason != "" {
 		g.refused("refused a render node", "node", h.NodeID, "peer", peer.Describe(), "reason", reason)
-		g.c.Observer.NodeMessageRefused("hello")
+		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "hello"})
 		answer(&protocol.Welcome{Accepted: false, Reason: reason, Nonce: h.Nonce})
 		return
 	}

@@ -39,7 +39,7 @@ func (f *fixture) nodeState(id string) actors.NodeState {
 	return ""
 }
 
-// untilNode waits for a node's state, told by the observer.
+// untilNode waits for a node's state, told by the recorder.
 func (f *fixture) untilNode(id string, state actors.NodeState) {
 	f.t.Helper()
 	f.obs.until(f.t, "node "+id+" "+string(state), func() bool { return f.obs.nodes[id] == state })

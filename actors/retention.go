@@ -9,23 +9,16 @@ import (
 	"github.com/framefarm/framefarm/persistence"
 )
 
-// RetentionObserver hears what retention removed (metrics).
-type RetentionObserver interface {
-	// JobsRemoved reports removed jobs (each in its final state) and how many batches went
-	// with their last job.
-	JobsRemoved(jobs []*persistence.Job, batches int)
-}
-
 // Retention removes finished, failed and cancelled jobs that ended more than Keep ago, with
 // their descendants, logs, emptied batches and outputs in the embedded object store (outputs
 // uploaded to a client's own bucket are never touched). It works in small steps, each one
 // group-committed write of at most StepJobs jobs, so intake never waits behind it.
 type Retention struct {
-	Store    Store
-	Blobs    Blobs
-	Clock    clock.Clock
-	Observer RetentionObserver
-	Log      *slog.Logger
+	Store  Store
+	Blobs  Blobs
+	Clock  clock.Clock
+	Events *Events
+	Log    *slog.Logger
 	// Keep is how long a job is kept after it ended; Every is the wait between sweeps.
 	Keep, Every time.Duration
 	// StepJobs caps the top-level jobs one write removes (default 256).
@@ -70,7 +63,7 @@ func (r *Retention) Sweep(ctx context.Context) (int, error) {
 			}
 		}
 		if len(res.Jobs) > 0 || res.Batches > 0 {
-			r.Observer.JobsRemoved(res.Jobs, res.Batches)
+			r.Events.JobsRemoved.Publish(JobsRemoved{Jobs: res.Jobs, Batches: res.Batches})
 		}
 		removed += len(res.Jobs)
 		if res.Next == nil {

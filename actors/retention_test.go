@@ -21,11 +21,18 @@ type removals struct {
 	batches int
 }
 
-func (r *removals) JobsRemoved(jobs []*persistence.Job, batches int) {
+// watching is events whose removals r counts.
+func watching(r *removals) *actors.Events {
+	ev := &actors.Events{}
+	ev.JobsRemoved.Subscribe(r.jobsRemoved)
+	return ev
+}
+
+func (r *removals) jobsRemoved(e actors.JobsRemoved) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.jobs += len(jobs)
-	r.batches += batches
+	r.jobs += len(e.Jobs)
+	r.batches += e.Batches
 }
 
 // TestRetentionRemovesExpiredJobsWithTheirOutputs: a job that finished more than Keep ago goes
@@ -59,7 +66,7 @@ func TestRetentionRemovesExpiredJobsWithTheirOutputs(t *testing.T) {
 	seen := &removals{}
 	// Thirty days and half a minute after the first job ended: only it is past the cutoff.
 	later := clock.NewFake(expired.FinishedAt.Add(30*24*time.Hour + 30*time.Second))
-	r := &actors.Retention{Store: f.deps.Store, Blobs: f.deps.Blobs, Clock: later, Observer: seen,
+	r := &actors.Retention{Store: f.deps.Store, Blobs: f.deps.Blobs, Clock: later, Events: watching(seen),
 		Log: slog.New(slog.DiscardHandler), Keep: 30 * 24 * time.Hour, Every: time.Hour}
 	removed, err := r.Sweep(context.Background())
 	if err != nil || removed != 1 || seen.jobs != 1 {

@@ -168,7 +168,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 	case *templateCreate:
 		p.write(ctx, &persistence.PutTemplate{Template: m.tpl}, func(err error) {
 			if err == nil {
-				p.c.Observer.TemplateStatusChanged(m.tpl.TeamID, m.tpl.ID, m.tpl.Status)
+				p.c.Events.TemplateStatusChanged.Publish(TemplateStatusChanged{Team: m.tpl.TeamID, Template: m.tpl.ID, Status: m.tpl.Status})
 				if m.tpl.Status == persistence.TemplateDownloading {
 					p.startDownload(ctx, m.tpl)
 				}
@@ -248,7 +248,7 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 	tpl.UpdatedAt = p.c.Clock.Now()
 	p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) {
 		if err == nil {
-			p.c.Observer.TemplateStatusChanged(tpl.TeamID, tpl.ID, tpl.Status)
+			p.c.Events.TemplateStatusChanged.Publish(TemplateStatusChanged{Team: tpl.TeamID, Template: tpl.ID, Status: tpl.Status})
 		}
 		then(tpl, err)
 	})
@@ -479,7 +479,7 @@ func (p *templateProcessor) refreshDone(ctx actor.Context, m *inspectionDone) {
 			p.c.log.Warn("template inspection not refreshed", "template", m.id.String(), "err", err)
 			return
 		}
-		p.c.Observer.TemplateReinspected(m.id)
+		p.c.Events.TemplateReinspected.Publish(TemplateReinspected{Template: m.id})
 	})
 }
 

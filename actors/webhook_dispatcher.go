@@ -49,7 +49,7 @@ type (
 	}
 )
 
-// Webhook attempt results, as reported to the Observer.
+// Webhook attempt results, as WebhookAttempted reports them.
 const (
 	WebhookDelivered = "delivered"
 	WebhookRetrying  = "retrying"
@@ -148,7 +148,7 @@ func (w *webhookDispatcher) settle(r *deliveryResult) {
 		case err != nil:
 			w.c.log.Error("cannot record a webhook attempt", "delivery", d.ID.String(), "err", err)
 		case result != "":
-			w.c.Observer.WebhookAttempt(d.JobID, result)
+			w.c.Events.WebhookAttempted.Publish(WebhookAttempted{Job: d.JobID, Result: result})
 		}
 	})
 }

@@ -21,13 +21,14 @@ import (
 // version is set at build time (-ldflags "-X main.version=...").
 var version = "dev"
 
-// plugins are the engines and the template inspector a coordinator runs with. observe, when set,
-// wraps the metrics observer (tests use it to be told of transitions instead of polling); store,
-// when set, wraps the store the actors write to (tests use it to stop a write on its way).
+// plugins are the engines and the template inspector a coordinator runs with. watch, when set,
+// subscribes to what the actors do after the metrics (tests use it to be told of transitions
+// instead of polling); store, when set, wraps the store the actors write to (tests use it to
+// stop a write on its way).
 type plugins struct {
 	engines   func(EnginesConfig, *slog.Logger) (engines []renderer.Renderer, stop func())
 	inspector renderer.Inspector
-	observe   func(actors.Observer) actors.Observer
+	watch     func(*actors.Events)
 	store     func(actors.Store) actors.Store
 }
 

@@ -1,7 +1,7 @@
 package main
 
 // The plugins a coordinator started by the end-to-end tests runs with: a renderer the test
-// drives over loopback, an inspector reading a manifest, and an observer that tells the test of
+// drives over loopback, an inspector reading a manifest, and a watcher that tells the test of
 // every durable transition. They exist in test files only.
 
 import (
@@ -18,8 +18,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
@@ -47,8 +45,8 @@ func testPlugins() plugins {
 			}, func() {}
 		},
 		inspector: manifestInspector{},
-		observe: func(o actors.Observer) actors.Observer {
-			return &signalObserver{Observer: o, jobs: os.Getenv(envJobSignals) != "0"}
+		watch: func(ev *actors.Events) {
+			(&signals{jobs: os.Getenv(envJobSignals) != "0"}).watch(ev)
 		},
 		store: func(s actors.Store) actors.Store {
 			if os.Getenv(envHoldFinish) == "1" {
@@ -97,62 +95,30 @@ func (h *finishHolder) ApplyAsync(c persistence.Command, done func(error)) {
 // on none of them.
 const envJobSignals = "FRAMEFARM_TEST_JOB_SIGNALS"
 
-// signalObserver prints a line for every durable job and template transition.
-type signalObserver struct {
-	actors.Observer
+// signals prints a line for every durable job and template transition, progress, fenced report,
+// node change and webhook attempt; jobs false leaves jobs' transitions out.
+type signals struct {
 	jobs bool
 	mu   sync.Mutex
 }
 
-func (s *signalObserver) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
-	s.Observer.JobStateChanged(id, from, to)
-	if !s.jobs {
-		return
+func (s *signals) print(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(os.Stdout, "ffsignal "+format+"\n", args...)
+}
+
+func (s *signals) watch(ev *actors.Events) {
+	if s.jobs {
+		ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { s.print("job %s %s", e.Job, e.To) })
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(os.Stdout, "ffsignal job %s %s\n", id, to)
-}
-
-func (s *signalObserver) TemplateStatusChanged(team, id ulid.ULID, status persistence.TemplateStatus) {
-	s.Observer.TemplateStatusChanged(team, id, status)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(os.Stdout, "ffsignal template %s %s\n", id, status)
-}
-
-func (s *signalObserver) TemplateReinspected(id ulid.ULID) {
-	s.Observer.TemplateReinspected(id)
-	fmt.Fprintf(os.Stdout, "ffsignal template %s reinspected\n", id)
-}
-
-func (s *signalObserver) JobProgressSaved(jobID ulid.ULID, percent float64) {
-	s.Observer.JobProgressSaved(jobID, percent)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(os.Stdout, "ffsignal progress %s %g\n", jobID, percent)
-}
-
-// StaleReport signals a fenced report: "ffsignal fenced JOB ATTEMPT:WHAT".
-func (s *signalObserver) StaleReport(jobID ulid.ULID, attempt int, what string) {
-	s.Observer.StaleReport(jobID, attempt, what)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(os.Stdout, "ffsignal fenced %s %d:%s\n", jobID, attempt, what)
-}
-
-func (s *signalObserver) NodeStateChanged(nodeID string, from, to actors.NodeState) {
-	s.Observer.NodeStateChanged(nodeID, from, to)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(os.Stdout, "ffsignal node %s %s\n", nodeID, to)
-}
-
-func (s *signalObserver) WebhookAttempt(jobID ulid.ULID, result string) {
-	s.Observer.WebhookAttempt(jobID, result)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(os.Stdout, "ffsignal webhook %s %s\n", jobID, result)
+	ev.TemplateStatusChanged.Subscribe(func(e actors.TemplateStatusChanged) { s.print("template %s %s", e.Template, e.Status) })
+	ev.TemplateReinspected.Subscribe(func(e actors.TemplateReinspected) { s.print("template %s reinspected", e.Template) })
+	ev.JobProgressSaved.Subscribe(func(e actors.JobProgressSaved) { s.print("progress %s %g", e.Job, e.Percent) })
+	// A fenced report: "ffsignal fenced JOB ATTEMPT:WHAT".
+	ev.StaleReport.Subscribe(func(e actors.StaleReport) { s.print("fenced %s %d:%s", e.Job, e.Attempt, e.What) })
+	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) { s.print("node %s %s", e.Node, e.To) })
+	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) { s.print("webhook %s %s", e.Job, e.Result) })
 }
 
 // manifestInspector reads test templates (zips holding manifest.json, an Inspection) and hands

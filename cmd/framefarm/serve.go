@@ -127,16 +127,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if cfg.Server.PublicURL == "" {
 		publicURL = localURL
 	}
-	var observer actors.Observer = m
-	if p.observe != nil {
-		observer = p.observe(m)
+	// What the actors do goes to the metrics, to the event hub that streams it to dashboard
+	// viewers, and to the history that keeps the farm's last hour for the dashboard's charts.
+	happenings := &actors.Events{}
+	m.Watch(happenings)
+	if p.watch != nil {
+		p.watch(happenings)
 	}
 	clk := clock.Real{}
-	// The event hub sees what the actors do, and streams it to dashboard viewers; the history
-	// keeps the farm's last hour for the dashboard's charts.
-	events := &api.Hub{Observer: observer, Store: store, Clock: clk}
-	history := &api.FarmHistory{Observer: events, Clock: clk}
-	observer = history
+	events := &api.Hub{Store: store, Clock: clk}
+	events.Watch(happenings)
+	history := &api.FarmHistory{Clock: clk}
+	history.Watch(happenings)
 	eventsCtx, stopEvents := context.WithCancel(context.Background())
 	defer stopEvents()
 	go events.Run(eventsCtx)
@@ -179,7 +181,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		AdoptAfterRestart:       cfg.Cluster != nil,
 	}, actors.Deps{
 		Store: actorStore, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
-		Inspector: p.inspector, Clock: clk, IDs: ids, Observer: observer, Logger: log, Outbound: guarded,
+		Inspector: p.inspector, Clock: clk, IDs: ids, Events: happenings, Logger: log, Outbound: guarded,
 	})
 	// With a listener of their own, the metrics are not on the API's port.
 	var apiMetrics fasthttp.RequestHandler
@@ -271,7 +273,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	go gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run(releaseCtx)
 	stopRetention := func() {}
 	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
-		retention := &actors.Retention{Store: store, Blobs: objects, Clock: clk, Observer: m, Log: log,
+		retention := &actors.Retention{Store: store, Blobs: objects, Clock: clk, Events: happenings, Log: log,
 			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
 		retentionCtx, cancel := context.WithCancel(context.Background())
 		swept := make(chan struct{})

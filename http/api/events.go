@@ -37,7 +37,6 @@ type Event struct {
 // coalesced. A viewer whose buffer is full is dropped (its stream ends; it reconnects and reads
 // the listing again) rather than slow anything down.
 type Hub struct {
-	actors.Observer
 	Store    *persistence.Store
 	Clock    clock.Clock
 	Interval time.Duration
@@ -66,8 +65,6 @@ type Holder struct {
 // ErrTooManyStreams refuses a stream past a token's MaxPerToken.
 var ErrTooManyStreams = errors.New("this token holds as many event streams as it may")
 
-var _ actors.Observer = (*Hub)(nil)
-
 // Viewer is one open event stream: a team's, or the farm's (admin: render nodes).
 type Viewer struct {
 	team  ulid.ULID
@@ -81,30 +78,18 @@ type Viewer struct {
 	done bool
 }
 
-// JobStateChanged marks the job changed, then tells the wrapped observer.
-func (h *Hub) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
-	h.mark(id)
-	h.Observer.JobStateChanged(id, from, to)
-}
-
-// JobProgressSaved marks the job changed, then tells the wrapped observer.
-func (h *Hub) JobProgressSaved(id ulid.ULID, percent float64) {
-	h.mark(id)
-	h.Observer.JobProgressSaved(id, percent)
-}
-
-// TemplateStatusChanged sends the template's new status to its team's viewers at once (templates
-// change seldom), then tells the wrapped observer.
-func (h *Hub) TemplateStatusChanged(team, id ulid.ULID, status persistence.TemplateStatus) {
-	h.broadcast(func(v *Viewer) bool { return !v.admin && v.team == team }, Event{Type: "template", ID: id.String(), Status: string(status)})
-	h.Observer.TemplateStatusChanged(team, id, status)
-}
-
-// NodeStateChanged sends a render node's new state ("" when forgotten) to the farm's viewers,
-// then tells the wrapped observer.
-func (h *Hub) NodeStateChanged(nodeID string, from, to actors.NodeState) {
-	h.broadcast(func(v *Viewer) bool { return v.admin }, Event{Type: "node", ID: nodeID, Status: string(to)})
-	h.Observer.NodeStateChanged(nodeID, from, to)
+// Watch subscribes the hub to the changes its viewers see: jobs' states and progress (marked, sent
+// at the next flush), templates' statuses (sent at once to their team's viewers: templates
+// change seldom) and render nodes' states (to the farm's viewers; "" when forgotten).
+func (h *Hub) Watch(ev *actors.Events) {
+	ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { h.mark(e.Job) })
+	ev.JobProgressSaved.Subscribe(func(e actors.JobProgressSaved) { h.mark(e.Job) })
+	ev.TemplateStatusChanged.Subscribe(func(e actors.TemplateStatusChanged) {
+		h.broadcast(func(v *Viewer) bool { return !v.admin && v.team == e.Team }, Event{Type: "template", ID: e.Template.String(), Status: string(e.Status)})
+	})
+	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) {
+		h.broadcast(func(v *Viewer) bool { return v.admin }, Event{Type: "node", ID: e.Node, Status: string(e.To)})
+	})
 }
 
 // broadcast sends one event to the viewers to, dropping any that is full.

@@ -14,15 +14,6 @@ import (
 	"github.com/framefarm/framefarm/persistence"
 )
 
-// nopObserver is the observer the hub and the history wrap in these tests.
-type nopObserver struct{ actors.Observer }
-
-func (nopObserver) JobStateChanged(ulid.ULID, persistence.JobState, persistence.JobState)  {}
-func (nopObserver) JobProgressSaved(ulid.ULID, float64)                                    {}
-func (nopObserver) RenderFinished(string, time.Duration)                                   {}
-func (nopObserver) TemplateStatusChanged(ulid.ULID, ulid.ULID, persistence.TemplateStatus) {}
-func (nopObserver) NodeStateChanged(string, actors.NodeState, actors.NodeState)            {}
-
 // TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers: one event per changed job per
 // flush, to viewers of its team only; a refresh past MaxPerFlush; a full buffer drops its viewer.
 func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
@@ -46,7 +37,9 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 	if err := store.Apply(&persistence.CreateJobs{At: now, Jobs: jobs}); err != nil {
 		t.Fatal(err)
 	}
-	hub := &Hub{Observer: nopObserver{}, Store: store, Clock: clock.NewFake(now), Buffer: 8, MaxPerFlush: 2}
+	hub := &Hub{Store: store, Clock: clock.NewFake(now), Buffer: 8, MaxPerFlush: 2}
+	ev := &actors.Events{}
+	hub.Watch(ev)
 	a, b := subscribe(t, hub, teamA, Holder{Token: [32]byte{1}}), subscribe(t, hub, teamB, Holder{Token: [32]byte{2}})
 	read := func(v *Viewer) []string {
 		var got []string
@@ -64,9 +57,9 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 	}
 
 	// Progress saved twice between flushes: one event.
-	hub.JobProgressSaved(jobs[0].ID, 10)
-	hub.JobProgressSaved(jobs[0].ID, 20)
-	hub.JobStateChanged(jobs[3].ID, 0, persistence.JobQueued)
+	ev.JobProgressSaved.Publish(actors.JobProgressSaved{Job: jobs[0].ID, Percent: 10})
+	ev.JobProgressSaved.Publish(actors.JobProgressSaved{Job: jobs[0].ID, Percent: 20})
+	ev.JobStateChanged.Publish(actors.JobStateChanged{Job: jobs[3].ID, To: persistence.JobQueued})
 	hub.Flush()
 	gotA, gotB := read(a), read(b)
 	if len(gotA) != 1 || !strings.Contains(gotA[0], "event: job\ndata: ") || !strings.Contains(gotA[0], jobs[0].ID.String()) ||
@@ -79,7 +72,7 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 
 	// Three of team a's jobs at once, past MaxPerFlush 2: one refresh.
 	for _, j := range jobs[:3] {
-		hub.JobStateChanged(j.ID, persistence.JobQueued, persistence.JobRendering)
+		ev.JobStateChanged.Publish(actors.JobStateChanged{Job: j.ID, From: persistence.JobQueued, To: persistence.JobRendering})
 	}
 	hub.Flush()
 	if got := read(a); len(got) != 1 || !strings.Contains(got[0], `"type":"refresh","jobs":3`) {
@@ -88,7 +81,7 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 
 	// A viewer that does not read its 8 buffered events is dropped at the next one.
 	for range 9 {
-		hub.JobStateChanged(jobs[3].ID, persistence.JobQueued, persistence.JobRendering)
+		ev.JobStateChanged.Publish(actors.JobStateChanged{Job: jobs[3].ID, From: persistence.JobQueued, To: persistence.JobRendering})
 		hub.Flush()
 	}
 	if got := read(b); len(got) != 9 || got[8] != "closed" {
@@ -96,8 +89,8 @@ func TestHubSendsEachTeamItsOwnJobsCoalescedAndDropsSlowViewers(t *testing.T) {
 	}
 	// Templates reach their team's viewers, nodes the farm's.
 	farm, _ := hub.SubscribeFarm(Holder{Token: [32]byte{3}})
-	hub.TemplateStatusChanged(teamA, jobs[0].ID, persistence.TemplateUploaded)
-	hub.NodeStateChanged("render-02", actors.NodeReady, actors.NodeDraining)
+	ev.TemplateStatusChanged.Publish(actors.TemplateStatusChanged{Team: teamA, Template: jobs[0].ID, Status: persistence.TemplateUploaded})
+	ev.NodeStateChanged.Publish(actors.NodeStateChanged{Node: "render-02", From: actors.NodeReady, To: actors.NodeDraining})
 	if got := read(a); len(got) != 1 || !strings.Contains(got[0], `"type":"template"`) || !strings.Contains(got[0], `"status":"uploaded"`) {
 		t.Fatalf("team a got %q", got)
 	}
@@ -128,7 +121,9 @@ func subscribe(t *testing.T, hub *Hub, team ulid.ULID, by Holder) *Viewer {
 func TestStreamsEndWithTheirToken(t *testing.T) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(now)
-	hub := &Hub{Observer: nopObserver{}, Clock: clk, MaxPerToken: 2}
+	hub := &Hub{Clock: clk, MaxPerToken: 2}
+	ev := &actors.Events{}
+	hub.Watch(ev)
 	team := ulid.Make()
 	revoked, expiring, other := Holder{Token: [32]byte{1}}, Holder{Token: [32]byte{2}, Expires: now.Add(time.Hour)}, Holder{Token: [32]byte{3}}
 	r1, r2 := subscribe(t, hub, team, revoked), subscribe(t, hub, team, revoked)
@@ -162,7 +157,7 @@ func TestStreamsEndWithTheirToken(t *testing.T) {
 	if !ended(e) {
 		t.Fatal("an expired token's stream goes on")
 	}
-	hub.TemplateStatusChanged(team, team, persistence.TemplateUploaded)
+	ev.TemplateStatusChanged.Publish(actors.TemplateStatusChanged{Team: team, Template: team, Status: persistence.TemplateUploaded})
 	if frame, open := <-o.C; !open || !strings.Contains(string(frame), "template") {
 		t.Fatal("another token's stream ended with them")
 	}

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
@@ -33,9 +31,8 @@ var _ FarmSource = (*actors.Coordinator)(nil)
 // FarmHistory keeps the last hour of the farm in memory, minute by minute, for the dashboard's
 // charts (no Prometheus needed): jobs finished and failed, render durations, and, sampled every
 // 15 s (a minute keeps its last sample), the queue's depth and oldest job and the slots busy.
-// It observes the actors by counting, which never blocks them.
+// It watches the actors by counting, which never blocks them.
 type FarmHistory struct {
-	actors.Observer
 	Source FarmSource
 	Clock  clock.Clock
 
@@ -81,36 +78,41 @@ func (h *FarmHistory) minute(t time.Time) *minuteStats {
 	return m
 }
 
-// JobStateChanged counts jobs finished and failed.
-func (h *FarmHistory) JobStateChanged(id ulid.ULID, from, to persistence.JobState) {
-	if to == persistence.JobFinished || to == persistence.JobFailed {
-		h.mu.Lock()
-		m := h.minute(h.Clock.Now())
-		if to == persistence.JobFinished {
-			m.finished++
-		} else {
-			m.failed++
-		}
-		h.mu.Unlock()
-	}
-	h.Observer.JobStateChanged(id, from, to)
+// Watch subscribes the history to the jobs that end and the renders that finish.
+func (h *FarmHistory) Watch(ev *actors.Events) {
+	ev.JobStateChanged.Subscribe(h.jobStateChanged)
+	ev.RenderFinished.Subscribe(h.renderFinished)
 }
 
-// RenderFinished keeps the render's duration for the minute's percentiles.
-func (h *FarmHistory) RenderFinished(engine string, d time.Duration) {
+// jobStateChanged counts jobs finished and failed.
+func (h *FarmHistory) jobStateChanged(e actors.JobStateChanged) {
+	if e.To != persistence.JobFinished && e.To != persistence.JobFailed {
+		return
+	}
+	h.mu.Lock()
+	m := h.minute(h.Clock.Now())
+	if e.To == persistence.JobFinished {
+		m.finished++
+	} else {
+		m.failed++
+	}
+	h.mu.Unlock()
+}
+
+// renderFinished keeps the render's duration for the minute's percentiles.
+func (h *FarmHistory) renderFinished(e actors.RenderFinished) {
 	h.mu.Lock()
 	m := h.minute(h.Clock.Now())
 	m.seen++
 	switch {
 	case len(m.durations) < maxDurationSamples:
-		m.durations = append(m.durations, d.Seconds())
+		m.durations = append(m.durations, e.Took.Seconds())
 	default:
 		if i := rand.IntN(m.seen); i < maxDurationSamples {
-			m.durations[i] = d.Seconds() // reservoir sampling: every render equally likely kept
+			m.durations[i] = e.Took.Seconds() // reservoir sampling: every render equally likely kept
 		}
 	}
 	h.mu.Unlock()
-	h.Observer.RenderFinished(engine, d)
 }
 
 // Sample records the queue and the slots now.

@@ -24,19 +24,24 @@ func (f fixedFarm) Capacities() map[string]actors.Capacity { return f.caps }
 func TestFarmHistoryKeepsAnHourByTheMinute(t *testing.T) {
 	start := time.Date(2026, 11, 26, 12, 0, 30, 0, time.UTC)
 	clk := clock.NewFake(start)
-	h := &FarmHistory{Observer: nopObserver{}, Clock: clk, Source: fixedFarm{
+	h := &FarmHistory{Clock: clk, Source: fixedFarm{
 		stats: actors.QueueStats{Depth: map[string]int{"lottie": 5, "ae2026": 2}, OldestQueued: start.Add(-90 * time.Second)},
 		caps:  map[string]actors.Capacity{"lottie": {Slots: 4, Free: 1}, "ffmpeg": {Slots: 4, Free: 1}},
 	}}
-	for i := 1; i <= 100; i++ {
-		h.RenderFinished("lottie", time.Duration(i)*time.Second)
-		h.JobStateChanged(ulid.ULID{}, persistence.JobRendering, persistence.JobFinished)
+	ev := &actors.Events{}
+	h.Watch(ev)
+	changed := func(from, to persistence.JobState) {
+		ev.JobStateChanged.Publish(actors.JobStateChanged{Job: ulid.ULID{}, From: from, To: to})
 	}
-	h.JobStateChanged(ulid.ULID{}, persistence.JobRendering, persistence.JobFailed)
-	h.JobStateChanged(ulid.ULID{}, persistence.JobQueued, persistence.JobRendering) // not counted
+	for i := 1; i <= 100; i++ {
+		ev.RenderFinished.Publish(actors.RenderFinished{Engine: "lottie", Took: time.Duration(i) * time.Second})
+		changed(persistence.JobRendering, persistence.JobFinished)
+	}
+	changed(persistence.JobRendering, persistence.JobFailed)
+	changed(persistence.JobQueued, persistence.JobRendering) // not counted
 	h.Sample()
 	clk.Advance(time.Minute)
-	h.JobStateChanged(ulid.ULID{}, persistence.JobRendering, persistence.JobFailed)
+	changed(persistence.JobRendering, persistence.JobFailed)
 
 	minutes := h.Minutes()
 	if len(minutes) != historyMinutes {

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -43,11 +42,6 @@ type Metrics struct {
 	nodeRenders    *prometheus.CounterVec
 	refused        prometheus.Counter
 }
-
-var (
-	_ actors.Observer          = (*Metrics)(nil)
-	_ actors.RetentionObserver = (*Metrics)(nil)
-)
 
 // New registers the collectors.
 func New() *Metrics {
@@ -146,14 +140,32 @@ func (m *Metrics) SetJobCounts(counts map[persistence.JobState]int) {
 	}
 }
 
-func (m *Metrics) JobStateChanged(_ ulid.ULID, from, to persistence.JobState) {
-	if from != 0 {
-		m.jobs.WithLabelValues(from.String()).Dec()
+// Watch subscribes the metrics to what the actors do.
+func (m *Metrics) Watch(ev *actors.Events) {
+	ev.JobStateChanged.Subscribe(m.jobStateChanged)
+	ev.JobActorStopped.Subscribe(func(actors.JobActorStopped) { m.passivations.Inc() })
+	ev.JobsRemoved.Subscribe(m.jobsRemoved)
+	ev.TemplateStatusChanged.Subscribe(func(e actors.TemplateStatusChanged) { m.templates.WithLabelValues(string(e.Status)).Inc() })
+	ev.TemplateReinspected.Subscribe(func(actors.TemplateReinspected) { m.reinspections.Inc() })
+	ev.RenderFinished.Subscribe(func(e actors.RenderFinished) { m.renderDuration.WithLabelValues(e.Engine).Observe(e.Took.Seconds()) })
+	ev.StaleReport.Subscribe(func(actors.StaleReport) { m.staleReports.Inc() })
+	ev.JobRequeued.Subscribe(func(actors.JobRequeued) { m.requeues.Inc() })
+	ev.Assigned.Subscribe(func(e actors.Assigned) { m.assignLatency.Observe(e.Waited.Seconds()) })
+	ev.NodeStateChanged.Subscribe(m.nodeStateChanged)
+	ev.NodeRendered.Subscribe(m.nodeRendered)
+	ev.LeaseExpired.Subscribe(func(actors.LeaseExpired) { m.leaseExpiries.Inc() })
+	ev.NodeMessageRefused.Subscribe(func(actors.NodeMessageRefused) { m.refused.Inc() })
+	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) { m.webhooks.WithLabelValues(e.Result).Inc() })
+}
+
+func (m *Metrics) jobStateChanged(e actors.JobStateChanged) {
+	if e.From != 0 {
+		m.jobs.WithLabelValues(e.From.String()).Dec()
 	} else {
 		m.transitions.WithLabelValues("created").Inc()
 	}
-	m.jobs.WithLabelValues(to.String()).Inc()
-	switch to {
+	m.jobs.WithLabelValues(e.To.String()).Inc()
+	switch e.To {
 	case persistence.JobFinished:
 		m.transitions.WithLabelValues("finished").Inc()
 	case persistence.JobFailed:
@@ -163,59 +175,30 @@ func (m *Metrics) JobStateChanged(_ ulid.ULID, from, to persistence.JobState) {
 	}
 }
 
-func (m *Metrics) JobActorStopped(ulid.ULID) { m.passivations.Inc() }
-
-// JobsRemoved counts what retention removed and takes the jobs out of the per-state gauge.
-func (m *Metrics) JobsRemoved(jobs []*persistence.Job, batches int) {
-	for _, j := range jobs {
+// jobsRemoved counts what retention removed and takes the jobs out of the per-state gauge.
+func (m *Metrics) jobsRemoved(e actors.JobsRemoved) {
+	for _, j := range e.Jobs {
 		m.jobs.WithLabelValues(j.State.String()).Dec()
 	}
-	m.removed.WithLabelValues("jobs").Add(float64(len(jobs)))
-	m.removed.WithLabelValues("batches").Add(float64(batches))
+	m.removed.WithLabelValues("jobs").Add(float64(len(e.Jobs)))
+	m.removed.WithLabelValues("batches").Add(float64(e.Batches))
 }
 
-// JobProgressSaved needs no metric: progress is visible on the job.
-func (m *Metrics) JobProgressSaved(ulid.ULID, float64) {}
-
-func (m *Metrics) TemplateStatusChanged(_, _ ulid.ULID, status persistence.TemplateStatus) {
-	m.templates.WithLabelValues(string(status)).Inc()
-}
-
-func (m *Metrics) TemplateReinspected(ulid.ULID) { m.reinspections.Inc() }
-
-func (m *Metrics) RenderFinished(engine string, d time.Duration) {
-	m.renderDuration.WithLabelValues(engine).Observe(d.Seconds())
-}
-
-func (m *Metrics) StaleReport(ulid.ULID, int, string) { m.staleReports.Inc() }
-
-func (m *Metrics) Requeued() { m.requeues.Inc() }
-
-func (m *Metrics) Assigned(queued time.Duration) { m.assignLatency.Observe(queued.Seconds()) }
-
-func (m *Metrics) NodeStateChanged(_ string, from, to actors.NodeState) {
-	if from != "" {
-		m.nodes.WithLabelValues(string(from)).Dec()
+func (m *Metrics) nodeStateChanged(e actors.NodeStateChanged) {
+	if e.From != "" {
+		m.nodes.WithLabelValues(string(e.From)).Dec()
 	}
-	if to != "" {
-		m.nodes.WithLabelValues(string(to)).Inc()
+	if e.To != "" {
+		m.nodes.WithLabelValues(string(e.To)).Inc()
 	}
 }
 
-func (m *Metrics) NodeRender(nodeID string, ok bool) {
+func (m *Metrics) nodeRendered(e actors.NodeRendered) {
 	result := "failed"
-	if ok {
+	if e.OK {
 		result = "finished"
 	}
-	m.nodeRenders.WithLabelValues(nodeID, result).Inc()
-}
-
-func (m *Metrics) LeaseExpired() { m.leaseExpiries.Inc() }
-
-func (m *Metrics) NodeMessageRefused(string) { m.refused.Inc() }
-
-func (m *Metrics) WebhookAttempt(_ ulid.ULID, result string) {
-	m.webhooks.WithLabelValues(result).Inc()
+	m.nodeRenders.WithLabelValues(e.Node, result).Inc()
 }
 
 // ObserveRequest records one HTTP request. Methods outside HTTP's usual ones are counted as
