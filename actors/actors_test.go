@@ -200,8 +200,8 @@ func (f *fixture) waitQueued(n int) {
 
 func (f *fixture) job(id ulid.ULID) *persistence.Job {
 	f.t.Helper()
-	var j *persistence.Job
-	if err := f.store.View(func(tx *persistence.Tx) (err error) { j, err = tx.Job(id); return err }); err != nil {
+	j, err := f.store.Job(id)
+	if err != nil {
 		f.t.Fatal(err)
 	}
 	return j
@@ -809,8 +809,7 @@ func TestNodeLogLinesKeepTheirTimes(t *testing.T) {
 	a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: 1, Log: []string{"frame 1", "frame 2"},
 		LogAt: []int64{started.Add(time.Second).UnixMilli(), started.Add(30 * time.Second).UnixMilli()}})
 	f.obs.reached(t, id, persistence.JobFinished)
-	var log string
-	f.store.View(func(tx *persistence.Tx) error { log = tx.Log(id); return nil })
+	log := f.store.JobLog(id)
 	stamp := func(at time.Time) string { return at.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 	for _, want := range []string{
 		stamp(started.Add(time.Second)) + " frame 1",

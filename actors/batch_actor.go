@@ -63,15 +63,7 @@ const (
 )
 
 func (c *Coordinator) loadBatchActor(batchID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
-	var found bool
-	err := c.Store.View(func(tx *persistence.Tx) error {
-		found = tx.BatchExists(batchID)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if !found {
+	if !c.Store.BatchExists(batchID) {
 		return nil, persistence.ErrNotFound
 	}
 	return c.batchProducer(batchID), nil
@@ -115,14 +107,7 @@ func (b *batchActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 			b.c.system.Root.Send(self, &batchCreated{err: err, jobs: m.jobs})
 		})
 	case *batchCancel:
-		err := b.c.Store.View(func(tx *persistence.Tx) error {
-			b.jobs = tx.BatchJobs(b.id)
-			return nil
-		})
-		if err != nil {
-			b.done(ctx, err)
-			return
-		}
+		b.jobs = b.c.Store.BatchJobs(b.id)
 		roots := make([]ulid.ULID, len(b.jobs))
 		for i, j := range b.jobs {
 			roots[i] = j.JobID

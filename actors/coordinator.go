@@ -112,7 +112,7 @@ type Deps struct {
 	Blobs Blobs
 	// NodeURLs signs the URLs render nodes fetch from and upload to.
 	NodeURLs  URLSigner
-	Secrets   Opener
+	Secrets   SecretBox
 	Inspector renderer.Inspector
 	Clock     clock.Clock
 	IDs       IDs
@@ -126,10 +126,21 @@ type Deps struct {
 	JobJSON func(job *persistence.Job, data json.RawMessage) ([]byte, error)
 }
 
-// Store is the database as the actors use it (persistence.Store): reads, and commands applied
-// in group commits, waited for or answered later.
+// Store is the database as the actors use it (persistence.Store): named reads, and commands
+// applied in group commits, waited for or answered later.
 type Store interface {
-	View(fn func(*persistence.Tx) error) error
+	Job(jobID ulid.ULID) (*persistence.Job, error)
+	Jobs(ids []ulid.ULID) ([]*persistence.Job, error)
+	QueuedJobs(fn func(persistence.QueueEntry) error) error
+	JobsIn(state persistence.JobState, fn func(*persistence.Job) error) error
+	BatchExists(batchID ulid.ULID) bool
+	BatchJobs(batchID ulid.ULID) []persistence.BatchJob
+	Deliveries() ([]*persistence.Delivery, error)
+	Template(teamID, templateID ulid.ULID) (*persistence.Template, error)
+	AllTemplates(fn func(*persistence.Template) error) error
+	TemplateUsage(teamID, except ulid.ULID) (persistence.TemplateUsage, error)
+	Meta(name string) string
+	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
 	Apply(c persistence.Command) error
 	ApplyAsync(c persistence.Command, done func(error))
 }
@@ -149,8 +160,9 @@ type URLSigner interface {
 	Base() string
 }
 
-// Opener decrypts team secrets (secretbox.Box).
-type Opener interface {
+// SecretBox seals and opens team secrets (secretbox.Box).
+type SecretBox interface {
+	Seal(plain, additional []byte) []byte
 	Open(sealed, additional []byte) ([]byte, error)
 }
 
@@ -163,7 +175,7 @@ var (
 	_ Store     = (*persistence.Store)(nil)
 	_ Blobs     = (*blobs.Store)(nil)
 	_ URLSigner = (*blobs.Signer)(nil)
-	_ Opener    = (*secretbox.Box)(nil)
+	_ SecretBox = (*secretbox.Box)(nil)
 	_ IDs       = (*persistence.IDs)(nil)
 )
 
@@ -219,10 +231,7 @@ const metaCleanShutdown = "clean_shutdown"
 // job that was not terminal when the previous process stopped: queued jobs into the scheduler's
 // queue, pending parents and interrupted renders into actors.
 func (c *Coordinator) Start() error {
-	c.Store.View(func(tx *persistence.Tx) error {
-		c.cleanRestart = tx.Meta(metaCleanShutdown) == "1"
-		return nil
-	})
+	c.cleanRestart = c.Store.Meta(metaCleanShutdown) == "1"
 	if err := c.Store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
 		return err
 	}
@@ -240,20 +249,15 @@ func (c *Coordinator) Start() error {
 	// renders get actors (and records) now.
 	queued := &queueRestore{c: c}
 	var resume []*persistence.Job
-	err = c.Store.View(func(tx *persistence.Tx) error {
-		if err := tx.QueuedJobs(queued.add); err != nil {
-			return err
-		}
-		for _, s := range []persistence.JobState{persistence.JobPending, persistence.JobRendering} {
-			if err := tx.JobsIn(s, func(j *persistence.Job) error {
+	err = c.Store.QueuedJobs(queued.add)
+	for _, s := range []persistence.JobState{persistence.JobPending, persistence.JobRendering} {
+		if err == nil {
+			err = c.Store.JobsIn(s, func(j *persistence.Job) error {
 				resume = append(resume, j)
 				return nil
-			}); err != nil {
-				return err
-			}
+			})
 		}
-		return nil
-	})
+	}
 	if err == nil {
 		err = queued.finish()
 	}

@@ -31,6 +31,7 @@ type Events struct {
 	LeaseExpired          Topic[LeaseExpired]
 	NodeMessageRefused    Topic[NodeMessageRefused]
 	WebhookAttempted      Topic[WebhookAttempted]
+	TokenRevoked          Topic[TokenRevoked]
 }
 
 // Topic is one kind of happening and those who subscribed to it.
@@ -110,5 +111,10 @@ type (
 	WebhookAttempted struct {
 		Job    ulid.ULID
 		Result string
+	}
+	// TokenRevoked: an API token (its Hash) of Team no longer works.
+	TokenRevoked struct {
+		Hash [32]byte
+		Team ulid.ULID
 	}
 )

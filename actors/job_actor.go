@@ -49,11 +49,7 @@ func (c *Coordinator) jobProducer(job *persistence.Job, resume bool) func(*regis
 
 // loadJobActor makes the actor of a stored job.
 func (c *Coordinator) loadJobActor(jobID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
-	var job *persistence.Job
-	err := c.Store.View(func(tx *persistence.Tx) (err error) {
-		job, err = tx.Job(jobID)
-		return err
-	})
+	job, err := c.Store.Job(jobID)
 	if err != nil {
 		return nil, err
 	}
@@ -200,24 +196,21 @@ func (a *jobActor) enqueue(ctx actor.Context) {
 func (a *jobActor) resumeWaiting(ctx actor.Context) {
 	a.waitingOn = make(map[ulid.ULID]bool)
 	var failed, cancelled *persistence.Job
-	err := a.c.Store.View(func(tx *persistence.Tx) error {
-		for _, childID := range a.job.Children {
-			child, err := tx.Job(childID)
-			if err != nil {
-				return fmt.Errorf("child %s: %w", childID, err)
-			}
-			switch child.State {
-			case persistence.JobFinished:
-			case persistence.JobFailed:
-				failed = child
-			case persistence.JobCancelled:
-				cancelled = child
-			default:
-				a.waitingOn[childID] = true
-			}
+	children, err := a.c.Store.Jobs(a.job.Children)
+	for i, child := range children {
+		switch {
+		case err != nil:
+		case child == nil:
+			err = fmt.Errorf("child %s: %w", a.job.Children[i], persistence.ErrNotFound)
+		case child.State == persistence.JobFinished:
+		case child.State == persistence.JobFailed:
+			failed = child
+		case child.State == persistence.JobCancelled:
+			cancelled = child
+		default:
+			a.waitingOn[child.ID] = true
 		}
-		return nil
-	})
+	}
 	switch {
 	case err != nil:
 		a.log().Error("cannot load the children of a pending job", "err", err)

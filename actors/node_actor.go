@@ -69,12 +69,8 @@ type (
 )
 
 func newNodeActor(c *Coordinator, hello *protocol.Hello) *nodeActor {
-	var hold string
 	// A quarantine or an operator's drain outlives the node's restarts and the coordinator's.
-	c.Store.View(func(tx *persistence.Tx) error {
-		hold = tx.Meta(nodeHoldKey(hello.NodeID))
-		return nil
-	})
+	hold := c.Store.Meta(nodeHoldKey(hello.NodeID))
 	rules := leaseRules{heartbeat: c.cfg.HeartbeatInterval, lease: c.cfg.NodeLease, stall: c.cfg.SilenceTimeout + c.cfg.NodeLease,
 		failureLimit: c.cfg.NodeFailureLimit, key: c.cfg.ClusterKey, internalURL: c.NodeURLs.Base()}
 	return &nodeActor{c: c, book: newLeaseBook(rules, hello, hold), log: c.log.With("node", hello.NodeID),

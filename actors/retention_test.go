@@ -72,18 +72,15 @@ func TestRetentionRemovesExpiredJobsWithTheirOutputs(t *testing.T) {
 	if err != nil || removed != 1 || seen.jobs != 1 {
 		t.Fatalf("sweep removed %d (observed %d), %v; want the expired job", removed, seen.jobs, err)
 	}
-	f.store.View(func(tx *persistence.Tx) error {
-		if _, err := tx.Job(expired.ID); err == nil {
-			t.Error("the expired job is still stored")
-		}
-		if _, err := tx.Job(kept.ID); err != nil {
-			t.Errorf("the recent job: %v", err)
-		}
-		if _, err := tx.Job(queued); err != nil {
-			t.Errorf("the queued job: %v", err)
-		}
-		return nil
-	})
+	if _, err := f.store.Job(expired.ID); err == nil {
+		t.Error("the expired job is still stored")
+	}
+	if _, err := f.store.Job(kept.ID); err != nil {
+		t.Errorf("the recent job: %v", err)
+	}
+	if _, err := f.store.Job(queued); err != nil {
+		t.Errorf("the queued job: %v", err)
+	}
 	for job, want := range map[*persistence.Job]bool{expired: false, kept: true} {
 		path, err := f.deps.Blobs.Path(job.OutputKey())
 		if err != nil {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -31,20 +29,20 @@ func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
 		MaxDuration:    c.cfg.MaxRenderTime,
 		Output:         protocol.Output{Name: job.OutputName},
 	}
-	err := c.Store.View(func(tx *persistence.Tx) error {
-		expand := func(s string) (string, error) { return c.expandSecrets(tx, job.TeamID, s) }
-		if err := c.taskTemplate(tx, job, &task, expand, expires); err != nil {
+	err := c.Store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
+		expand := func(s string) (string, error) { return c.expandSecrets(team, s) }
+		if err := c.taskTemplate(team, job, &task, expand, expires); err != nil {
 			return err
 		}
 		for i, a := range job.Spec.Assets {
-			asset, err := c.taskAsset(tx, job, a, expand, expires)
+			asset, err := c.taskAsset(team, a, expand, expires)
 			if err != nil {
 				return fmt.Errorf("assets[%d]: %w", i, err)
 			}
 			task.Assets = append(task.Assets, asset)
 		}
 		for _, name := range job.Spec.Fonts {
-			f, err := tx.FontByFileName(job.TeamID, name)
+			f, err := team.Font(name)
 			if errors.Is(err, persistence.ErrNotFound) {
 				continue // reported in missingFonts when the job was created
 			}
@@ -57,19 +55,19 @@ func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
 		if err := c.taskOutput(job, &task, expand, expires); err != nil {
 			return err
 		}
-		revealed, err := c.revealedSecrets(tx, job)
+		revealed, err := c.revealedSecrets(team, job)
 		task.Redact = revealed.Named()
 		return err
 	})
 	return task, err
 }
 
-func (c *Coordinator) taskTemplate(tx *persistence.Tx, job *persistence.Job, task *protocol.Task,
+func (c *Coordinator) taskTemplate(team persistence.TeamReads, job *persistence.Job, task *protocol.Task,
 	expand func(string) (string, error), expires time.Time) error {
 	if job.TemplateID == (ulid.ULID{}) {
 		return nil
 	}
-	tpl, err := tx.Template(job.TeamID, job.TemplateID)
+	tpl, err := team.Template(job.TemplateID)
 	if err != nil {
 		return fmt.Errorf("template %s: %w", job.TemplateID, err)
 	}
@@ -91,7 +89,7 @@ func (c *Coordinator) taskTemplate(tx *persistence.Tx, job *persistence.Job, tas
 
 // taskAsset resolves one asset: secrets substituted, and a child job's output put in the place
 // of the job asset, as an image or a video.
-func (c *Coordinator) taskAsset(tx *persistence.Tx, job *persistence.Job, a renderer.Asset,
+func (c *Coordinator) taskAsset(team persistence.TeamReads, a renderer.Asset,
 	expand func(string) (string, error), expires time.Time) (protocol.Asset, error) {
 	var err error
 	if a.Src, err = expand(a.Src); err != nil {
@@ -114,7 +112,7 @@ func (c *Coordinator) taskAsset(tx *persistence.Tx, job *persistence.Job, a rend
 	if err != nil {
 		return protocol.Asset{}, fmt.Errorf("job asset has no child job id")
 	}
-	child, err := tx.Job(childID)
+	child, err := team.Job(childID)
 	if err != nil {
 		return protocol.Asset{}, fmt.Errorf("child job %s: %w", childID, err)
 	}
@@ -150,32 +148,23 @@ func (c *Coordinator) taskOutput(job *persistence.Job, task *protocol.Task, expa
 	}
 	task.Output.S3 = &protocol.S3Target{
 		Endpoint: p.Endpoint, Region: p.Region, Bucket: p.Bucket, ACL: p.ACL,
-		Key:         UploadKey(up.Prefix, job.OutputName),
+		Key:         up.Key(job.OutputName),
 		AccessKeyID: p.AccessKeyID, SecretAccessKey: p.AccessKeySecret,
 	}
 	return nil
 }
 
-// UploadKey is the object key of an output under an upload prefix (a folder path).
-func UploadKey(prefix, name string) string {
-	prefix = strings.Trim(prefix, "/")
-	if prefix == "" {
-		return name
-	}
-	return path.Join(prefix, name)
-}
-
 // expandSecrets substitutes ${secret.NAME} references with the team's decrypted values.
-func (c *Coordinator) expandSecrets(tx *persistence.Tx, teamID ulid.ULID, s string) (string, error) {
+func (c *Coordinator) expandSecrets(team persistence.TeamReads, s string) (string, error) {
 	return secretbox.Expand(s, func(name string) (string, error) {
-		sec, err := tx.SecretByName(teamID, name)
+		sec, err := team.Secret(name)
 		if errors.Is(err, persistence.ErrNotFound) {
 			return "", fmt.Errorf("secret %q no longer exists", name)
 		}
 		if err != nil {
 			return "", err
 		}
-		plain, err := c.Secrets.Open(sec.Ciphertext, SecretAAD(teamID, name))
+		plain, err := c.Secrets.Open(sec.Ciphertext, persistence.SecretAAD(sec.TeamID, name))
 		if err != nil {
 			return "", fmt.Errorf("secret %q cannot be decrypted: %w", name, err)
 		}
@@ -185,14 +174,14 @@ func (c *Coordinator) expandSecrets(tx *persistence.Tx, teamID ulid.ULID, s stri
 
 // revealedSecrets resolves every secret a job refers to, anywhere in its spec, so that text about
 // the job (a node's error and log, a webhook failure) can be scrubbed of their values.
-func (c *Coordinator) revealedSecrets(tx *persistence.Tx, job *persistence.Job) (*secretbox.Revealed, error) {
+func (c *Coordinator) revealedSecrets(team persistence.TeamReads, job *persistence.Job) (*secretbox.Revealed, error) {
 	revealed := &secretbox.Revealed{}
 	spec, err := json.Marshal(job.Spec)
 	if err != nil {
 		return revealed, err
 	}
 	for _, name := range secretbox.References(string(spec)) {
-		value, err := c.expandSecrets(tx, job.TeamID, "${secret."+name+"}")
+		value, err := c.expandSecrets(team, "${secret."+name+"}")
 		if err == nil {
 			revealed.Add(name, value)
 		}
@@ -203,11 +192,8 @@ func (c *Coordinator) revealedSecrets(tx *persistence.Tx, job *persistence.Job) 
 // jobSecrets is revealedSecrets in a transaction of its own.
 func (c *Coordinator) jobSecrets(job *persistence.Job) *secretbox.Revealed {
 	var revealed *secretbox.Revealed
-	if err := c.Store.View(func(tx *persistence.Tx) (err error) { revealed, err = c.revealedSecrets(tx, job); return err }); err != nil {
+	if err := c.Store.ReadTeam(job.TeamID, func(team persistence.TeamReads) (err error) { revealed, err = c.revealedSecrets(team, job); return err }); err != nil {
 		c.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
 	}
 	return revealed
 }
-
-// SecretAAD binds a secret's ciphertext to its team and name.
-func SecretAAD(teamID ulid.ULID, name string) []byte { return []byte(teamID.String() + "/" + name) }

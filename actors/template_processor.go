@@ -116,20 +116,18 @@ func (p *templateProcessor) Receive(ctx actor.Context) {
 // inspects again, one at a time, uploaded templates an older inspector read.
 func (p *templateProcessor) resume(ctx actor.Context) {
 	var stale []*persistence.Template
-	err := p.c.Store.View(func(tx *persistence.Tx) error {
-		return tx.AllTemplates(func(tpl *persistence.Template) error {
-			switch tpl.Status {
-			case persistence.TemplateDownloading:
-				p.startDownload(ctx, tpl)
-			case persistence.TemplateProcessing:
-				p.startInspection(ctx, tpl)
-			case persistence.TemplateUploaded:
-				if tpl.File != nil && tpl.Inspection != nil && tpl.Inspection.Version < renderer.InspectionVersion {
-					stale = append(stale, tpl)
-				}
+	err := p.c.Store.AllTemplates(func(tpl *persistence.Template) error {
+		switch tpl.Status {
+		case persistence.TemplateDownloading:
+			p.startDownload(ctx, tpl)
+		case persistence.TemplateProcessing:
+			p.startInspection(ctx, tpl)
+		case persistence.TemplateUploaded:
+			if tpl.File != nil && tpl.Inspection != nil && tpl.Inspection.Version < renderer.InspectionVersion {
+				stale = append(stale, tpl)
 			}
-			return nil
-		})
+		}
+		return nil
 	})
 	if err != nil {
 		p.c.log.Error("cannot resume template processing", "err", err)
@@ -188,7 +186,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 		p.write(ctx, &persistence.DeleteTemplate{TeamID: m.teamID, TemplateID: m.id}, func(err error) {
 			if err == nil {
 				p.forget(m.id)
-				if rmErr := p.c.Blobs.DeletePrefix(templateKeyPrefix(m.id)); rmErr != nil {
+				if rmErr := p.c.Blobs.DeletePrefix(persistence.TemplateFolder(m.id)); rmErr != nil {
 					p.c.log.Warn("cannot remove a deleted template's files", "template", m.id.String(), "err", rmErr)
 				}
 			}
@@ -213,12 +211,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 }
 
 func (p *templateProcessor) load(teamID, id ulid.ULID) (*persistence.Template, error) {
-	var tpl *persistence.Template
-	err := p.c.Store.View(func(tx *persistence.Tx) (err error) {
-		tpl, err = tx.Template(teamID, id)
-		return err
-	})
-	return tpl, err
+	return p.c.Store.Template(teamID, id)
 }
 
 // write applies a command and runs then with its result; messages wait meanwhile.
@@ -345,7 +338,7 @@ func (p *templateProcessor) fetch(ctx context.Context, id ulid.ULID, src string)
 	if resp.ContentLength > p.c.cfg.TemplateMaxBytes {
 		return persistence.StoredFile{}, fmt.Errorf("src is %d bytes, more than the %d allowed", resp.ContentLength, p.c.cfg.TemplateMaxBytes)
 	}
-	file, err := p.c.Blobs.Put(TemplateFileKey(id, p.c.IDs.New(p.c.Clock.Now())), resp.Body, p.c.cfg.TemplateMaxBytes)
+	file, err := p.c.Blobs.Put(persistence.TemplateFileKey(id, p.c.IDs.New(p.c.Clock.Now())), resp.Body, p.c.cfg.TemplateMaxBytes)
 	if errors.Is(err, blobs.ErrTooLarge) {
 		return file, fmt.Errorf("src is more than the %d bytes allowed", p.c.cfg.TemplateMaxBytes)
 	}
@@ -392,8 +385,8 @@ func downloaded(tpl *persistence.Template) (TemplateEvent, error) {
 
 // quotaRoom refuses a downloaded file that would take the team's templates past their quota.
 func (p *templateProcessor) quotaRoom(teamID, id ulid.ULID, size int64) error {
-	var usage persistence.TemplateUsage
-	if err := p.c.Store.View(func(tx *persistence.Tx) (err error) { usage, err = tx.TemplateUsage(teamID, id); return err }); err != nil {
+	usage, err := p.c.Store.TemplateUsage(teamID, id)
+	if err != nil {
 		return err
 	}
 	if usage.Bytes+size > p.c.cfg.MaxTeamTemplateBytes {
@@ -488,13 +481,6 @@ func always(ev TemplateEvent) func(*persistence.Template) (TemplateEvent, error)
 	return func(*persistence.Template) (TemplateEvent, error) { return ev, nil }
 }
 
-// TemplateFileKey is where one uploaded file of a template is stored.
-func TemplateFileKey(templateID, fileID ulid.ULID) string {
-	return templateKeyPrefix(templateID) + "/" + fileID.String()
-}
-
-func templateKeyPrefix(templateID ulid.ULID) string { return "templates/" + templateID.String() }
-
 func (c *Coordinator) askTemplates(msg any) (*persistence.Template, error) {
 	res, err := c.system.Root.RequestFuture(c.templates, msg, c.cfg.AskTimeout).Result()
 	if err != nil {
@@ -524,6 +510,13 @@ func (c *Coordinator) DeleteTemplate(teamID, id ulid.ULID) error {
 // OpenTemplateReplacement lets the next file uploaded for a template replace the one it has.
 func (c *Coordinator) OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error) {
 	return c.askTemplates(&templateOpenReplacement{teamID: teamID, id: id})
+}
+
+// UploadAwaited reports why a file sent through the URL of upload window window would be
+// refused, before it is received (nil: it would be taken, unless the template changes first).
+func (c *Coordinator) UploadAwaited(tpl *persistence.Template, window int) error {
+	_, err := FileEvent(tpl, window)
+	return err
 }
 
 // TemplateFileArrived records a stored upload, sent through the URL of upload window window, as

@@ -64,13 +64,10 @@ func newWebhookDispatcher(c *Coordinator) *webhookDispatcher {
 func (w *webhookDispatcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		err := w.c.Store.View(func(tx *persistence.Tx) error {
-			all, err := tx.Deliveries()
-			for _, d := range all {
-				heap.Push(&w.waiting, d)
-			}
-			return err
-		})
+		all, err := w.c.Store.Deliveries()
+		for _, d := range all {
+			heap.Push(&w.waiting, d)
+		}
 		if err != nil {
 			w.c.log.Error("cannot load the webhook outbox", "err", err)
 		}
@@ -166,22 +163,22 @@ var errDeliveryObsolete = errors.New("delivery is obsolete")
 func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 	var req *http.Request
 	var revealed *secretbox.Revealed
-	err := w.c.Store.View(func(tx *persistence.Tx) error {
-		job, err := tx.Job(d.JobID)
+	err := w.c.Store.ReadTeam(d.TeamID, func(reads persistence.TeamReads) error {
+		job, err := reads.Job(d.JobID)
 		if errors.Is(err, persistence.ErrNotFound) || (err == nil && job.Spec.Webhook == nil) {
 			return errDeliveryObsolete
 		}
 		if err != nil {
 			return err
 		}
-		team, err := tx.Team(d.TeamID)
+		team, err := reads.Team()
 		if err != nil {
 			return err
 		}
-		if revealed, err = w.c.revealedSecrets(tx, job); err != nil {
+		if revealed, err = w.c.revealedSecrets(reads, job); err != nil {
 			return err
 		}
-		req, err = w.request(tx, d, job, team)
+		req, err = w.request(reads, d, job, team)
 		return err
 	})
 	// An error can quote the resolved URL or a header: it is scrubbed before the job's log, the
@@ -207,9 +204,9 @@ func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 	return resp.Status, nil
 }
 
-func (w *webhookDispatcher) request(tx *persistence.Tx, d *persistence.Delivery, job *persistence.Job, team persistence.Team) (*http.Request, error) {
+func (w *webhookDispatcher) request(reads persistence.TeamReads, d *persistence.Delivery, job *persistence.Job, team persistence.Team) (*http.Request, error) {
 	hook := job.Spec.Webhook
-	expand := func(s string) (string, error) { return w.c.expandSecrets(tx, job.TeamID, s) }
+	expand := func(s string) (string, error) { return w.c.expandSecrets(reads, s) }
 	url, err := expand(hook.URL)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func answerKey(team ulid.ULID, key string) []byte {
 // An answer is stored as the Unix nanoseconds it was made at (8 bytes), then its JSON: the sweep
 // reads the time alone, however large the answer.
 
-func (t *Tx) putAnswer(a *Answer) error {
+func (t *txn) putAnswer(a *Answer) error {
 	raw, err := json.Marshal(a)
 	if err != nil {
 		return err
@@ -59,7 +59,7 @@ func answerTime(value []byte) time.Time {
 }
 
 // answered returns the live answer kept for a key at time at (nil when none).
-func (t *Tx) answered(team ulid.ULID, key string, at time.Time) (*Answer, error) {
+func (t *txn) answered(team ulid.ULID, key string, at time.Time) (*Answer, error) {
 	raw := t.get(bucketAnswers, answerKey(team, key))
 	if raw == nil || at.Sub(answerTime(raw)) >= AnswerTTL {
 		return nil, nil
@@ -73,7 +73,7 @@ func (t *Tx) answered(team ulid.ULID, key string, at time.Time) (*Answer, error)
 
 // forgetAnswers removes, among up to max answers after the key after, those older than before;
 // it returns where the next step starts (nil at the end).
-func (t *Tx) forgetAnswers(before time.Time, after []byte, max int) ([]byte, int, error) {
+func (t *txn) forgetAnswers(before time.Time, after []byte, max int) ([]byte, int, error) {
 	b := t.bucket(bucketAnswers)
 	c := b.Cursor()
 	k, v := firstAfter(c, after)

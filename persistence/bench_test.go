@@ -162,7 +162,7 @@ func BenchmarkListJobsManyPriorities(b *testing.B) {
 // benchListing lists a page per round.
 func benchListing(b *testing.B, s *Store, q JobQuery) {
 	for b.Loop() {
-		if err := s.View(func(tx *Tx) error {
+		if err := s.view(func(tx *txn) error {
 			_, _, err := tx.ListJobs(q)
 			return err
 		}); err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 // Command is one write of the coordinator: a value holding everything the write needs (its
-// time included, stamped by the caller), applied by Tx.apply and by nothing else. Applying the
+// time included, stamped by the caller), applied by txn.apply and by nothing else. Applying the
 // same commands in the same order to the same store writes the same records, so a command log
 // can be shipped to another machine and replayed there (EncodeCommand, DecodeCommand). Group
 // commit batches commands.
@@ -126,7 +126,7 @@ type (
 		Forgotten int       `json:"-"`
 	}
 	// RemoveExpired removes up to Max top-level jobs that ended before Cutoff, starting after
-	// the ended-jobs key After (Tx.removeExpired); Removal is what went.
+	// the ended-jobs key After (txn.removeExpired); Removal is what went.
 	RemoveExpired struct {
 		Cutoff  time.Time `json:"cutoff"`
 		After   []byte    `json:"after,omitempty"`
@@ -163,7 +163,7 @@ func (c *CreateJobs) prepare() {
 var ErrTemplateGone = errors.New("template no longer exists")
 
 // apply carries out one command: the only place where the store is written.
-func (t *Tx) apply(c Command) error {
+func (t *txn) apply(c Command) error {
 	switch c := c.(type) {
 	case *CreateJobs:
 		if r := c.Remember; r != nil {

@@ -135,7 +135,7 @@ func TestAnIdempotencyKeyAnswersForADay(t *testing.T) {
 		t.Fatalf("forget: %+v, %v", forget, err)
 	}
 	var total int
-	s.View(func(tx *Tx) error { total = tx.JobCount(team, JobQueued); return nil })
+	s.view(func(tx *txn) error { total = tx.JobCount(team, JobQueued); return nil })
 	if total != 2 {
 		t.Fatalf("%d jobs, want 2 (the retry within the day made none)", total)
 	}

@@ -42,7 +42,7 @@ type JobQuery struct {
 // job records are loaded for the page alone. The counters by creation time of the team, or of
 // each tag asked, find the page's first job, the total and random samples without walking the
 // jobs before them, in any order.
-func (t *Tx) ListJobs(q JobQuery) ([]*Job, int, error) {
+func (t *txn) ListJobs(q JobQuery) ([]*Job, int, error) {
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
 	var ids []ulid.ULID
 	total := 0
@@ -73,7 +73,7 @@ type heldScope struct {
 
 // heldScopes are q's scopes with jobs in the allowed states: the team, or each tag asked (a tag
 // no such job carries changes nothing).
-func (t *Tx) heldScopes(q JobQuery, allowed map[JobState]bool) []heldScope {
+func (t *txn) heldScopes(q JobQuery, allowed map[JobState]bool) []heldScope {
 	scopes := []jobScope{{team: q.TeamID}}
 	if len(q.Tags) > 0 {
 		scopes = scopes[:0]
@@ -128,7 +128,7 @@ func union(scopes []heldScope, index func(heldScope) rankIndex, merged func([]jo
 
 // ranks is the rank index of the scopes' jobs and the ranks [start, end) of those created within
 // [lo, hi).
-func (t *Tx) ranks(scopes []heldScope, lo, hi []byte) (ix rankIndex, start, end int) {
+func (t *txn) ranks(scopes []heldScope, lo, hi []byte) (ix rankIndex, start, end int) {
 	ix = union(scopes, func(sc heldScope) rankIndex { return t.scopeIndex(sc.jobScope, sc.states) },
 		func(tags []jobScope) jobList { return t.tagJobs(tags, false) })
 	start, end = ix.span(lo, hi)
@@ -136,7 +136,7 @@ func (t *Tx) ranks(scopes []heldScope, lo, hi []byte) (ix rankIndex, start, end 
 }
 
 // rankedList pages through the scopes' jobs in creation order (or samples them) by rank.
-func (t *Tx) rankedList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
+func (t *txn) rankedList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
 	ix, start, end := t.ranks(scopes, lo, hi)
 	total := max(end-start, 0)
 	var ids []ulid.ULID
@@ -167,7 +167,7 @@ func (t *Tx) rankedList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.U
 // highest first, then the default's jobs, then the priorities below, each oldest first. The
 // counters find the segment holding the page's first job and its rank there, the page reads on
 // from it; segments after the page are never looked at.
-func (t *Tx) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
+func (t *txn) priorityList(q JobQuery, scopes []heldScope, lo, hi []byte) ([]ulid.ULID, int) {
 	_, start, end := t.ranks(scopes, lo, hi)
 	total := max(end-start, 0)
 	if total <= q.Offset || q.Limit <= 0 {
@@ -304,7 +304,7 @@ func msKey(ms uint64) []byte {
 // mergeRanges yields, in id order and each once, the job ids ending the keys under each prefix
 // that accept takes, given the job id and the value (nil takes all): a k-way merge of sorted
 // index ranges.
-func (t *Tx) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, reverse bool, accept func(jobID, v []byte) bool) iter.Seq[ulid.ULID] {
+func (t *txn) mergeRanges(bucket []byte, prefixes [][]byte, lo, hi []byte, reverse bool, accept func(jobID, v []byte) bool) iter.Seq[ulid.ULID] {
 	return func(yield func(ulid.ULID) bool) {
 		ranges := make([]*keyRange, len(prefixes))
 		for i, prefix := range prefixes {
@@ -349,7 +349,7 @@ type keyRange struct {
 	k, v           []byte
 }
 
-func (t *Tx) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
+func (t *txn) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
 	r := &keyRange{c: t.cursor(t.bucket(bucket)), prefix: prefix, lo: lo, hi: hi, reverse: reverse}
 	if !reverse {
 		start := prefix
@@ -376,7 +376,7 @@ func (t *Tx) openRange(bucket, prefix, lo, hi []byte, reverse bool) *keyRange {
 }
 
 // closeRange hands the range's cursor back; the range is not used after.
-func (t *Tx) closeRange(r *keyRange) {
+func (t *txn) closeRange(r *keyRange) {
 	t.handBack(r.c)
 	r.c, r.k, r.v = nil, nil, nil
 }

@@ -30,7 +30,7 @@ func prepareJob(j *Job, at time.Time) preparedJob {
 }
 
 // insertJob stores a prepared new job and its index entries.
-func (t *Tx) insertJob(j *Job, p preparedJob) error {
+func (t *txn) insertJob(j *Job, p preparedJob) error {
 	if t.get(bucketJobs, id(j.ID)) != nil {
 		return fmt.Errorf("job %s already exists", j.ID)
 	}
@@ -45,7 +45,7 @@ func (t *Tx) insertJob(j *Job, p preparedJob) error {
 
 // updateJob stores a new version of a job whose stored state was prev, moving its index entries
 // when the state changed.
-func (t *Tx) updateJob(prev JobState, j *Job, at time.Time) error {
+func (t *txn) updateJob(prev JobState, j *Job, at time.Time) error {
 	if err := t.putJob(j, at); err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func (t *Tx) updateJob(prev JobState, j *Job, at time.Time) error {
 }
 
 // Job loads a job by id.
-func (t *Tx) Job(jobID ulid.ULID) (*Job, error) {
+func (t *txn) Job(jobID ulid.ULID) (*Job, error) {
 	raw := t.get(bucketJobs, id(jobID))
 	if raw == nil {
 		return nil, ErrNotFound
@@ -68,7 +68,7 @@ func (t *Tx) Job(jobID ulid.ULID) (*Job, error) {
 }
 
 // TeamJob loads a job that belongs to team; another team's job is ErrNotFound.
-func (t *Tx) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
+func (t *txn) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
 	j, err := t.Job(jobID)
 	if err == nil && j.TeamID != teamID {
 		return nil, ErrNotFound
@@ -76,14 +76,14 @@ func (t *Tx) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
 	return j, err
 }
 
-func (t *Tx) putJob(j *Job, at time.Time) error {
+func (t *txn) putJob(j *Job, at time.Time) error {
 	j.UpdatedAt = at
 	compactJSONValues(j)
 	return t.bucket(bucketJobs).Put(id(j.ID), encodeJob(j))
 }
 
 // TemplateInUse reports whether a live job uses the template.
-func (t *Tx) TemplateInUse(templateID ulid.ULID) bool {
+func (t *txn) TemplateInUse(templateID ulid.ULID) bool {
 	return t.readCounter(bucketTemplateLiveJobs, id(templateID)) > 0
 }
 
@@ -95,7 +95,7 @@ type BatchJob struct {
 }
 
 // BatchJobs lists a batch's top-level jobs in request order, with their states.
-func (t *Tx) BatchJobs(batchID ulid.ULID) []BatchJob {
+func (t *txn) BatchJobs(batchID ulid.ULID) []BatchJob {
 	var out []BatchJob
 	t.scanPrefix(bucketJobsByBatch, id(batchID), func(k, v []byte) bool {
 		out = append(out, BatchJob{
@@ -109,16 +109,16 @@ func (t *Tx) BatchJobs(batchID ulid.ULID) []BatchJob {
 }
 
 // JobCount is how many of a team's jobs are in a state.
-func (t *Tx) JobCount(teamID ulid.ULID, s JobState) int {
+func (t *txn) JobCount(teamID ulid.ULID, s JobState) int {
 	return t.readCounter(bucketJobCounts, key(id(teamID), stateKey(s)))
 }
 
 // TagCount is how many of a team's jobs carrying a tag are in a state.
-func (t *Tx) TagCount(teamID ulid.ULID, tag string, s JobState) int {
+func (t *txn) TagCount(teamID ulid.ULID, tag string, s JobState) int {
 	return t.readCounter(bucketTagCounts, key(id(teamID), tagKey(tag), stateKey(s)))
 }
 
-func (t *Tx) readCounter(bucket, k []byte) int {
+func (t *txn) readCounter(bucket, k []byte) int {
 	t.mustFlushCounts()
 	return readCount(t.get(bucket, k))
 }
@@ -131,7 +131,7 @@ func readCount(raw []byte) int {
 }
 
 // JobCountsByState sums every team's jobs per state.
-func (t *Tx) JobCountsByState() map[JobState]int {
+func (t *txn) JobCountsByState() map[JobState]int {
 	t.mustFlushCounts()
 	counts := make(map[JobState]int)
 	t.scanPrefix(bucketJobCounts, nil, func(k, v []byte) bool {
@@ -143,7 +143,7 @@ func (t *Tx) JobCountsByState() map[JobState]int {
 
 // addJobCounts moves the per-state counters of a job: overall, by creation time and per tag,
 // and its template's count of live jobs.
-func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
+func (t *txn) addJobCounts(j *Job, s JobState, delta int) error {
 	if err := t.addCount(bucketJobCounts, key(id(j.TeamID), stateKey(s)), delta); err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (t *Tx) addJobCounts(j *Job, s JobState, delta int) error {
 // addCount adds delta to a counter when the transaction commits: the jobs one group commit
 // creates or moves mostly share their counters (team and state, creation time units), so each
 // is read and written once per commit, not once per job.
-func (t *Tx) addCount(bucket, k []byte, delta int) error {
+func (t *txn) addCount(bucket, k []byte, delta int) error {
 	if t.counts == nil {
 		t.counts = make(map[string]int)
 	}
@@ -177,7 +177,7 @@ func (t *Tx) addCount(bucket, k []byte, delta int) error {
 
 // flushCounts writes the counters changed in this transaction, in key order (the same
 // transaction always writes the same bytes).
-func (t *Tx) flushCounts() error {
+func (t *txn) flushCounts() error {
 	t.spreadTimeCounts()
 	keys := make([]string, 0, len(t.counts))
 	for k, delta := range t.counts {
@@ -212,7 +212,7 @@ func (t *Tx) flushCounts() error {
 
 // mustFlushCounts makes pending counter changes readable before a write transaction reads a
 // counter; a failure there fails the commit, which flushes again.
-func (t *Tx) mustFlushCounts() {
+func (t *txn) mustFlushCounts() {
 	if len(t.counts) > 0 || len(t.timeCounts) > 0 {
 		if err := t.flushCounts(); err != nil {
 			t.countsErr = err
@@ -254,14 +254,14 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	return entries
 }
 
-func (t *Tx) writeJobIndexes(j *Job, s JobState) error {
+func (t *txn) writeJobIndexes(j *Job, s JobState) error {
 	if err := t.putIndexEntries(jobIndexEntries(j, s)); err != nil {
 		return err
 	}
 	return t.addJobCounts(j, s, 1)
 }
 
-func (t *Tx) putIndexEntries(entries []jobIndexEntry) error {
+func (t *txn) putIndexEntries(entries []jobIndexEntry) error {
 	for _, e := range entries {
 		value := e.value
 		if value == nil {
@@ -274,7 +274,7 @@ func (t *Tx) putIndexEntries(entries []jobIndexEntry) error {
 	return nil
 }
 
-func (t *Tx) deleteJobIndexes(j *Job, s JobState) error {
+func (t *txn) deleteJobIndexes(j *Job, s JobState) error {
 	for _, e := range jobIndexEntries(j, s) {
 		if err := t.bucket(e.bucket).Delete(e.key); err != nil {
 			return err

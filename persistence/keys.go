@@ -125,7 +125,7 @@ func tagKey(tag string) []byte { return append([]byte{byte(len(tag))}, tag...) }
 // faster; a group commit of single jobs 16% faster.
 const fillPercent = 0.95
 
-func (t *Tx) bucket(name []byte) *bolt.Bucket {
+func (t *txn) bucket(name []byte) *bolt.Bucket {
 	if b := t.buckets[string(name)]; b != nil {
 		return b
 	}
@@ -146,7 +146,7 @@ func (t *Tx) bucket(name []byte) *bolt.Bucket {
 }
 
 // cursor is a cursor of b, one handed back if there is one.
-func (t *Tx) cursor(b *bolt.Bucket) *bolt.Cursor {
+func (t *txn) cursor(b *bolt.Bucket) *bolt.Cursor {
 	for i, c := range t.cursors {
 		if c.Bucket() == b {
 			last := len(t.cursors) - 1
@@ -159,11 +159,11 @@ func (t *Tx) cursor(b *bolt.Bucket) *bolt.Cursor {
 }
 
 // handBack keeps a cursor no longer used for the transaction's next range or lookup.
-func (t *Tx) handBack(c *bolt.Cursor) { t.cursors = append(t.cursors, c) }
+func (t *txn) handBack(c *bolt.Cursor) { t.cursors = append(t.cursors, c) }
 
 // get is the value of k in the bucket (nil when absent), as bbolt's Get, with a cursor kept
 // from an earlier lookup.
-func (t *Tx) get(bucket, k []byte) []byte {
+func (t *txn) get(bucket, k []byte) []byte {
 	c := t.cursor(t.bucket(bucket))
 	defer t.handBack(c)
 	if found, v := c.Seek(k); bytes.Equal(found, k) {
@@ -172,7 +172,7 @@ func (t *Tx) get(bucket, k []byte) []byte {
 	return nil
 }
 
-func (t *Tx) getJSON(bucket, k []byte, v any) (bool, error) {
+func (t *txn) getJSON(bucket, k []byte, v any) (bool, error) {
 	raw := t.get(bucket, k)
 	if raw == nil {
 		return false, nil
@@ -183,7 +183,7 @@ func (t *Tx) getJSON(bucket, k []byte, v any) (bool, error) {
 	return true, nil
 }
 
-func (t *Tx) putJSON(bucket, k []byte, v any) error {
+func (t *txn) putJSON(bucket, k []byte, v any) error {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -192,7 +192,7 @@ func (t *Tx) putJSON(bucket, k []byte, v any) error {
 }
 
 // scanPrefix calls fn for each key with the prefix, in key order, until fn returns false.
-func (t *Tx) scanPrefix(bucket, prefix []byte, fn func(k, v []byte) bool) {
+func (t *txn) scanPrefix(bucket, prefix []byte, fn func(k, v []byte) bool) {
 	c := t.bucket(bucket).Cursor()
 	for k, v := c.Seek(prefix); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
 		if !fn(k, v) {
@@ -224,4 +224,4 @@ func ulidAt(b []byte) ulid.ULID {
 }
 
 // Meta reads a fact about the store ("" when unset).
-func (t *Tx) Meta(name string) string { return string(t.get(bucketMeta, []byte(name))) }
+func (t *txn) Meta(name string) string { return string(t.get(bucketMeta, []byte(name))) }

@@ -13,7 +13,7 @@ import (
 var ErrConflict = errors.New("conflict")
 
 // Template loads one of a team's templates.
-func (t *Tx) Template(teamID, templateID ulid.ULID) (*Template, error) {
+func (t *txn) Template(teamID, templateID ulid.ULID) (*Template, error) {
 	tpl := new(Template)
 	found, err := t.getJSON(bucketTemplates, key(id(teamID), id(templateID)), tpl)
 	if err == nil && !found {
@@ -23,13 +23,13 @@ func (t *Tx) Template(teamID, templateID ulid.ULID) (*Template, error) {
 }
 
 // TemplateExists reports whether a team has a template, without decoding it.
-func (t *Tx) TemplateExists(teamID, templateID ulid.ULID) bool {
+func (t *txn) TemplateExists(teamID, templateID ulid.ULID) bool {
 	return t.get(bucketTemplates, key(id(teamID), id(templateID))) != nil
 }
 
 // SharedTemplate loads a template like Template, but may return a record shared with other
 // callers, decoded once for as long as its stored bytes do not change: callers must not modify it.
-func (t *Tx) SharedTemplate(teamID, templateID ulid.ULID) (*Template, error) {
+func (t *txn) SharedTemplate(teamID, templateID ulid.ULID) (*Template, error) {
 	raw := t.get(bucketTemplates, key(id(teamID), id(templateID)))
 	if raw == nil {
 		return nil, ErrNotFound
@@ -53,7 +53,7 @@ type sharedTemplate struct {
 }
 
 // Templates lists a team's templates, oldest first.
-func (t *Tx) Templates(teamID ulid.ULID) ([]*Template, error) {
+func (t *txn) Templates(teamID ulid.ULID) ([]*Template, error) {
 	return listJSON[Template](t, bucketTemplates, id(teamID))
 }
 
@@ -66,7 +66,7 @@ type TemplateUsage struct {
 
 // TemplateUsage adds up a team's templates, leaving out the one except names (whose file an
 // upload is about to replace).
-func (t *Tx) TemplateUsage(teamID, except ulid.ULID) (TemplateUsage, error) {
+func (t *txn) TemplateUsage(teamID, except ulid.ULID) (TemplateUsage, error) {
 	all, err := t.Templates(teamID)
 	var u TemplateUsage
 	for _, tpl := range all {
@@ -84,7 +84,7 @@ func (t *Tx) TemplateUsage(teamID, except ulid.ULID) (TemplateUsage, error) {
 }
 
 // deleteTemplate removes a template; it is ErrConflict while live jobs use it.
-func (t *Tx) deleteTemplate(teamID, templateID ulid.ULID) error {
+func (t *txn) deleteTemplate(teamID, templateID ulid.ULID) error {
 	if _, err := t.Template(teamID, templateID); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (t *Tx) deleteTemplate(teamID, templateID ulid.ULID) error {
 }
 
 // AllTemplates calls fn for every template of every team.
-func (t *Tx) AllTemplates(fn func(*Template) error) error {
+func (t *txn) AllTemplates(fn func(*Template) error) error {
 	all, err := listJSON[Template](t, bucketTemplates, nil)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (t *Tx) AllTemplates(fn func(*Template) error) error {
 }
 
 // createFont stores a font; a second font with the same file name is ErrConflict.
-func (t *Tx) createFont(f *Font) error {
+func (t *txn) createFont(f *Font) error {
 	nameKey := key(id(f.TeamID), []byte(f.FileName))
 	if t.get(bucketFontNames, nameKey) != nil {
 		return ErrConflict
@@ -121,7 +121,7 @@ func (t *Tx) createFont(f *Font) error {
 }
 
 // Font loads one of a team's fonts.
-func (t *Tx) Font(teamID, fontID ulid.ULID) (*Font, error) {
+func (t *txn) Font(teamID, fontID ulid.ULID) (*Font, error) {
 	f := new(Font)
 	found, err := t.getJSON(bucketFonts, key(id(teamID), id(fontID)), f)
 	if err == nil && !found {
@@ -131,7 +131,7 @@ func (t *Tx) Font(teamID, fontID ulid.ULID) (*Font, error) {
 }
 
 // FontByFileName finds a team's font by the file name jobs use.
-func (t *Tx) FontByFileName(teamID ulid.ULID, fileName string) (*Font, error) {
+func (t *txn) FontByFileName(teamID ulid.ULID, fileName string) (*Font, error) {
 	raw := t.get(bucketFontNames, key(id(teamID), []byte(fileName)))
 	if raw == nil {
 		return nil, ErrNotFound
@@ -140,12 +140,12 @@ func (t *Tx) FontByFileName(teamID ulid.ULID, fileName string) (*Font, error) {
 }
 
 // Fonts lists a team's fonts, oldest first.
-func (t *Tx) Fonts(teamID ulid.ULID) ([]*Font, error) {
+func (t *txn) Fonts(teamID ulid.ULID) ([]*Font, error) {
 	return listJSON[Font](t, bucketFonts, id(teamID))
 }
 
 // deleteFont removes a font and returns it.
-func (t *Tx) deleteFont(teamID, fontID ulid.ULID) (*Font, error) {
+func (t *txn) deleteFont(teamID, fontID ulid.ULID) (*Font, error) {
 	f, err := t.Font(teamID, fontID)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (t *Tx) deleteFont(teamID, fontID ulid.ULID) (*Font, error) {
 }
 
 // createSecret stores a secret; a second secret with the same name is ErrConflict.
-func (t *Tx) createSecret(s *Secret) error {
+func (t *txn) createSecret(s *Secret) error {
 	nameKey := key(id(s.TeamID), []byte(s.Name))
 	if t.get(bucketSecretNames, nameKey) != nil {
 		return ErrConflict
@@ -169,7 +169,7 @@ func (t *Tx) createSecret(s *Secret) error {
 }
 
 // SecretByName finds a team's secret by name.
-func (t *Tx) SecretByName(teamID ulid.ULID, name string) (*Secret, error) {
+func (t *txn) SecretByName(teamID ulid.ULID, name string) (*Secret, error) {
 	raw := t.get(bucketSecretNames, key(id(teamID), []byte(name)))
 	if raw == nil {
 		return nil, ErrNotFound
@@ -183,12 +183,12 @@ func (t *Tx) SecretByName(teamID ulid.ULID, name string) (*Secret, error) {
 }
 
 // Secrets lists a team's secrets, oldest first.
-func (t *Tx) Secrets(teamID ulid.ULID) ([]*Secret, error) {
+func (t *txn) Secrets(teamID ulid.ULID) ([]*Secret, error) {
 	return listJSON[Secret](t, bucketSecrets, id(teamID))
 }
 
 // deleteSecret removes a secret.
-func (t *Tx) deleteSecret(teamID, secretID ulid.ULID) (*Secret, error) {
+func (t *txn) deleteSecret(teamID, secretID ulid.ULID) (*Secret, error) {
 	s := new(Secret)
 	found, err := t.getJSON(bucketSecrets, key(id(teamID), id(secretID)), s)
 	if err != nil {
@@ -204,12 +204,12 @@ func (t *Tx) deleteSecret(teamID, secretID ulid.ULID) (*Secret, error) {
 }
 
 // BatchExists reports whether a batch is stored.
-func (t *Tx) BatchExists(batchID ulid.ULID) bool {
+func (t *txn) BatchExists(batchID ulid.ULID) bool {
 	return t.get(bucketBatches, id(batchID)) != nil
 }
 
 // TeamBatch loads a batch that belongs to team.
-func (t *Tx) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {
+func (t *txn) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {
 	b := new(Batch)
 	found, err := t.getJSON(bucketBatches, id(batchID), b)
 	if err == nil && (!found || b.TeamID != teamID) {
@@ -219,9 +219,9 @@ func (t *Tx) TeamBatch(teamID, batchID ulid.ULID) (*Batch, error) {
 }
 
 // Deliveries lists the outbox.
-func (t *Tx) Deliveries() ([]*Delivery, error) { return listJSON[Delivery](t, bucketOutbox, nil) }
+func (t *txn) Deliveries() ([]*Delivery, error) { return listJSON[Delivery](t, bucketOutbox, nil) }
 
-func listJSON[T any](t *Tx, bucket, prefix []byte) ([]*T, error) {
+func listJSON[T any](t *txn, bucket, prefix []byte) ([]*T, error) {
 	var out []*T
 	var err error
 	t.scanPrefix(bucket, prefix, func(_, raw []byte) bool {

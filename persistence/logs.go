@@ -17,13 +17,13 @@ const (
 const logTruncated = "[log truncated: further lines dropped]"
 
 // appendLog adds lines to a job's log, stamping each with at.
-func (t *Tx) appendLog(jobID ulid.ULID, at time.Time, lines ...string) error {
+func (t *txn) appendLog(jobID ulid.ULID, at time.Time, lines ...string) error {
 	return t.appendLogAt(jobID, at, lines, nil)
 }
 
 // appendLogAt adds lines to a job's log, stamping each with its time in times, or at past them
 // (or where a time is zero).
-func (t *Tx) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []time.Time) error {
+func (t *txn) appendLogAt(jobID ulid.ULID, at time.Time, lines []string, times []time.Time) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -88,7 +88,7 @@ func appendLogTime(b []byte, when time.Time) []byte {
 }
 
 // Log returns a job's log as text, one line per entry.
-func (t *Tx) Log(jobID ulid.ULID) string {
+func (t *txn) Log(jobID ulid.ULID) string {
 	var sb strings.Builder
 	t.scanPrefix(bucketLogs, id(jobID), func(_, v []byte) bool {
 		sb.Write(v)

@@ -126,7 +126,7 @@ func (r *entryReader) strings() []string {
 
 // QueuedJobs calls fn with the queue entry of every queued job, in id (creation) order, from
 // the live-jobs index alone.
-func (t *Tx) QueuedJobs(fn func(QueueEntry) error) error {
+func (t *txn) QueuedJobs(fn func(QueueEntry) error) error {
 	var err error
 	t.scanPrefix(bucketLiveJobs, stateKey(JobQueued), func(k, v []byte) bool {
 		var e QueueEntry
@@ -141,7 +141,7 @@ func (t *Tx) QueuedJobs(fn func(QueueEntry) error) error {
 }
 
 // JobsIn calls fn with every job in a live state (pending or rendering), in id order.
-func (t *Tx) JobsIn(s JobState, fn func(*Job) error) error {
+func (t *txn) JobsIn(s JobState, fn func(*Job) error) error {
 	var err error
 	t.scanPrefix(bucketLiveJobs, stateKey(s), func(k, _ []byte) bool {
 		var j *Job

@@ -49,7 +49,7 @@ type jobList func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.
 // timeIndex is the rank source of the jobs of a scope in a set of states: its counters are the
 // sum of its terms.
 type timeIndex struct {
-	tx     *Tx
+	tx     *txn
 	terms  []counterTerm
 	states []JobState
 	list   jobList
@@ -59,7 +59,7 @@ type timeIndex struct {
 
 var _ rankSource = (*timeIndex)(nil)
 
-func (t *Tx) newTimeIndex(states []JobState, list jobList, terms ...counterTerm) rankIndex {
+func (t *txn) newTimeIndex(states []JobState, list jobList, terms ...counterTerm) rankIndex {
 	return rankIndex{&timeIndex{tx: t, terms: terms, states: states, list: list, units: make(map[[2]uint64][]unitCount)}}
 }
 
@@ -71,7 +71,7 @@ func (ix *timeIndex) heldStates() []JobState { return ix.states }
 
 // scopeIndex ranks the jobs of a scope: a team's from its counters and the creation index, a
 // tag's from the tag's counters and index (whose entries carry the job's state).
-func (t *Tx) scopeIndex(sc jobScope, states []JobState) rankIndex {
+func (t *txn) scopeIndex(sc jobScope, states []JobState) rankIndex {
 	return t.newTimeIndex(states, t.scopeJobs(sc, false), sc.counters())
 }
 
@@ -85,7 +85,7 @@ func (sc jobScope) counters() counterTerm {
 
 // scopeJobs lists the scope's jobs from the creation index or the tag's; with onlyDefault, only
 // the jobs with the default priority (those the creation index does not mark).
-func (t *Tx) scopeJobs(sc jobScope, onlyDefault bool) jobList {
+func (t *txn) scopeJobs(sc jobScope, onlyDefault bool) jobList {
 	if sc.tag != "" {
 		return t.tagJobs([]jobScope{sc}, onlyDefault)
 	}
@@ -105,7 +105,7 @@ func (t *Tx) scopeJobs(sc jobScope, onlyDefault bool) jobList {
 
 // tagJobs lists the jobs carrying any of the scopes' tags, each once, from the tags' index; with
 // onlyDefault, only the jobs with the default priority (looked up in the creation index).
-func (t *Tx) tagJobs(scopes []jobScope, onlyDefault bool) jobList {
+func (t *txn) tagJobs(scopes []jobScope, onlyDefault bool) jobList {
 	prefixes := make([][]byte, len(scopes))
 	for i, sc := range scopes {
 		prefixes[i] = sc.prefix()
@@ -120,7 +120,7 @@ func (t *Tx) tagJobs(scopes []jobScope, onlyDefault bool) jobList {
 
 // levelJobs lists the jobs of one priority (inverted) of a team, or of those carrying any of
 // the scopes' tags, from the priority index (tags looked up job by job).
-func (t *Tx) levelJobs(scopes []jobScope, inverted []byte) jobList {
+func (t *txn) levelJobs(scopes []jobScope, inverted []byte) jobList {
 	var keep func(jobID, v []byte) bool
 	if scopes[0].tag != "" {
 		keep = func(jobID, _ []byte) bool {
@@ -137,7 +137,7 @@ func (t *Tx) levelJobs(scopes []jobScope, inverted []byte) jobList {
 
 // indexJobs lists the jobs ending the keys under the prefixes, each once, whose value (the job's
 // state) is among those asked and that keep (nil: all) accepts.
-func (t *Tx) indexJobs(bucket []byte, prefixes [][]byte, keep func(jobID, v []byte) bool) jobList {
+func (t *txn) indexJobs(bucket []byte, prefixes [][]byte, keep func(jobID, v []byte) bool) jobList {
 	return func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
 		in := stateIn(states)
 		return t.mergeRanges(bucket, prefixes, lo, hi, reverse, func(jobID, v []byte) bool {
@@ -157,12 +157,12 @@ func stateIn(states []JobState) func(v []byte) bool {
 
 // defaultPriorityIndex ranks the scope's jobs with the default priority: all its jobs less those
 // with a priority of their own.
-func (t *Tx) defaultPriorityIndex(sc jobScope, states []JobState) rankIndex {
+func (t *txn) defaultPriorityIndex(sc jobScope, states []JobState) rankIndex {
 	return t.newTimeIndex(states, t.scopeJobs(sc, true), sc.counters(), counterTerm{bucketPriorityTimeCounts, sc.ownPriority(), -1})
 }
 
 // priorityLevelIndex ranks the scope's jobs of one priority (inverted), from the priority index.
-func (t *Tx) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) rankIndex {
+func (t *txn) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) rankIndex {
 	return t.newTimeIndex(states, t.levelJobs([]jobScope{sc}, inverted), counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
 }
 
@@ -180,7 +180,7 @@ type priorityLevel struct {
 // stepping over priorities held only by jobs in other states without a seek. With one scope,
 // skipBlock (when set) is asked, before each block of priorities, whether to step over it whole
 // given how many jobs it holds in the scope's states.
-func (t *Tx) priorityLevels(scopes []heldScope, skipBlock func(block uint64, count int) bool) iter.Seq[priorityLevel] {
+func (t *txn) priorityLevels(scopes []heldScope, skipBlock func(block uint64, count int) bool) iter.Seq[priorityLevel] {
 	if len(scopes) > 1 {
 		skipBlock = nil
 	}
@@ -231,7 +231,7 @@ func (t *Tx) priorityLevels(scopes []heldScope, skipBlock func(block uint64, cou
 // scopeLevels steps through a scope's priorities in pickup order: each call answers the next
 // priority (inverted) with jobs in the scope's states and how many; false past the last. Blocks
 // skipBlock (nil: none) steps over are not read.
-func (t *Tx) scopeLevels(sc heldScope, skipBlock func(block uint64, count int) bool) func() ([]byte, int, bool) {
+func (t *txn) scopeLevels(sc heldScope, skipBlock func(block uint64, count int) bool) func() ([]byte, int, bool) {
 	levels, blocks := sc.priorityLevel(nil), sc.ownPriority()
 	held := stateIn(sc.states)
 	b := t.bucket(bucketPriorityCounts)

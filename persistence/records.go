@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -248,45 +246,6 @@ func (j *Job) WithProgress(percent float64) *Job {
 	return &c
 }
 
-// UploadKey is the key that the template's upload URL signs for its current upload window.
-func (t *Template) UploadKey() string {
-	return TemplateUploadKey(t.TeamID, t.ID, t.UploadWindow)
-}
-
-// TemplateUploadKey is the key an upload URL of a template's window signs; window 0, of
-// templates made before windows were numbered, has the shape of those releases' URLs.
-func TemplateUploadKey(team, id ulid.ULID, window int) string {
-	key := "uploads/templates/" + team.String() + "/" + id.String()
-	if window == 0 {
-		return key
-	}
-	return key + "/" + strconv.Itoa(window)
-}
-
-// OutputKey is the object store key of the output of the job's current attempt. Each attempt
-// uploads under its own key, so a late upload from an attempt the job has moved past can never
-// replace the output of the attempt that finished. Clients get OutputLink instead.
-func (j *Job) OutputKey() string {
-	return j.OutputFolder() + "/" + strconv.Itoa(j.Attempts) + "/" + j.OutputName
-}
-
-// OutputFolder is the object store folder holding every attempt's output of the job.
-func (j *Job) OutputFolder() string { return "outputs/" + j.ID.String() }
-
-// OutputLink is the key clients are given for the job's output: the same for every attempt, it
-// is served from the attempt that is current when it is read (ParseOutputLink).
-func (j *Job) OutputLink() string { return j.OutputFolder() + "/" + j.OutputName }
-
-// ParseOutputLink reads a key made by OutputLink.
-func ParseOutputLink(key string) (ulid.ULID, string, bool) {
-	parts := strings.Split(key, "/")
-	if len(parts) != 3 || parts[0] != "outputs" || parts[2] == "" {
-		return ulid.ULID{}, "", false
-	}
-	jobID, ok := ParseID(parts[1])
-	return jobID, parts[2], ok
-}
-
 // AttemptFailure is one attempt that ended without output.
 type AttemptFailure struct {
 	Attempt int       `json:"attempt"`
@@ -328,6 +287,10 @@ type Secret struct {
 	Ciphertext []byte    `json:"ciphertext"`
 	CreatedAt  time.Time `json:"createdAt"`
 }
+
+// SecretAAD binds a secret's sealed value to its team and name: a value copied to another
+// secret's record does not open.
+func SecretAAD(teamID ulid.ULID, name string) []byte { return []byte(teamID.String() + "/" + name) }
 
 // Delivery is a webhook waiting in the outbox.
 type Delivery struct {

@@ -43,7 +43,7 @@ type Removal struct {
 // ended-jobs index key after (nil: from the oldest), each with its descendants, their index
 // entries and logs; a batch goes with its last job. A job whose descendants are not all
 // terminal stays (a child lives as long as its parent, and the parent as long as its work).
-func (t *Tx) removeExpired(cutoff time.Time, after []byte, max int) (Removal, error) {
+func (t *txn) removeExpired(cutoff time.Time, after []byte, max int) (Removal, error) {
 	var out Removal
 	limit := binary.BigEndian.AppendUint64(nil, uint64(cutoff.UnixMilli()))
 	var candidates [][]byte
@@ -82,7 +82,7 @@ func (t *Tx) removeExpired(cutoff time.Time, after []byte, max int) (Removal, er
 }
 
 // jobTree is a job with all its descendants, or nil when one of them is not terminal.
-func (t *Tx) jobTree(root ulid.ULID) ([]*Job, error) {
+func (t *txn) jobTree(root ulid.ULID) ([]*Job, error) {
 	var tree []*Job
 	next := []ulid.ULID{root}
 	for len(next) > 0 {
@@ -103,7 +103,7 @@ func (t *Tx) jobTree(root ulid.ULID) ([]*Job, error) {
 
 // removeJob deletes a job's record, index entries and log, and its batch once it held the
 // batch's last top-level job; it reports whether the batch went.
-func (t *Tx) removeJob(j *Job) (bool, error) {
+func (t *txn) removeJob(j *Job) (bool, error) {
 	if err := t.deleteJobIndexes(j, j.State); err != nil {
 		return false, err
 	}

@@ -59,7 +59,7 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	keptA, keptB := job(JobFinished, old, inBatch(batchKept, 0)), job(JobFinished, recent, inBatch(batchKept, 1))
 	all := []*Job{oldFinished, oldFailed, oldCancelled, recentFinished, oldQueued, parent, child, busyParent, busyChild,
 		waitingParent, endedChild, goneA, goneB, keptA, keptB}
-	err := s.update(func(tx *Tx) error {
+	err := s.update(func(tx *txn) error {
 		for _, b := range []ulid.ULID{batchGone, batchKept} {
 			if err := tx.putJSON(bucketBatches, id(b), &Batch{ID: b, TeamID: team}); err != nil {
 				return err
@@ -84,7 +84,7 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	var after []byte
 	for step := 0; ; step++ {
 		var r Removal
-		if err := s.update(func(tx *Tx) (err error) { r, err = tx.removeExpired(cutoff, after, 2); return err }); err != nil {
+		if err := s.update(func(tx *txn) (err error) { r, err = tx.removeExpired(cutoff, after, 2); return err }); err != nil {
 			t.Fatal(err)
 		}
 		for _, j := range r.Jobs {
@@ -105,7 +105,7 @@ func TestRemoveExpiredTakesWhatEndedBeforeTheCutoffAndNothingElse(t *testing.T) 
 	if !slices.Equal(removed, want) || batches != 1 {
 		t.Fatalf("removed %v and %d batches, want %v and 1", removed, batches, want)
 	}
-	err = s.View(func(tx *Tx) error {
+	err = s.view(func(tx *txn) error {
 		for _, j := range all {
 			_, err := tx.Job(j.ID)
 			if gone := slices.Contains(want, j.ID); (err == nil) == gone {

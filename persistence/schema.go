@@ -147,7 +147,7 @@ func migrateInChunks(db *bolt.DB, version int, fills [][]byte, chunk func(btx *b
 // in the ended-jobs index (retention).
 func upgradeTo2(db *bolt.DB) error {
 	return migrateInChunks(db, 2, [][]byte{bucketJobTimeCounts}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
-		tx := &Tx{tx: btx}
+		tx := &txn{tx: btx}
 		type step struct {
 			team, job ulid.ULID
 			state     JobState
@@ -207,7 +207,7 @@ func upgradeTo3(db *bolt.DB) error {
 				read = append(read, entry{bytes.Clone(k), bytes.Clone(v)})
 			}
 			// Changed after the walk: bbolt cursors may skip keys when their bucket changes.
-			tx := &Tx{tx: btx}
+			tx := &txn{tx: btx}
 			for _, e := range read {
 				var err error
 				switch {
@@ -262,7 +262,7 @@ func upgradeTo3(db *bolt.DB) error {
 // counting each job in its team's and tags' priority counters.
 func upgradeTo4(db *bolt.DB) error {
 	return migrateInChunks(db, 4, [][]byte{bucketPriorityTimeCounts, bucketPriorityCounts}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
-		tx := &Tx{tx: btx}
+		tx := &txn{tx: btx}
 		c := btx.Bucket(bucketJobsByTeamPriority).Cursor()
 		n := 0
 		var last []byte

@@ -17,7 +17,7 @@ import (
 func queuedEntries(t *testing.T, s *Store) []QueueEntry {
 	t.Helper()
 	var got []QueueEntry
-	err := s.View(func(tx *Tx) error {
+	err := s.view(func(tx *txn) error {
 		return tx.QueuedJobs(func(e QueueEntry) error { got = append(got, e); return nil })
 	})
 	if err != nil {
@@ -34,7 +34,7 @@ func TestQueueEntriesFollowTheJob(t *testing.T) {
 	team := ids.New(time.Now())
 	a := &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Engine: "lottie", Priority: -7, Tags: []string{"b", "a"}}
 	b := &Job{ID: ids.New(time.Now()), TeamID: team, State: JobQueued, Engine: "ae2026"}
-	if err := s.update(func(tx *Tx) error {
+	if err := s.update(func(tx *txn) error {
 		if err := tx.createJob(a, testNow); err != nil {
 			return err
 		}
@@ -43,7 +43,7 @@ func TestQueueEntriesFollowTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b is dispatched, fails on n1, and comes back; a is cancelled.
-	if err := s.update(func(tx *Tx) error {
+	if err := s.update(func(tx *txn) error {
 		b.State = JobRendering
 		if err := tx.updateJob(JobQueued, b, testNow); err != nil {
 			return err
@@ -149,7 +149,7 @@ func TestUpgradeFromSchema2SurvivesAKillHalfway(t *testing.T) {
 
 	s = openAfterAKill(t, path, 3, "2")
 	var listed []ulid.ULID
-	if err := s.View(func(tx *Tx) error {
+	if err := s.view(func(tx *txn) error {
 		if !tx.TemplateInUse(tplA) || !tx.TemplateInUse(tplB) {
 			t.Error("a template with live jobs is not in use after the upgrade")
 		}
@@ -238,7 +238,7 @@ func TestUpgradeFromSchema3SurvivesAKillHalfway(t *testing.T) {
 	s = openAfterAKill(t, path, 5, "3")
 	page := JobQuery{TeamID: team, Offset: 7, Limit: 9, Sort: SortPriority, Tags: []string{"t"}}
 	var got []*Job
-	if err := s.View(func(tx *Tx) (err error) { got, _, err = tx.ListJobs(page); return err }); err != nil {
+	if err := s.view(func(tx *txn) (err error) { got, _, err = tx.ListJobs(page); return err }); err != nil {
 		t.Fatal(err)
 	}
 	wantPage := referenceList(jobs, page)[7:]

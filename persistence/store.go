@@ -58,7 +58,7 @@ type decodeCache struct {
 // more than once: when another write of the same batch fails, the batch is rolled back and
 // replayed without it.
 type write struct {
-	fn   func(*Tx) error
+	fn   func(*txn) error
 	done func(error)
 	// creates is the first id of the jobs a CreateJobs write adds, zero for other writes.
 	creates ulid.ULID
@@ -103,9 +103,9 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// View runs fn in a read-only transaction.
-func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, cache: s.cache}) })
+// view runs fn in a read-only transaction (named reads, reads.go, are the way in from outside).
+func (s *Store) view(fn func(*txn) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&txn{tx: btx, cache: s.cache}) })
 }
 
 // Apply applies a command in a group-committed transaction and returns once it is durable.
@@ -126,7 +126,7 @@ func (s *Store) ApplyAsync(c Command, done func(error)) {
 	if p, ok := c.(preparer); ok {
 		p.prepare()
 	}
-	w := &write{fn: func(tx *Tx) error { return tx.apply(c) }, done: done}
+	w := &write{fn: func(tx *txn) error { return tx.apply(c) }, done: done}
 	if create, ok := c.(*CreateJobs); ok && len(create.Jobs) > 0 {
 		w.creates = create.Jobs[0].ID
 	}
@@ -197,7 +197,7 @@ func (s *Store) commit(batch []*write) {
 		failed := -1
 		var failure error
 		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{tx: btx, cache: s.cache}
+			tx := &txn{tx: btx, cache: s.cache}
 			for i, w := range batch {
 				if err := w.fn(tx); err != nil {
 					failed, failure = i, err
@@ -241,8 +241,8 @@ func inIDOrder(batch []*write) {
 	}
 }
 
-// Tx is a transaction with typed access to the records.
-type Tx struct {
+// txn is a transaction with typed access to the records.
+type txn struct {
 	tx    *bolt.Tx
 	cache *decodeCache
 	// buckets keeps the buckets a read transaction opened, by name.
@@ -259,7 +259,7 @@ type Tx struct {
 }
 
 // finish writes what a write transaction holds back until its commit.
-func (t *Tx) finish() error {
+func (t *txn) finish() error {
 	if t.countsErr != nil {
 		return t.countsErr
 	}

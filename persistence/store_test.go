@@ -14,14 +14,14 @@ import (
 )
 
 // createJob stores a new job and its index entries, as CreateJobs does without the log line.
-func (t *Tx) createJob(j *Job, at time.Time) error {
+func (t *txn) createJob(j *Job, at time.Time) error {
 	return t.insertJob(j, prepareJob(j, at))
 }
 
 // storeJobs creates the jobs in one transaction.
 func storeJobs(t *testing.T, s *Store, jobs []*Job) {
 	t.Helper()
-	if err := s.update(func(tx *Tx) error {
+	if err := s.update(func(tx *txn) error {
 		for _, j := range jobs {
 			if err := tx.createJob(j, testNow); err != nil {
 				return err
@@ -63,7 +63,7 @@ func TestGroupCommitAnswersEachWriterAndSurvivesReopen(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = s.update(func(tx *Tx) error {
+			results[i] = s.update(func(tx *txn) error {
 				if err := tx.createJob(&Job{ID: jobIDs[i], TeamID: team, State: JobQueued}, testNow); err != nil {
 					return err
 				}
@@ -79,7 +79,7 @@ func TestGroupCommitAnswersEachWriterAndSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = openTestStore(t, path)
-	err = s.View(func(tx *Tx) error {
+	err = s.view(func(tx *txn) error {
 		for i, res := range results {
 			_, getErr := tx.Job(jobIDs[i])
 			if i%50 == 7 {
@@ -108,7 +108,7 @@ func TestCreationsCommitInIDOrder(t *testing.T) {
 	ids := NewIDs()
 	first, second, third := ids.New(testNow), ids.New(testNow), ids.New(testNow)
 	other := func(name string) *write {
-		return &write{done: func(error) {}, fn: func(*Tx) error { return errors.New(name) }}
+		return &write{done: func(error) {}, fn: func(*txn) error { return errors.New(name) }}
 	}
 	a, b := other("a"), other("b")
 	batch := []*write{{creates: third}, a, {creates: first}, b, {creates: second}}
@@ -171,7 +171,7 @@ func TestABurstOfIDsSpreadsOverMilliseconds(t *testing.T) {
 func TestUpdateAfterCloseFails(t *testing.T) {
 	s := openTestStore(t, "")
 	s.Close()
-	if err := s.update(func(*Tx) error { return nil }); !errors.Is(err, ErrClosed) {
+	if err := s.update(func(*txn) error { return nil }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
 }
@@ -203,7 +203,7 @@ func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.U
 	teams = [2]ulid.ULID{ids.New(time.Now()), ids.New(time.Now())}
 	base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tags = []string{"red", "green", "blue", "a-b_c"}
-	err := s.update(func(tx *Tx) error {
+	err := s.update(func(tx *txn) error {
 		for i := range 600 {
 			created := base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(int(step/time.Millisecond)))*time.Millisecond)
 			j := &Job{
@@ -244,7 +244,7 @@ func checkListing(t *testing.T, s *Store, all []*Job, q JobQuery) {
 	want := referenceList(all, q)
 	var got []*Job
 	var total int
-	if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+	if err := s.view(func(tx *txn) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
 		t.Fatal(err)
 	}
 	wantPage := want[min(q.Offset, len(want)):min(len(want), max(q.Offset, 0)+max(q.Limit, 0))]
@@ -296,7 +296,7 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 	} {
 		var got []*Job
 		var total int
-		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+		if err := s.view(func(tx *txn) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
 			t.Fatal(err)
 		}
 		want := referenceList(all, q)
@@ -313,7 +313,7 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 		want = referenceList(all, q)
 		drawn := map[string]bool{}
 		for range 200 {
-			if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+			if err := s.view(func(tx *txn) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
 				t.Fatal(err)
 			}
 			ids := jobIDsOf(got)
@@ -412,7 +412,7 @@ func TestLogIsCappedAndOrdered(t *testing.T) {
 	s := openTestStore(t, "")
 	jobID := NewIDs().New(time.Now())
 	for range 3 {
-		err := s.update(func(tx *Tx) error {
+		err := s.update(func(tx *txn) error {
 			lines := make([]string, MaxLogLines/2)
 			for i := range lines {
 				lines[i] = fmt.Sprintf("line %d", i)
@@ -424,7 +424,7 @@ func TestLogIsCappedAndOrdered(t *testing.T) {
 		}
 	}
 	var log string
-	s.View(func(tx *Tx) error { log = tx.Log(jobID); return nil })
+	s.view(func(tx *txn) error { log = tx.Log(jobID); return nil })
 	lines := splitLines(log)
 	if len(lines) != MaxLogLines+1 {
 		t.Fatalf("%d lines, want %d", len(lines), MaxLogLines+1)
@@ -455,7 +455,7 @@ func TestBatchJobsFollowStateChanges(t *testing.T) {
 		{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, BatchIndex: 2, State: JobPending},
 	}
 	child := &Job{ID: ids.New(time.Now()), TeamID: team, BatchID: batch, ParentID: jobs[1].ID, State: JobQueued}
-	err := s.update(func(tx *Tx) error {
+	err := s.update(func(tx *txn) error {
 		for _, j := range append(jobs, child) {
 			if err := tx.createJob(j, testNow); err != nil {
 				return err
@@ -468,7 +468,7 @@ func TestBatchJobsFollowStateChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []BatchJob
-	s.View(func(tx *Tx) error { got = tx.BatchJobs(batch); return nil })
+	s.view(func(tx *txn) error { got = tx.BatchJobs(batch); return nil })
 	want := []BatchJob{{0, jobs[0].ID, JobCancelled}, {2, jobs[1].ID, JobPending}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("batch jobs %v, want %v (children are not top-level)", got, want)
@@ -507,7 +507,7 @@ func TestListJobsWithoutALimitReadsNoPage(t *testing.T) {
 		q.TeamID = team
 		var got []*Job
 		var total int
-		if err := s.View(func(tx *Tx) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
+		if err := s.view(func(tx *txn) (err error) { got, total, err = tx.ListJobs(q); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 0 || total != 5 {

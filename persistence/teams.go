@@ -36,7 +36,7 @@ func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 
 // ensureTeam returns the team with this name, creating it with the id and webhook secret given
 // when there is none.
-func (t *Tx) ensureTeam(name string, newID ulid.ULID, webhookSecret string, at time.Time) (Team, bool, error) {
+func (t *txn) ensureTeam(name string, newID ulid.ULID, webhookSecret string, at time.Time) (Team, bool, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return Team{}, false, errors.New("team name is empty")
@@ -53,7 +53,7 @@ func (t *Tx) ensureTeam(name string, newID ulid.ULID, webhookSecret string, at t
 }
 
 // Team loads a team by id.
-func (t *Tx) Team(teamID ulid.ULID) (Team, error) {
+func (t *txn) Team(teamID ulid.ULID) (Team, error) {
 	var team Team
 	found, err := t.getJSON(bucketTeams, id(teamID), &team)
 	if err == nil && !found {
@@ -63,7 +63,7 @@ func (t *Tx) Team(teamID ulid.ULID) (Team, error) {
 }
 
 // Token returns the token stored under a hash.
-func (t *Tx) Token(hash [32]byte) (*Token, error) {
+func (t *txn) Token(hash [32]byte) (*Token, error) {
 	tok := &Token{Hash: hash}
 	found, err := t.getJSON(bucketTokens, hash[:], tok)
 	if err == nil && !found {
@@ -73,7 +73,7 @@ func (t *Tx) Token(hash [32]byte) (*Token, error) {
 }
 
 // Tokens lists every token with its team, oldest first.
-func (t *Tx) Tokens() ([]TeamToken, error) {
+func (t *txn) Tokens() ([]TeamToken, error) {
 	var out []TeamToken
 	var err error
 	t.scanPrefix(bucketTokens, nil, func(k, raw []byte) bool {
@@ -101,7 +101,7 @@ type TeamToken struct {
 }
 
 // tokenByID finds the token an ID (the hex start of its hash) names.
-func (t *Tx) tokenByID(tokenID string) (*Token, error) {
+func (t *txn) tokenByID(tokenID string) (*Token, error) {
 	prefix, err := hex.DecodeString(tokenID)
 	if err != nil || len(prefix) != TokenIDLength {
 		return nil, ErrNotFound
@@ -134,7 +134,7 @@ func NewWebhookSecret() (string, error) {
 }
 
 // HasTeams reports whether any team exists (a first start has none).
-func (t *Tx) HasTeams() bool {
+func (t *txn) HasTeams() bool {
 	k, _ := t.bucket(bucketTeams).Cursor().First()
 	return k != nil
 }

@@ -52,7 +52,7 @@ type timeCount struct {
 }
 
 // addTimeCounts moves a job's counters at every level: its team's and its tags'.
-func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) {
+func (t *txn) addTimeCounts(j *Job, s JobState, delta int) {
 	team := id(j.TeamID)
 	t.addScopeTimeCounts(teamTimeCounter, team, j.ID, s, delta)
 	for _, tag := range j.Tags {
@@ -62,7 +62,7 @@ func (t *Tx) addTimeCounts(j *Job, s JobState, delta int) {
 
 // addPriorityCounts moves the counters of a job with a priority of its own, for its team and
 // each tag: by priority and state, and by creation time, in all and per priority.
-func (t *Tx) addPriorityCounts(j *Job, s JobState, delta int) {
+func (t *txn) addPriorityCounts(j *Job, s JobState, delta int) {
 	inverted := invertedPriority(j.Priority)
 	for _, sc := range j.scopes() {
 		t.addCount(bucketPriorityCounts, key(sc.priorityLevel(inverted), stateKey(s)), delta)
@@ -74,7 +74,7 @@ func (t *Tx) addPriorityCounts(j *Job, s JobState, delta int) {
 
 // addScopeTimeCounts moves a job's counters of one scope at every level, when the transaction
 // writes its counters.
-func (t *Tx) addScopeTimeCounts(c timeCounter, scope []byte, jobID ulid.ULID, s JobState, delta int) {
+func (t *txn) addScopeTimeCounts(c timeCounter, scope []byte, jobID ulid.ULID, s JobState, delta int) {
 	if t.timeCounts == nil {
 		t.timeCounts = make(map[timeCount]int)
 	}
@@ -82,7 +82,7 @@ func (t *Tx) addScopeTimeCounts(c timeCounter, scope []byte, jobID ulid.ULID, s 
 }
 
 // spreadTimeCounts turns the changes kept by millisecond into changes of each level's counter.
-func (t *Tx) spreadTimeCounts() {
+func (t *txn) spreadTimeCounts() {
 	for tc, delta := range t.timeCounts {
 		if delta == 0 {
 			continue

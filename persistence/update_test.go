@@ -3,7 +3,7 @@ package persistence
 import "time"
 
 // update runs fn in a group-committed write: tests build their stores record by record.
-func (s *Store) update(fn func(*Tx) error) error {
+func (s *Store) update(fn func(*txn) error) error {
 	result := make(chan error, 1)
 	s.submit(&write{fn: fn, done: func(err error) { result <- err }})
 	return <-result

@@ -206,15 +206,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 		},
 	}, api.Deps{
-		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey), Secrets: box,
+		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey),
 		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics, Events: events, History: history,
 		UI: ui.Handler, UIRedirect: ui.Redirect,
 	})
 	coord.JobJSON = server.JobJSON
 
-	var counts map[persistence.JobState]int
-	store.View(func(tx *persistence.Tx) error { counts = tx.JobCountsByState(); return nil })
-	m.SetJobCounts(counts)
+	m.SetJobCounts(store.JobCountsByState())
 	m.WatchQueue(coord, clk.Now)
 	history.Source = coord
 	if err := coord.Start(); err != nil {
@@ -286,9 +284,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		"embedded_node_slots", cfg.Node.LocalSlots)
 	fmt.Fprintf(stdout, "framefarm listening on %s\n", ln.Addr().String())
 	fmt.Fprintf(stdout, "dashboard: %s/ui/ (sign in with an API token)\n", publicURL)
-	var teams bool
-	store.View(func(tx *persistence.Tx) error { teams = tx.HasTeams(); return nil })
-	if !teams {
+	if !store.HasTeams() {
 		abs, _ := filepath.Abs(dataDir)
 		fmt.Fprintf(stdout, "no team yet: for a first API token, run in another terminal on this machine\n  framefarm token create --data-dir %s --team NAME\n", abs)
 	}

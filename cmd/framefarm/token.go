@@ -184,18 +184,16 @@ func (t tokenTool) list() error {
 	var tokens []tokenInfo
 	err := t.withStore(func(store *persistence.Store) error {
 		now := time.Now()
-		return store.View(func(tx *persistence.Tx) error {
-			all, err := tx.Tokens()
-			for _, tok := range all {
-				info := tokenInfo{ID: tok.ID(), CreatedAt: tok.CreatedAt, Expired: tok.Expired(now)}
-				info.Team.ID, info.Team.Name = tok.Team.ID.String(), tok.Team.Name
-				if !tok.ExpiresAt.IsZero() {
-					info.ExpiresAt = &tok.ExpiresAt
-				}
-				tokens = append(tokens, info)
+		all, err := store.Tokens()
+		for _, tok := range all {
+			info := tokenInfo{ID: tok.ID(), CreatedAt: tok.CreatedAt, Expired: tok.Expired(now)}
+			info.Team.ID, info.Team.Name = tok.Team.ID.String(), tok.Team.Name
+			if !tok.ExpiresAt.IsZero() {
+				info.ExpiresAt = &tok.ExpiresAt
 			}
-			return err
-		})
+			tokens = append(tokens, info)
+		}
+		return err
 	}, func(la localAdmin) error {
 		return ask(la, http.MethodGet, "/api/v2/admin/tokens", nil, http.StatusOK, &tokens)
 	})

@@ -128,7 +128,7 @@ type batchJobStatus struct {
 }
 
 func (s *Server) loadBatch(r *request) (*persistence.Batch, bool) {
-	return teamRecord(r, func(id string) *apiError { return notFound("batch", id) }, (*persistence.Tx).TeamBatch)
+	return teamRecord(r, func(id string) *apiError { return notFound("batch", id) }, s.Store.TeamBatch)
 }
 
 // getBatch reports a batch's progress.
@@ -137,24 +137,14 @@ func (s *Server) getBatch(r *request) {
 	if !ok {
 		return
 	}
-	var jobs []*persistence.Job
-	var indexes []int
-	err := s.Store.View(func(tx *persistence.Tx) error {
-		for _, bj := range tx.BatchJobs(b.ID) {
-			j, err := tx.Job(bj.JobID)
-			if err != nil {
-				return err
-			}
-			jobs, indexes = append(jobs, j), append(indexes, bj.Index)
-		}
-		return nil
-	})
+	members, err := s.Store.BatchMembers(b.ID)
 	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
-	out := batchStatus{BatchID: b.ID.String(), Jobs: make([]batchJobStatus, 0, len(jobs))}
-	for i, j := range jobs {
+	out := batchStatus{BatchID: b.ID.String(), Jobs: make([]batchJobStatus, 0, len(members))}
+	for _, m := range members {
+		j := m.Job
 		out.Stats.Total++
 		switch j.State {
 		case persistence.JobFinished:
@@ -166,7 +156,7 @@ func (s *Server) getBatch(r *request) {
 		default:
 			out.Stats.Pending++
 		}
-		out.Jobs = append(out.Jobs, batchJobStatus{Index: indexes[i], ID: j.ID.String(), Status: j.State.String(),
+		out.Jobs = append(out.Jobs, batchJobStatus{Index: m.Index, ID: j.ID.String(), Status: j.State.String(),
 			OutputURL: s.outputURL(j), Stats: s.jobStats(j)})
 	}
 	switch {

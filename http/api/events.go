@@ -37,7 +37,9 @@ type Event struct {
 // coalesced. A viewer whose buffer is full is dropped (its stream ends; it reconnects and reads
 // the listing again) rather than slow anything down.
 type Hub struct {
-	Store    *persistence.Store
+	Store interface {
+		Jobs([]ulid.ULID) ([]*persistence.Job, error)
+	}
 	Clock    clock.Clock
 	Interval time.Duration
 	// Buffer is how many events a viewer may have unsent [4096]; MaxPerFlush how many jobs of a
@@ -80,8 +82,10 @@ type Viewer struct {
 
 // Watch subscribes the hub to the changes its viewers see: jobs' states and progress (marked, sent
 // at the next flush), templates' statuses (sent at once to their team's viewers: templates
-// change seldom) and render nodes' states (to the farm's viewers; "" when forgotten).
+// change seldom) and render nodes' states (to the farm's viewers; "" when forgotten); a revoked
+// token's streams end.
 func (h *Hub) Watch(ev *actors.Events) {
+	ev.TokenRevoked.Subscribe(func(e actors.TokenRevoked) { h.Revoke(e.Hash) })
 	ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { h.mark(e.Job) })
 	ev.JobProgressSaved.Subscribe(func(e actors.JobProgressSaved) { h.mark(e.Job) })
 	ev.TemplateStatusChanged.Subscribe(func(e actors.TemplateStatusChanged) {
@@ -279,27 +283,28 @@ func (h *Hub) Flush() {
 	if limit <= 0 {
 		limit = 256
 	}
-	h.Store.View(func(tx *persistence.Tx) error {
-		for id := range changed {
-			j, err := tx.Job(id)
-			if err != nil {
-				continue // removed meanwhile
-			}
-			if counts[j.TeamID]++; counts[j.TeamID] > limit {
-				continue
-			}
-			progress := j.Progress
-			ev := Event{Type: "job", ID: j.ID.String(), Status: j.State.String(), Progress: &progress}
-			if j.BatchID != (ulid.ULID{}) {
-				ev.BatchID = j.BatchID.String()
-			}
-			if j.ParentID != (ulid.ULID{}) {
-				ev.ParentID = j.ParentID.String()
-			}
-			byTeam[j.TeamID] = append(byTeam[j.TeamID], ev)
+	ids := make([]ulid.ULID, 0, len(changed))
+	for id := range changed {
+		ids = append(ids, id)
+	}
+	jobs, _ := h.Store.Jobs(ids)
+	for _, j := range jobs {
+		if j == nil {
+			continue // removed meanwhile
 		}
-		return nil
-	})
+		if counts[j.TeamID]++; counts[j.TeamID] > limit {
+			continue
+		}
+		progress := j.Progress
+		ev := Event{Type: "job", ID: j.ID.String(), Status: j.State.String(), Progress: &progress}
+		if j.BatchID != (ulid.ULID{}) {
+			ev.BatchID = j.BatchID.String()
+		}
+		if j.ParentID != (ulid.ULID{}) {
+			ev.ParentID = j.ParentID.String()
+		}
+		byTeam[j.TeamID] = append(byTeam[j.TeamID], ev)
+	}
 	encoded := map[ulid.ULID][][]byte{}
 	for team, events := range byTeam {
 		if counts[team] > limit {

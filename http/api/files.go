@@ -7,21 +7,15 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/oklog/ulid/v2"
 	"github.com/valyala/fasthttp"
 
-	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/renderer"
 )
-
-// Object key prefixes that may be downloaded through a signed URL.
-var downloadable = []string{"templates/", "outputs/", "fonts/"}
 
 // verifySigned checks the signature of a signed-URL request for key.
 func (s *Server) verifySigned(r *request, method, key string) bool {
@@ -38,7 +32,7 @@ func (s *Server) verifySigned(r *request, method, key string) bool {
 func (s *Server) getFile(r *request) {
 	key, _ := r.ctx.UserValue("key").(string)
 	missing := newError(http.StatusNotFound, codeNotFound, "no such file")
-	if blobs.CheckKey(key) != nil || !hasAnyPrefix(key, downloadable) {
+	if blobs.CheckKey(key) != nil || !persistence.Downloadable(key) {
 		r.fail(missing)
 		return
 	}
@@ -48,8 +42,8 @@ func (s *Server) getFile(r *request) {
 	if jobID, name, ok := persistence.ParseOutputLink(key); ok {
 		// A job's output link: served from the attempt that is current now (earlier attempts'
 		// outputs, under their own keys, are never what the link gives).
-		var j *persistence.Job
-		if s.Store.View(func(tx *persistence.Tx) (err error) { j, err = tx.Job(jobID); return err }) != nil || j.OutputName != name {
+		j, err := s.Store.Job(jobID)
+		if err != nil || j.OutputName != name {
 			r.fail(missing)
 			return
 		}
@@ -121,10 +115,6 @@ func (l *limitedFile) Read(p []byte) (int, error) {
 
 func (l *limitedFile) Close() error { return l.f.Close() }
 
-func hasAnyPrefix(s string, prefixes []string) bool {
-	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
-}
-
 // uploadTemplateFile receives a template's project file through the URL of its uploadInfo, which
 // names the upload window it serves (none: a URL of a release before windows, window 0).
 func (s *Server) uploadTemplateFile(r *request) {
@@ -141,13 +131,12 @@ func (s *Server) uploadTemplateFile(r *request) {
 	if !s.verifySigned(r, http.MethodPut, persistence.TemplateUploadKey(teamID, id, window)) {
 		return
 	}
-	var tpl *persistence.Template
-	s.Store.View(func(tx *persistence.Tx) (err error) { tpl, err = tx.Template(teamID, id); return err })
-	if tpl == nil {
+	tpl, err := s.Store.Template(teamID, id)
+	if err != nil {
 		r.fail(templateNotFound(idText))
 		return
 	}
-	if _, err := actors.FileEvent(tpl, window); err != nil {
+	if err := s.Coordinator.UploadAwaited(tpl, window); err != nil {
 		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
 		return
 	}
@@ -155,7 +144,7 @@ func (s *Server) uploadTemplateFile(r *request) {
 	if !ok {
 		return
 	}
-	key := actors.TemplateFileKey(id, s.IDs.New(s.Clock.Now()))
+	key := persistence.TemplateFileKey(id, s.IDs.New(s.Clock.Now()))
 	file, ok := s.storeBody(r, key, limit, which)
 	if !ok {
 		return
@@ -173,8 +162,8 @@ func (s *Server) uploadOutput(r *request) {
 	jobText, _ := r.ctx.UserValue("job").(string)
 	attempt, _ := r.ctx.UserValue("attempt").(string)
 	name, _ := r.ctx.UserValue("name").(string)
-	key := "outputs/" + jobText + "/" + attempt + "/" + name
-	if blobs.CheckKey(key) != nil || strings.Count(key, "/") != 3 {
+	key, ok := persistence.AttemptOutputKey(jobText, attempt, name)
+	if !ok || blobs.CheckKey(key) != nil {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "no such file"))
 		return
 	}
@@ -189,8 +178,8 @@ func (s *Server) uploadOutput(r *request) {
 // templateRoom is how large a team's next template file may be, and which limit that is; it
 // answers 429 when the team has too many templates in flight, 413 when its quota is spent.
 func (s *Server) templateRoom(r *request, teamID, templateID ulid.ULID) (int64, string, bool) {
-	var usage persistence.TemplateUsage
-	if err := s.Store.View(func(tx *persistence.Tx) (err error) { usage, err = tx.TemplateUsage(teamID, templateID); return err }); err != nil {
+	usage, err := s.Store.TemplateUsage(teamID, templateID)
+	if err != nil {
 		r.failErr(err, nil)
 		return 0, "", false
 	}

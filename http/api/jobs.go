@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,17 +11,15 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
 )
 
-// catalog answers validation's questions about one team inside one read transaction,
+// catalog answers validation's questions about one team from one read of its records,
 // decoding each template once however many jobs use it.
 type catalog struct {
-	tx        *persistence.Tx
-	team      ulid.ULID
+	reads     persistence.TeamReads
 	templates map[string]*persistence.Template
 }
 
@@ -36,7 +33,7 @@ func (c *catalog) Template(id string) (*persistence.Template, error) {
 	if !ok {
 		return nil, persistence.ErrNotFound
 	}
-	tpl, err := c.tx.SharedTemplate(c.team, tid)
+	tpl, err := c.reads.Template(tid)
 	if err != nil {
 		return nil, err
 	}
@@ -45,19 +42,19 @@ func (c *catalog) Template(id string) (*persistence.Template, error) {
 }
 
 func (c *catalog) FontExists(name string) bool {
-	_, err := c.tx.FontByFileName(c.team, name)
+	_, err := c.reads.Font(name)
 	return err == nil
 }
 
 func (c *catalog) SecretExists(name string) bool {
-	_, err := c.tx.SecretByName(c.team, name)
+	_, err := c.reads.Secret(name)
 	return err == nil
 }
 
 // validateWith runs fn with a catalog of the request's team.
 func (r *request) validateWith(fn func(cat *catalog)) error {
-	return r.s.Store.View(func(tx *persistence.Tx) error {
-		fn(&catalog{tx: tx, team: r.team, templates: map[string]*persistence.Template{}})
+	return r.s.Store.ReadTeam(r.team, func(reads persistence.TeamReads) error {
+		fn(&catalog{reads: reads, templates: map[string]*persistence.Template{}})
 		return nil
 	})
 }
@@ -81,7 +78,7 @@ func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, bat
 		j.ParentID, j.Depth = parent.ID, parent.Depth+1
 	}
 	if up := v.Spec.Upload; up != nil && up.Params != nil {
-		j.OutputURL = bucketURL(up) + "/" + actors.UploadKey(up.Prefix, j.OutputName)
+		j.OutputURL = up.PublicURL(j.OutputName)
 	}
 	if len(v.Children) > 0 {
 		j.State = persistence.JobPending
@@ -98,17 +95,6 @@ func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, bat
 }
 
 // bucketURL is the public base URL of an upload's bucket.
-func bucketURL(up *persistence.Upload) string {
-	if up.OutputURL != "" {
-		return strings.TrimRight(up.OutputURL, "/")
-	}
-	p := up.Params
-	if p.Endpoint != "" {
-		return strings.TrimRight(p.Endpoint, "/") + "/" + url.PathEscape(p.Bucket)
-	}
-	return "https://" + p.Bucket + ".s3." + p.Region + ".amazonaws.com"
-}
-
 // createdJob is the answer to a job creation.
 type createdJob struct {
 	ID           string        `json:"id"`
@@ -188,7 +174,7 @@ func (s *Server) getJob(r *request) {
 }
 
 func (s *Server) loadJob(r *request) (*persistence.Job, bool) {
-	return teamRecord(r, func(id string) *apiError { return notFound("job", id) }, (*persistence.Tx).TeamJob)
+	return teamRecord(r, func(id string) *apiError { return notFound("job", id) }, s.Store.TeamJob)
 }
 
 func (s *Server) jobLogs(r *request) {
@@ -196,8 +182,7 @@ func (s *Server) jobLogs(r *request) {
 	if !ok {
 		return
 	}
-	var log string
-	s.Store.View(func(tx *persistence.Tx) error { log = tx.Log(j.ID); return nil })
+	log := s.Store.JobLog(j.ID)
 	r.ctx.SetContentType("text/plain; charset=utf-8")
 	// A log holds text nodes and users wrote: never sniffed into anything a browser would run.
 	r.ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
@@ -211,12 +196,7 @@ func (s *Server) listJobs(r *request) {
 		r.fail(e)
 		return
 	}
-	var jobs []*persistence.Job
-	var total int
-	err := s.Store.View(func(tx *persistence.Tx) (err error) {
-		jobs, total, err = tx.ListJobs(q)
-		return err
-	})
+	jobs, total, err := s.Store.ListJobs(q)
 	if err != nil {
 		r.failErr(err, nil)
 		return
@@ -393,22 +373,17 @@ func (s *Server) cancelJobs(r *request) {
 		}
 		seen[id] = true
 	}
-	ids, missing := make([]ulid.ULID, 0, len(body.Jobs)), []validate.FieldError(nil)
-	s.Store.View(func(tx *persistence.Tx) error {
-		for i, text := range body.Jobs {
-			id, ok := persistence.ParseID(text)
-			if ok {
-				_, err := tx.TeamJob(r.team, id)
-				ok = err == nil
-			}
-			if !ok {
-				missing = append(missing, validate.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Message: fmt.Sprintf("no job %q", text)})
-				continue
-			}
-			ids = append(ids, id)
+	ids, parsed, missing := make([]ulid.ULID, 0, len(body.Jobs)), make([]ulid.ULID, len(body.Jobs)), []validate.FieldError(nil)
+	for i, text := range body.Jobs {
+		parsed[i], _ = persistence.ParseID(text) // a malformed id is the zero id, which no job has
+	}
+	for i, exists := range s.Store.TeamJobsExist(r.team, parsed) {
+		if !exists {
+			missing = append(missing, validate.FieldError{Field: fmt.Sprintf("jobs[%d]", i), Message: fmt.Sprintf("no job %q", body.Jobs[i])})
+			continue
 		}
-		return nil
-	})
+		ids = append(ids, parsed[i])
+	}
 	if len(missing) > 0 {
 		r.fail(&apiError{status: http.StatusNotFound, Code: codeNotFound, Details: missing,
 			Error: fmt.Sprintf("%d of the listed jobs do not exist; nothing was cancelled", len(missing))})

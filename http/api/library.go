@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/oklog/ulid/v2"
-
-	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer/fontfile"
@@ -101,16 +97,8 @@ func (s *Server) uploadFont(r *request) {
 	if family == "" {
 		family = embedded
 	}
-	now := s.Clock.Now()
-	f := &persistence.Font{ID: s.IDs.New(now), TeamID: r.team, FamilyName: family, FileName: fileName, CreatedAt: now}
-	key := "fonts/" + r.team.String() + "/" + f.ID.String() + ".ttf"
-	if f.File, err = s.Blobs.Put(key, bytes.NewReader(data), limit); err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	err = s.Store.Apply(&persistence.CreateFont{Font: f})
+	f, err := s.Coordinator.AddFont(r.team, family, fileName, data)
 	if err != nil {
-		s.Blobs.Delete(key)
 		if errors.Is(err, persistence.ErrConflict) {
 			r.fail(newError(http.StatusConflict, codeConflict, "the font library already has a %q; delete it first to replace it", fileName))
 			return
@@ -122,8 +110,8 @@ func (s *Server) uploadFont(r *request) {
 }
 
 func (s *Server) listFonts(r *request) {
-	var fonts []*persistence.Font
-	if err := s.Store.View(func(tx *persistence.Tx) (err error) { fonts, err = tx.Fonts(r.team); return err }); err != nil {
+	fonts, err := s.Store.Fonts(r.team)
+	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
@@ -135,22 +123,15 @@ func (s *Server) listFonts(r *request) {
 }
 
 func (s *Server) getFont(r *request) {
-	if f, ok := teamRecord(r, fontNotFound, (*persistence.Tx).Font); ok {
+	if f, ok := teamRecord(r, fontNotFound, s.Store.Font); ok {
 		r.json(http.StatusOK, fontViewOf(f))
 	}
 }
 
 func (s *Server) deleteFont(r *request) {
-	deleted, ok := teamWrite(r, fontNotFound, func(team, id ulid.ULID) *persistence.DeleteFont {
-		return &persistence.DeleteFont{TeamID: team, FontID: id}
-	})
-	if !ok {
-		return
+	if _, ok := teamRecord(r, fontNotFound, s.Coordinator.DeleteFont); ok {
+		r.noContent()
 	}
-	if err := s.Blobs.Delete(deleted.Deleted.File.Key); err != nil {
-		r.logger().Warn("cannot remove a deleted font's file", "err", err)
-	}
-	r.noContent()
 }
 
 type secretView struct {
@@ -181,10 +162,7 @@ func (s *Server) putSecret(r *request) {
 		r.fail(badField("value", fmt.Sprintf("is larger than %d bytes", maxSecretBytes)))
 		return
 	}
-	now := s.Clock.Now()
-	sec := &persistence.Secret{ID: s.IDs.New(now), TeamID: r.team, Name: body.Name, CreatedAt: now,
-		Ciphertext: s.Secrets.Seal([]byte(*body.Value), actors.SecretAAD(r.team, body.Name))}
-	err := s.Store.Apply(&persistence.CreateSecret{Secret: sec})
+	sec, err := s.Coordinator.AddSecret(r.team, body.Name, *body.Value)
 	if errors.Is(err, persistence.ErrConflict) {
 		r.fail(newError(http.StatusConflict, codeConflict, "a secret named %q exists; delete it first to replace it", body.Name))
 		return
@@ -193,12 +171,12 @@ func (s *Server) putSecret(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	r.json(http.StatusCreated, secretView{ID: sec.ID.String(), Name: sec.Name, CreatedAt: now.UTC()})
+	r.json(http.StatusCreated, secretView{ID: sec.ID.String(), Name: sec.Name, CreatedAt: sec.CreatedAt.UTC()})
 }
 
 func (s *Server) listSecrets(r *request) {
-	var secrets []*persistence.Secret
-	if err := s.Store.View(func(tx *persistence.Tx) (err error) { secrets, err = tx.Secrets(r.team); return err }); err != nil {
+	secrets, err := s.Store.Secrets(r.team)
+	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
@@ -210,12 +188,8 @@ func (s *Server) listSecrets(r *request) {
 }
 
 func (s *Server) deleteSecret(r *request) {
-	deleteSecret := func(team, id ulid.ULID) *persistence.DeleteSecret {
-		return &persistence.DeleteSecret{TeamID: team, SecretID: id}
-	}
 	// 200 with what was deleted, as the official interface answers (fonts and templates: 204).
-	if deleted, ok := teamWrite(r, func(id string) *apiError { return notFound("secret", id) }, deleteSecret); ok {
-		sec := deleted.Deleted
+	if sec, ok := teamRecord(r, func(id string) *apiError { return notFound("secret", id) }, s.Coordinator.DeleteSecret); ok {
 		r.json(http.StatusOK, secretView{ID: sec.ID.String(), Name: sec.Name, CreatedAt: sec.CreatedAt.UTC()})
 	}
 }

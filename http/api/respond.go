@@ -226,40 +226,20 @@ func (r *request) decode(v any) bool {
 	return true
 }
 
-// teamRecord reads the record named by the path's {id} for the request's team with read; an id
-// that is unknown or another team's answers missing(id), a malformed one 400.
-func teamRecord[T any](r *request, missing func(id string) *apiError,
-	read func(tx *persistence.Tx, team, id ulid.ULID) (T, error)) (T, bool) {
+// teamRecord reads (or deletes) the record named by the path's {id} for the request's team with
+// do; an id that is unknown or another team's answers missing(id), a malformed one 400.
+func teamRecord[T any](r *request, missing func(id string) *apiError, do func(team, id ulid.ULID) (T, error)) (T, bool) {
 	var rec T
 	id, ok := pathID(r)
 	if !ok {
 		return rec, false
 	}
-	err := r.s.Store.View(func(tx *persistence.Tx) (err error) {
-		rec, err = read(tx, r.team, id)
-		return err
-	})
+	rec, err := do(r.team, id)
 	if err != nil {
 		r.failErr(err, missing(id.String()))
 		return rec, false
 	}
 	return rec, true
-}
-
-// teamWrite applies the command made for the record named by the path's {id} of the request's
-// team; an id that is unknown or another team's answers missing(id), a malformed one 400.
-func teamWrite[C persistence.Command](r *request, missing func(id string) *apiError, command func(team, id ulid.ULID) C) (C, bool) {
-	var c C
-	id, ok := pathID(r)
-	if !ok {
-		return c, false
-	}
-	c = command(r.team, id)
-	if err := r.s.Store.Apply(c); err != nil {
-		r.failErr(err, missing(id.String()))
-		return c, false
-	}
-	return c, true
 }
 
 // pathID reads the path's {id}; one that is not a well-formed ULID is a 400 (an unknown one is

@@ -131,8 +131,8 @@ type teamView struct {
 }
 
 func (s *Server) getTeam(r *request) {
-	var team persistence.Team
-	if err := s.Store.View(func(tx *persistence.Tx) (err error) { team, err = tx.Team(r.team); return err }); err != nil {
+	team, err := s.Store.Team(r.team)
+	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
@@ -168,24 +168,17 @@ func (s *Server) createToken(r *request) {
 			return
 		}
 	}
-	token, hash := persistence.NewToken()
-	secret, err := persistence.NewWebhookSecret()
+	issued, err := s.Coordinator.IssueToken(name, expires)
 	if err != nil {
 		r.failErr(err, nil)
 		return
 	}
-	now := s.Clock.Now()
-	issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: s.IDs.New(now), WebhookSecret: secret, TokenHash: hash, ExpiresAt: expires}
-	if err := s.Store.Apply(issued); err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	view := tokenViewOf(&persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Hash: hash}, issued.Team, now)
+	view := tokenViewOf(issued.Record, issued.Team, s.Clock.Now())
 	r.logger().Info("token created", "for_team", issued.Team.ID.String(), "token_id", view.ID)
 	r.json(http.StatusCreated, struct {
 		tokenView
 		Token string `json:"token"`
-	}{view, token})
+	}{view, issued.Token})
 }
 
 // tokenView describes a token without revealing it: its id is the start of its hash.
@@ -209,13 +202,10 @@ func tokenViewOf(t *persistence.Token, team persistence.Team, now time.Time) tok
 func (s *Server) listTokens(r *request) {
 	now := s.Clock.Now()
 	out := []tokenView{}
-	err := s.Store.View(func(tx *persistence.Tx) error {
-		tokens, err := tx.Tokens()
-		for _, t := range tokens {
-			out = append(out, tokenViewOf(t.Token, t.Team, now))
-		}
-		return err
-	})
+	tokens, err := s.Store.Tokens()
+	for _, t := range tokens {
+		out = append(out, tokenViewOf(t.Token, t.Team, now))
+	}
 	if err != nil {
 		r.failErr(err, nil)
 		return
@@ -226,19 +216,15 @@ func (s *Server) listTokens(r *request) {
 // revokeToken removes a token; it stops working at once.
 func (s *Server) revokeToken(r *request) {
 	id, _ := r.ctx.UserValue("token").(string)
-	revoke := &persistence.RevokeToken{TokenID: id}
-	if err := s.Store.Apply(revoke); err != nil {
+	revoked, err := s.Coordinator.RevokeToken(id)
+	if err != nil {
 		r.failErr(err, newError(http.StatusNotFound, codeNotFound, "no token %q", id))
 		return
 	}
-	s.tokens.Delete(revoke.Revoked.Hash)
-	if s.Events != nil {
-		s.Events.Revoke(revoke.Revoked.Hash)
-	}
-	var team persistence.Team
-	s.Store.View(func(tx *persistence.Tx) (err error) { team, err = tx.Team(revoke.Revoked.TeamID); return err })
-	r.logger().Info("token revoked", "for_team", revoke.Revoked.TeamID.String(), "token_id", id)
-	r.json(http.StatusOK, tokenViewOf(revoke.Revoked, team, s.Clock.Now()))
+	s.tokens.Delete(revoked.Hash)
+	team, _ := s.Store.Team(revoked.TeamID)
+	r.logger().Info("token revoked", "for_team", revoked.TeamID.String(), "token_id", id)
+	r.json(http.StatusOK, tokenViewOf(revoked, team, s.Clock.Now()))
 }
 
 func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }

@@ -9,6 +9,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -27,7 +28,6 @@ import (
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
-	"github.com/framefarm/framefarm/persistence/secretbox"
 )
 
 // Config tunes the API.
@@ -118,7 +118,14 @@ type Coordinator interface {
 	CreateTemplate(tpl *persistence.Template) error
 	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)
 	DeleteTemplate(teamID, id ulid.ULID) error
+	UploadAwaited(tpl *persistence.Template, window int) error
 	TemplateFileArrived(teamID, id ulid.ULID, window int, file persistence.StoredFile) (*persistence.Template, error)
+	AddFont(teamID ulid.ULID, family, fileName string, data []byte) (*persistence.Font, error)
+	DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error)
+	AddSecret(teamID ulid.ULID, name, value string) (*persistence.Secret, error)
+	DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error)
+	IssueToken(teamName string, expires time.Time) (actors.IssuedToken, error)
+	RevokeToken(tokenID string) (*persistence.Token, error)
 	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
 	Capacities() map[string]actors.Capacity
 	Nodes() []actors.NodeInfo
@@ -127,7 +134,39 @@ type Coordinator interface {
 	ForgetNode(nodeID string) error
 }
 
-var _ Coordinator = (*actors.Coordinator)(nil)
+// Store is what the API reads of the store: its named reads.
+type Store interface {
+	Job(jobID ulid.ULID) (*persistence.Job, error)
+	TeamJob(teamID, jobID ulid.ULID) (*persistence.Job, error)
+	TeamJobsExist(teamID ulid.ULID, ids []ulid.ULID) []bool
+	ListJobs(q persistence.JobQuery) ([]*persistence.Job, int, error)
+	JobLog(jobID ulid.ULID) string
+	TeamBatch(teamID, batchID ulid.ULID) (*persistence.Batch, error)
+	BatchMembers(batchID ulid.ULID) ([]persistence.BatchMember, error)
+	Template(teamID, templateID ulid.ULID) (*persistence.Template, error)
+	Templates(teamID ulid.ULID) ([]*persistence.Template, error)
+	TemplateUsage(teamID, except ulid.ULID) (persistence.TemplateUsage, error)
+	Font(teamID, fontID ulid.ULID) (*persistence.Font, error)
+	Fonts(teamID ulid.ULID) ([]*persistence.Font, error)
+	Secrets(teamID ulid.ULID) ([]*persistence.Secret, error)
+	Team(teamID ulid.ULID) (persistence.Team, error)
+	Token(hash [32]byte) (*persistence.Token, error)
+	Tokens() ([]persistence.TeamToken, error)
+	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
+}
+
+// Files is the object store as the API uses it: template uploads stream in, files stream out.
+type Files interface {
+	Put(key string, r io.Reader, limit int64) (persistence.StoredFile, error)
+	Path(key string) (string, error)
+	Delete(key string) error
+}
+
+var (
+	_ Coordinator = (*actors.Coordinator)(nil)
+	_ Store       = (*persistence.Store)(nil)
+	_ Files       = (*blobs.Store)(nil)
+)
 
 // RequestObserver records each request, for metrics.
 type RequestObserver interface {
@@ -137,11 +176,10 @@ type RequestObserver interface {
 // Deps are the API's collaborators.
 type Deps struct {
 	Coordinator Coordinator
-	Store       *persistence.Store
-	Blobs       *blobs.Store
+	Store       Store
+	Blobs       Files
 	// URLs signs the URLs handed to clients.
 	URLs     *blobs.Signer
-	Secrets  *secretbox.Box
 	IDs      *persistence.IDs
 	Clock    clock.Clock
 	Logger   *slog.Logger
@@ -327,11 +365,7 @@ func (s *Server) token(hash [32]byte) (*persistence.Token, error) {
 	if tok, cached := s.tokens.Load(hash); cached {
 		return tok.(*persistence.Token), nil
 	}
-	var tok *persistence.Token
-	err := s.Store.View(func(tx *persistence.Tx) (err error) {
-		tok, err = tx.Token(hash)
-		return err
-	})
+	tok, err := s.Store.Token(hash)
 	if err != nil {
 		return nil, err
 	}

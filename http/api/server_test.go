@@ -17,9 +17,10 @@ import (
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/secretbox"
 )
 
-// serveForTest runs the API over loopback on a real store, without actors.
+// serveForTest runs the API over loopback on a real store and real actors.
 func serveForTest(t *testing.T, log io.Writer) (*Server, string) {
 	t.Helper()
 	return serveWith(t, log, Config{}, clock.Real{})
@@ -33,7 +34,15 @@ func serveWith(t *testing.T, log io.Writer, cfg Config, clk clock.Clock) (*Serve
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	s := New(cfg, Deps{Store: store, Clock: clk, IDs: persistence.NewIDs(), Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ids := persistence.NewIDs()
+	box, _ := secretbox.New(make([]byte, 32))
+	coord := actors.New(actors.Config{}, actors.Deps{Store: store, Secrets: box, Clock: clk, IDs: ids, Logger: logger})
+	if err := coord.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { coord.Stop(context.Background()) })
+	s := New(cfg, Deps{Coordinator: coord, Store: store, Clock: clk, IDs: ids, Logger: logger})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

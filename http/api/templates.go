@@ -63,8 +63,8 @@ func (s *Server) createTemplate(r *request) {
 	}
 	if body.Src != "" {
 		tpl.Status = persistence.TemplateDownloading
-		var usage persistence.TemplateUsage
-		if err := s.Store.View(func(tx *persistence.Tx) (err error) { usage, err = tx.TemplateUsage(r.team, tpl.ID); return err }); err != nil {
+		usage, err := s.Store.TemplateUsage(r.team, tpl.ID)
+		if err != nil {
 			r.failErr(err, nil)
 			return
 		}
@@ -89,7 +89,7 @@ func (s *Server) checkURL(field, raw string) *apiError {
 }
 
 func (s *Server) loadTemplate(r *request) (*persistence.Template, bool) {
-	return teamRecord(r, templateNotFound, (*persistence.Tx).Template)
+	return teamRecord(r, templateNotFound, s.Store.Template)
 }
 
 func (s *Server) getTemplate(r *request) {
@@ -100,11 +100,7 @@ func (s *Server) getTemplate(r *request) {
 
 // teamTemplates loads the team's templates, or answers why it cannot.
 func (s *Server) teamTemplates(r *request) ([]*persistence.Template, bool) {
-	var all []*persistence.Template
-	err := s.Store.View(func(tx *persistence.Tx) (err error) {
-		all, err = tx.Templates(r.team)
-		return err
-	})
+	all, err := s.Store.Templates(r.team)
 	if err != nil {
 		r.failErr(err, nil)
 		return nil, false

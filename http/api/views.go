@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -182,7 +180,7 @@ func (s *Server) outputURL(j *persistence.Job) string {
 		return j.OutputURL
 	}
 	if up := j.Spec.Upload; up != nil && up.OutputURL != "" {
-		return strings.TrimRight(up.OutputURL, "/") + "/" + actors.UploadKey(up.Prefix, j.OutputName)
+		return up.PublicURL(j.OutputName)
 	}
 	return s.signedURL(http.MethodGet, j.OutputLink(), s.cfg.DownloadURLTTL)
 }

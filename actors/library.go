@@ -1,0 +1,102 @@
+package actors
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// A team's library (its fonts and secrets) and the farm's API tokens change seldom and need no
+// actor of their own, but they are written here, as commands, like every other change: the
+// actors are the store's only writer, and the commands they apply are the one stream a replica
+// of the store follows.
+
+// AddFont stores a font file in the team's library. ErrConflict: the library already has a font
+// of that file name (and the file is not kept).
+func (c *Coordinator) AddFont(teamID ulid.ULID, family, fileName string, data []byte) (*persistence.Font, error) {
+	now := c.Clock.Now()
+	f := &persistence.Font{ID: c.IDs.New(now), TeamID: teamID, FamilyName: family, FileName: fileName, CreatedAt: now}
+	key := persistence.FontKey(teamID, f.ID)
+	var err error
+	if f.File, err = c.Blobs.Put(key, bytes.NewReader(data), int64(len(data))); err != nil {
+		return nil, err
+	}
+	if err := c.Store.Apply(&persistence.CreateFont{Font: f}); err != nil {
+		c.removeObject(key)
+		return nil, err
+	}
+	return f, nil
+}
+
+// DeleteFont removes a font from the team's library, with its file, and returns it.
+func (c *Coordinator) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error) {
+	deleted := &persistence.DeleteFont{TeamID: teamID, FontID: fontID}
+	if err := c.Store.Apply(deleted); err != nil {
+		return nil, err
+	}
+	c.removeObject(deleted.Deleted.File.Key)
+	return deleted.Deleted, nil
+}
+
+// AddSecret seals a secret's value, bound to its team and name, and stores it. ErrConflict: the
+// team has a secret of that name.
+func (c *Coordinator) AddSecret(teamID ulid.ULID, name, value string) (*persistence.Secret, error) {
+	now := c.Clock.Now()
+	sec := &persistence.Secret{ID: c.IDs.New(now), TeamID: teamID, Name: name, CreatedAt: now,
+		Ciphertext: c.Secrets.Seal([]byte(value), persistence.SecretAAD(teamID, name))}
+	return sec, c.Store.Apply(&persistence.CreateSecret{Secret: sec})
+}
+
+// DeleteSecret removes one of a team's secrets and returns it (its value sealed).
+func (c *Coordinator) DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error) {
+	deleted := &persistence.DeleteSecret{TeamID: teamID, SecretID: secretID}
+	err := c.Store.Apply(deleted)
+	return deleted.Deleted, err
+}
+
+// IssuedToken is a new API token: the token itself (shown once), its record and its team.
+type IssuedToken struct {
+	Token  string
+	Record *persistence.Token
+	Team   persistence.Team
+}
+
+// IssueToken makes a token for the team of that name, creating the team (with its webhook
+// signing secret) when there is none. A zero expires never expires.
+func (c *Coordinator) IssueToken(teamName string, expires time.Time) (IssuedToken, error) {
+	token, hash := persistence.NewToken()
+	secret, err := persistence.NewWebhookSecret()
+	if err != nil {
+		return IssuedToken{}, err
+	}
+	now := c.Clock.Now()
+	issued := &persistence.IssueToken{At: now, TeamName: teamName, NewTeamID: c.IDs.New(now), WebhookSecret: secret, TokenHash: hash, ExpiresAt: expires}
+	if err := c.Store.Apply(issued); err != nil {
+		return IssuedToken{}, err
+	}
+	return IssuedToken{Token: token, Team: issued.Team,
+		Record: &persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Hash: hash}}, nil
+}
+
+// RevokeToken removes the token of an id (the start of its hash): it stops working at once, and
+// TokenRevoked tells those who hold what it opened (event streams). ErrNotFound: no such token.
+func (c *Coordinator) RevokeToken(tokenID string) (*persistence.Token, error) {
+	revoke := &persistence.RevokeToken{TokenID: tokenID}
+	if err := c.Store.Apply(revoke); err != nil {
+		return nil, err
+	}
+	c.Events.TokenRevoked.Publish(TokenRevoked{Hash: revoke.Revoked.Hash, Team: revoke.Revoked.TeamID})
+	return revoke.Revoked, nil
+}
+
+// removeObject deletes an object nothing refers to any more; a failure is logged (the object is
+// left behind, harmless).
+func (c *Coordinator) removeObject(key string) {
+	if err := c.Blobs.Delete(key); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		c.log.Warn("cannot remove an object nothing refers to", "key", key, "err", err)
+	}
+}
