@@ -122,8 +122,8 @@ type Deps struct {
 	// Outbound sends webhooks and fetches template src URLs; it refuses private addresses unless
 	// configured otherwise.
 	Outbound *http.Client
-	// JobJSON renders a job as GET /jobs/{id} shows it, with the webhook's data (the webhook body).
-	JobJSON func(job *persistence.Job, data json.RawMessage) ([]byte, error)
+	// WebhookBody renders a job as GET /jobs/{id} shows it, with the webhook's data.
+	WebhookBody func(job *persistence.Job, data json.RawMessage) ([]byte, error)
 }
 
 // Store is the database as the actors use it (persistence.Store): named reads, and commands

@@ -221,7 +221,7 @@ func (w *webhookDispatcher) request(reads persistence.TeamReads, d *persistence.
 	}
 	body := []byte(data)
 	if !hook.Custom {
-		if body, err = w.c.JobJSON(job, data); err != nil {
+		if body, err = w.c.WebhookBody(job, data); err != nil {
 			return nil, err
 		}
 	} else if len(body) == 0 {

@@ -66,14 +66,8 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 	return cfg, cfg.check()
 }
 
-// serve runs the coordinator until ctx ends. Shutdown order: API intake stops (503 with
-// Retry-After, readyz fails) and event streams end; the embedded node interrupts its renders
-// (they are queued again at the next start, without counting as failed attempts) and stops its
-// engines; the coordinator
-// leaves the cluster (remote nodes keep rendering and reconnect to the next start); the HTTP
-// server lets requests in flight finish; retention ends its step; the actors stop (scheduler,
-// template processor, webhook dispatcher); the metrics and debug listeners close (metrics and
-// profiles of the shutdown stay readable until then); the store commits what it holds and closes.
+// serve runs the coordinator until ctx ends: it builds the farm (every part wired as it is made),
+// then runs its services.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
 	cfg, err := serveConfig(args, stderr)
 	if err != nil {
@@ -84,85 +78,121 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		return err
 	}
 	addDiskProcessor()
+	f, err := newFarm(cfg, log, p)
+	if err != nil {
+		return err
+	}
+	failed := make(chan error, 1)
+	return runServices(ctx, log, f.services(failed), failed, cfg.Server.ShutdownTimeout.Duration, func() { f.greet(stdout) })
+}
+
+// farm is the coordinator's parts, wired to one another as they are made.
+type farm struct {
+	cfg       Config
+	log       *slog.Logger
+	p         plugins
+	clock     clock.Clock
+	store     *persistence.Store
+	objects   *blobs.Store
+	listener  net.Listener
+	publicURL string
+	metrics   *metrics.Metrics
+	hub       *api.Hub
+	history   *api.FarmHistory
+	coord     *actors.Coordinator
+	server    *api.Server
+	outbound  *http.Client
+	happen    *actors.Events
+	// member is the coordinator's membership of the cluster, once joined.
+	member *clusterMember
+}
+
+// newFarm opens the store and the API's listener and makes every part; nothing runs yet. What it
+// opened is closed again when a later part cannot be made.
+func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
+	f = &farm{cfg: cfg, log: log, p: p, clock: clock.Real{}, metrics: metrics.New(), happen: &actors.Events{}}
+	var opened []io.Closer
+	defer func() {
+		if err != nil {
+			for i := len(opened) - 1; i >= 0; i-- {
+				opened[i].Close()
+			}
+		}
+	}()
 	dataDir := cfg.Server.DataDir
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	secretKey, err := secretbox.LoadOrCreateKey(cfg.Secrets.Key, filepath.Join(dataDir, "secrets.key"))
 	if err != nil {
-		return fmt.Errorf("secrets key: %w", err)
+		return nil, fmt.Errorf("secrets key: %w", err)
 	}
 	box, err := secretbox.New(secretKey)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	urlKey, err := secretbox.LoadOrCreateKey("", filepath.Join(dataDir, "url-signing.key"))
 	if err != nil {
-		return fmt.Errorf("URL signing key: %w", err)
+		return nil, fmt.Errorf("URL signing key: %w", err)
 	}
-	m := metrics.New()
-	store, err := persistence.Open(filepath.Join(dataDir, "framefarm.db"), persistence.Options{MaxBatch: cfg.Store.MaxBatch, OnCommit: m.ObserveCommit})
+	f.store, err = persistence.Open(filepath.Join(dataDir, "framefarm.db"), persistence.Options{MaxBatch: cfg.Store.MaxBatch, OnCommit: f.metrics.ObserveCommit})
 	if errors.Is(err, persistence.ErrLocked) {
-		return fmt.Errorf("%w: is another framefarm serving from %s?", err, dataDir)
+		return nil, fmt.Errorf("%w: is another framefarm serving from %s?", err, dataDir)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer store.Close()
-	objects, err := blobs.Open(dataDir)
-	if err != nil {
-		return err
+	opened = append(opened, f.store)
+	if f.objects, err = blobs.Open(dataDir); err != nil {
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return err
+	if f.listener, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+		return nil, err
 	}
-	defer ln.Close()
-	localURL := "http://" + loopbackAddr(ln.Addr().String())
+	opened = append(opened, f.listener)
+	localURL := "http://" + loopbackAddr(f.listener.Addr().String())
 	local, err := writeLocalAdmin(dataDir, localURL)
 	if err != nil {
-		return fmt.Errorf("local admin token: %w", err)
+		return nil, fmt.Errorf("local admin token: %w", err)
 	}
-	publicURL := cfg.publicURL()
+	f.publicURL = cfg.publicURL()
 	if cfg.Server.PublicURL == "" {
-		publicURL = localURL
+		f.publicURL = localURL
 	}
-	// What the actors do goes to the metrics, to the event hub that streams it to dashboard
-	// viewers, and to the history that keeps the farm's last hour for the dashboard's charts.
-	happenings := &actors.Events{}
-	m.Watch(happenings)
+	publicURLs := blobs.NewSigner(f.publicURL, urlKey)
+
+	// What the actors do goes to the metrics (first: the tests' signals read them), to the event
+	// hub that streams it to dashboard viewers, and to the history that keeps the farm's last
+	// hour for the dashboard's charts.
+	f.metrics.Watch(f.happen)
 	if p.watch != nil {
-		p.watch(happenings)
+		p.watch(f.happen)
 	}
-	clk := clock.Real{}
-	events := &api.Hub{Store: store, Clock: clk}
-	events.Watch(happenings)
-	history := &api.FarmHistory{Clock: clk}
-	history.Watch(happenings)
-	eventsCtx, stopEvents := context.WithCancel(context.Background())
-	defer stopEvents()
-	go events.Run(eventsCtx)
-	var actorStore actors.Store = store
+	f.hub = &api.Hub{Store: f.store, Clock: f.clock}
+	f.hub.Watch(f.happen)
+	var actorStore actors.Store = f.store
 	if p.store != nil {
-		actorStore = p.store(store)
+		actorStore = p.store(f.store)
 	}
 	ids := persistence.NewIDs()
-	guarded := outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
+	f.outbound = outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})
 	// Nodes on other machines fetch and upload through the public URL; alone, loopback will do.
 	nodeURLBase := localURL
 	var clusterKey []byte
 	heartbeat, lease, failureLimit := time.Duration(0), time.Duration(0), 0
 	if cfg.Cluster != nil {
-		nodeURLBase = publicURL
-		if u, err := url.Parse(publicURL); err == nil && isLoopback(u.Hostname()) {
+		nodeURLBase = f.publicURL
+		if u, err := url.Parse(f.publicURL); err == nil && isLoopback(u.Hostname()) {
 			log.Warn("render nodes on other machines fetch and upload files through server.public_url, which is a loopback address: set it to an address they reach",
-				"public_url", publicURL)
+				"public_url", f.publicURL)
 		}
 		clusterKey = []byte(cfg.Cluster.Key)
 		heartbeat, lease, failureLimit = cfg.Cluster.HeartbeatInterval.Duration, cfg.Cluster.Lease.Duration, cfg.Cluster.NodeFailureLimit
 	}
-
-	coord := actors.New(actors.Config{
+	// A webhook's body is its job as the API shows it; the job has ended, so its view needs no
+	// word of the farm's capacity.
+	webhookViews := &api.JobViews{URLs: publicURLs, OutputTTL: cfg.Outputs.URLTTL.Duration, Clock: f.clock}
+	f.coord = actors.New(actors.Config{
 		MaxAttempts:             cfg.Jobs.MaxAttempts,
 		ProgressInterval:        cfg.Jobs.ProgressInterval.Duration,
 		SilenceTimeout:          cfg.Node.SilenceTimeout.Duration,
@@ -180,15 +210,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 		ClusterKey:              clusterKey,
 		AdoptAfterRestart:       cfg.Cluster != nil,
 	}, actors.Deps{
-		Store: actorStore, Blobs: objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
-		Inspector: p.inspector, Clock: clk, IDs: ids, Events: happenings, Logger: log, Outbound: guarded,
+		Store: actorStore, Blobs: f.objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
+		Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
+		WebhookBody: webhookViews.WebhookBody,
 	})
+	f.history = &api.FarmHistory{Source: f.coord, Clock: f.clock}
+	f.history.Watch(f.happen)
 	// With a listener of their own, the metrics are not on the API's port.
 	var apiMetrics fasthttp.RequestHandler
 	if cfg.Metrics.Listen == "" {
-		apiMetrics = m.Handler()
+		apiMetrics = f.metrics.Handler()
 	}
-	server := api.New(api.Config{
+	f.server = api.New(api.Config{
 		HeaderTimeout: cfg.HTTP.HeaderTimeout.Duration, RequestTimeout: cfg.HTTP.RequestTimeout.Duration,
 		TransferTimeout: cfg.HTTP.TransferTimeout.Duration, MaxConnsPerIP: cfg.HTTP.MaxConnsPerIP,
 		MetricsToken:         cfg.Metrics.Token,
@@ -206,112 +239,125 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 		},
 	}, api.Deps{
-		Coordinator: coord, Store: store, Blobs: objects, URLs: blobs.NewSigner(publicURL, urlKey),
-		IDs: ids, Clock: clk, Logger: log, Observer: m, Metrics: apiMetrics, Events: events, History: history,
+		Coordinator: f.coord, Store: f.store, Blobs: f.objects, URLs: publicURLs,
+		IDs: ids, Clock: f.clock, Logger: log, Observer: f.metrics, Metrics: apiMetrics, Events: f.hub, History: f.history,
 		UI: ui.Handler, UIRedirect: ui.Redirect,
 	})
-	coord.JobJSON = server.JobJSON
+	f.metrics.SetJobCounts(f.store.JobCountsByState())
+	f.metrics.WatchQueue(f.coord, f.clock.Now)
+	return f, nil
+}
 
-	m.SetJobCounts(store.JobCountsByState())
-	m.WatchQueue(coord, clk.Now)
-	history.Source = coord
-	if err := coord.Start(); err != nil {
-		return err
-	}
-	leaveCluster := func() {}
-	if cfg.Cluster != nil {
-		hostname, _ := os.Hostname()
-		cm, err := joinCluster(coord.ActorSystem(), *cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, log)
-		if err != nil {
-			coord.Stop(context.Background())
-			return err
-		}
-		clusterCtx, stopCluster := context.WithCancel(context.Background())
-		go cm.member.Run(clusterCtx)
-		go watchNodes(clusterCtx, cm.member, coord, log)
-		leaveCluster = func() {
-			stopCluster()
-			cm.leave()
-		}
-		fmt.Fprintf(stdout, "framefarm cluster gossip on %s, actors on %s\n", cm.member.Addr(), cm.actors)
-	}
-	// Sampling asks the actors; it starts once the cluster's remote is up, which must be started
-	// before anything else uses the actor system.
-	go history.Run(eventsCtx)
-	stopNode := func() {}
-	if cfg.Node.LocalSlots > 0 {
-		stopNode, err = startEmbeddedNode(coord, cfg, dataDir, guarded, clk, log, p)
-		if err != nil {
-			leaveCluster()
-			coord.Stop(context.Background())
-			return err
-		}
-	}
-	stopDebug, stopMetrics := func() {}, func() {}
+// services are the farm's running parts in the order they start; they stop in the reverse one.
+// So a shutdown (SIGTERM or SIGINT) goes: API requests get 503 with Retry-After and /readyz
+// fails, and event streams end; the embedded node interrupts its renders (they are queued again
+// at the next start, without counting as failed attempts) and stops its engines; the history
+// stops sampling; the coordinator leaves the cluster (remote nodes keep rendering and reconnect
+// to the next start); the HTTP server lets requests in flight finish; retention ends its step;
+// the actors stop (scheduler, template processor, webhook dispatcher); the event hub, the memory
+// releaser, and the metrics and debug listeners stop (metrics and profiles of the shutdown stay
+// readable until then); the store commits what it holds and closes.
+func (f *farm) services(failed chan<- error) []service {
+	cfg := f.cfg
+	var list []service
+	add := func(s ...service) { list = append(list, s...) }
+	add(service{name: "store", stop: func(context.Context) error { return f.store.Close() }})
 	if cfg.Debug.Listen != "" {
-		if stopDebug, err = startDebug(cfg.Debug.Listen, log); err != nil {
-			stopNode()
-			leaveCluster()
-			coord.Stop(context.Background())
-			return fmt.Errorf("debug listener: %w", err)
-		}
+		var stop func()
+		add(service{name: "debug listener",
+			start: func() (err error) { stop, err = startDebug(cfg.Debug.Listen, f.log); return err },
+			stop:  func(context.Context) error { stop(); return nil }})
 	}
 	if cfg.Metrics.Listen != "" {
-		if stopMetrics, err = startMetrics(cfg.Metrics.Listen, cfg.Metrics.Token, m.HTTPHandler(), log); err != nil {
-			stopDebug()
-			stopNode()
-			leaveCluster()
-			coord.Stop(context.Background())
-			return fmt.Errorf("metrics listener: %w", err)
-		}
+		var stop func()
+		add(service{name: "metrics listener",
+			start: func() (err error) {
+				stop, err = startMetrics(cfg.Metrics.Listen, cfg.Metrics.Token, f.metrics.HTTPHandler(), f.log)
+				return err
+			},
+			stop: func(context.Context) error { stop(); return nil }})
 	}
-	releaseCtx, stopReleasing := context.WithCancel(context.Background())
-	defer stopReleasing()
-	go memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run(releaseCtx)
-	go gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run(releaseCtx)
-	stopRetention := func() {}
+	add(background("memory releaser", memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run),
+		background("garbage collector tuner", gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run),
+		background("event hub", f.hub.Run),
+		service{name: "actors", start: f.coord.Start, stop: func(ctx context.Context) error { f.coord.Stop(ctx); return nil }})
 	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
-		retention := &actors.Retention{Store: store, Blobs: objects, Clock: clk, Events: happenings, Log: log,
+		retention := &actors.Retention{Store: f.store, Blobs: f.objects, Clock: f.clock, Events: f.happen, Log: f.log,
 			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
-		retentionCtx, cancel := context.WithCancel(context.Background())
-		swept := make(chan struct{})
-		go func() { defer close(swept); retention.Run(retentionCtx) }()
-		stopRetention = func() { cancel(); <-swept }
+		add(background("retention", retention.Run))
 	}
-	served := make(chan error, 1)
-	go func() { served <- server.Serve(ln) }()
-	log.Info("framefarm serving", "listen", ln.Addr().String(), "public_url", publicURL, "version", buildVersion(),
-		"embedded_node_slots", cfg.Node.LocalSlots)
-	fmt.Fprintf(stdout, "framefarm listening on %s\n", ln.Addr().String())
-	fmt.Fprintf(stdout, "dashboard: %s/ui/ (sign in with an API token)\n", publicURL)
-	if !store.HasTeams() {
-		abs, _ := filepath.Abs(dataDir)
+	add(service{name: "HTTP server",
+		start: func() error {
+			go func() {
+				if err := f.server.Serve(f.listener); err != nil {
+					failed <- fmt.Errorf("HTTP server: %w", err)
+				}
+			}()
+			return nil
+		},
+		stop: func(ctx context.Context) error { return f.server.Shutdown(ctx) }})
+	if cfg.Cluster != nil {
+		add(f.clusterService())
+	}
+	// Sampling asks the actors: it starts once the cluster's remote is up, which must be started
+	// before anything else uses the actor system.
+	add(background("farm history", f.history.Run))
+	if cfg.Node.LocalSlots > 0 {
+		var stop func()
+		add(service{name: "embedded render node",
+			start: func() (err error) {
+				stop, err = startEmbeddedNode(f.coord, cfg, cfg.Server.DataDir, f.outbound, f.clock, f.log, f.p)
+				return err
+			},
+			stop: func(context.Context) error { stop(); return nil }})
+	}
+	add(service{name: "API intake", stop: func(context.Context) error {
+		f.server.Drain()
+		f.hub.Close() // event streams end, so the HTTP server does not wait for them
+		return nil
+	}})
+	return list
+}
+
+// clusterService joins the farm's cluster, where render nodes meet the coordinator, and watches
+// its members; it leaves the cluster when stopped.
+func (f *farm) clusterService() service {
+	var watch service
+	return service{name: "cluster",
+		start: func() error {
+			hostname, _ := os.Hostname()
+			m, err := joinCluster(f.coord.ActorSystem(), *f.cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, f.log)
+			if err != nil {
+				return err
+			}
+			f.member = m
+			watch = background("cluster watch", func(ctx context.Context) {
+				go m.member.Run(ctx)
+				watchNodes(ctx, m.member, f.coord, f.log)
+			})
+			return watch.start()
+		},
+		stop: func(ctx context.Context) error {
+			err := watch.stop(ctx)
+			f.member.leave()
+			return err
+		},
+	}
+}
+
+// greet tells the operator where the farm serves, once every service runs.
+func (f *farm) greet(stdout io.Writer) {
+	if f.member != nil {
+		fmt.Fprintf(stdout, "framefarm cluster gossip on %s, actors on %s\n", f.member.member.Addr(), f.member.actors)
+	}
+	f.log.Info("framefarm serving", "listen", f.listener.Addr().String(), "public_url", f.publicURL, "version", buildVersion(),
+		"embedded_node_slots", f.cfg.Node.LocalSlots)
+	fmt.Fprintf(stdout, "framefarm listening on %s\n", f.listener.Addr().String())
+	fmt.Fprintf(stdout, "dashboard: %s/ui/ (sign in with an API token)\n", f.publicURL)
+	if !f.store.HasTeams() {
+		abs, _ := filepath.Abs(f.cfg.Server.DataDir)
 		fmt.Fprintf(stdout, "no team yet: for a first API token, run in another terminal on this machine\n  framefarm token create --data-dir %s --team NAME\n", abs)
 	}
-
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		if err != nil {
-			log.Error("HTTP server stopped", "err", err)
-		}
-	}
-	log.Info("shutting down")
-	server.Drain()
-	events.Close() // event streams end, so the HTTP server does not wait for them
-	stopNode()
-	leaveCluster()
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout.Duration)
-	defer cancel()
-	if err := server.Shutdown(shutdownCtx); err != nil {
-		log.Warn("requests still in flight at the shutdown timeout", "err", err)
-	}
-	stopRetention()
-	coord.Stop(shutdownCtx)
-	stopMetrics()
-	stopDebug()
-	log.Info("stopped")
-	return nil
 }
 
 // startEmbeddedNode runs a render node inside the coordinator; it reaches the coordinator's files

@@ -157,7 +157,7 @@ func (s *Server) getBatch(r *request) {
 			out.Stats.Pending++
 		}
 		out.Jobs = append(out.Jobs, batchJobStatus{Index: m.Index, ID: j.ID.String(), Status: j.State.String(),
-			OutputURL: s.outputURL(j), Stats: s.jobStats(j)})
+			OutputURL: s.views.outputURL(j), Stats: s.views.jobStats(j)})
 	}
 	switch {
 	case out.Stats.Pending > 0:
@@ -198,7 +198,7 @@ func (s *Server) cancelBatch(r *request) {
 		r.failErr(err, notFound("batch", b.ID.String()))
 		return
 	}
-	out := batchCancelled{BatchID: b.ID.String(), TotalJobs: len(outcome.Jobs), Jobs: []batchJobCancel{}, CancelledJobs: s.jobViews(outcome.Cancelled)}
+	out := batchCancelled{BatchID: b.ID.String(), TotalJobs: len(outcome.Jobs), Jobs: []batchJobCancel{}, CancelledJobs: s.views.jobViews(outcome.Cancelled)}
 	for _, jc := range outcome.Jobs {
 		// Cancelled items carry a reason as skipped ones do (the official interface's shape).
 		entry := batchJobCancel{Index: jc.Index, ID: jc.JobID.String(), Result: "cancelled", Reason: "cancelled"}

@@ -115,7 +115,7 @@ func (s *Server) created(records []*persistence.Job) *createdJob {
 		if missing == nil {
 			missing = []string{}
 		}
-		v := &createdJob{ID: j.ID.String(), Status: j.State.String(), OutputURL: s.outputURL(j), MissingFonts: missing}
+		v := &createdJob{ID: j.ID.String(), Status: j.State.String(), OutputURL: s.views.outputURL(j), MissingFonts: missing}
 		views[j.ID] = v
 		if parent := views[j.ParentID]; parent != nil && j.ParentID != (ulid.ULID{}) {
 			parent.Children = append(parent.Children, v)
@@ -169,7 +169,7 @@ func (r *request) failCreate(err error) {
 func (s *Server) getJob(r *request) {
 	j, ok := s.loadJob(r)
 	if ok {
-		r.json(http.StatusOK, s.jobView(j))
+		r.json(http.StatusOK, s.views.jobView(j))
 	}
 }
 
@@ -205,12 +205,12 @@ func (s *Server) listJobs(r *request) {
 	if minimal {
 		out := make(minimalJobPage, len(jobs))
 		for i, j := range jobs {
-			out[i] = s.minimalJobView(j)
+			out[i] = s.views.minimalJobView(j)
 		}
 		r.json(http.StatusOK, out)
 		return
 	}
-	r.json(http.StatusOK, s.jobViews(jobs))
+	r.json(http.StatusOK, s.views.jobViews(jobs))
 }
 
 // jobQuery reads GET /jobs's query parameters.
@@ -335,15 +335,7 @@ func (s *Server) cancelJob(r *request) {
 		r.fail(newError(http.StatusConflict, codeNotCancellable, "job %s is %s; only queued and pending jobs can be cancelled", j.ID, state))
 		return
 	}
-	r.json(http.StatusOK, s.jobViews(outcome.Cancelled))
-}
-
-func (s *Server) jobViews(jobs []*persistence.Job) jobPage {
-	out := make(jobPage, len(jobs))
-	for i, j := range jobs {
-		out[i] = s.jobView(j)
-	}
-	return out
+	r.json(http.StatusOK, s.views.jobViews(outcome.Cancelled))
 }
 
 func (s *Server) cancelJobs(r *request) {
@@ -398,5 +390,5 @@ func (s *Server) cancelJobs(r *request) {
 		r.fail(newError(http.StatusConflict, codeNotCancellable, "none of the listed jobs is queued or pending; nothing was cancelled"))
 		return
 	}
-	r.json(http.StatusOK, s.jobViews(outcome.Cancelled))
+	r.json(http.StatusOK, s.views.jobViews(outcome.Cancelled))
 }

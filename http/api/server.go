@@ -203,6 +203,7 @@ type Server struct {
 	http     *fasthttp.Server
 	limiter  *rateLimiter
 	tokens   sync.Map // sha256(token) -> *persistence.Token
+	views    *JobViews
 	draining atomic.Bool
 	// routes lists every registered route, for the OpenAPI check.
 	routes []Route
@@ -214,7 +215,8 @@ type Route struct{ Method, Path string }
 // New builds the server and its routes.
 func New(cfg Config, deps Deps) *Server {
 	cfg.setDefaults()
-	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New()}
+	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New(),
+		views: &JobViews{URLs: deps.URLs, OutputTTL: cfg.DownloadURLTTL, Clock: deps.Clock, Capacities: deps.Coordinator.Capacities}}
 	s.limiter = newRateLimiter(cfg.RateLimit, float64(cfg.RateBurst), deps.Clock)
 	s.routesV2()
 	s.routesV3()

@@ -168,7 +168,7 @@ func (s *Server) downloadTemplate(r *request) {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "template %s has no file (status %s)", tpl.ID, tpl.Status))
 		return
 	}
-	r.json(http.StatusOK, map[string]string{"url": s.signedURL(http.MethodGet, tpl.File.Key, s.cfg.DownloadURLTTL)})
+	r.json(http.StatusOK, map[string]string{"url": s.views.signedURL(tpl.File.Key)})
 }
 
 // freshUploadURL hands out a new upload URL; the template keeps its status until a file arrives,

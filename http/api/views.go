@@ -8,7 +8,10 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/renderer"
 )
 
@@ -92,7 +95,17 @@ func idOrEmpty(id ulid.ULID) string {
 	return id.String()
 }
 
-func (s *Server) jobView(j *persistence.Job) *jobView {
+// JobViews renders jobs as the API shows them, webhook bodies included: output URLs signed with
+// URLs for OutputTTL. Capacities, when set, explains why a queued job waits; a webhook's job has
+// ended, so its views need none.
+type JobViews struct {
+	URLs       *blobs.Signer
+	OutputTTL  time.Duration
+	Clock      clock.Clock
+	Capacities func() map[string]actors.Capacity
+}
+
+func (s *JobViews) jobView(j *persistence.Job) *jobView {
 	v := &jobView{
 		ID:          j.ID.String(),
 		TemplateID:  optionalID(j.TemplateID),
@@ -124,7 +137,7 @@ func (s *Server) jobView(j *persistence.Job) *jobView {
 }
 
 // jobStats are a job's times, size and outcome, as GET /jobs/{id} and batch items show them.
-func (s *Server) jobStats(j *persistence.Job) *jobStats {
+func (s *JobViews) jobStats(j *persistence.Job) *jobStats {
 	st := &jobStats{
 		CreatedAt:   j.CreatedAt.UTC(),
 		UpdatedAt:   j.UpdatedAt.UTC(),
@@ -142,27 +155,27 @@ func (s *Server) jobStats(j *persistence.Job) *jobStats {
 	return st
 }
 
-func (s *Server) minimalJobView(j *persistence.Job) *minimalJobView {
+func (s *JobViews) minimalJobView(j *persistence.Job) *minimalJobView {
 	return &minimalJobView{
 		ID: j.ID.String(), TemplateID: optionalID(j.TemplateID), Status: j.State.String(),
 		Progress: j.Progress, OutputURL: s.outputURL(j), Stats: minimalStats{CreatedAt: j.CreatedAt.UTC()},
 	}
 }
 
-// JobJSON is the webhook body of a job: the Job object, with the webhook's data when set.
-func (s *Server) JobJSON(j *persistence.Job, data json.RawMessage) ([]byte, error) {
+// WebhookBody is the webhook body of a job: the Job object, with the webhook's data when set.
+func (s *JobViews) WebhookBody(j *persistence.Job, data json.RawMessage) ([]byte, error) {
 	v := s.jobView(j)
 	v.Data = data
 	return marshal(v)
 }
 
 // waitingFor explains why a job is not rendering yet.
-func (s *Server) waitingFor(j *persistence.Job) string {
-	switch j.State {
-	case persistence.JobPending:
+func (s *JobViews) waitingFor(j *persistence.Job) string {
+	switch {
+	case j.State == persistence.JobPending:
 		return fmt.Sprintf("waiting for %d child jobs to finish", len(j.Children))
-	case persistence.JobQueued:
-		c := s.Coordinator.Capacities()[j.Engine]
+	case j.State == persistence.JobQueued && s.Capacities != nil:
+		c := s.Capacities()[j.Engine]
 		switch {
 		case c.Nodes == 0:
 			return fmt.Sprintf("no ready render node offers the %q engine", j.Engine)
@@ -175,21 +188,29 @@ func (s *Server) waitingFor(j *persistence.Job) string {
 }
 
 // outputURL is where a job's output is (or will be) available.
-func (s *Server) outputURL(j *persistence.Job) string {
+func (s *JobViews) outputURL(j *persistence.Job) string {
 	if j.OutputURL != "" {
 		return j.OutputURL
 	}
 	if up := j.Spec.Upload; up != nil && up.OutputURL != "" {
 		return up.PublicURL(j.OutputName)
 	}
-	return s.signedURL(http.MethodGet, j.OutputLink(), s.cfg.DownloadURLTTL)
+	return s.signedURL(j.OutputLink())
 }
 
-// signedURL signs key with an expiry rounded up to the hour, so repeated reads of one record
-// hand out the same URL for a while.
-func (s *Server) signedURL(method, key string, ttl time.Duration) string {
-	expires := s.Clock.Now().Add(ttl).Truncate(time.Hour).Add(time.Hour)
-	return s.URLs.URL(method, key, expires)
+// signedURL signs a download of key with an expiry rounded up to the hour, so repeated reads of
+// one record hand out the same URL for a while.
+func (s *JobViews) signedURL(key string) string {
+	expires := s.Clock.Now().Add(s.OutputTTL).Truncate(time.Hour).Add(time.Hour)
+	return s.URLs.URL(http.MethodGet, key, expires)
+}
+
+func (s *JobViews) jobViews(jobs []*persistence.Job) jobPage {
+	out := make(jobPage, len(jobs))
+	for i, j := range jobs {
+		out[i] = s.jobView(j)
+	}
+	return out
 }
 
 // templateMeta is what both versions of the API say about every template.
