@@ -13,7 +13,7 @@ import (
 // cancels them through one cascade walk. Requests for the same batch are handled one at a time,
 // so concurrent cancels each get an exact account of what they cancelled.
 type batchActor struct {
-	c     *Coordinator
+	w     *batchWorld
 	id    ulid.ULID
 	entry *registryEntry
 
@@ -62,21 +62,35 @@ const (
 	SkipNotCancellable = "not_cancellable"
 )
 
-func (c *Coordinator) loadBatchActor(batchID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
-	if !c.Store.BatchExists(batchID) {
-		return nil, persistence.ErrNotFound
+// batchWorld is what every batch actor is given: its batch's jobs to read, the intake that
+// stores and queues new jobs, and the cancel walks.
+type batchWorld struct {
+	store interface {
+		BatchExists(ulid.ULID) bool
+		BatchJobs(ulid.ULID) []persistence.BatchJob
 	}
-	return c.batchProducer(batchID), nil
+	intake  *intake
+	walks   *cancelWalks
+	batches *registry
+	root    *actor.RootContext
+	idle    idleRule
 }
 
-func (c *Coordinator) batchProducer(batchID ulid.ULID) func(*registryEntry) actor.Actor {
-	return func(e *registryEntry) actor.Actor { return &batchActor{c: c, id: batchID, entry: e} }
+func (w *batchWorld) load(batchID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+	if !w.store.BatchExists(batchID) {
+		return nil, persistence.ErrNotFound
+	}
+	return w.producer(batchID), nil
+}
+
+func (w *batchWorld) producer(batchID ulid.ULID) func(*registryEntry) actor.Actor {
+	return func(e *registryEntry) actor.Actor { return &batchActor{w: w, id: batchID, entry: e} }
 }
 
 func (b *batchActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		b.idle.reset(b.c, ctx.Self())
+		b.idle.reset(b.w.idle, ctx.Self())
 	case *mail:
 		m.taken()
 		if !b.held.hold(m.msg, ctx.Sender()) {
@@ -84,13 +98,13 @@ func (b *batchActor) Receive(ctx actor.Context) {
 		}
 	case *batchCreated:
 		if m.err == nil {
-			b.c.startNewJobs(m.jobs)
+			b.w.intake.start(m.jobs)
 		}
 		b.done(ctx, &batchCreated{err: m.err})
 	case *CancelOutcome:
 		b.done(ctx, b.cancelOutcome(m))
 	case *idleCheck:
-		if b.idle.current(m) && !b.held.busy && b.c.batches.tryPassivate(b.id, b.entry) {
+		if b.idle.current(m) && !b.held.busy && b.w.batches.tryPassivate(b.id, b.entry) {
 			ctx.Stop(ctx.Self())
 		}
 	case *actor.Stopping:
@@ -103,16 +117,16 @@ func (b *batchActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	switch m := msg.(type) {
 	case *batchCreate:
 		self := ctx.Self()
-		b.c.writeNewJobs(m.batch, m.jobs, m.remember, func(err error) {
-			b.c.system.Root.Send(self, &batchCreated{err: err, jobs: m.jobs})
+		b.w.intake.write(m.batch, m.jobs, m.remember, func(err error) {
+			b.w.root.Send(self, &batchCreated{err: err, jobs: m.jobs})
 		})
 	case *batchCancel:
-		b.jobs = b.c.Store.BatchJobs(b.id)
+		b.jobs = b.w.store.BatchJobs(b.id)
 		roots := make([]ulid.ULID, len(b.jobs))
 		for i, j := range b.jobs {
 			roots[i] = j.JobID
 		}
-		b.c.startCancelWalk(roots, ctx.Self())
+		b.w.walks.start(roots, ctx.Self())
 	default:
 		b.done(ctx, errors.New("batch actor: unknown request"))
 	}
@@ -144,13 +158,13 @@ func (b *batchActor) done(ctx actor.Context, answer any) {
 	}
 	b.requester, b.jobs = nil, nil
 	b.held.release(func(msg any, sender *actor.PID) { b.handle(ctx, msg, sender) })
-	b.idle.reset(b.c, ctx.Self())
+	b.idle.reset(b.w.idle, ctx.Self())
 }
 
 // CreateBatch stores a batch and its jobs (children included) in one durable write and starts
 // them; it returns once the write is durable. remember is as for CreateJobs.
 func (c *Coordinator) CreateBatch(batch *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error {
-	c.batches.activate(batch.ID, c.batchProducer(batch.ID))
+	c.batches.activate(batch.ID, c.batchWorld.producer(batch.ID))
 	res, err := c.askBatch(batch.ID, &batchCreate{batch: batch, jobs: jobs, remember: remember})
 	if err != nil {
 		return err

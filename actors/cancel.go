@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -23,7 +24,8 @@ type CancelOutcome struct {
 // and every job that did cancel leads on to its parent and children. A visited set makes each
 // job asked once, so the walk ends and its answer lists each cancelled job once.
 type cancelWalker struct {
-	c         *Coordinator
+	jobs      *jobDirectory
+	log       *slog.Logger
 	roots     []ulid.ULID
 	replyTo   *actor.PID
 	visited   map[ulid.ULID]bool
@@ -63,10 +65,10 @@ func (w *cancelWalker) visit(ctx actor.Context, id ulid.ULID) {
 		return
 	}
 	w.visited[id] = true
-	err := w.c.jobs.deliver(id, &cancelRequest{}, ctx.Self())
+	err := w.jobs.deliver(id, &cancelRequest{}, ctx.Self())
 	if err != nil {
 		if !errors.Is(err, persistence.ErrNotFound) {
-			w.c.log.Error("cancel cascade cannot reach a job", "job", id.String(), "err", err)
+			w.log.Error("cancel cascade cannot reach a job", "job", id.String(), "err", err)
 		}
 		w.reached[id] = nil
 		return
@@ -91,15 +93,22 @@ func (w *cancelWalker) outcome() *CancelOutcome {
 	return out
 }
 
-// startCancelWalk spawns a walk from the roots; replyTo (if any) receives the *CancelOutcome.
-// The walk is a top-level actor, never a child of the actor asking: Proto.Actor's set of
-// children keeps the last child it removed in its backing array, and through that PID's cached
-// process a finished walk, with every job record it reached, would live as long as its parent
-// (a batch's actor, two seconds idle after each cancel).
-func (c *Coordinator) startCancelWalk(roots []ulid.ULID, replyTo *actor.PID) {
-	c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+// cancelWalks starts cancel walks.
+type cancelWalks struct {
+	root *actor.RootContext
+	jobs *jobDirectory
+	log  *slog.Logger
+}
+
+// start spawns a walk from the roots; replyTo (if any) receives the *CancelOutcome. The walk is
+// a top-level actor, never a child of the actor asking: Proto.Actor's set of children keeps the
+// last child it removed in its backing array, and through that PID's cached process a finished
+// walk, with every job record it reached, would live as long as its parent (a batch's actor, two
+// seconds idle after each cancel).
+func (cw *cancelWalks) start(roots []ulid.ULID, replyTo *actor.PID) {
+	cw.root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &cancelWalker{
-			c: c, roots: roots, replyTo: replyTo,
+			jobs: cw.jobs, log: cw.log, roots: roots, replyTo: replyTo,
 			visited:   make(map[ulid.ULID]bool),
 			reached:   make(map[ulid.ULID]*persistence.Job),
 			cancelled: make(map[ulid.ULID]*persistence.Job),
@@ -111,7 +120,7 @@ func (c *Coordinator) startCancelWalk(roots []ulid.ULID, replyTo *actor.PID) {
 // their cascades, and waits for the outcome.
 func (c *Coordinator) CancelJobs(ids []ulid.ULID) (*CancelOutcome, error) {
 	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
-	c.startCancelWalk(ids, future.PID())
+	c.walks.start(ids, future.PID())
 	res, err := future.Result()
 	if err != nil {
 		return nil, ErrUnavailable

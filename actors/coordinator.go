@@ -179,25 +179,34 @@ var (
 	_ IDs       = (*persistence.IDs)(nil)
 )
 
-// Coordinator runs the actors and is what the HTTP layer talks to.
+// Coordinator runs the actors and is what the HTTP layer talks to. It owns the actor system and
+// the farm's shared parts; each actor is given the few parts it uses (a world of its own, in its
+// file), never the coordinator.
 type Coordinator struct {
-	Deps
-	cfg     Config
-	log     *slog.Logger
-	system  *actor.ActorSystem
-	jobs    *registry
-	batches *registry
-
-	scheduler *actor.PID
-	gateway   *actor.PID
-	webhooks  *actor.PID
-	templates *actor.PID
+	cfg    Config
+	deps   Deps
+	log    *slog.Logger
+	system *actor.ActorSystem
+	// addr holds the long-lived actors' addresses, known once Start spawned them.
+	addr      *addresses
+	jobs      *jobDirectory
+	batches   *registry
+	intake    *intake
+	walks     *cancelWalks
 	nodes     *nodeDirectory
 	adoptions *adoptionBook
+	secrets   *secretReader
+	tasks     *taskBuilder
 	capacity  capacitySnapshot
-	// cleanRestart is true when the previous process shut down gracefully: renders it
-	// interrupted do not count as failed attempts.
-	cleanRestart bool
+	// worlds of the actors Start spawns and of those activated on demand.
+	jobWorld   *jobWorld
+	batchWorld *batchWorld
+	nodeWorld  *nodeWorld
+}
+
+// addresses are the long-lived actors every other one may tell something.
+type addresses struct {
+	scheduler, gateway, webhooks, templates *actor.PID
 }
 
 // New builds a coordinator; Start brings it up.
@@ -209,16 +218,22 @@ func New(cfg Config, deps Deps) *Coordinator {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return deps.Logger.With("component", "protoactor")
 	}))
-	c := &Coordinator{
-		Deps:      deps,
-		cfg:       cfg,
-		log:       deps.Logger,
-		system:    system,
-		nodes:     newNodeDirectory(),
-		adoptions: newAdoptionBook(),
-	}
-	c.jobs = newRegistry(system, c.loadJobActor)
-	c.batches = newRegistry(system, c.loadBatchActor)
+	c := &Coordinator{cfg: cfg, deps: deps, log: deps.Logger, system: system, addr: &addresses{},
+		nodes: newNodeDirectory(), adoptions: newAdoptionBook()}
+	idle := idleRule{clock: deps.Clock, after: cfg.PassivateAfter, root: system.Root}
+	c.jobWorld = &jobWorld{cfg: cfg, store: deps.Store, clock: deps.Clock, ids: deps.IDs, events: deps.Events, log: deps.Logger,
+		root: system.Root, addr: c.addr, adoptions: c.adoptions, idle: idle}
+	c.jobs = &jobDirectory{registry: newRegistry(system, c.jobWorld.load), log: deps.Logger}
+	c.walks = &cancelWalks{root: system.Root, jobs: c.jobs, log: deps.Logger}
+	c.secrets = &secretReader{store: deps.Store, box: deps.Secrets, log: deps.Logger}
+	c.tasks = &taskBuilder{cfg: cfg, clock: deps.Clock, store: deps.Store, secrets: c.secrets, urls: deps.NodeURLs}
+	c.intake = &intake{store: deps.Store, clock: deps.Clock, events: deps.Events, root: system.Root, addr: c.addr}
+	c.jobWorld.jobs, c.jobWorld.walks, c.jobWorld.secrets = c.jobs, c.walks, c.secrets
+	c.batchWorld = &batchWorld{store: deps.Store, intake: c.intake, walks: c.walks, root: system.Root, idle: idle}
+	c.batches = newRegistry(system, c.batchWorld.load)
+	c.batchWorld.batches = c.batches
+	c.nodeWorld = &nodeWorld{cfg: cfg, store: deps.Store, clock: deps.Clock, events: deps.Events, log: deps.Logger,
+		root: system.Root, addr: c.addr, jobs: c.jobs, adoptions: c.adoptions, tasks: c.tasks, nodes: c.nodes, urls: deps.NodeURLs}
 	return c
 }
 
@@ -231,28 +246,38 @@ const metaCleanShutdown = "clean_shutdown"
 // job that was not terminal when the previous process stopped: queued jobs into the scheduler's
 // queue, pending parents and interrupted renders into actors.
 func (c *Coordinator) Start() error {
-	c.cleanRestart = c.Store.Meta(metaCleanShutdown) == "1"
-	if err := c.Store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
+	store := c.deps.Store
+	c.jobWorld.cleanRestart = store.Meta(metaCleanShutdown) == "1"
+	if err := store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
 		return err
 	}
-	c.scheduler = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newScheduler(c) }))
+	root := c.system.Root
+	c.addr.scheduler = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return newScheduler(c.deps.Clock, c.jobs, c.log, &c.capacity)
+	}))
 	var err error
-	c.gateway, err = c.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
-		return &nodeGateway{c: c, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}
+	c.addr.gateway, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
+		return &nodeGateway{w: c.nodeWorld, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}
 	}), GatewayName)
 	if err != nil {
 		return fmt.Errorf("node gateway: %w", err)
 	}
-	c.webhooks = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newWebhookDispatcher(c) }))
-	c.templates = c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newTemplateProcessor(c) }))
+	c.addr.webhooks = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return newWebhookDispatcher(webhookWorld{cfg: c.cfg, store: store, clock: c.deps.Clock, events: c.deps.Events, log: c.log,
+			root: root, outbound: c.deps.Outbound, secrets: c.secrets, body: c.deps.WebhookBody})
+	}))
+	c.addr.templates = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return newTemplateProcessor(templateWorld{cfg: c.cfg, store: store, blobs: c.deps.Blobs, inspector: c.deps.Inspector,
+			clock: c.deps.Clock, ids: c.deps.IDs, events: c.deps.Events, log: c.log, root: root, outbound: c.deps.Outbound})
+	}))
 	// The queue comes back from the live-jobs index alone; only pending parents and interrupted
 	// renders get actors (and records) now.
-	queued := &queueRestore{c: c}
+	queued := &queueRestore{root: root, scheduler: c.addr.scheduler, ask: c.cfg.AskTimeout}
 	var resume []*persistence.Job
-	err = c.Store.QueuedJobs(queued.add)
+	err = store.QueuedJobs(queued.add)
 	for _, s := range []persistence.JobState{persistence.JobPending, persistence.JobRendering} {
 		if err == nil {
-			err = c.Store.JobsIn(s, func(j *persistence.Job) error {
+			err = store.JobsIn(s, func(j *persistence.Job) error {
 				resume = append(resume, j)
 				return nil
 			})
@@ -269,9 +294,9 @@ func (c *Coordinator) Start() error {
 			// Offered before any node can reach this process, so none says hello too early.
 			c.adoptions.offer(j.ID, adoptable{attempt: j.Attempts, node: j.Node, team: j.TeamID})
 		}
-		c.jobs.activate(j.ID, c.jobProducer(j, true))
+		c.jobs.activate(j.ID, c.jobWorld.producer(j, true))
 	}
-	c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "clean_restart", c.cleanRestart)
+	c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "clean_restart", c.jobWorld.cleanRestart)
 	return nil
 }
 
@@ -282,10 +307,12 @@ const restoreChunk = 4096
 // campaign's million queued jobs never sit in one slice beside the queue built from them. At most
 // two chunks are out at once: the store is read while the scheduler queues the chunk before.
 type queueRestore struct {
-	c      *Coordinator
-	chunk  []persistence.QueueEntry
-	taking *actor.Future // the scheduler's answer for the chunk sent last
-	total  int
+	root      *actor.RootContext
+	scheduler *actor.PID
+	ask       time.Duration
+	chunk     []persistence.QueueEntry
+	taking    *actor.Future // the scheduler's answer for the chunk sent last
+	total     int
 }
 
 func (r *queueRestore) add(e persistence.QueueEntry) error {
@@ -304,7 +331,7 @@ func (r *queueRestore) send(more bool) error {
 		return err
 	}
 	r.total += len(r.chunk)
-	r.taking = r.c.system.Root.RequestFuture(r.c.scheduler, &jobsQueued{entries: r.chunk, restoring: more}, r.c.cfg.AskTimeout)
+	r.taking = r.root.RequestFuture(r.scheduler, &jobsQueued{entries: r.chunk, restoring: more}, r.ask)
 	r.chunk = nil
 	return nil
 }
@@ -332,12 +359,12 @@ func (r *queueRestore) finish() error {
 // next start), and finally records that the shutdown was clean. The caller stops HTTP intake and
 // render nodes before, and closes the store after.
 func (c *Coordinator) Stop(ctx context.Context) {
-	for _, pid := range []*actor.PID{c.gateway, c.scheduler, c.templates, c.webhooks} {
+	for _, pid := range []*actor.PID{c.addr.gateway, c.addr.scheduler, c.addr.templates, c.addr.webhooks} {
 		if err := c.system.Root.StopFuture(pid).Wait(); err != nil {
 			c.log.Warn("actor did not stop cleanly", "pid", pid.String(), "err", err)
 		}
 	}
-	if err := c.Store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "1"}); err != nil {
+	if err := c.deps.Store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "1"}); err != nil {
 		c.log.Error("cannot record the clean shutdown", "err", err)
 	}
 	c.system.Shutdown()
@@ -355,32 +382,43 @@ var ErrUnavailable = errors.New("the coordinator did not answer in time")
 // answered before fails with *persistence.AnsweredError and creates nothing.
 func (c *Coordinator) CreateJobs(jobs []*persistence.Job, remember *persistence.Answer) error {
 	result := make(chan error, 1)
-	c.writeNewJobs(nil, jobs, remember, func(err error) { result <- err })
+	c.intake.write(nil, jobs, remember, func(err error) { result <- err })
 	if err := <-result; err != nil {
 		return err
 	}
-	c.startNewJobs(jobs)
+	c.intake.start(jobs)
 	return nil
 }
 
-// writeNewJobs submits the first write of new jobs (and of their batch when b is not nil); done
-// is called once it is durable or has failed (persistence.ErrTemplateGone when a job's template
-// was deleted since validation: jobs must not outlive it).
-func (c *Coordinator) writeNewJobs(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer, done func(error)) {
-	c.Store.ApplyAsync(&persistence.CreateJobs{At: c.Clock.Now(), Batch: b, Jobs: jobs, Remember: remember}, done)
+// intake stores new jobs and queues them.
+type intake struct {
+	store interface {
+		ApplyAsync(persistence.Command, func(error))
+	}
+	clock  clock.Clock
+	events *Events
+	root   *actor.RootContext
+	addr   *addresses
 }
 
-// startNewJobs queues the jobs whose first write is durable. They get actors only when something
+// write submits the first write of new jobs (and of their batch when b is not nil); done is
+// called once it is durable or has failed (persistence.ErrTemplateGone when a job's template was
+// deleted since validation: jobs must not outlive it).
+func (in *intake) write(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer, done func(error)) {
+	in.store.ApplyAsync(&persistence.CreateJobs{At: in.clock.Now(), Batch: b, Jobs: jobs, Remember: remember}, done)
+}
+
+// start queues the jobs whose first write is durable. They get actors only when something
 // happens to them: pending parents when a child ends, queued jobs when offered a slot.
-func (c *Coordinator) startNewJobs(jobs []*persistence.Job) {
+func (in *intake) start(jobs []*persistence.Job) {
 	queued := make([]persistence.QueueEntry, 0, len(jobs))
 	for _, j := range jobs {
-		c.Events.JobStateChanged.Publish(JobStateChanged{Job: j.ID, To: j.State})
+		in.events.JobStateChanged.Publish(JobStateChanged{Job: j.ID, To: j.State})
 		if j.State == persistence.JobQueued {
 			queued = append(queued, j.QueueEntry())
 		}
 	}
 	if len(queued) > 0 {
-		c.system.Root.Send(c.scheduler, &jobsQueued{entries: queued})
+		in.root.Send(in.addr.scheduler, &jobsQueued{entries: queued})
 	}
 }

@@ -1,13 +1,23 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/framefarm/framefarm/cluster/clock"
 )
 
-// idleTimer tells an actor, on the injected clock, that it has been idle for
-// Config.PassivateAfter; every reset starts the wait again and voids the previous one.
+// idleRule says when an actor has been idle long enough to stop: after a wait on the injected
+// clock, at the end of which root tells it so.
+type idleRule struct {
+	clock clock.Clock
+	after time.Duration
+	root  *actor.RootContext
+}
+
+// idleTimer tells an actor that it has been idle for its rule's wait; every reset starts the
+// wait again and voids the previous one.
 type idleTimer struct {
 	timer clock.Timer
 	gen   int
@@ -16,11 +26,11 @@ type idleTimer struct {
 // idleCheck is the message an idle timer sends.
 type idleCheck struct{ gen int }
 
-func (t *idleTimer) reset(c *Coordinator, self *actor.PID) {
+func (t *idleTimer) reset(rule idleRule, self *actor.PID) {
 	t.stop()
 	t.gen++
 	gen := t.gen
-	t.timer = c.Clock.AfterFunc(c.cfg.PassivateAfter, func() { c.system.Root.Send(self, &idleCheck{gen: gen}) })
+	t.timer = rule.clock.AfterFunc(rule.after, func() { rule.root.Send(self, &idleCheck{gen: gen}) })
 }
 
 // current reports whether a check comes from the latest reset.

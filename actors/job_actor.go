@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 )
 
@@ -23,7 +24,7 @@ import (
 // for Config.PassivateAfter, in any state but rendering (a render sends progress, and its
 // timers and unsaved progress live here).
 type jobActor struct {
-	c     *Coordinator
+	w     *jobWorld
 	job   *persistence.Job
 	entry *registryEntry
 	// resume is set when a coordinator restart activates the job: an attempt it finds rendering
@@ -41,28 +42,70 @@ type jobActor struct {
 	progressSavedAt time.Time
 }
 
-// jobProducer makes the actor of a job whose record the caller holds; resume is set by a
-// restart.
-func (c *Coordinator) jobProducer(job *persistence.Job, resume bool) func(*registryEntry) actor.Actor {
-	return func(e *registryEntry) actor.Actor { return &jobActor{c: c, job: job, entry: e, resume: resume} }
+// jobWorld is what every job actor is given: the store its job is read from and written to, the
+// actors it tells (the scheduler, the webhook dispatcher, other jobs, cancel walks), the secrets
+// it hides in what nodes report, and the rules and timings of jobs.
+type jobWorld struct {
+	cfg       Config
+	store     jobStore
+	clock     clock.Clock
+	ids       IDs
+	events    *Events
+	log       *slog.Logger
+	root      *actor.RootContext
+	addr      *addresses
+	jobs      *jobDirectory
+	walks     *cancelWalks
+	adoptions *adoptionBook
+	secrets   *secretReader
+	idle      idleRule
+	// cleanRestart is true when the previous process shut down gracefully: renders it
+	// interrupted do not count as failed attempts.
+	cleanRestart bool
 }
 
-// loadJobActor makes the actor of a stored job.
-func (c *Coordinator) loadJobActor(jobID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
-	job, err := c.Store.Job(jobID)
+// jobStore is what a job actor reads and writes.
+type jobStore interface {
+	Job(jobID ulid.ULID) (*persistence.Job, error)
+	Jobs(ids []ulid.ULID) ([]*persistence.Job, error)
+	ApplyAsync(c persistence.Command, done func(error))
+}
+
+// producer makes the actor of a job whose record the caller holds; resume is set by a restart.
+func (w *jobWorld) producer(job *persistence.Job, resume bool) func(*registryEntry) actor.Actor {
+	return func(e *registryEntry) actor.Actor { return &jobActor{w: w, job: job, entry: e, resume: resume} }
+}
+
+// load makes the actor of a stored job.
+func (w *jobWorld) load(jobID ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+	job, err := w.store.Job(jobID)
 	if err != nil {
 		return nil, err
 	}
-	return c.jobProducer(job, false), nil
+	return w.producer(job, false), nil
 }
 
-// tellJob sends msg to a job, logging when the job cannot be reached.
-func (c *Coordinator) tellJob(jobID ulid.ULID, msg any) error {
-	err := c.jobs.deliver(jobID, msg, nil)
+// jobDirectory reaches the actor of any job, activating it from the store when it has none.
+type jobDirectory struct {
+	*registry
+	log *slog.Logger
+}
+
+// tell sends msg to a job, logging when the job cannot be reached.
+func (d *jobDirectory) tell(jobID ulid.ULID, msg any) error {
+	err := d.deliver(jobID, msg, nil)
 	if err != nil {
-		c.log.Warn("message for a job that cannot be reached", "job", jobID.String(), "err", err)
+		d.log.Warn("message for a job that cannot be reached", "job", jobID.String(), "err", err)
 	}
 	return err
+}
+
+// settled tells the NodeActor that forwarded a node's result (to) that the job's outcome of it
+// is durable: only then is the node told it may forget the result.
+func (w *jobWorld) settled(to *actor.PID, jobID ulid.ULID, attempt int) {
+	if to != nil {
+		w.root.Send(to, &reportSettled{jobID: jobID, attempt: attempt})
+	}
 }
 
 func (a *jobActor) Receive(ctx actor.Context) {
@@ -112,7 +155,7 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 }
 
 // log is the actor's logger (made when needed: most actors never log).
-func (a *jobActor) log() *slog.Logger { return a.c.log.With("job", a.job.ID.String()) }
+func (a *jobActor) log() *slog.Logger { return a.w.log.With("job", a.job.ID.String()) }
 
 // start takes the job up from its stored state. A pending parent learns again which children it
 // waits for (and acts on any that ended while it had no actor); after a restart, a rendering
@@ -124,7 +167,7 @@ func (a *jobActor) start(ctx actor.Context) {
 	case a.job.State == persistence.JobRendering && a.resume:
 		// Its node may still hold the attempt and reclaim it when it reconnects; otherwise it
 		// goes back to the queue.
-		if a.c.cfg.AdoptAfterRestart {
+		if a.w.cfg.AdoptAfterRestart {
 			a.awaitAdoption()
 			return
 		}
@@ -140,7 +183,7 @@ func (a *jobActor) restartLost(ctx actor.Context) {
 		node:      a.job.Node,
 		err:       "the coordinator restarted during the render",
 		retryable: true,
-		countless: a.c.cleanRestart,
+		countless: a.w.cleanRestart,
 	})
 }
 
@@ -148,13 +191,13 @@ func (a *jobActor) restartLost(ctx actor.Context) {
 // coordinator's restart interrupted (Start offered it); unclaimed, it is queued again.
 func (a *jobActor) awaitAdoption() {
 	jobID, attempt := a.job.ID, a.job.Attempts
-	a.c.Clock.AfterFunc(a.c.cfg.NodeLease+a.c.cfg.HeartbeatInterval, func() {
-		a.c.tellJob(jobID, &adoptionExpired{attempt: attempt})
+	a.w.clock.AfterFunc(a.w.cfg.NodeLease+a.w.cfg.HeartbeatInterval, func() {
+		a.w.jobs.tell(jobID, &adoptionExpired{attempt: attempt})
 	})
 }
 
 func (a *jobActor) onAdoptionExpired(ctx actor.Context, m *adoptionExpired) {
-	if _, unclaimed := a.c.adoptions.claim(a.job.ID, m.attempt, ""); unclaimed &&
+	if _, unclaimed := a.w.adoptions.claim(a.job.ID, m.attempt, ""); unclaimed &&
 		a.job.State == persistence.JobRendering && a.job.Attempts == m.attempt {
 		a.restartLost(ctx)
 	}
@@ -176,27 +219,27 @@ func (a *jobActor) restartIdle(ctx actor.Context) {
 		a.idle.stop()
 		a.passivate(ctx)
 	default:
-		a.idle.reset(a.c, ctx.Self())
+		a.idle.reset(a.w.idle, ctx.Self())
 	}
 }
 
 // passivate stops the actor unless a message is on its way to it.
 func (a *jobActor) passivate(ctx actor.Context) {
-	if a.c.jobs.tryPassivate(a.job.ID, a.entry) {
+	if a.w.jobs.tryPassivate(a.job.ID, a.entry) {
 		ctx.Stop(ctx.Self())
-		a.c.Events.JobActorStopped.Publish(JobActorStopped{Job: a.job.ID})
+		a.w.events.JobActorStopped.Publish(JobActorStopped{Job: a.job.ID})
 	}
 }
 
 func (a *jobActor) enqueue(ctx actor.Context) {
-	ctx.Send(a.c.scheduler, &jobsQueued{entries: []persistence.QueueEntry{a.job.QueueEntry()}})
+	ctx.Send(a.w.addr.scheduler, &jobsQueued{entries: []persistence.QueueEntry{a.job.QueueEntry()}})
 }
 
 // resumeWaiting loads a pending parent's children and acts on what they already did.
 func (a *jobActor) resumeWaiting(ctx actor.Context) {
 	a.waitingOn = make(map[ulid.ULID]bool)
 	var failed, cancelled *persistence.Job
-	children, err := a.c.Store.Jobs(a.job.Children)
+	children, err := a.w.store.Jobs(a.job.Children)
 	for i, child := range children {
 		switch {
 		case err != nil:
@@ -221,7 +264,7 @@ func (a *jobActor) resumeWaiting(ctx actor.Context) {
 		// have been cut short: finish it from here. Otherwise the cascade in flight arrives
 		// itself (a second walk would race it for the jobs its answer lists).
 		if a.resume {
-			a.c.startCancelWalk([]ulid.ULID{a.job.ID}, nil)
+			a.w.walks.start([]ulid.ULID{a.job.ID}, nil)
 		}
 	case len(a.waitingOn) == 0:
 		a.childrenFinished(ctx)
@@ -230,10 +273,10 @@ func (a *jobActor) resumeWaiting(ctx actor.Context) {
 
 func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 	if a.job.State != persistence.JobQueued {
-		ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
+		ctx.Send(a.w.addr.scheduler, &offerDeclined{jobID: a.job.ID})
 		return
 	}
-	now := a.c.Clock.Now()
+	now := a.w.clock.Now()
 	err := a.transition(ctx, EventDispatched, func(next *persistence.Job) {
 		next.Attempts++
 		next.Node = o.nodeID
@@ -242,14 +285,14 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 	}, []string{fmt.Sprintf("dispatched to node %s (attempt %d)", o.nodeID, a.job.Attempts+1)},
 		func(err error) {
 			if err != nil {
-				ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
+				ctx.Send(a.w.addr.scheduler, &offerDeclined{jobID: a.job.ID})
 				return
 			}
-			ctx.Send(a.c.scheduler, &offerClaimed{jobID: a.job.ID})
+			ctx.Send(a.w.addr.scheduler, &offerClaimed{jobID: a.job.ID})
 			ctx.Send(o.node, &assign{job: a.job, queuedAt: o.queuedAt})
 		})
 	if err != nil {
-		ctx.Send(a.c.scheduler, &offerDeclined{jobID: a.job.ID})
+		ctx.Send(a.w.addr.scheduler, &offerDeclined{jobID: a.job.ID})
 	}
 }
 
@@ -264,29 +307,21 @@ func (a *jobActor) current(attempt int, what, node string, settle *actor.PID) bo
 		"current_attempt", a.job.Attempts, "state", a.job.State.String())
 	jobID := a.job.ID
 	if what == "progress" {
-		a.c.Events.StaleReport.Publish(StaleReport{Job: jobID, Attempt: attempt, What: what})
+		a.w.events.StaleReport.Publish(StaleReport{Job: jobID, Attempt: attempt, What: what})
 		return false
 	}
 	line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
 		what, attempt, node, a.job.State, a.job.Attempts)
-	appended := &persistence.AppendJobLog{At: a.c.Clock.Now(), JobID: jobID, Lines: []string{line}}
-	a.c.Store.ApplyAsync(appended, func(err error) {
+	appended := &persistence.AppendJobLog{At: a.w.clock.Now(), JobID: jobID, Lines: []string{line}}
+	a.w.store.ApplyAsync(appended, func(err error) {
 		if err != nil {
-			a.c.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
+			a.w.log.Error("cannot record a rejected report", "job", jobID.String(), "err", err)
 		} else {
-			a.c.settled(settle, jobID, attempt)
+			a.w.settled(settle, jobID, attempt)
 		}
-		a.c.Events.StaleReport.Publish(StaleReport{Job: jobID, Attempt: attempt, What: what})
+		a.w.events.StaleReport.Publish(StaleReport{Job: jobID, Attempt: attempt, What: what})
 	})
 	return false
-}
-
-// settled tells the NodeActor that forwarded a node's result (to) that the job's outcome of it
-// is durable: only then is the node told it may forget the result.
-func (c *Coordinator) settled(to *actor.PID, jobID ulid.ULID, attempt int) {
-	if to != nil {
-		c.system.Root.Send(to, &reportSettled{jobID: jobID, attempt: attempt})
-	}
 }
 
 // repeated reports whether a result is one this job already took from its node: the node sent
@@ -308,8 +343,8 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 		return
 	}
 	percent := min(max(p.percent, 0), 100)
-	now := a.c.Clock.Now()
-	if now.Sub(a.progressSavedAt) < a.c.cfg.ProgressInterval {
+	now := a.w.clock.Now()
+	if now.Sub(a.progressSavedAt) < a.w.cfg.ProgressInterval {
 		a.job = a.job.WithProgress(percent)
 		return
 	}
@@ -317,7 +352,7 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	next := a.job.WithProgress(percent)
 	a.persist(ctx, a.job.State, next, nil, nil, nil, func(err error) {
 		if err == nil {
-			a.c.Events.JobProgressSaved.Publish(JobProgressSaved{Job: a.job.ID, Percent: percent})
+			a.w.events.JobProgressSaved.Publish(JobProgressSaved{Job: a.job.ID, Percent: percent})
 		}
 	})
 }
@@ -328,20 +363,20 @@ func (a *jobActor) scrubReport(err string, log []string) (string, []string) {
 	if err == "" && len(log) == 0 {
 		return err, log
 	}
-	secrets := a.c.jobSecrets(a.job)
+	secrets := a.w.secrets.forJob(a.job)
 	return secrets.Scrub(err), secrets.ScrubAll(log)
 }
 
 func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 	_, d.log = a.scrubReport("", d.log)
 	if a.repeated(d.attempt, d.node, true, "") {
-		a.c.settled(d.settle, a.job.ID, d.attempt)
+		a.w.settled(d.settle, a.job.ID, d.attempt)
 		return
 	}
 	if !a.current(d.attempt, "done", d.node, d.settle) {
 		return
 	}
-	now := a.c.Clock.Now()
+	now := a.w.clock.Now()
 	log := append(slices.Clip(d.log), fmt.Sprintf("finished on node %s in %s", d.node, d.duration.Round(time.Millisecond)))
 	a.transitionLogged(ctx, EventRenderFinished, func(next *persistence.Job) {
 		next.Progress = 100
@@ -351,8 +386,8 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 		if err != nil {
 			return
 		}
-		a.c.settled(d.settle, a.job.ID, d.attempt)
-		a.c.Events.RenderFinished.Publish(RenderFinished{Engine: a.job.Engine, Took: d.duration})
+		a.w.settled(d.settle, a.job.ID, d.attempt)
+		a.w.events.RenderFinished.Publish(RenderFinished{Engine: a.job.Engine, Took: d.duration})
 		a.notifyParent(ctx, &childFinished{child: a.job.ID})
 	})
 }
@@ -360,27 +395,27 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 	f.err, f.log = a.scrubReport(f.err, f.log)
 	if a.repeated(f.attempt, f.node, false, f.err) {
-		a.c.settled(f.settle, a.job.ID, f.attempt)
+		a.w.settled(f.settle, a.job.ID, f.attempt)
 		return
 	}
 	if !a.current(f.attempt, "failure", f.node, f.settle) {
 		return
 	}
-	now := a.c.Clock.Now()
+	now := a.w.clock.Now()
 	failure := persistence.AttemptFailure{Attempt: f.attempt, Node: f.node, Error: f.err, At: now}
 	failures := a.job.Failures
 	if !f.countless {
 		failures = append(slices.Clone(failures), failure)
 	}
 	log := append(slices.Clip(f.log), fmt.Sprintf("attempt %d on node %s ended: %s", f.attempt, f.node, f.err))
-	if f.retryable && len(failures) < a.c.cfg.MaxAttempts {
+	if f.retryable && len(failures) < a.w.cfg.MaxAttempts {
 		a.transitionLogged(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
 			next.Progress = 0
 		}, append(log, "queued again"), f.logAt, func(err error) {
 			if err == nil {
-				a.c.settled(f.settle, a.job.ID, f.attempt)
-				a.c.Events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
+				a.w.settled(f.settle, a.job.ID, f.attempt)
+				a.w.events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
 				a.enqueue(ctx)
 			}
 		})
@@ -396,7 +431,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		next.ErrorAt = now
 	}, log, f.logAt, func(err error) {
 		if err == nil {
-			a.c.settled(f.settle, a.job.ID, f.attempt)
+			a.w.settled(f.settle, a.job.ID, f.attempt)
 			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: message})
 		}
 	})
@@ -423,13 +458,13 @@ func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
 		return
 	}
 	wasQueued := a.job.State == persistence.JobQueued
-	now := a.c.Clock.Now()
+	now := a.w.clock.Now()
 	err := a.transition(ctx, EventCancel, func(next *persistence.Job) {
 		next.Error = "cancelled through the API"
 		next.ErrorAt = now
 	}, []string{"cancelled"}, func(err error) {
 		if err == nil && wasQueued {
-			ctx.Send(a.c.scheduler, &jobWithdrawn{jobID: a.job.ID})
+			ctx.Send(a.w.addr.scheduler, &jobWithdrawn{jobID: a.job.ID})
 		}
 		if err != nil {
 			a.log().Error("cannot persist a cancellation", "err", err)
@@ -481,7 +516,7 @@ func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, fa
 		return
 	}
 	wasQueued := a.job.State == persistence.JobQueued
-	now := a.c.Clock.Now()
+	now := a.w.clock.Now()
 	a.transition(ctx, ev, func(next *persistence.Job) {
 		next.Error = reason
 		next.ErrorAt = now
@@ -490,11 +525,11 @@ func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, fa
 			return
 		}
 		if wasQueued {
-			ctx.Send(a.c.scheduler, &jobWithdrawn{jobID: a.job.ID})
+			ctx.Send(a.w.addr.scheduler, &jobWithdrawn{jobID: a.job.ID})
 		}
 		for _, childID := range a.job.Children {
 			if failedChild == nil || childID != *failedChild {
-				a.c.tellJob(childID, &relativeFailed{reason: fmt.Sprintf("parent job %s failed: %s", a.job.ID, reason)})
+				a.w.jobs.tell(childID, &relativeFailed{reason: fmt.Sprintf("parent job %s failed: %s", a.job.ID, reason)})
 			}
 		}
 		if ev == EventChildFailed {
@@ -505,7 +540,7 @@ func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, fa
 
 func (a *jobActor) notifyParent(_ actor.Context, msg any) {
 	if a.job.ParentID != (ulid.ULID{}) {
-		a.c.tellJob(a.job.ParentID, msg)
+		a.w.jobs.tell(a.job.ParentID, msg)
 	}
 }
 
@@ -531,8 +566,8 @@ func (a *jobActor) transitionLogged(ctx actor.Context, ev JobEvent, edit func(*p
 	}
 	var delivery *persistence.Delivery
 	if next.State.Terminal() && next.Spec.Webhook != nil {
-		now := a.c.Clock.Now()
-		delivery = &persistence.Delivery{ID: a.c.IDs.New(now), JobID: next.ID, TeamID: next.TeamID, NextAt: now, CreatedAt: now}
+		now := a.w.clock.Now()
+		delivery = &persistence.Delivery{ID: a.w.ids.New(now), JobID: next.ID, TeamID: next.TeamID, NextAt: now, CreatedAt: now}
 	}
 	a.persist(ctx, a.job.State, next, log, logAt, delivery, then)
 	return nil
@@ -544,12 +579,12 @@ func (a *jobActor) persist(ctx actor.Context, prev persistence.JobState, next *p
 	logAt []time.Time, delivery *persistence.Delivery, then func(error)) {
 	a.held.busy = true
 	self := ctx.Self()
-	change := &persistence.ChangeJob{At: a.c.Clock.Now(), Prev: prev, Job: next, Log: log, LogAt: logAt, Delivery: delivery}
-	a.c.Store.ApplyAsync(change, func(err error) {
+	change := &persistence.ChangeJob{At: a.w.clock.Now(), Prev: prev, Job: next, Log: log, LogAt: logAt, Delivery: delivery}
+	a.w.store.ApplyAsync(change, func(err error) {
 		if err == nil && delivery != nil {
-			a.c.system.Root.Send(a.c.webhooks, &deliveryQueued{delivery: delivery})
+			a.w.root.Send(a.w.addr.webhooks, &deliveryQueued{delivery: delivery})
 		}
-		a.c.system.Root.Send(self, &writeDone{err: err, next: next, then: then})
+		a.w.root.Send(self, &writeDone{err: err, next: next, then: then})
 	})
 }
 
@@ -558,7 +593,7 @@ func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 		a.log().Error("cannot persist a job change", "err", w.err)
 	} else {
 		if w.next.State != a.job.State {
-			a.c.Events.JobStateChanged.Publish(JobStateChanged{Job: a.job.ID, From: a.job.State, To: w.next.State})
+			a.w.events.JobStateChanged.Publish(JobStateChanged{Job: a.job.ID, From: a.job.State, To: w.next.State})
 		}
 		a.job = w.next
 	}

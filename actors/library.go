@@ -18,14 +18,14 @@ import (
 // AddFont stores a font file in the team's library. ErrConflict: the library already has a font
 // of that file name (and the file is not kept).
 func (c *Coordinator) AddFont(teamID ulid.ULID, family, fileName string, data []byte) (*persistence.Font, error) {
-	now := c.Clock.Now()
-	f := &persistence.Font{ID: c.IDs.New(now), TeamID: teamID, FamilyName: family, FileName: fileName, CreatedAt: now}
+	now := c.deps.Clock.Now()
+	f := &persistence.Font{ID: c.deps.IDs.New(now), TeamID: teamID, FamilyName: family, FileName: fileName, CreatedAt: now}
 	key := persistence.FontKey(teamID, f.ID)
 	var err error
-	if f.File, err = c.Blobs.Put(key, bytes.NewReader(data), int64(len(data))); err != nil {
+	if f.File, err = c.deps.Blobs.Put(key, bytes.NewReader(data), int64(len(data))); err != nil {
 		return nil, err
 	}
-	if err := c.Store.Apply(&persistence.CreateFont{Font: f}); err != nil {
+	if err := c.deps.Store.Apply(&persistence.CreateFont{Font: f}); err != nil {
 		c.removeObject(key)
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (c *Coordinator) AddFont(teamID ulid.ULID, family, fileName string, data []
 // DeleteFont removes a font from the team's library, with its file, and returns it.
 func (c *Coordinator) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error) {
 	deleted := &persistence.DeleteFont{TeamID: teamID, FontID: fontID}
-	if err := c.Store.Apply(deleted); err != nil {
+	if err := c.deps.Store.Apply(deleted); err != nil {
 		return nil, err
 	}
 	c.removeObject(deleted.Deleted.File.Key)
@@ -45,16 +45,16 @@ func (c *Coordinator) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, e
 // AddSecret seals a secret's value, bound to its team and name, and stores it. ErrConflict: the
 // team has a secret of that name.
 func (c *Coordinator) AddSecret(teamID ulid.ULID, name, value string) (*persistence.Secret, error) {
-	now := c.Clock.Now()
-	sec := &persistence.Secret{ID: c.IDs.New(now), TeamID: teamID, Name: name, CreatedAt: now,
-		Ciphertext: c.Secrets.Seal([]byte(value), persistence.SecretAAD(teamID, name))}
-	return sec, c.Store.Apply(&persistence.CreateSecret{Secret: sec})
+	now := c.deps.Clock.Now()
+	sec := &persistence.Secret{ID: c.deps.IDs.New(now), TeamID: teamID, Name: name, CreatedAt: now,
+		Ciphertext: c.deps.Secrets.Seal([]byte(value), persistence.SecretAAD(teamID, name))}
+	return sec, c.deps.Store.Apply(&persistence.CreateSecret{Secret: sec})
 }
 
 // DeleteSecret removes one of a team's secrets and returns it (its value sealed).
 func (c *Coordinator) DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error) {
 	deleted := &persistence.DeleteSecret{TeamID: teamID, SecretID: secretID}
-	err := c.Store.Apply(deleted)
+	err := c.deps.Store.Apply(deleted)
 	return deleted.Deleted, err
 }
 
@@ -73,9 +73,9 @@ func (c *Coordinator) IssueToken(teamName string, expires time.Time) (IssuedToke
 	if err != nil {
 		return IssuedToken{}, err
 	}
-	now := c.Clock.Now()
-	issued := &persistence.IssueToken{At: now, TeamName: teamName, NewTeamID: c.IDs.New(now), WebhookSecret: secret, TokenHash: hash, ExpiresAt: expires}
-	if err := c.Store.Apply(issued); err != nil {
+	now := c.deps.Clock.Now()
+	issued := &persistence.IssueToken{At: now, TeamName: teamName, NewTeamID: c.deps.IDs.New(now), WebhookSecret: secret, TokenHash: hash, ExpiresAt: expires}
+	if err := c.deps.Store.Apply(issued); err != nil {
 		return IssuedToken{}, err
 	}
 	return IssuedToken{Token: token, Team: issued.Team,
@@ -86,17 +86,17 @@ func (c *Coordinator) IssueToken(teamName string, expires time.Time) (IssuedToke
 // TokenRevoked tells those who hold what it opened (event streams). ErrNotFound: no such token.
 func (c *Coordinator) RevokeToken(tokenID string) (*persistence.Token, error) {
 	revoke := &persistence.RevokeToken{TokenID: tokenID}
-	if err := c.Store.Apply(revoke); err != nil {
+	if err := c.deps.Store.Apply(revoke); err != nil {
 		return nil, err
 	}
-	c.Events.TokenRevoked.Publish(TokenRevoked{Hash: revoke.Revoked.Hash, Team: revoke.Revoked.TeamID})
+	c.deps.Events.TokenRevoked.Publish(TokenRevoked{Hash: revoke.Revoked.Hash, Team: revoke.Revoked.TeamID})
 	return revoke.Revoked, nil
 }
 
 // removeObject deletes an object nothing refers to any more; a failure is logged (the object is
 // left behind, harmless).
 func (c *Coordinator) removeObject(key string) {
-	if err := c.Blobs.Delete(key); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+	if err := c.deps.Blobs.Delete(key); err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		c.log.Warn("cannot remove an object nothing refers to", "key", key, "err", err)
 	}
 }

@@ -23,7 +23,7 @@ import (
 // returns: answers and messages to the node, reports to jobs, slots to the scheduler, holds to
 // the store (written without blocking the mailbox), lines to the log and counts to metrics.
 type nodeActor struct {
-	c     *Coordinator
+	w     *nodeWorld
 	book  *leaseBook
 	agent *actor.PID
 	log   *slog.Logger
@@ -68,22 +68,44 @@ type (
 	}
 )
 
-func newNodeActor(c *Coordinator, hello *protocol.Hello) *nodeActor {
+// nodeWorld is what the node gateway and every NodeActor are given: the rules and timings of
+// the node link, the store that keeps nodes' holds, the scheduler and the jobs they report to,
+// the tasks of assignments, and the directory of nodes.
+type nodeWorld struct {
+	cfg   Config
+	store interface {
+		Meta(name string) string
+		ApplyAsync(c persistence.Command, done func(error))
+	}
+	clock     clock.Clock
+	events    *Events
+	log       *slog.Logger
+	root      *actor.RootContext
+	addr      *addresses
+	jobs      *jobDirectory
+	adoptions *adoptionBook
+	tasks     *taskBuilder
+	nodes     *nodeDirectory
+	// urls sign the coordinator's own file URLs, whose base is told to nodes in the welcome.
+	urls URLSigner
+}
+
+func newNodeActor(w *nodeWorld, hello *protocol.Hello) *nodeActor {
 	// A quarantine or an operator's drain outlives the node's restarts and the coordinator's.
-	hold := c.Store.Meta(nodeHoldKey(hello.NodeID))
-	rules := leaseRules{heartbeat: c.cfg.HeartbeatInterval, lease: c.cfg.NodeLease, stall: c.cfg.SilenceTimeout + c.cfg.NodeLease,
-		failureLimit: c.cfg.NodeFailureLimit, key: c.cfg.ClusterKey, internalURL: c.NodeURLs.Base()}
-	return &nodeActor{c: c, book: newLeaseBook(rules, hello, hold), log: c.log.With("node", hello.NodeID),
+	hold := w.store.Meta(nodeHoldKey(hello.NodeID))
+	rules := leaseRules{heartbeat: w.cfg.HeartbeatInterval, lease: w.cfg.NodeLease, stall: w.cfg.SilenceTimeout + w.cfg.NodeLease,
+		failureLimit: w.cfg.NodeFailureLimit, key: w.cfg.ClusterKey, internalURL: w.urls.Base()}
+	return &nodeActor{w: w, book: newLeaseBook(rules, hello, hold), log: w.log.With("node", hello.NodeID),
 		refusals: clock.Throttle{Period: 10 * time.Second}}
 }
 
 func nodeHoldKey(nodeID string) string { return "node_hold/" + nodeID }
 
 func (n *nodeActor) Receive(ctx actor.Context) {
-	now := n.c.Clock.Now()
+	now := n.w.clock.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		n.c.Events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, To: NodeJoined})
+		n.w.events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, To: NodeJoined})
 	case *actor.Stopping:
 		if n.tick != nil {
 			n.tick.Stop()
@@ -92,7 +114,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 	case *fromNode:
 		if h, ok := m.msg.(*protocol.Hello); ok {
 			n.agent = actor.NewPID(h.AgentAddress, h.AgentID)
-			n.carryOut(ctx, m.sender, n.book.onHello(h, now, newToken(), n.c.adoptions.claimer(h.NodeID)), nil)
+			n.carryOut(ctx, m.sender, n.book.onHello(h, now, newToken(), n.w.adoptions.claimer(h.NodeID)), nil)
 			break
 		}
 		n.carryOut(ctx, m.sender, n.book.onMessage(m.msg, m.session, now), nil)
@@ -100,7 +122,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 			return // the node's listing does not show progress: nothing to publish
 		}
 	case *assign:
-		task, err := n.c.buildTask(m.job)
+		task, err := n.w.tasks.build(m.job)
 		n.carryOut(ctx, nil, n.book.onAssign(m.job.ID, m.job.TeamID, m.job.Attempts, task, err, now.Sub(m.queuedAt), now), nil)
 	case *reportSettled:
 		n.carryOut(ctx, nil, n.book.onSettled(m.jobID, m.attempt), nil)
@@ -121,7 +143,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 		}
 		asker := ctx.Sender()
 		n.carryOut(ctx, nil, out, func() {
-			n.c.Events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: n.book.state})
+			n.w.events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: n.book.state})
 			ctx.Send(asker, true)
 			ctx.Stop(ctx.Self())
 		})
@@ -140,9 +162,9 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 	// A lost or departed node has no lease to watch until it says hello again.
 	if n.tick == nil && n.book.ticking() {
 		self, system := ctx.Self(), ctx.ActorSystem()
-		n.tick = n.c.Clock.AfterFunc(n.c.cfg.HeartbeatInterval, func() { system.Root.Send(self, &leaseTick{}) })
+		n.tick = n.w.clock.AfterFunc(n.w.cfg.HeartbeatInterval, func() { system.Root.Send(self, &leaseTick{}) })
 	}
-	n.c.nodes.put(n.book.info())
+	n.w.nodes.put(n.book.info())
 }
 
 // carryOut does what the book decided, in order; sender is whom a reply goes to. then, when
@@ -161,21 +183,21 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 				settleTo(e.msg, ctx.Self())
 			}
 			// A result for a job that does not exist has nothing to make durable.
-			if err := n.c.tellJob(e.job, e.msg); e.settle && errors.Is(err, persistence.ErrNotFound) {
+			if err := n.w.jobs.tell(e.job, e.msg); e.settle && errors.Is(err, persistence.ErrNotFound) {
 				n.carryOut(ctx, nil, n.book.onSettled(e.job, e.attempt), nil)
 			}
 		case slotFree:
-			ctx.Send(n.c.scheduler, &slotFreed{nodeID: n.book.hello.NodeID, jobID: e.job})
+			ctx.Send(n.w.addr.scheduler, &slotFreed{nodeID: n.book.hello.NodeID, jobID: e.job})
 		case stateSet:
 			n.tellScheduler(ctx, e.to)
 			if e.from != e.to {
-				n.c.Events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: e.from, To: e.to})
+				n.w.events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: e.from, To: e.to})
 			}
 		case holdChanged:
 			// Writes are committed in the order submitted, so the last hold decided wins.
 			self, system, key, answer := ctx.Self(), ctx.ActorSystem(), nodeHoldKey(n.book.hello.NodeID), then
 			then = nil
-			n.c.Store.ApplyAsync(&persistence.SetMeta{Name: key, Value: e.why},
+			n.w.store.ApplyAsync(&persistence.SetMeta{Name: key, Value: e.why},
 				func(err error) { system.Root.Send(self, &holdWritten{err: err, answer: answer}) })
 		case logged:
 			n.log.Log(context.Background(), e.level, e.msg, e.args...)
@@ -203,12 +225,12 @@ func (n *nodeActor) tellScheduler(ctx actor.Context, state NodeState) {
 	h := n.book.hello
 	switch state {
 	case NodeReady:
-		ctx.Send(n.c.scheduler, &nodeReady{nodeID: h.NodeID, pid: ctx.Self(), engines: h.Engines, slots: h.Slots,
+		ctx.Send(n.w.addr.scheduler, &nodeReady{nodeID: h.NodeID, pid: ctx.Self(), engines: h.Engines, slots: h.Slots,
 			requireTags: h.RequireTags, busy: n.book.busy()})
 	case NodeLost, NodeLeft:
-		ctx.Send(n.c.scheduler, &nodeGone{nodeID: h.NodeID})
+		ctx.Send(n.w.addr.scheduler, &nodeGone{nodeID: h.NodeID})
 	default:
-		ctx.Send(n.c.scheduler, &nodePaused{nodeID: h.NodeID})
+		ctx.Send(n.w.addr.scheduler, &nodePaused{nodeID: h.NodeID})
 	}
 }
 
@@ -216,18 +238,18 @@ func (n *nodeActor) count(c counted) {
 	id := n.book.hello.NodeID
 	switch c.what {
 	case countLeaseExpired:
-		n.c.Events.LeaseExpired.Publish(LeaseExpired{Node: id})
+		n.w.events.LeaseExpired.Publish(LeaseExpired{Node: id})
 	case countRenderFinished:
-		n.c.Events.NodeRendered.Publish(NodeRendered{Node: id, OK: true})
+		n.w.events.NodeRendered.Publish(NodeRendered{Node: id, OK: true})
 	case countRenderFailed:
-		n.c.Events.NodeRendered.Publish(NodeRendered{Node: id})
+		n.w.events.NodeRendered.Publish(NodeRendered{Node: id})
 	case countRefused:
-		n.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "session"})
-		if pass, held := n.refusals.Allow("session", n.c.Clock.Now()); pass {
+		n.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "session"})
+		if pass, held := n.refusals.Allow("session", n.w.clock.Now()); pass {
 			n.log.Warn("refused a message without the node's current session", "refused_since_last_line", held)
 		}
 	case countAssigned:
-		n.c.Events.Assigned.Publish(Assigned{Waited: c.waited})
+		n.w.events.Assigned.Publish(Assigned{Waited: c.waited})
 	}
 }
 

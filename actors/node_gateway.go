@@ -25,7 +25,7 @@ const maxNodeSlots = 4096
 // a heartbeat from a node it does not know (say Hello again) and a message of a kind this
 // version does not know (an Error, never a crash).
 type nodeGateway struct {
-	c          *Coordinator
+	w          *nodeWorld
 	challenges *challengeBook
 	// refusals throttles the log lines of hellos and messages refused.
 	refusals clock.Throttle
@@ -33,8 +33,8 @@ type nodeGateway struct {
 
 // refused logs a refusal, at most once per throttle period.
 func (g *nodeGateway) refused(line string, args ...any) {
-	if pass, held := g.refusals.Allow(line, g.c.Clock.Now()); pass {
-		g.c.log.Warn(line, append(args, "refused_since_last_line", held)...)
+	if pass, held := g.refusals.Allow(line, g.w.clock.Now()); pass {
+		g.w.log.Warn(line, append(args, "refused_since_last_line", held)...)
 	}
 }
 
@@ -51,7 +51,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	msg, err := protocol.Open(env)
 	if err != nil {
 		g.refused("refused a render node message", "kind", env.GetKind(), "version", env.GetVersion(), "err", err)
-		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: env.GetKind()})
+		g.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: env.GetKind()})
 		answer(&protocol.Error{Kind: env.GetKind(), Message: err.Error()})
 		return
 	}
@@ -66,10 +66,10 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	}
 	if reason := certificateMismatch(peer, remote, from.NodeID); reason != "" {
 		g.refused("refused a render node message", "kind", env.GetKind(), "node", from.NodeID, "peer", peer.Describe(), "reason", reason)
-		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "identity"})
+		g.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "identity"})
 		return
 	}
-	if pid := g.c.nodes.pid(from.NodeID); pid != nil {
+	if pid := g.w.nodes.pid(from.NodeID); pid != nil {
 		ctx.Send(pid, &fromNode{msg: msg, sender: ctx.Sender(), session: from.Session})
 		return
 	}
@@ -78,7 +78,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	case *protocol.Heartbeat:
 		answer(&protocol.HeartbeatAck{Known: false})
 	default:
-		g.c.log.Debug("message from an unknown render node", "node", from.NodeID, "kind", env.GetKind())
+		g.w.log.Debug("message from an unknown render node", "node", from.NodeID, "kind", env.GetKind())
 	}
 }
 
@@ -89,7 +89,7 @@ func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.
 	if remote {
 		peerKey = peer.Key()
 	}
-	now := g.c.Clock.Now()
+	now := g.w.clock.Now()
 	if h.Nonce == "" {
 		answer(&protocol.Challenge{Nonce: g.challenges.issue(peerKey, now)})
 		return
@@ -98,20 +98,20 @@ func (g *nodeGateway) hello(ctx actor.Context, h *protocol.Hello, peer protocol.
 		// Nothing is answered: the node asks for a new challenge when its patience ends.
 		g.refused("refused a hello answering a challenge not given to its sender, expired or already used (a replayed hello?)",
 			"node", h.NodeID, "peer", peer.Describe())
-		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "hello"})
+		g.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "hello"})
 		return
 	}
-	reason := g.c.checkHello(h)
+	reason := checkHello(h, g.w.cfg.ClusterKey)
 	if reason == "" {
 		reason = certificateMismatch(peer, remote, h.NodeID)
 	}
 	if reason != "" {
 		g.refused("refused a render node", "node", h.NodeID, "peer", peer.Describe(), "reason", reason)
-		g.c.Events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "hello"})
+		g.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "hello"})
 		answer(&protocol.Welcome{Accepted: false, Reason: reason, Nonce: h.Nonce})
 		return
 	}
-	ctx.Send(g.c.nodes.actorFor(h, g.c), &fromNode{msg: h, sender: ctx.Sender()})
+	ctx.Send(g.w.nodes.actorFor(h.NodeID, func() actor.Actor { return newNodeActor(g.w, h) }, g.w.root), &fromNode{msg: h, sender: ctx.Sender()})
 }
 
 // certificateMismatch says why a message from the network may not speak for a node ("" when it
@@ -134,8 +134,8 @@ func parseJobID(s string) ulid.ULID {
 	return id
 }
 
-// checkHello says why a node may not join ("" when it may).
-func (c *Coordinator) checkHello(h *protocol.Hello) string {
+// checkHello says why a node may not join ("" when it may); key is the cluster's.
+func checkHello(h *protocol.Hello, key []byte) string {
 	switch {
 	case !certs.NodeIDPattern.MatchString(h.NodeID):
 		return fmt.Sprintf("node id %q must be 1 to 128 letters, digits, dots, dashes or underscores", h.NodeID)
@@ -143,7 +143,7 @@ func (c *Coordinator) checkHello(h *protocol.Hello) string {
 		return fmt.Sprintf("slots must be between 1 and %d, not %d", maxNodeSlots, h.Slots)
 	case h.AgentAddress == "" || h.AgentID == "" || h.Incarnation == "":
 		return "the hello names no agent actor or incarnation"
-	case !protocol.CheckHelloProof(c.cfg.ClusterKey, h):
+	case !protocol.CheckHelloProof(key, h):
 		return "the node does not hold this cluster's key"
 	}
 	return ""
@@ -182,15 +182,15 @@ func (d *nodeDirectory) forget(nodeID string, pid *actor.PID) {
 	}
 }
 
-// actorFor returns the node's actor, spawning it at the node's first hello.
-func (d *nodeDirectory) actorFor(h *protocol.Hello, c *Coordinator) *actor.PID {
+// actorFor returns the node's actor, spawning the one made makes at the node's first hello.
+func (d *nodeDirectory) actorFor(nodeID string, made func() actor.Actor, root *actor.RootContext) *actor.PID {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if pid := d.pids[h.NodeID]; pid != nil {
+	if pid := d.pids[nodeID]; pid != nil {
 		return pid
 	}
-	pid := c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newNodeActor(c, h) }))
-	d.pids[h.NodeID] = pid
+	pid := root.Spawn(actor.PropsFromProducer(made))
+	d.pids[nodeID] = pid
 	return pid
 }
 
@@ -207,7 +207,7 @@ func (c *Coordinator) Nodes() []NodeInfo {
 }
 
 // NodeGateway is the actor render nodes talk to; remote nodes reach it by GatewayName.
-func (c *Coordinator) NodeGateway() *actor.PID { return c.gateway }
+func (c *Coordinator) NodeGateway() *actor.PID { return c.addr.gateway }
 
 // ErrNoSuchNode is returned for an operator command on a node the coordinator never saw.
 var ErrNoSuchNode = errors.New("no such render node")

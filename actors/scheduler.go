@@ -2,6 +2,7 @@ package actors
 
 import (
 	"container/heap"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 )
 
@@ -27,8 +29,15 @@ import (
 // only. So a team's head job that avoids a node holds that team's later jobs back from that
 // node for the round (they go to other nodes).
 type scheduler struct {
-	c      *Coordinator
-	queues map[string]*engineQueue
+	clock clock.Clock
+	// jobs receive the offers of slots.
+	jobs interface {
+		deliver(jobID ulid.ULID, msg any, sender *actor.PID) error
+	}
+	log *slog.Logger
+	// published is where the capacity is made readable outside the actor.
+	published *capacitySnapshot
+	queues    map[string]*engineQueue
 	// queued finds a queued job's slot in slab. Neither holds a pointer, so the collector
 	// skips them whatever the backlog: a million queued jobs cost it no marking.
 	queued map[ulid.ULID]int32
@@ -179,17 +188,20 @@ func (n *schedNode) takes(q *engineQueue) bool {
 	return true
 }
 
-func newScheduler(c *Coordinator) *scheduler {
+func newScheduler(clk clock.Clock, jobs *jobDirectory, log *slog.Logger, published *capacitySnapshot) *scheduler {
 	return &scheduler{
-		c:        c,
-		queues:   make(map[string]*engineQueue),
-		queued:   make(map[ulid.ULID]int32),
-		avoid:    make(map[ulid.ULID][]string),
-		nodes:    make(map[string]*schedNode),
-		offered:  make(map[ulid.ULID]*schedNode),
-		holding:  make(map[ulid.ULID]int),
-		capacity: make(map[string]Capacity),
-		free:     make(map[string]*schedNode),
+		clock:     clk,
+		jobs:      jobs,
+		log:       log,
+		published: published,
+		queues:    make(map[string]*engineQueue),
+		queued:    make(map[ulid.ULID]int32),
+		avoid:     make(map[ulid.ULID][]string),
+		nodes:     make(map[string]*schedNode),
+		offered:   make(map[ulid.ULID]*schedNode),
+		holding:   make(map[ulid.ULID]int),
+		capacity:  make(map[string]Capacity),
+		free:      make(map[string]*schedNode),
 	}
 }
 
@@ -261,7 +273,7 @@ func (s *scheduler) enqueue(e *persistence.QueueEntry) {
 		tq = s.newTeamQueue(e.TeamID, q)
 		q.teams[e.TeamID] = tq
 	}
-	slot := s.slab.add(queuedJob{id: e.JobID, team: tq.index, priority: int32(e.Priority), queuedAt: s.c.Clock.Now().UnixNano()})
+	slot := s.slab.add(queuedJob{id: e.JobID, team: tq.index, priority: int32(e.Priority), queuedAt: s.clock.Now().UnixNano()})
 	heap.Push(tq, slot)
 	q.size++
 	s.queued[e.JobID] = slot
@@ -431,9 +443,9 @@ func (s *scheduler) dispatch() {
 			s.changeNode(n, func() { n.busy[j.id] = team })
 			s.holding[team]++
 			s.offered[j.id] = n
-			if err := s.c.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: time.Unix(0, j.queuedAt)}, nil); err != nil {
+			if err := s.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: time.Unix(0, j.queuedAt)}, nil); err != nil {
 				// No job actor will answer the offer: the slot comes back now.
-				s.c.log.Warn("cannot offer a slot to a job", "job", j.id.String(), "err", err)
+				s.log.Warn("cannot offer a slot to a job", "job", j.id.String(), "err", err)
 				delete(s.offered, j.id)
 				s.release(n, j.id)
 			}
@@ -560,7 +572,7 @@ func (s *scheduler) publish() {
 			capacity[e] = c
 		}
 	}
-	s.c.capacity.Store(&capacity)
+	s.published.Store(&capacity)
 }
 
 // capacitySnapshot holds the latest published capacity.
@@ -576,7 +588,7 @@ func (c *Coordinator) Capacities() map[string]Capacity {
 
 // QueueStats asks the scheduler for queue depth per engine and the oldest queued job.
 func (c *Coordinator) QueueStats() (QueueStats, error) {
-	res, err := c.system.Root.RequestFuture(c.scheduler, &statsRequest{}, c.cfg.AskTimeout).Result()
+	res, err := c.system.Root.RequestFuture(c.addr.scheduler, &statsRequest{}, c.cfg.AskTimeout).Result()
 	if err != nil {
 		return QueueStats{}, ErrUnavailable
 	}

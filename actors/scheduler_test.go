@@ -41,20 +41,33 @@ func (s *scheduler) recount() map[string]Capacity {
 	return capacity
 }
 
-// newTestScheduler is a scheduler of a coordinator with nothing but a fake clock and an actor
-// system: what the scheduler's own rules need.
-func newTestScheduler() *scheduler {
+// newTestScheduler is a scheduler with nothing but a fake clock, an actor system and jobs whose
+// actors load makes: what the scheduler's own rules need.
+func newTestScheduler(load func(ulid.ULID) (func(*registryEntry) actor.Actor, error)) (*scheduler, *actor.ActorSystem) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	c := &Coordinator{Deps: Deps{Clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}, log: slog.New(slog.DiscardHandler), system: system}
-	return newScheduler(c)
+	log := slog.New(slog.DiscardHandler)
+	jobs := &jobDirectory{registry: newRegistry(system, load), log: log}
+	return newScheduler(clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), jobs, log, &capacitySnapshot{}), system
+}
+
+// noJobActors loads no job: these tests dispatch nothing.
+func noJobActors(ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+	return nil, errors.New("no such job")
+}
+
+// capacities is what the scheduler published last.
+func (s *scheduler) capacities() map[string]Capacity {
+	if m := s.published.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // TestSchedulerKeepsItsCapacity: through a random run of every event the scheduler takes, the
 // capacity it keeps as it goes equals the capacity walked from scratch.
 func TestSchedulerKeepsItsCapacity(t *testing.T) {
-	s := newTestScheduler()
 	// No job actor exists here, so the slot of every offer comes back at once.
-	s.c.jobs = newRegistry(s.c.system, func(ulid.ULID) (func(*registryEntry) actor.Actor, error) { return nil, errors.New("no such job") })
+	s, _ := newTestScheduler(noJobActors)
 	rng := rand.New(rand.NewPCG(1, 2))
 	engines := []string{"lottie", "ae2026", "ffmpeg"}
 	var jobs []ulid.ULID
@@ -93,7 +106,7 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 				t.Fatalf("step %d: node %s with %d free slots filed as free: %v", step, id, n.free(), filed)
 			}
 		}
-		kept := s.c.Capacities()
+		kept := s.capacities()
 		want := s.recount()
 		if len(kept) != len(want) {
 			t.Fatalf("step %d: kept %v, walked %v", step, kept, want)
@@ -110,23 +123,22 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 // restores is offered nothing before the last chunk, and then first the job to pick first,
 // though it came in that last chunk.
 func TestRestoredQueueWaitsForItsLastChunk(t *testing.T) {
-	s := newTestScheduler()
 	offered := make(chan ulid.ULID, 16)
 	// No job actor exists here: each offer's job is recorded, and its slot comes back at once.
-	s.c.jobs = newRegistry(s.c.system, func(id ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+	s, system := newTestScheduler(func(id ulid.ULID) (func(*registryEntry) actor.Actor, error) {
 		offered <- id
 		return nil, errors.New("no job actor here")
 	})
-	pid := s.c.system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return s }))
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return s }))
 	take := func(m *jobsQueued) {
 		t.Helper()
-		if _, err := s.c.system.Root.RequestFuture(pid, m, 10*time.Second).Result(); err != nil {
+		if _, err := system.Root.RequestFuture(pid, m, 10*time.Second).Result(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	team, older, urgent := ulid.Make(), ulid.Make(), ulid.Make()
 	take(&jobsQueued{entries: []persistence.QueueEntry{{JobID: older, TeamID: team, Engine: "lottie"}}, restoring: true})
-	s.c.system.Root.Send(pid, &nodeReady{nodeID: "n1", engines: []string{"lottie"}, slots: 1})
+	system.Root.Send(pid, &nodeReady{nodeID: "n1", engines: []string{"lottie"}, slots: 1})
 	take(&jobsQueued{restoring: true}) // answered after the node's readiness was handled
 	select {
 	case id := <-offered:
@@ -155,7 +167,7 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 	var perJob float64
 	var collection time.Duration
 	for b.Loop() {
-		s := newTestScheduler()
+		s, _ := newTestScheduler(noJobActors)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -178,7 +190,7 @@ func BenchmarkQueuedJobMemory(b *testing.B) {
 // TestQueuesGroupTagSetsWhateverTheirOrder: jobs whose tags differ only in order or repeats wait
 // in one queue.
 func TestQueuesGroupTagSetsWhateverTheirOrder(t *testing.T) {
-	s := newTestScheduler()
+	s, _ := newTestScheduler(noJobActors)
 	for _, tags := range [][]string{{"b", "a", "a"}, {"a", "b"}, {"b", "a"}} {
 		s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), Engine: "lottie", Tags: tags})
 	}
@@ -195,7 +207,7 @@ func TestQueuesGroupTagSetsWhateverTheirOrder(t *testing.T) {
 // TestQueueStatsFindTheOldestQueuedJob: the oldest is read from the slab, whose freed slots do
 // not count.
 func TestQueueStatsFindTheOldestQueuedJob(t *testing.T) {
-	s := newTestScheduler()
+	s, _ := newTestScheduler(noJobActors)
 	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var ids []ulid.ULID
 	for i := range 3 {
@@ -216,7 +228,7 @@ func TestQueueStatsFindTheOldestQueuedJob(t *testing.T) {
 // TestDrainedBacklogGivesItsSlotsBack: once most of a backlog has left, the slab shrinks to the
 // jobs still queued, and they keep their order.
 func TestDrainedBacklogGivesItsSlotsBack(t *testing.T) {
-	s := newTestScheduler()
+	s, _ := newTestScheduler(noJobActors)
 	rng := rand.New(rand.NewPCG(3, 4))
 	teams := []ulid.ULID{{1}, {2}}
 	var ids []ulid.ULID

@@ -4,22 +4,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
 )
 
-// buildTask turns a job into what a node needs: signed URLs for the template, fonts and child
+// taskBuilder turns jobs into the tasks render nodes are given.
+type taskBuilder struct {
+	cfg   Config
+	clock clock.Clock
+	store interface {
+		ReadTeam(ulid.ULID, func(persistence.TeamReads) error) error
+	}
+	secrets *secretReader
+	urls    URLSigner
+}
+
+// build turns a job into what a node needs: signed URLs for the template, fonts and child
 // outputs, secrets substituted, and where the output goes. Secrets are resolved here, at
 // dispatch, and never stored in clear.
-func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
-	expires := c.Clock.Now().Add(c.cfg.NodeURLTTL)
+func (c *taskBuilder) build(job *persistence.Job) (protocol.Task, error) {
+	expires := c.clock.Now().Add(c.cfg.NodeURLTTL)
 	task := protocol.Task{
 		Engine:         job.Engine,
 		Composition:    job.Spec.Composition,
@@ -29,13 +42,13 @@ func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
 		MaxDuration:    c.cfg.MaxRenderTime,
 		Output:         protocol.Output{Name: job.OutputName},
 	}
-	err := c.Store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
-		expand := func(s string) (string, error) { return c.expandSecrets(team, s) }
-		if err := c.taskTemplate(team, job, &task, expand, expires); err != nil {
+	err := c.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
+		expand := func(s string) (string, error) { return c.secrets.expand(team, s) }
+		if err := c.template(team, job, &task, expand, expires); err != nil {
 			return err
 		}
 		for i, a := range job.Spec.Assets {
-			asset, err := c.taskAsset(team, a, expand, expires)
+			asset, err := c.asset(team, a, expand, expires)
 			if err != nil {
 				return fmt.Errorf("assets[%d]: %w", i, err)
 			}
@@ -50,19 +63,19 @@ func (c *Coordinator) buildTask(job *persistence.Job) (protocol.Task, error) {
 				return err
 			}
 			task.Fonts = append(task.Fonts, protocol.Font{FileName: name, Source: protocol.Source{
-				URL: c.NodeURLs.URL(http.MethodGet, f.File.Key, expires), SHA256: f.File.SHA256, Internal: true}})
+				URL: c.urls.URL(http.MethodGet, f.File.Key, expires), SHA256: f.File.SHA256, Internal: true}})
 		}
-		if err := c.taskOutput(job, &task, expand, expires); err != nil {
+		if err := c.output(job, &task, expand, expires); err != nil {
 			return err
 		}
-		revealed, err := c.revealedSecrets(team, job)
+		revealed, err := c.secrets.revealed(team, job)
 		task.Redact = revealed.Named()
 		return err
 	})
 	return task, err
 }
 
-func (c *Coordinator) taskTemplate(team persistence.TeamReads, job *persistence.Job, task *protocol.Task,
+func (c *taskBuilder) template(team persistence.TeamReads, job *persistence.Job, task *protocol.Task,
 	expand func(string) (string, error), expires time.Time) error {
 	if job.TemplateID == (ulid.ULID{}) {
 		return nil
@@ -83,13 +96,13 @@ func (c *Coordinator) taskTemplate(team persistence.TeamReads, job *persistence.
 	if tpl.File == nil {
 		return fmt.Errorf("template %s has no file (status %s)", tpl.ID, tpl.Status)
 	}
-	task.Template = &protocol.Source{URL: c.NodeURLs.URL(http.MethodGet, tpl.File.Key, expires), SHA256: tpl.File.SHA256, Internal: true}
+	task.Template = &protocol.Source{URL: c.urls.URL(http.MethodGet, tpl.File.Key, expires), SHA256: tpl.File.SHA256, Internal: true}
 	return nil
 }
 
 // taskAsset resolves one asset: secrets substituted, and a child job's output put in the place
 // of the job asset, as an image or a video.
-func (c *Coordinator) taskAsset(team persistence.TeamReads, a renderer.Asset,
+func (c *taskBuilder) asset(team persistence.TeamReads, a renderer.Asset,
 	expand func(string) (string, error), expires time.Time) (protocol.Asset, error) {
 	var err error
 	if a.Src, err = expand(a.Src); err != nil {
@@ -127,15 +140,15 @@ func (c *Coordinator) taskAsset(team persistence.TeamReads, a renderer.Asset,
 		a.Src = child.OutputURL
 		return protocol.Asset{Asset: a}, nil
 	}
-	a.Src = c.NodeURLs.URL(http.MethodGet, child.OutputKey(), expires)
+	a.Src = c.urls.URL(http.MethodGet, child.OutputKey(), expires)
 	return protocol.Asset{Asset: a, Internal: true}, nil
 }
 
 // taskOutput says where the output goes: the job's own S3 bucket, or the coordinator's store.
-func (c *Coordinator) taskOutput(job *persistence.Job, task *protocol.Task, expand func(string) (string, error), expires time.Time) error {
+func (c *taskBuilder) output(job *persistence.Job, task *protocol.Task, expand func(string) (string, error), expires time.Time) error {
 	up := job.Spec.Upload
 	if up == nil || up.Params == nil {
-		task.Output.PutURL = c.NodeURLs.URL(http.MethodPut, job.OutputKey(), expires)
+		task.Output.PutURL = c.urls.URL(http.MethodPut, job.OutputKey(), expires)
 		return nil
 	}
 	p := *up.Params
@@ -154,8 +167,17 @@ func (c *Coordinator) taskOutput(job *persistence.Job, task *protocol.Task, expa
 	return nil
 }
 
-// expandSecrets substitutes ${secret.NAME} references with the team's decrypted values.
-func (c *Coordinator) expandSecrets(team persistence.TeamReads, s string) (string, error) {
+// secretReader reads a team's secrets: to substitute them, and to hide their values.
+type secretReader struct {
+	store interface {
+		ReadTeam(ulid.ULID, func(persistence.TeamReads) error) error
+	}
+	box SecretBox
+	log *slog.Logger
+}
+
+// expand substitutes ${secret.NAME} references with the team's decrypted values.
+func (r *secretReader) expand(team persistence.TeamReads, s string) (string, error) {
 	return secretbox.Expand(s, func(name string) (string, error) {
 		sec, err := team.Secret(name)
 		if errors.Is(err, persistence.ErrNotFound) {
@@ -164,7 +186,7 @@ func (c *Coordinator) expandSecrets(team persistence.TeamReads, s string) (strin
 		if err != nil {
 			return "", err
 		}
-		plain, err := c.Secrets.Open(sec.Ciphertext, persistence.SecretAAD(sec.TeamID, name))
+		plain, err := r.box.Open(sec.Ciphertext, persistence.SecretAAD(sec.TeamID, name))
 		if err != nil {
 			return "", fmt.Errorf("secret %q cannot be decrypted: %w", name, err)
 		}
@@ -172,16 +194,16 @@ func (c *Coordinator) expandSecrets(team persistence.TeamReads, s string) (strin
 	})
 }
 
-// revealedSecrets resolves every secret a job refers to, anywhere in its spec, so that text about
-// the job (a node's error and log, a webhook failure) can be scrubbed of their values.
-func (c *Coordinator) revealedSecrets(team persistence.TeamReads, job *persistence.Job) (*secretbox.Revealed, error) {
+// revealed resolves every secret a job refers to, anywhere in its spec, so that text about the
+// job (a node's error and log, a webhook failure) can be scrubbed of their values.
+func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job) (*secretbox.Revealed, error) {
 	revealed := &secretbox.Revealed{}
 	spec, err := json.Marshal(job.Spec)
 	if err != nil {
 		return revealed, err
 	}
 	for _, name := range secretbox.References(string(spec)) {
-		value, err := c.expandSecrets(team, "${secret."+name+"}")
+		value, err := r.expand(team, "${secret."+name+"}")
 		if err == nil {
 			revealed.Add(name, value)
 		}
@@ -189,11 +211,11 @@ func (c *Coordinator) revealedSecrets(team persistence.TeamReads, job *persisten
 	return revealed, nil
 }
 
-// jobSecrets is revealedSecrets in a transaction of its own.
-func (c *Coordinator) jobSecrets(job *persistence.Job) *secretbox.Revealed {
+// forJob is revealed in a read of its own.
+func (r *secretReader) forJob(job *persistence.Job) *secretbox.Revealed {
 	var revealed *secretbox.Revealed
-	if err := c.Store.ReadTeam(job.TeamID, func(team persistence.TeamReads) (err error) { revealed, err = c.revealedSecrets(team, job); return err }); err != nil {
-		c.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
+	if err := r.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) (err error) { revealed, err = r.revealed(team, job); return err }); err != nil {
+		r.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
 	}
 	return revealed
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/renderer"
@@ -19,7 +21,7 @@ import (
 // goroutines and come back as messages; each carries the generation of the file it worked on,
 // so the result for a file that a newer upload superseded is discarded.
 type templateProcessor struct {
-	c          *Coordinator
+	w          templateWorld
 	generation map[ulid.ULID]int
 	cancel     map[ulid.ULID]context.CancelFunc
 	held       holdQueue
@@ -73,10 +75,30 @@ type (
 	}
 )
 
-func newTemplateProcessor(c *Coordinator) *templateProcessor {
+// templateWorld is what the template processor is given: the store of templates and their files,
+// the inspector, the client that fetches templates from their src, and the limits of templates.
+type templateWorld struct {
+	cfg   Config
+	store interface {
+		AllTemplates(fn func(*persistence.Template) error) error
+		Template(teamID, templateID ulid.ULID) (*persistence.Template, error)
+		TemplateUsage(teamID, except ulid.ULID) (persistence.TemplateUsage, error)
+		ApplyAsync(c persistence.Command, done func(error))
+	}
+	blobs     Blobs
+	inspector renderer.Inspector
+	clock     clock.Clock
+	ids       IDs
+	events    *Events
+	log       *slog.Logger
+	root      *actor.RootContext
+	outbound  *http.Client
+}
+
+func newTemplateProcessor(w templateWorld) *templateProcessor {
 	ctx, stop := context.WithCancel(context.Background())
-	return &templateProcessor{c: c, generation: map[ulid.ULID]int{}, cancel: map[ulid.ULID]context.CancelFunc{}, ctx: ctx, stop: stop,
-		workers: make(chan struct{}, c.cfg.TemplateWorkers)}
+	return &templateProcessor{w: w, generation: map[ulid.ULID]int{}, cancel: map[ulid.ULID]context.CancelFunc{}, ctx: ctx, stop: stop,
+		workers: make(chan struct{}, w.cfg.TemplateWorkers)}
 }
 
 // turn waits for a free worker; false when ctx ends first (the work was superseded, or the
@@ -116,7 +138,7 @@ func (p *templateProcessor) Receive(ctx actor.Context) {
 // inspects again, one at a time, uploaded templates an older inspector read.
 func (p *templateProcessor) resume(ctx actor.Context) {
 	var stale []*persistence.Template
-	err := p.c.Store.AllTemplates(func(tpl *persistence.Template) error {
+	err := p.w.store.AllTemplates(func(tpl *persistence.Template) error {
 		switch tpl.Status {
 		case persistence.TemplateDownloading:
 			p.startDownload(ctx, tpl)
@@ -130,7 +152,7 @@ func (p *templateProcessor) resume(ctx actor.Context) {
 		return nil
 	})
 	if err != nil {
-		p.c.log.Error("cannot resume template processing", "err", err)
+		p.w.log.Error("cannot resume template processing", "err", err)
 	}
 	p.refresh(ctx, stale)
 }
@@ -155,7 +177,7 @@ func (p *templateProcessor) refresh(ctx actor.Context, templates []*persistence.
 			}
 			result.inspection, result.err = p.inspect(contexts[i], templates[i].Type, templates[i].File.Key)
 			p.done()
-			p.c.system.Root.Send(self, result)
+			p.w.root.Send(self, result)
 		}
 	}()
 }
@@ -166,7 +188,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 	case *templateCreate:
 		p.write(ctx, &persistence.PutTemplate{Template: m.tpl}, func(err error) {
 			if err == nil {
-				p.c.Events.TemplateStatusChanged.Publish(TemplateStatusChanged{Team: m.tpl.TeamID, Template: m.tpl.ID, Status: m.tpl.Status})
+				p.w.events.TemplateStatusChanged.Publish(TemplateStatusChanged{Team: m.tpl.TeamID, Template: m.tpl.ID, Status: m.tpl.Status})
 				if m.tpl.Status == persistence.TemplateDownloading {
 					p.startDownload(ctx, m.tpl)
 				}
@@ -180,14 +202,14 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 			return
 		}
 		tpl.DisplayName = m.name
-		tpl.UpdatedAt = p.c.Clock.Now()
+		tpl.UpdatedAt = p.w.clock.Now()
 		p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) { reply(tpl, err) })
 	case *templateDelete:
 		p.write(ctx, &persistence.DeleteTemplate{TeamID: m.teamID, TemplateID: m.id}, func(err error) {
 			if err == nil {
 				p.forget(m.id)
-				if rmErr := p.c.Blobs.DeletePrefix(persistence.TemplateFolder(m.id)); rmErr != nil {
-					p.c.log.Warn("cannot remove a deleted template's files", "template", m.id.String(), "err", rmErr)
+				if rmErr := p.w.blobs.DeletePrefix(persistence.TemplateFolder(m.id)); rmErr != nil {
+					p.w.log.Warn("cannot remove a deleted template's files", "template", m.id.String(), "err", rmErr)
 				}
 			}
 			reply(nil, err)
@@ -211,14 +233,14 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 }
 
 func (p *templateProcessor) load(teamID, id ulid.ULID) (*persistence.Template, error) {
-	return p.c.Store.Template(teamID, id)
+	return p.w.store.Template(teamID, id)
 }
 
 // write applies a command and runs then with its result; messages wait meanwhile.
 func (p *templateProcessor) write(ctx actor.Context, c persistence.Command, then func(error)) {
 	p.held.busy = true
 	self := ctx.Self()
-	p.c.Store.ApplyAsync(c, func(err error) { p.c.system.Root.Send(self, &templateWritten{err: err, then: then}) })
+	p.w.store.ApplyAsync(c, func(err error) { p.w.root.Send(self, &templateWritten{err: err, then: then}) })
 }
 
 // transition applies an event to the stored template, lets edit adjust it, and persists it; event
@@ -238,10 +260,10 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 		return
 	}
 	edit(tpl)
-	tpl.UpdatedAt = p.c.Clock.Now()
+	tpl.UpdatedAt = p.w.clock.Now()
 	p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) {
 		if err == nil {
-			p.c.Events.TemplateStatusChanged.Publish(TemplateStatusChanged{Team: tpl.TeamID, Template: tpl.ID, Status: tpl.Status})
+			p.w.events.TemplateStatusChanged.Publish(TemplateStatusChanged{Team: tpl.TeamID, Template: tpl.ID, Status: tpl.Status})
 		}
 		then(tpl, err)
 	})
@@ -271,8 +293,8 @@ func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID,
 }
 
 func (p *templateProcessor) removeFile(key string) {
-	if err := p.c.Blobs.Delete(key); err != nil {
-		p.c.log.Warn("cannot remove a template file", "key", key, "err", err)
+	if err := p.w.blobs.Delete(key); err != nil {
+		p.w.log.Warn("cannot remove a template file", "key", key, "err", err)
 	}
 }
 
@@ -308,16 +330,16 @@ func (p *templateProcessor) startDownload(ctx actor.Context, tpl *persistence.Te
 		}
 		file, err := p.download(workCtx, id, src)
 		p.done()
-		p.c.system.Root.Send(self, &downloadDone{teamID: teamID, id: id, generation: gen, file: file, err: err})
+		p.w.root.Send(self, &downloadDone{teamID: teamID, id: id, generation: gen, file: file, err: err})
 	}()
 }
 
 func (p *templateProcessor) download(ctx context.Context, id ulid.ULID, src string) (persistence.StoredFile, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.c.cfg.TemplateDownloadTimeout)
+	ctx, cancel := context.WithTimeout(ctx, p.w.cfg.TemplateDownloadTimeout)
 	defer cancel()
 	file, err := p.fetch(ctx, id, src)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return file, fmt.Errorf("downloading src took longer than the %s allowed", p.c.cfg.TemplateDownloadTimeout)
+		return file, fmt.Errorf("downloading src took longer than the %s allowed", p.w.cfg.TemplateDownloadTimeout)
 	}
 	return file, err
 }
@@ -327,7 +349,7 @@ func (p *templateProcessor) fetch(ctx context.Context, id ulid.ULID, src string)
 	if err != nil {
 		return persistence.StoredFile{}, fmt.Errorf("src is not a usable URL: %w", err)
 	}
-	resp, err := p.c.Outbound.Do(req)
+	resp, err := p.w.outbound.Do(req)
 	if err != nil {
 		return persistence.StoredFile{}, fmt.Errorf("downloading src failed: %w", err)
 	}
@@ -335,12 +357,12 @@ func (p *templateProcessor) fetch(ctx context.Context, id ulid.ULID, src string)
 	if resp.StatusCode/100 != 2 {
 		return persistence.StoredFile{}, fmt.Errorf("downloading src failed: the server answered %s", resp.Status)
 	}
-	if resp.ContentLength > p.c.cfg.TemplateMaxBytes {
-		return persistence.StoredFile{}, fmt.Errorf("src is %d bytes, more than the %d allowed", resp.ContentLength, p.c.cfg.TemplateMaxBytes)
+	if resp.ContentLength > p.w.cfg.TemplateMaxBytes {
+		return persistence.StoredFile{}, fmt.Errorf("src is %d bytes, more than the %d allowed", resp.ContentLength, p.w.cfg.TemplateMaxBytes)
 	}
-	file, err := p.c.Blobs.Put(persistence.TemplateFileKey(id, p.c.IDs.New(p.c.Clock.Now())), resp.Body, p.c.cfg.TemplateMaxBytes)
+	file, err := p.w.blobs.Put(persistence.TemplateFileKey(id, p.w.ids.New(p.w.clock.Now())), resp.Body, p.w.cfg.TemplateMaxBytes)
 	if errors.Is(err, blobs.ErrTooLarge) {
-		return file, fmt.Errorf("src is more than the %d bytes allowed", p.c.cfg.TemplateMaxBytes)
+		return file, fmt.Errorf("src is more than the %d bytes allowed", p.w.cfg.TemplateMaxBytes)
 	}
 	if err != nil {
 		return file, fmt.Errorf("downloading src failed: %w", err)
@@ -357,7 +379,7 @@ func (p *templateProcessor) downloadDone(ctx actor.Context, m *downloadDone) {
 	}
 	logFailure := func(_ *persistence.Template, err error) {
 		if err != nil {
-			p.c.log.Warn("template download result not recorded", "template", m.id.String(), "err", err)
+			p.w.log.Warn("template download result not recorded", "template", m.id.String(), "err", err)
 		}
 	}
 	err := m.err
@@ -385,13 +407,13 @@ func downloaded(tpl *persistence.Template) (TemplateEvent, error) {
 
 // quotaRoom refuses a downloaded file that would take the team's templates past their quota.
 func (p *templateProcessor) quotaRoom(teamID, id ulid.ULID, size int64) error {
-	usage, err := p.c.Store.TemplateUsage(teamID, id)
+	usage, err := p.w.store.TemplateUsage(teamID, id)
 	if err != nil {
 		return err
 	}
-	if usage.Bytes+size > p.c.cfg.MaxTeamTemplateBytes {
+	if usage.Bytes+size > p.w.cfg.MaxTeamTemplateBytes {
 		return fmt.Errorf("src is %d bytes, and the team's templates already hold %d of the %d bytes allowed ([templates] max_bytes_per_team)",
-			size, usage.Bytes, p.c.cfg.MaxTeamTemplateBytes)
+			size, usage.Bytes, p.w.cfg.MaxTeamTemplateBytes)
 	}
 	return nil
 }
@@ -406,13 +428,13 @@ func (p *templateProcessor) startInspection(ctx actor.Context, tpl *persistence.
 		}
 		inspection, err := p.inspect(workCtx, kind, key)
 		p.done()
-		p.c.system.Root.Send(self, &inspectionDone{teamID: teamID, id: id, generation: gen, inspection: inspection, err: err})
+		p.w.root.Send(self, &inspectionDone{teamID: teamID, id: id, generation: gen, inspection: inspection, err: err})
 	}()
 }
 
 // inspect checks that the file is what the template says it is, then reads it.
 func (p *templateProcessor) inspect(ctx context.Context, templateType, key string) (*renderer.Inspection, error) {
-	path, err := p.c.Blobs.Path(key)
+	path, err := p.w.blobs.Path(key)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +445,7 @@ func (p *templateProcessor) inspect(ctx context.Context, templateType, key strin
 	if !inspect.MatchesType(templateType, format) {
 		return nil, fmt.Errorf("the file is %s, but the template type is %s", describeFormat(format), templateType)
 	}
-	return p.c.Inspector.Inspect(ctx, templateType, path)
+	return p.w.inspector.Inspect(ctx, templateType, path)
 }
 
 func describeFormat(f inspect.Format) string {
@@ -450,7 +472,7 @@ func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone)
 	}
 	p.transition(ctx, m.teamID, m.id, always(ev), edit, func(_ *persistence.Template, err error) {
 		if err != nil {
-			p.c.log.Warn("template inspection result not recorded", "template", m.id.String(), "err", err)
+			p.w.log.Warn("template inspection result not recorded", "template", m.id.String(), "err", err)
 		}
 	})
 }
@@ -459,7 +481,7 @@ func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone)
 // read the file, the template keeps what the older one found.
 func (p *templateProcessor) refreshDone(ctx actor.Context, m *inspectionDone) {
 	if m.err != nil {
-		p.c.log.Warn("template not inspected again; it keeps its previous inspection", "template", m.id.String(), "err", m.err)
+		p.w.log.Warn("template not inspected again; it keeps its previous inspection", "template", m.id.String(), "err", m.err)
 		return
 	}
 	tpl, err := p.load(m.teamID, m.id)
@@ -469,10 +491,10 @@ func (p *templateProcessor) refreshDone(ctx actor.Context, m *inspectionDone) {
 	tpl.Inspection = m.inspection
 	p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) {
 		if err != nil {
-			p.c.log.Warn("template inspection not refreshed", "template", m.id.String(), "err", err)
+			p.w.log.Warn("template inspection not refreshed", "template", m.id.String(), "err", err)
 			return
 		}
-		p.c.Events.TemplateReinspected.Publish(TemplateReinspected{Template: m.id})
+		p.w.events.TemplateReinspected.Publish(TemplateReinspected{Template: m.id})
 	})
 }
 
@@ -482,7 +504,7 @@ func always(ev TemplateEvent) func(*persistence.Template) (TemplateEvent, error)
 }
 
 func (c *Coordinator) askTemplates(msg any) (*persistence.Template, error) {
-	res, err := c.system.Root.RequestFuture(c.templates, msg, c.cfg.AskTimeout).Result()
+	res, err := c.system.Root.RequestFuture(c.addr.templates, msg, c.cfg.AskTimeout).Result()
 	if err != nil {
 		return nil, ErrUnavailable
 	}

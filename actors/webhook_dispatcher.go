@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -29,7 +30,7 @@ import (
 // delivered or given up. A failed attempt waits Config.WebhookBackoff (with ±20% jitter) before
 // the next, all on the injected clock.
 type webhookDispatcher struct {
-	c        *Coordinator
+	w        webhookWorld
 	waiting  deliveryQueue
 	inflight int
 	timer    clock.Timer
@@ -56,20 +57,39 @@ const (
 	WebhookFailed    = "failed"
 )
 
-func newWebhookDispatcher(c *Coordinator) *webhookDispatcher {
+// webhookWorld is what the webhook dispatcher is given: the outbox and the jobs and teams it
+// reads, the team secrets it substitutes, the client that delivers, and what the body says.
+type webhookWorld struct {
+	cfg   Config
+	store interface {
+		Deliveries() ([]*persistence.Delivery, error)
+		ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
+		ApplyAsync(c persistence.Command, done func(error))
+	}
+	clock    clock.Clock
+	events   *Events
+	log      *slog.Logger
+	root     *actor.RootContext
+	outbound *http.Client
+	secrets  *secretReader
+	// body renders a job as GET /jobs/{id} shows it, with the webhook's data.
+	body func(job *persistence.Job, data json.RawMessage) ([]byte, error)
+}
+
+func newWebhookDispatcher(w webhookWorld) *webhookDispatcher {
 	ctx, stop := context.WithCancel(context.Background())
-	return &webhookDispatcher{c: c, ctx: ctx, stop: stop}
+	return &webhookDispatcher{w: w, ctx: ctx, stop: stop}
 }
 
 func (w *webhookDispatcher) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		all, err := w.c.Store.Deliveries()
+		all, err := w.w.store.Deliveries()
 		for _, d := range all {
 			heap.Push(&w.waiting, d)
 		}
 		if err != nil {
-			w.c.log.Error("cannot load the webhook outbox", "err", err)
+			w.w.log.Error("cannot load the webhook outbox", "err", err)
 		}
 	case *actor.Stopping:
 		w.stop()
@@ -92,17 +112,17 @@ func (w *webhookDispatcher) Receive(ctx actor.Context) {
 
 // pump starts every due delivery there is room for, and arms the timer for the next one.
 func (w *webhookDispatcher) pump(ctx actor.Context) {
-	now := w.c.Clock.Now()
-	for w.inflight < w.c.cfg.WebhookConcurrency && w.waiting.Len() > 0 && !w.waiting[0].NextAt.After(now) {
+	now := w.w.clock.Now()
+	for w.inflight < w.w.cfg.WebhookConcurrency && w.waiting.Len() > 0 && !w.waiting[0].NextAt.After(now) {
 		d := heap.Pop(&w.waiting).(*persistence.Delivery)
 		w.inflight++
 		self := ctx.Self()
 		go func() {
 			outcome, err := w.send(d)
-			w.c.system.Root.Send(self, &deliveryResult{delivery: d, outcome: outcome, err: err})
+			w.w.root.Send(self, &deliveryResult{delivery: d, outcome: outcome, err: err})
 		}()
 	}
-	if w.waiting.Len() == 0 || w.inflight >= w.c.cfg.WebhookConcurrency {
+	if w.waiting.Len() == 0 || w.inflight >= w.w.cfg.WebhookConcurrency {
 		return
 	}
 	next := w.waiting[0].NextAt
@@ -114,7 +134,7 @@ func (w *webhookDispatcher) pump(ctx actor.Context) {
 	}
 	self := ctx.Self()
 	w.timerAt = next
-	w.timer = w.c.Clock.AfterFunc(next.Sub(now), func() { w.c.system.Root.Send(self, &deliveryWake{}) })
+	w.timer = w.w.clock.AfterFunc(next.Sub(now), func() { w.w.root.Send(self, &deliveryWake{}) })
 }
 
 // settle records an attempt: delivered and given-up deliveries leave the outbox, the others are
@@ -123,16 +143,16 @@ func (w *webhookDispatcher) settle(r *deliveryResult) {
 	d := *r.delivery
 	d.Attempt++
 	var line, result string
-	record := &persistence.RecordDelivery{At: w.c.Clock.Now(), JobID: d.JobID, Done: d.ID}
+	record := &persistence.RecordDelivery{At: w.w.clock.Now(), JobID: d.JobID, Done: d.ID}
 	switch {
 	case r.err == nil:
 		line, result = fmt.Sprintf("webhook delivered (attempt %d, %s)", d.Attempt, r.outcome), WebhookDelivered
 	case errors.Is(r.err, errDeliveryObsolete):
-	case d.Attempt > len(w.c.cfg.WebhookBackoff):
+	case d.Attempt > len(w.w.cfg.WebhookBackoff):
 		line, result = fmt.Sprintf("webhook failed after %d attempts, giving up: %v", d.Attempt, r.err), WebhookFailed
 	default:
-		wait := jitter(w.c.cfg.WebhookBackoff[d.Attempt-1])
-		d.NextAt = w.c.Clock.Now().Add(wait)
+		wait := jitter(w.w.cfg.WebhookBackoff[d.Attempt-1])
+		d.NextAt = w.w.clock.Now().Add(wait)
 		d.LastError = r.err.Error()
 		line, result = fmt.Sprintf("webhook attempt %d failed (%v); next attempt in %s", d.Attempt, r.err, wait.Round(time.Millisecond)), WebhookRetrying
 		retry := d
@@ -140,12 +160,12 @@ func (w *webhookDispatcher) settle(r *deliveryResult) {
 		heap.Push(&w.waiting, &d)
 	}
 	record.Line = line
-	w.c.Store.ApplyAsync(record, func(err error) {
+	w.w.store.ApplyAsync(record, func(err error) {
 		switch {
 		case err != nil:
-			w.c.log.Error("cannot record a webhook attempt", "delivery", d.ID.String(), "err", err)
+			w.w.log.Error("cannot record a webhook attempt", "delivery", d.ID.String(), "err", err)
 		case result != "":
-			w.c.Events.WebhookAttempted.Publish(WebhookAttempted{Job: d.JobID, Result: result})
+			w.w.events.WebhookAttempted.Publish(WebhookAttempted{Job: d.JobID, Result: result})
 		}
 	})
 }
@@ -163,7 +183,7 @@ var errDeliveryObsolete = errors.New("delivery is obsolete")
 func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 	var req *http.Request
 	var revealed *secretbox.Revealed
-	err := w.c.Store.ReadTeam(d.TeamID, func(reads persistence.TeamReads) error {
+	err := w.w.store.ReadTeam(d.TeamID, func(reads persistence.TeamReads) error {
 		job, err := reads.Job(d.JobID)
 		if errors.Is(err, persistence.ErrNotFound) || (err == nil && job.Spec.Webhook == nil) {
 			return errDeliveryObsolete
@@ -175,7 +195,7 @@ func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 		if err != nil {
 			return err
 		}
-		if revealed, err = w.c.revealedSecrets(reads, job); err != nil {
+		if revealed, err = w.w.secrets.revealed(reads, job); err != nil {
 			return err
 		}
 		req, err = w.request(reads, d, job, team)
@@ -190,9 +210,9 @@ func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 	if err != nil {
 		return "", scrubbed(err)
 	}
-	ctx, cancel := context.WithTimeout(w.ctx, w.c.cfg.WebhookTimeout)
+	ctx, cancel := context.WithTimeout(w.ctx, w.w.cfg.WebhookTimeout)
 	defer cancel()
-	resp, err := w.c.Outbound.Do(req.WithContext(ctx))
+	resp, err := w.w.outbound.Do(req.WithContext(ctx))
 	if err != nil {
 		return "", scrubbed(err)
 	}
@@ -206,7 +226,7 @@ func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 
 func (w *webhookDispatcher) request(reads persistence.TeamReads, d *persistence.Delivery, job *persistence.Job, team persistence.Team) (*http.Request, error) {
 	hook := job.Spec.Webhook
-	expand := func(s string) (string, error) { return w.c.expandSecrets(reads, s) }
+	expand := func(s string) (string, error) { return w.w.secrets.expand(reads, s) }
 	url, err := expand(hook.URL)
 	if err != nil {
 		return nil, err
@@ -221,7 +241,7 @@ func (w *webhookDispatcher) request(reads persistence.TeamReads, d *persistence.
 	}
 	body := []byte(data)
 	if !hook.Custom {
-		if body, err = w.c.WebhookBody(job, data); err != nil {
+		if body, err = w.w.body(job, data); err != nil {
 			return nil, err
 		}
 	} else if len(body) == 0 {
@@ -241,7 +261,7 @@ func (w *webhookDispatcher) request(reads persistence.TeamReads, d *persistence.
 		}
 		req.Header.Set(k, v)
 	}
-	timestamp := strconv.FormatInt(w.c.Clock.Now().Unix(), 10)
+	timestamp := strconv.FormatInt(w.w.clock.Now().Unix(), 10)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Webhook-Id", d.ID.String())
 	req.Header.Set("X-Webhook-Timestamp", timestamp)

@@ -215,8 +215,9 @@ type Route struct{ Method, Path string }
 // New builds the server and its routes.
 func New(cfg Config, deps Deps) *Server {
 	cfg.setDefaults()
-	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New(),
-		views: &JobViews{URLs: deps.URLs, OutputTTL: cfg.DownloadURLTTL, Clock: deps.Clock, Capacities: deps.Coordinator.Capacities}}
+	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New()}
+	s.views = &JobViews{URLs: deps.URLs, OutputTTL: cfg.DownloadURLTTL, Clock: deps.Clock,
+		Capacities: func() map[string]actors.Capacity { return s.Coordinator.Capacities() }}
 	s.limiter = newRateLimiter(cfg.RateLimit, float64(cfg.RateBurst), deps.Clock)
 	s.routesV2()
 	s.routesV3()
