@@ -363,8 +363,8 @@ func (a *jobActor) scrubReport(err string, log []string) (string, []string) {
 	if err == "" && len(log) == 0 {
 		return err, log
 	}
-	secrets := a.w.secrets.forJob(a.job)
-	return secrets.Scrub(err), secrets.ScrubAll(log)
+	revealed := a.w.secrets.forJob(a.job)
+	return revealed.Scrub(err), revealed.ScrubAll(log)
 }
 
 func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {

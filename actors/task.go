@@ -13,8 +13,8 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/persistence"
-	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/secrets"
 )
 
 // taskBuilder turns jobs into the tasks render nodes are given.
@@ -178,7 +178,7 @@ type secretReader struct {
 
 // expand substitutes ${secret.NAME} references with the team's decrypted values.
 func (r *secretReader) expand(team persistence.TeamReads, s string) (string, error) {
-	return secretbox.Expand(s, func(name string) (string, error) {
+	return secrets.Expand(s, func(name string) (string, error) {
 		sec, err := team.Secret(name)
 		if errors.Is(err, persistence.ErrNotFound) {
 			return "", fmt.Errorf("secret %q no longer exists", name)
@@ -196,13 +196,13 @@ func (r *secretReader) expand(team persistence.TeamReads, s string) (string, err
 
 // revealed resolves every secret a job refers to, anywhere in its spec, so that text about the
 // job (a node's error and log, a webhook failure) can be scrubbed of their values.
-func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job) (*secretbox.Revealed, error) {
-	revealed := &secretbox.Revealed{}
+func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job) (*secrets.Revealed, error) {
+	revealed := &secrets.Revealed{}
 	spec, err := json.Marshal(job.Spec)
 	if err != nil {
 		return revealed, err
 	}
-	for _, name := range secretbox.References(string(spec)) {
+	for _, name := range secrets.References(string(spec)) {
 		value, err := r.expand(team, "${secret."+name+"}")
 		if err == nil {
 			revealed.Add(name, value)
@@ -212,8 +212,8 @@ func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job
 }
 
 // forJob is revealed in a read of its own.
-func (r *secretReader) forJob(job *persistence.Job) *secretbox.Revealed {
-	var revealed *secretbox.Revealed
+func (r *secretReader) forJob(job *persistence.Job) *secrets.Revealed {
+	var revealed *secrets.Revealed
 	if err := r.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) (err error) { revealed, err = r.revealed(team, job); return err }); err != nil {
 		r.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
 	}

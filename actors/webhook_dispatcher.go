@@ -22,7 +22,7 @@ import (
 
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
-	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer/secrets"
 )
 
 // webhookDispatcher delivers the webhooks in the outbox. A delivery is written to the outbox in
@@ -182,7 +182,7 @@ var errDeliveryObsolete = errors.New("delivery is obsolete")
 // now, and only here.
 func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
 	var req *http.Request
-	var revealed *secretbox.Revealed
+	var revealed *secrets.Revealed
 	err := w.w.store.ReadTeam(d.TeamID, func(reads persistence.TeamReads) error {
 		job, err := reads.Job(d.JobID)
 		if errors.Is(err, persistence.ErrNotFound) || (err == nil && job.Spec.Webhook == nil) {

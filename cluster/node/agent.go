@@ -23,8 +23,8 @@ import (
 
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
-	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/secrets"
 )
 
 // Config describes a node.
@@ -428,7 +428,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 	started := a.clock.Now()
 	log := newLogCapture(a.cfg.MaxLogLines, a.clock.Now)
 	// What the node reports never carries the secret values its task holds.
-	secrets := secretbox.NewRevealed(m.Task.Redact)
+	revealed := secrets.NewRevealed(m.Task.Redact)
 	work, err := os.MkdirTemp(workRoot(a.cfg), safeName(m.JobID)+"-")
 	if err != nil {
 		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: "cannot make a working directory: " + err.Error(),
@@ -458,11 +458,11 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 			message = fmt.Sprintf("the render ran longer than the %s allowed", m.Task.MaxDuration)
 		}
 		lines, at := log.Lines()
-		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: secrets.Scrub(message), Retryable: retryable,
-			Fault: fault, Log: secrets.ScrubAll(lines), LogAt: at}
+		return &protocol.Failed{JobID: m.JobID, Attempt: m.Attempt, Error: revealed.Scrub(message), Retryable: retryable,
+			Fault: fault, Log: revealed.ScrubAll(lines), LogAt: at}
 	}
 	lines, at := log.Lines()
-	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: secrets.ScrubAll(lines), LogAt: at}
+	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: revealed.ScrubAll(lines), LogAt: at}
 }
 
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/framefarm/framefarm/persistence"
-	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer/fontfile"
+	"github.com/framefarm/framefarm/renderer/secrets"
 )
 
 type fontView struct {
@@ -152,7 +152,7 @@ func (s *Server) putSecret(r *request) {
 		return
 	}
 	switch {
-	case !secretbox.NamePattern.MatchString(body.Name):
+	case !secrets.NamePattern.MatchString(body.Name):
 		r.fail(badField("name", "must be 1 to 128 letters, digits, - or _"))
 		return
 	case body.Value == nil:

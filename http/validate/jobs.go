@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/framefarm/framefarm/persistence"
-	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/secrets"
 )
 
 // Catalog is what validation needs to know of the requesting team.
@@ -447,7 +447,7 @@ func (c *checker) tags(raw json.RawMessage, path string) []string {
 
 // secrets checks that every ${secret.NAME} in s names an existing secret.
 func (c *checker) secrets(s, path string) {
-	for _, name := range secretbox.References(s) {
+	for _, name := range secrets.References(s) {
 		if !c.cat.SecretExists(name) {
 			c.add(CodeSecretNotFound, path, "no secret named %q", name)
 		}
@@ -468,7 +468,7 @@ func (c *checker) url(s, path string, required bool) string {
 		return s
 	}
 	c.secrets(s, path)
-	if len(secretbox.References(s)) > 0 && !strings.HasPrefix(s, "http") {
+	if len(secrets.References(s)) > 0 && !strings.HasPrefix(s, "http") {
 		return s
 	}
 	u, err := url.Parse(s)

@@ -1,4 +1,8 @@
-package secretbox
+// Package secrets is the vocabulary of a team's secrets in a job: the references a job writes
+// (${secret.NAME}) and their substitution, and the hiding of the values they reveal in whatever
+// is said of the job (a node's error and log, a webhook's failure). Coordinator and render nodes
+// both use it; sealing the values for storage is persistence/secretbox's.
+package secrets
 
 import (
 	"regexp"

@@ -1,4 +1,4 @@
-package secretbox
+package secrets
 
 import (
 	"encoding/json"
