@@ -193,6 +193,58 @@ type Webhook struct {
 	Custom  bool              `json:"custom,omitempty"`
 }
 
+// JobRequest is a job as a client asked for it, once checked: what becomes its record and the
+// records of its nested jobs.
+type JobRequest struct {
+	Kind       JobKind
+	TemplateID ulid.ULID
+	Engine     string
+	Spec       JobSpec
+	Priority   int
+	Tags       []string
+	// MissingFonts are fonts the job names that the team library lacks.
+	MissingFonts []string
+	// Children are the job's nested jobs; Children[i] renders into Spec.Assets[ChildAsset[i]].
+	Children   []*JobRequest
+	ChildAsset []int
+}
+
+// Records makes the records of a team's request: the job first, then its descendants depth
+// first, with ids from next; batchID and batchIndex place a top-level job in its batch.
+func (q *JobRequest) Records(team, batchID ulid.ULID, batchIndex int, next func() ulid.ULID) []*Job {
+	return q.records(team, batchID, batchIndex, nil, next)
+}
+
+func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Job, next func() ulid.ULID) []*Job {
+	id := next()
+	j := &Job{
+		ID: id, TeamID: team, Kind: q.Kind, TemplateID: q.TemplateID, Engine: q.Engine, Priority: q.Priority, Tags: q.Tags,
+		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued,
+		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
+		OutputName: id.String() + renderer.OutputExtension(q.Spec.Settings),
+	}
+	if parent == nil {
+		j.BatchIndex = batchIndex
+	} else {
+		j.ParentID, j.Depth = parent.ID, parent.Depth+1
+	}
+	if up := q.Spec.Upload; up != nil && up.Params != nil {
+		j.OutputURL = up.PublicURL(j.OutputName)
+	}
+	if len(q.Children) > 0 {
+		j.State = JobPending
+		j.Spec.Assets = append([]renderer.Asset(nil), q.Spec.Assets...)
+	}
+	out := []*Job{j}
+	for i, child := range q.Children {
+		descendants := child.records(team, batchID, 0, j, next)
+		j.Children = append(j.Children, descendants[0].ID)
+		j.Spec.Assets[q.ChildAsset[i]].JobID = descendants[0].ID.String()
+		out = append(out, descendants...)
+	}
+	return out
+}
+
 // Job is one render (or stitch) instruction and everything known about its progress.
 type Job struct {
 	ID         ulid.ULID `json:"id"`

@@ -76,7 +76,7 @@ func (s *Server) createBatch(r *request) {
 	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) {
 		for i, job := range valid {
 			if job != nil {
-				recs := s.records(r.team, job, batch.ID, i, nil, next)
+				recs := job.Records(r.team, batch.ID, i, next)
 				batch.Jobs = append(batch.Jobs, persistence.BatchEntry{Index: i, JobID: recs[0].ID})
 				records = append(records, recs...)
 				tops = append(tops, recs)

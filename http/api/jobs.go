@@ -13,7 +13,6 @@ import (
 
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
-	"github.com/framefarm/framefarm/renderer"
 )
 
 // catalog answers validation's questions about one team from one read of its records,
@@ -59,42 +58,6 @@ func (r *request) validateWith(fn func(cat *catalog)) error {
 	})
 }
 
-// records turns a validated job into records: the job first, then its descendants depth first,
-// with ids from next.
-func (s *Server) records(team ulid.ULID, v *validate.Job, batchID ulid.ULID, batchIndex int, parent *persistence.Job, next func() ulid.ULID) []*persistence.Job {
-	id := next()
-	j := &persistence.Job{
-		ID: id, TeamID: team, Kind: v.Kind, Engine: v.Engine, Priority: v.Priority, Tags: v.Tags,
-		Spec: v.Spec, MissingFonts: v.MissingFonts, BatchID: batchID, State: persistence.JobQueued,
-		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
-		OutputName: id.String() + renderer.OutputExtension(v.Spec.Settings),
-	}
-	if v.Template != nil {
-		j.TemplateID = v.Template.ID
-	}
-	if parent == nil {
-		j.BatchIndex = batchIndex
-	} else {
-		j.ParentID, j.Depth = parent.ID, parent.Depth+1
-	}
-	if up := v.Spec.Upload; up != nil && up.Params != nil {
-		j.OutputURL = up.PublicURL(j.OutputName)
-	}
-	if len(v.Children) > 0 {
-		j.State = persistence.JobPending
-		j.Spec.Assets = append([]renderer.Asset(nil), v.Spec.Assets...)
-	}
-	out := []*persistence.Job{j}
-	for i, child := range v.Children {
-		descendants := s.records(team, child, batchID, 0, j, next)
-		j.Children = append(j.Children, descendants[0].ID)
-		j.Spec.Assets[v.ChildAsset[i]].JobID = descendants[0].ID.String()
-		out = append(out, descendants...)
-	}
-	return out
-}
-
-// bucketURL is the public base URL of an upload's bucket.
 // createdJob is the answer to a job creation.
 type createdJob struct {
 	ID           string        `json:"id"`
@@ -151,7 +114,7 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 		return
 	}
 	var records []*persistence.Job
-	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) { records = s.records(r.team, job, ulid.ULID{}, 0, nil, next) })
+	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) { records = job.Records(r.team, ulid.ULID{}, 0, next) })
 	r.createOnce(body, http.StatusCreated, s.created(records), func(remember *persistence.Answer) error {
 		return s.Coordinator.CreateJobs(records, remember)
 	})

@@ -44,19 +44,7 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Job is a validated job request: what becomes one job record, and its children.
-type Job struct {
-	Kind     persistence.JobKind
-	Template *persistence.Template
-	Engine   string
-	Spec     persistence.JobSpec
-	Priority int
-	Tags     []string
-	// MissingFonts are fonts the job names that the team library lacks.
-	MissingFonts []string
-	// Children are the job's nested jobs; Children[i] renders into Spec.Assets[ChildAsset[i]].
-	Children   []*Job
-	ChildAsset []int
-}
+type Job = persistence.JobRequest
 
 // rawJob is the request as sent; fields with several accepted forms stay raw until checked.
 type rawJob struct {
@@ -158,7 +146,9 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 		return job
 	}
 	tpl := c.template(raw.Template, at(path, "template"))
-	job.Template = tpl
+	if tpl != nil {
+		job.TemplateID = tpl.ID
+	}
 	job.Spec.TemplateSrc = c.url(raw.Template.Src, at(path, "template.src"), false)
 	job.Spec.Preview = raw.Preview != nil && *raw.Preview
 	if job.Spec.Preview && len(raw.Settings) > 0 && string(raw.Settings) != "null" {

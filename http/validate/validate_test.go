@@ -210,8 +210,12 @@ func checkAccepted(t *testing.T, job *Job, cat memoryCatalog) {
 			t.Fatalf("child asset %d is %s", i, job.Spec.Assets[i].Type)
 		}
 	}
-	if job.Template == nil {
+	if job.TemplateID == (ulid.ULID{}) {
 		return
+	}
+	tpl, err := cat.Template(job.TemplateID.String())
+	if err != nil {
+		t.Fatalf("accepted with template %s: %v", job.TemplateID, err)
 	}
 	for _, a := range job.Spec.Assets {
 		if a.LayerName == "" || a.Type == renderer.AssetFunction {
@@ -221,7 +225,7 @@ func checkAccepted(t *testing.T, job *Job, cat memoryCatalog) {
 		if a.Composition != "" {
 			comp = a.Composition
 		}
-		if c := job.Template.Inspection.Composition(comp); c == nil || c.Layer(a.LayerName) == nil {
+		if c := tpl.Inspection.Composition(comp); c == nil || c.Layer(a.LayerName) == nil {
 			t.Fatalf("accepted layer %q absent from composition %q", a.LayerName, comp)
 		}
 	}
