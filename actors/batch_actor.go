@@ -92,7 +92,7 @@ func (b *batchActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		b.idle.reset(b.w.idle, ctx.Self())
 	case *mail:
-		m.taken()
+		m.received()
 		if !b.held.hold(m.msg, ctx.Sender()) {
 			b.handle(ctx, m.msg, ctx.Sender())
 		}

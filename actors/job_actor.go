@@ -115,7 +115,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 	case *writeDone:
 		a.finishWrite(ctx, msg)
 	case *mail:
-		msg.taken()
+		msg.received()
 		if !a.held.hold(msg.msg, ctx.Sender()) {
 			a.handle(ctx, msg.msg, ctx.Sender())
 		}

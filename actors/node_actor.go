@@ -180,7 +180,7 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 			ctx.Send(n.agent, protocol.Wrap(e.msg))
 		case toJob:
 			if e.settle {
-				settleTo(e.msg, ctx.Self())
+				tellWhenDurable(e.msg, ctx.Self())
 			}
 			// A result for a job that does not exist has nothing to make durable.
 			if err := n.w.jobs.tell(e.job, e.msg); e.settle && errors.Is(err, persistence.ErrNotFound) {
@@ -210,8 +210,8 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 	}
 }
 
-// settleTo asks the job to tell pid once its outcome of the result is durable.
-func settleTo(msg any, pid *actor.PID) {
+// tellWhenDurable asks the job to tell pid once its outcome of the result is durable.
+func tellWhenDurable(msg any, pid *actor.PID) {
 	switch m := msg.(type) {
 	case *renderDone:
 		m.settle = pid

@@ -30,18 +30,18 @@ type registryShard struct {
 
 type registryEntry struct {
 	pid *actor.PID
-	// inflight counts messages handed to the actor that it has not taken yet.
+	// inflight counts messages handed to the actor that it has not received yet.
 	inflight atomic.Int64
 }
 
-// mail wraps every message the registry delivers; the receiving actor calls taken.
+// mail wraps every message the registry delivers; the receiving actor calls received.
 type mail struct {
 	msg   any
 	entry *registryEntry
 }
 
-// taken marks the message as received by its actor.
-func (m *mail) taken() { m.entry.inflight.Add(-1) }
+// received marks the message as received by its actor: it may passivate once none is in flight.
+func (m *mail) received() { m.entry.inflight.Add(-1) }
 
 func newRegistry(system *actor.ActorSystem, load func(ulid.ULID) (func(*registryEntry) actor.Actor, error)) *registry {
 	r := &registry{system: system, load: load}

@@ -505,8 +505,7 @@ func (s *scheduler) stats() QueueStats {
 	for _, q := range s.queues {
 		st.Depth[q.engine] += q.size
 	}
-	// The slab's values in a row are read faster than the map (a million in about a
-	// millisecond); free slots hold the zero id.
+	// The slab's values in a row are read faster than the map; free slots hold the zero id.
 	for i := range s.slab.jobs {
 		if id := s.slab.jobs[i].id; id != (ulid.ULID{}) && (oldest == (ulid.ULID{}) || id.Compare(oldest) < 0) {
 			oldest = id

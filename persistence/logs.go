@@ -67,8 +67,8 @@ func logEntry(when time.Time, line string) []byte {
 	return append(appendLogTime(make([]byte, 0, 25+len(line)), when), " "+line...)
 }
 
-// appendLogTime appends when as 2006-01-02T15:04:05.000Z, which time.Format writes several
-// times slower; a year outside 0-9999 takes time.Format's way.
+// appendLogTime appends when as 2006-01-02T15:04:05.000Z, faster than time.Format writes it; a
+// year outside 0-9999 takes time.Format's way.
 func appendLogTime(b []byte, when time.Time) []byte {
 	when = when.UTC()
 	year, month, day := when.Date()

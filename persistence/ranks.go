@@ -13,14 +13,14 @@ import (
 // Rank indexes: from the counters by creation time (timecounts.go) and the indexes they count,
 // how many of a scope's jobs come before an id, which job has a rank, and a page from an id.
 
-// unitCount is the number of matching jobs in one unit of a level.
-type unitCount struct {
+// jobsInUnit is one unit of a level and how many matching jobs it holds.
+type jobsInUnit struct {
 	unit  uint64
 	count int
 }
 
-// counterTerm is one set of counters a time index adds (sign 1) or takes away (sign -1).
-type counterTerm struct {
+// signedCounters is one set of counters a time index adds (sign 1) or takes away (sign -1).
+type signedCounters struct {
 	bucket, scope []byte
 	sign          int
 }
@@ -29,7 +29,7 @@ type counterTerm struct {
 type rankSource interface {
 	// children lists, in unit order, the non-empty units of a level inside a parent unit of
 	// the level above (level 0: every unit), with their jobs' count.
-	children(level int, parent uint64) []unitCount
+	children(level int, parent uint64) []jobsInUnit
 	// bottomUnit finds the bottom-level unit under parent that holds rank r of the jobs there,
 	// the rank within it, its number of jobs and the states to read them in (none past the end).
 	bottomUnit(parent uint64, r int) (unit uint64, rank, count int, states []JobState)
@@ -50,17 +50,17 @@ type jobList func(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.
 // sum of its terms.
 type timeIndex struct {
 	tx     *txn
-	terms  []counterTerm
+	terms  []signedCounters
 	states []JobState
 	list   jobList
 	// units memoizes the counters read: level and parent unit -> the units below it.
-	units map[[2]uint64][]unitCount
+	units map[[2]uint64][]jobsInUnit
 }
 
 var _ rankSource = (*timeIndex)(nil)
 
-func (t *txn) newTimeIndex(states []JobState, list jobList, terms ...counterTerm) rankIndex {
-	return rankIndex{&timeIndex{tx: t, terms: terms, states: states, list: list, units: make(map[[2]uint64][]unitCount)}}
+func (t *txn) newTimeIndex(states []JobState, list jobList, terms ...signedCounters) rankIndex {
+	return rankIndex{&timeIndex{tx: t, terms: terms, states: states, list: list, units: make(map[[2]uint64][]jobsInUnit)}}
 }
 
 func (ix *timeIndex) jobsIn(states []JobState, lo, hi []byte, reverse bool) iter.Seq[ulid.ULID] {
@@ -76,11 +76,11 @@ func (t *txn) scopeIndex(sc jobScope, states []JobState) rankIndex {
 }
 
 // counters is the scope's term of all its jobs.
-func (sc jobScope) counters() counterTerm {
+func (sc jobScope) counters() signedCounters {
 	if sc.tag == "" {
-		return counterTerm{bucketJobTimeCounts, id(sc.team), 1}
+		return signedCounters{bucketJobTimeCounts, id(sc.team), 1}
 	}
-	return counterTerm{bucketTagTimeCounts, sc.prefix(), 1}
+	return signedCounters{bucketTagTimeCounts, sc.prefix(), 1}
 }
 
 // scopeJobs lists the scope's jobs from the creation index or the tag's; with onlyDefault, only
@@ -158,12 +158,12 @@ func stateIn(states []JobState) func(v []byte) bool {
 // defaultPriorityIndex ranks the scope's jobs with the default priority: all its jobs less those
 // with a priority of their own.
 func (t *txn) defaultPriorityIndex(sc jobScope, states []JobState) rankIndex {
-	return t.newTimeIndex(states, t.scopeJobs(sc, true), sc.counters(), counterTerm{bucketPriorityTimeCounts, sc.ownPriority(), -1})
+	return t.newTimeIndex(states, t.scopeJobs(sc, true), sc.counters(), signedCounters{bucketPriorityTimeCounts, sc.ownPriority(), -1})
 }
 
 // priorityLevelIndex ranks the scope's jobs of one priority (inverted), from the priority index.
 func (t *txn) priorityLevelIndex(sc jobScope, inverted []byte, states []JobState) rankIndex {
-	return t.newTimeIndex(states, t.levelJobs([]jobScope{sc}, inverted), counterTerm{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
+	return t.newTimeIndex(states, t.levelJobs([]jobScope{sc}, inverted), signedCounters{bucketPriorityTimeCounts, sc.priorityLevel(inverted), 1})
 }
 
 // priorityLevel is a priority (inverted) some of a listing's scopes have jobs of, the scopes
@@ -279,7 +279,7 @@ func (t *txn) scopeLevels(sc heldScope, skipBlock func(block uint64, count int) 
 }
 
 // children sums the counters of the states and the terms.
-func (ix *timeIndex) children(level int, parent uint64) []unitCount {
+func (ix *timeIndex) children(level int, parent uint64) []jobsInUnit {
 	memo := [2]uint64{uint64(level), parent}
 	if cached, ok := ix.units[memo]; ok {
 		return cached
@@ -292,7 +292,7 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 	}
 	// Each state's counters come in unit order; with several states or terms, sorting them
 	// together and adding up equal units sums them.
-	var out []unitCount
+	var out []jobsInUnit
 	for _, term := range ix.terms {
 		c := ix.tx.bucket(term.bucket).Cursor()
 		for _, s := range ix.states {
@@ -302,12 +302,12 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 				if unit >= hi {
 					break
 				}
-				out = append(out, unitCount{unit, term.sign * readCount(v)})
+				out = append(out, jobsInUnit{unit, term.sign * readCount(v)})
 			}
 		}
 	}
 	if len(ix.states)*len(ix.terms) > 1 {
-		slices.SortFunc(out, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
+		slices.SortFunc(out, func(a, b jobsInUnit) int { return cmp.Compare(a.unit, b.unit) })
 		summed := out[:0]
 		for _, uc := range out {
 			if last := len(summed) - 1; last >= 0 && summed[last].unit == uc.unit {
@@ -318,7 +318,7 @@ func (ix *timeIndex) children(level int, parent uint64) []unitCount {
 		}
 		out = summed
 	}
-	out = slices.DeleteFunc(out, func(uc unitCount) bool { return uc.count <= 0 })
+	out = slices.DeleteFunc(out, func(uc jobsInUnit) bool { return uc.count <= 0 })
 	ix.units[memo] = out
 	return out
 }
@@ -519,28 +519,28 @@ type unionIndex struct {
 	states  []JobState
 	// merged lists the members' jobs, each once.
 	merged jobList
-	units  map[[2]uint64][]unitCount
+	units  map[[2]uint64][]jobsInUnit
 }
 
 var _ rankSource = (*unionIndex)(nil)
 
 func newUnionIndex(members []rankIndex, states []JobState, merged jobList, bound rankIndex) rankIndex {
-	return rankIndex{&unionIndex{members: members, bound: bound, states: states, merged: merged, units: make(map[[2]uint64][]unitCount)}}
+	return rankIndex{&unionIndex{members: members, bound: bound, states: states, merged: merged, units: make(map[[2]uint64][]jobsInUnit)}}
 }
 
 func (u *unionIndex) heldStates() []JobState { return u.states }
 
-func (u *unionIndex) children(level int, parent uint64) []unitCount {
+func (u *unionIndex) children(level int, parent uint64) []jobsInUnit {
 	memo := [2]uint64{uint64(level), parent}
 	if cached, ok := u.units[memo]; ok {
 		return cached
 	}
-	var all []unitCount
+	var all []jobsInUnit
 	for _, m := range u.members {
 		all = append(all, m.children(level, parent)...)
 	}
-	slices.SortStableFunc(all, func(a, b unitCount) int { return cmp.Compare(a.unit, b.unit) })
-	var out []unitCount
+	slices.SortStableFunc(all, func(a, b jobsInUnit) int { return cmp.Compare(a.unit, b.unit) })
+	var out []jobsInUnit
 	for i := 0; i < len(all); {
 		k := i + 1
 		for k < len(all) && all[k].unit == all[i].unit {
@@ -561,10 +561,10 @@ func (u *unionIndex) children(level int, parent uint64) []unitCount {
 // counts there): the bound's count when a member has as many, else the sum of its units below,
 // or at the bottom its jobs, each once. The bound's counters are read only here, so tags that
 // share no unit never read them.
-func (u *unionIndex) sharedCount(level int, parent uint64, counts []unitCount) int {
+func (u *unionIndex) sharedCount(level int, parent uint64, counts []jobsInUnit) int {
 	unit := counts[0].unit
 	bound := u.bound.children(level, parent)
-	if i, ok := slices.BinarySearchFunc(bound, unit, func(uc unitCount, unit uint64) int { return cmp.Compare(uc.unit, unit) }); ok {
+	if i, ok := slices.BinarySearchFunc(bound, unit, func(uc jobsInUnit, unit uint64) int { return cmp.Compare(uc.unit, unit) }); ok {
 		for _, uc := range counts {
 			if uc.count == bound[i].count {
 				return uc.count

@@ -271,7 +271,7 @@ func TestJobValidation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			status := http.StatusBadRequest
 			if tc.code == "template_not_found" {
-				status = http.StatusNotFound // DECISIONS.md: a job naming an unknown template
+				status = http.StatusNotFound // a job naming an unknown template (README, The API)
 			}
 			e := acme.fails(http.MethodPost, "/api/v2/jobs", tc.body, status, tc.code)
 			if tc.field != "" && (len(e.Details) == 0 || e.Details[0].Field != tc.field) {

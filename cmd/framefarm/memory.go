@@ -72,7 +72,7 @@ func (m memoryReleaser) Run(ctx context.Context) {
 
 // gcTuner keeps at least Headroom bytes of growth between collections. A coordinator's live heap
 // is small (jobs live in the store), so the default GOGC=100 collects every few megabytes
-// allocated: under intake, about 25 collections a second took a fifth of the CPU. A collection
+// allocated, many times a second under intake (the README's "Memory" paragraph). A collection
 // costs what is live, not what it frees, so a fixed headroom buys far fewer collections for a
 // bounded amount of memory; above Headroom of live heap it changes nothing. A GOGC set in the
 // environment is the operator's choice, and the tuner then does nothing.

@@ -19,7 +19,7 @@ import (
 	"github.com/framefarm/framefarm/persistence"
 )
 
-// Error codes beyond those of validation (DECISIONS.md's catalogue).
+// Error codes beyond those of validation; openapi.json's Error schema lists them all.
 const (
 	codeUnauthorized    = "unauthorized"
 	codeQuotaExceeded   = "quota_exceeded"
@@ -80,8 +80,8 @@ func (r *request) logger() *slog.Logger {
 	return r.log
 }
 
-// answerBuffers keep the buffers answers are encoded into: a page of a listing is some 100 KB,
-// and a buffer grown for each one allocated twice that per request.
+// answerBuffers keep the buffers answers are encoded into: a page of a listing is large, and a
+// buffer grown for each one allocated twice its size per request.
 var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxPooledAnswer is the largest buffer kept for the next answer.

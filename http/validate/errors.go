@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// Error codes (the catalogue of DECISIONS.md).
+// Error codes of validation; openapi.json's Error schema lists them with the API's others.
 const (
 	CodeInvalidJSON         = "invalid_json"
 	CodeValidation          = "validation_error"
