@@ -20,6 +20,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/actors/signals"
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/cluster/protocol"
@@ -162,9 +163,7 @@ func (f *fixture) idleUntilPassivated(id ulid.ULID, idle time.Duration, n int) {
 	f.t.Helper()
 	deadline := time.After(wait)
 	for {
-		f.obs.mu.Lock()
-		done, changed := f.obs.stopped[id] >= n, f.obs.changed
-		f.obs.mu.Unlock()
+		done, changed := f.obs.Check(func() bool { return f.obs.stopped[id] >= n })
 		if done {
 			return
 		}
@@ -210,8 +209,7 @@ func (f *fixture) job(id ulid.ULID) *persistence.Job {
 // recorder watches the actors of the tests (beside metrics, as in production), a way to wait for
 // what they do.
 type recorder struct {
-	mu      sync.Mutex
-	changed chan struct{}
+	signals.Board
 	states  map[ulid.ULID][]persistence.JobState
 	stopped map[ulid.ULID]int
 	stale   int
@@ -221,52 +219,31 @@ type recorder struct {
 }
 
 func newRecorder() *recorder {
-	return &recorder{changed: make(chan struct{}), states: map[ulid.ULID][]persistence.JobState{},
+	return &recorder{states: map[ulid.ULID][]persistence.JobState{},
 		stopped: map[ulid.ULID]int{}, hooks: map[ulid.ULID][]string{}, nodes: map[string]actors.NodeState{}}
 }
 
 func (r *recorder) watch(ev *actors.Events) {
-	ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { r.record(func() { r.states[e.Job] = append(r.states[e.Job], e.To) }) })
-	ev.JobActorStopped.Subscribe(func(e actors.JobActorStopped) { r.record(func() { r.stopped[e.Job]++ }) })
-	ev.NodeMessageRefused.Subscribe(func(actors.NodeMessageRefused) { r.record(func() { r.refused++ }) })
-	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) { r.record(func() { r.nodes[e.Node] = e.To }) })
-	ev.StaleReport.Subscribe(func(actors.StaleReport) { r.record(func() { r.stale++ }) })
+	ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { r.Note(func() { r.states[e.Job] = append(r.states[e.Job], e.To) }) })
+	ev.JobActorStopped.Subscribe(func(e actors.JobActorStopped) { r.Note(func() { r.stopped[e.Job]++ }) })
+	ev.NodeMessageRefused.Subscribe(func(actors.NodeMessageRefused) { r.Note(func() { r.refused++ }) })
+	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) { r.Note(func() { r.nodes[e.Node] = e.To }) })
+	ev.StaleReport.Subscribe(func(actors.StaleReport) { r.Note(func() { r.stale++ }) })
 	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) {
-		r.record(func() { r.hooks[e.Job] = append(r.hooks[e.Job], e.Result) })
+		r.Note(func() { r.hooks[e.Job] = append(r.hooks[e.Job], e.Result) })
 	})
 }
 
-// record notes a happening under the lock and wakes those who wait.
-func (r *recorder) record(note func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	note()
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-func (r *recorder) refusals() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.refused
+func (r *recorder) refusals() (n int) {
+	r.Read(func() { n = r.refused })
+	return n
 }
 
 // until waits for cond, evaluated under the recorder's lock after each event.
 func (r *recorder) until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(wait)
-	for {
-		r.mu.Lock()
-		ok, changed := cond(), r.changed
-		r.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
+	if !r.Until(cond, wait) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

@@ -75,9 +75,8 @@ func TestNodeProtocolConformance(t *testing.T) {
 					t.Fatalf("acknowledged %s", acked)
 				}
 				// The acknowledgement follows the durable change, whose watchers ran first.
-				f.obs.mu.Lock()
-				finished := f.obs.count(id, persistence.JobFinished)
-				f.obs.mu.Unlock()
+				var finished int
+				f.obs.Read(func() { finished = f.obs.count(id, persistence.JobFinished) })
 				if finished != 1 {
 					t.Fatalf("acknowledged with the job finished %d times", finished)
 				}
@@ -133,10 +132,8 @@ func (f *fixture) loseNode(node string) {
 		}
 		f.clock.Advance(6 * time.Second)
 		for armed := false; !armed; {
-			f.obs.mu.Lock()
-			state, changed := f.obs.nodes[node], f.obs.changed
-			f.obs.mu.Unlock()
-			if state == actors.NodeLost {
+			lost, changed := f.obs.Check(func() bool { return f.obs.nodes[node] == actors.NodeLost })
+			if lost {
 				return
 			}
 			select {

@@ -208,13 +208,13 @@ func (c *coordinator) exactlyOnce(ids []string) {
 	for _, id := range ids {
 		c.waitJob(id, "finished")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, id := range ids {
-		if n := c.counts["job "+id+" finished"]; n != 1 {
-			c.t.Errorf("job %s finished %d times", id, n)
+	c.Read(func() {
+		for _, id := range ids {
+			if n := c.counts["job "+id+" finished"]; n != 1 {
+				c.t.Errorf("job %s finished %d times", id, n)
+			}
 		}
-	}
+	})
 }
 
 // TestClusterNodeKilledMidRender: jobs spread over three node processes; a node SIGKILLed

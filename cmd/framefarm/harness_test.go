@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/actors/signals"
 	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender/aerendertest"
@@ -94,8 +95,8 @@ type coordinator struct {
 	// stdout holds what the process printed besides its signals.
 	stdout *lockedBuffer
 
-	mu        sync.Mutex
-	changed   chan struct{}
+	// Board holds the signals below; each wakes those waiting.
+	signals.Board
 	jobs      map[string]map[string]bool
 	templates map[string]map[string]bool
 	webhooks  map[string]map[string]bool
@@ -126,7 +127,7 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 	t.Helper()
 	c := &coordinator{
 		t: t, dir: t.TempDir(), opts: opts, control: newRenderControl(t), stderr: &lockedBuffer{}, stdout: &lockedBuffer{},
-		changed: make(chan struct{}), jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
+		jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
 		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{}, firstSignal: map[string]time.Time{},
 		nodes: map[string]map[string]bool{}, fenced: map[string]map[string]bool{}, counts: map[string]int{},
 	}
@@ -265,17 +266,15 @@ func (c *coordinator) signals(kind string) map[string]map[string]bool {
 }
 
 func (c *coordinator) signal(kind, id, state string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	m := c.signals(kind)
-	if m[id] == nil {
-		m[id] = map[string]bool{}
-		c.firstSignal[kind+" "+id] = time.Now()
-	}
-	m[id][state] = true
-	c.counts[kind+" "+id+" "+state]++
-	close(c.changed)
-	c.changed = make(chan struct{})
+	c.Note(func() {
+		m := c.signals(kind)
+		if m[id] == nil {
+			m[id] = map[string]bool{}
+			c.firstSignal[kind+" "+id] = time.Now()
+		}
+		m[id][state] = true
+		c.counts[kind+" "+id+" "+state]++
+	})
 }
 
 // tlsCommand runs `framefarm cluster tls ...` and fails the test if it fails.
@@ -335,30 +334,19 @@ func (c *coordinator) stop() {
 // the previous one signalled.
 func (c *coordinator) restart() {
 	c.t.Helper()
-	c.mu.Lock()
-	for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced} {
-		*m = map[string]map[string]bool{}
-	}
-	c.mu.Unlock()
+	c.Note(func() {
+		for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced} {
+			*m = map[string]map[string]bool{}
+		}
+	})
 	c.launch(c.addr)
 }
 
 // waitUntil waits until cond, read under the lock, holds; each signal wakes it.
 func (c *coordinator) waitUntil(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.After(waitLimit)
-	for {
-		c.mu.Lock()
-		ok, changed := cond(), c.changed
-		c.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			c.t.Fatalf("%s did not happen within %s\n%s", what, waitLimit, c.stderr.tail(40))
-		}
+	if !c.Until(cond, waitLimit) {
+		c.t.Fatalf("%s did not happen within %s\n%s", what, waitLimit, c.stderr.tail(40))
 	}
 }
 
@@ -395,21 +383,12 @@ func (c *coordinator) waitNode(id string, state actors.NodeState) {
 // waitFirst waits for the first signal of a kind about id and returns when it arrived.
 func (c *coordinator) waitFirst(kind, id string) time.Time {
 	c.t.Helper()
-	deadline := time.After(waitLimit)
-	for {
-		c.mu.Lock()
-		at, ok := c.firstSignal[kind+" "+id]
-		changed := c.changed
-		c.mu.Unlock()
-		if ok {
-			return at
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			c.t.Fatalf("no %s signal for %s within %s\n%s", kind, id, waitLimit, c.stderr.tail(40))
-		}
-	}
+	var at time.Time
+	c.waitUntil(fmt.Sprintf("a %s signal for %s", kind, id), func() (ok bool) {
+		at, ok = c.firstSignal[kind+" "+id]
+		return ok
+	})
+	return at
 }
 
 // client calls the API with one token.

@@ -46,7 +46,7 @@ func testPlugins() plugins {
 		},
 		inspector: manifestInspector{},
 		watch: func(ev *actors.Events) {
-			(&signals{jobs: os.Getenv(envJobSignals) != "0"}).watch(ev)
+			(&signalPrinter{jobs: os.Getenv(envJobSignals) != "0"}).watch(ev)
 		},
 		store: func(s actors.Store) actors.Store {
 			if os.Getenv(envHoldFinish) == "1" {
@@ -95,20 +95,20 @@ func (h *finishHolder) ApplyAsync(c persistence.Command, done func(error)) {
 // on none of them.
 const envJobSignals = "FRAMEFARM_TEST_JOB_SIGNALS"
 
-// signals prints a line for every durable job and template transition, progress, fenced report,
+// signalPrinter prints a line for every durable job and template transition, progress, fenced report,
 // node change and webhook attempt; jobs false leaves jobs' transitions out.
-type signals struct {
+type signalPrinter struct {
 	jobs bool
 	mu   sync.Mutex
 }
 
-func (s *signals) print(format string, args ...any) {
+func (s *signalPrinter) print(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	fmt.Fprintf(os.Stdout, "ffsignal "+format+"\n", args...)
 }
 
-func (s *signals) watch(ev *actors.Events) {
+func (s *signalPrinter) watch(ev *actors.Events) {
 	if s.jobs {
 		ev.JobStateChanged.Subscribe(func(e actors.JobStateChanged) { s.print("job %s %s", e.Job, e.To) })
 	}
