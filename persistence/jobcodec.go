@@ -24,99 +24,10 @@ const jobCodecVersion = 1
 var errBadJobRecord = errors.New("malformed job record")
 
 func encodeJob(j *Job) []byte {
-	w := recordWriter{b: make([]byte, 0, 512)}
-	w.byte(jobCodecVersion)
-	w.id(j.ID)
-	w.id(j.TeamID)
-	w.string(string(j.Kind))
-	w.id(j.TemplateID)
-	w.byte(byte(j.State))
-	w.float(j.Progress)
-	w.int(int64(j.Priority))
-	w.strings(j.Tags)
-	w.string(j.Engine)
-	w.id(j.BatchID)
-	w.int(int64(j.BatchIndex))
-	w.id(j.ParentID)
-	w.list(j.Children != nil, len(j.Children))
-	for _, c := range j.Children {
-		w.id(c)
-	}
-	w.int(int64(j.Depth))
-	w.spec(&j.Spec)
-	w.strings(j.MissingFonts)
-	w.int(int64(j.Attempts))
-	w.string(j.Node)
-	w.list(j.Failures != nil, len(j.Failures))
-	for _, f := range j.Failures {
-		w.int(int64(f.Attempt))
-		w.string(f.Node)
-		w.string(f.Error)
-		w.time(f.At)
-	}
-	w.string(j.OutputName)
-	w.string(j.OutputURL)
-	for _, t := range []time.Time{j.CreatedAt, j.UpdatedAt, j.StartedAt, j.FinishedAt, j.ErrorAt} {
-		w.time(t)
-	}
-	w.int(int64(j.RenderDuration))
-	w.string(j.Error)
+	w := &recordWriter{b: make([]byte, 0, 512)}
+	w.b = append(w.b, jobCodecVersion)
+	jobFields(w, j)
 	return w.b
-}
-
-func (w *recordWriter) spec(s *JobSpec) {
-	w.string(s.Composition)
-	w.string(s.TemplateSrc)
-	w.list(s.Assets != nil, len(s.Assets))
-	for i := range s.Assets {
-		a := &s.Assets[i]
-		for _, f := range []string{a.Type, a.LayerName, a.Composition, a.Property, a.Expression, a.Src, a.Name, a.JobID} {
-			w.string(f)
-		}
-		w.raw(a.Value)
-		w.raw(a.Params)
-	}
-	w.bool(s.Preview)
-	w.strings(s.Fonts)
-	st := &s.Settings
-	for _, f := range []string{st.Type, st.Quality, st.Codec, st.Engine, st.Preset} {
-		w.string(f)
-	}
-	w.bool(st.Frames != nil)
-	if st.Frames != nil {
-		w.int(int64(st.Frames.Start))
-		w.int(int64(st.Frames.End))
-		w.bool(st.Frames.Range)
-	}
-	w.bool(s.Upload != nil)
-	if u := s.Upload; u != nil {
-		w.string(u.Prefix)
-		w.string(u.OutputURL)
-		w.string(u.Provider)
-		w.bool(u.Params != nil)
-		if p := u.Params; p != nil {
-			for _, f := range []string{p.Endpoint, p.Region, p.Bucket, p.ACL, p.AccessKeyID, p.AccessKeySecret} {
-				w.string(f)
-			}
-		}
-	}
-	w.bool(s.Webhook != nil)
-	if h := s.Webhook; h != nil {
-		w.string(h.URL)
-		w.string(h.Method)
-		names := make([]string, 0, len(h.Headers))
-		for name := range h.Headers {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		w.list(h.Headers != nil, len(names))
-		for _, name := range names {
-			w.string(name)
-			w.string(h.Headers[name])
-		}
-		w.raw(h.Data)
-		w.bool(h.Custom)
-	}
 }
 
 func decodeJob(raw []byte) (*Job, error) {
@@ -127,151 +38,204 @@ func decodeJob(raw []byte) (*Job, error) {
 		}
 		return j, nil
 	}
-	r := recordReader{b: raw, s: string(raw)}
-	if v := r.byte(); v != jobCodecVersion {
-		return nil, fmt.Errorf("decode job: record form %d unknown", v)
+	if len(raw) == 0 || raw[0] != jobCodecVersion {
+		return nil, fmt.Errorf("decode job: %w: its form is not %d", errBadJobRecord, jobCodecVersion)
 	}
-	j.ID = r.id()
-	j.TeamID = r.id()
-	j.Kind = JobKind(r.string())
-	j.TemplateID = r.id()
-	j.State = JobState(r.byte())
-	j.Progress = r.float()
-	j.Priority = int(r.int())
-	j.Tags = r.strings()
-	j.Engine = r.string()
-	j.BatchID = r.id()
-	j.BatchIndex = int(r.int())
-	j.ParentID = r.id()
-	if present, n := r.list(16); present {
-		j.Children = make([]ulid.ULID, n)
-		for i := range j.Children {
-			j.Children[i] = r.id()
-		}
-	}
-	j.Depth = int(r.int())
-	r.spec(&j.Spec)
-	j.MissingFonts = r.strings()
-	j.Attempts = int(r.int())
-	j.Node = r.string()
-	if present, n := r.list(4); present {
-		j.Failures = make([]AttemptFailure, n)
-		for i := range j.Failures {
-			f := &j.Failures[i]
-			f.Attempt = int(r.int())
-			f.Node = r.string()
-			f.Error = r.string()
-			f.At = r.time()
-		}
-	}
-	j.OutputName = r.string()
-	j.OutputURL = r.string()
-	for _, t := range []*time.Time{&j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt, &j.ErrorAt} {
-		*t = r.time()
-	}
-	j.RenderDuration = time.Duration(r.int())
-	j.Error = r.string()
+	r := &recordReader{b: raw[1:], s: string(raw[1:])}
+	jobFields(r, j)
 	if r.err != nil || len(r.b) != 0 {
 		return nil, fmt.Errorf("decode job: %w", errBadJobRecord)
 	}
 	return j, nil
 }
 
-func (r *recordReader) spec(s *JobSpec) {
-	s.Composition = r.string()
-	s.TemplateSrc = r.string()
-	if present, n := r.list(10); present {
-		s.Assets = make([]renderer.Asset, n)
-		for i := range s.Assets {
-			a := &s.Assets[i]
-			for _, f := range []*string{&a.Type, &a.LayerName, &a.Composition, &a.Property, &a.Expression, &a.Src, &a.Name, &a.JobID} {
-				*f = r.string()
-			}
-			a.Value = r.raw()
-			a.Params = r.raw()
-		}
+// jobFields is the one description of a job record: every field in its stored order. The same
+// walk writes a record (recordWriter) and reads it back (recordReader).
+func jobFields(c fieldCodec, j *Job) {
+	c.id(&j.ID)
+	c.id(&j.TeamID)
+	c.string((*string)(&j.Kind))
+	c.id(&j.TemplateID)
+	c.byte((*byte)(&j.State))
+	c.float(&j.Progress)
+	c.int(&j.Priority)
+	c.strings(&j.Tags)
+	c.string(&j.Engine)
+	c.id(&j.BatchID)
+	c.int(&j.BatchIndex)
+	c.id(&j.ParentID)
+	listOf(c, &j.Children, 16, c.id)
+	c.int(&j.Depth)
+	specFields(c, &j.Spec)
+	c.strings(&j.MissingFonts)
+	c.int(&j.Attempts)
+	c.string(&j.Node)
+	listOf(c, &j.Failures, 4, func(f *AttemptFailure) {
+		c.int(&f.Attempt)
+		c.string(&f.Node)
+		c.string(&f.Error)
+		c.time(&f.At)
+	})
+	c.string(&j.OutputName)
+	c.string(&j.OutputURL)
+	for _, t := range []*time.Time{&j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt, &j.ErrorAt} {
+		c.time(t)
 	}
-	s.Preview = r.bool()
-	s.Fonts = r.strings()
+	c.int64((*int64)(&j.RenderDuration))
+	c.string(&j.Error)
+}
+
+func specFields(c fieldCodec, s *JobSpec) {
+	c.string(&s.Composition)
+	c.string(&s.TemplateSrc)
+	listOf(c, &s.Assets, 10, func(a *renderer.Asset) {
+		for _, f := range []*string{&a.Type, &a.LayerName, &a.Composition, &a.Property, &a.Expression, &a.Src, &a.Name, &a.JobID} {
+			c.string(f)
+		}
+		c.raw(&a.Value)
+		c.raw(&a.Params)
+	})
+	c.bool(&s.Preview)
+	c.strings(&s.Fonts)
 	st := &s.Settings
 	for _, f := range []*string{&st.Type, &st.Quality, &st.Codec, &st.Engine, &st.Preset} {
-		*f = r.string()
+		c.string(f)
 	}
-	if r.bool() {
-		st.Frames = &renderer.Frames{Start: int(r.int()), End: int(r.int()), Range: r.bool()}
-	}
-	if r.bool() {
-		u := &Upload{Prefix: r.string(), OutputURL: r.string(), Provider: r.string()}
-		if r.bool() {
-			p := &UploadParams{}
+	optional(c, &st.Frames, func(f *renderer.Frames) {
+		c.int(&f.Start)
+		c.int(&f.End)
+		c.bool(&f.Range)
+	})
+	optional(c, &s.Upload, func(u *Upload) {
+		c.string(&u.Prefix)
+		c.string(&u.OutputURL)
+		c.string(&u.Provider)
+		optional(c, &u.Params, func(p *UploadParams) {
 			for _, f := range []*string{&p.Endpoint, &p.Region, &p.Bucket, &p.ACL, &p.AccessKeyID, &p.AccessKeySecret} {
-				*f = r.string()
+				c.string(f)
 			}
-			u.Params = p
+		})
+	})
+	optional(c, &s.Webhook, func(h *Webhook) {
+		c.string(&h.URL)
+		c.string(&h.Method)
+		c.stringMap(&h.Headers)
+		c.raw(&h.Data)
+		c.bool(&h.Custom)
+	})
+}
+
+// fieldCodec writes or reads one field through a pointer to it.
+type fieldCodec interface {
+	byte(*byte)
+	bool(*bool)
+	id(*ulid.ULID)
+	int(*int)
+	int64(*int64)
+	float(*float64)
+	string(*string)
+	strings(*[]string)
+	raw(*json.RawMessage)
+	time(*time.Time)
+	stringMap(*map[string]string)
+	// list writes, or reads and returns, whether a list (or map) is there at all and its
+	// length, so nil and empty stay apart; a length read is refused when the rest of the record
+	// cannot hold it at minSize bytes an item.
+	list(present bool, n, minSize int) (bool, int)
+	// present writes, or reads and returns, whether an optional value is there.
+	present(bool) bool
+	decoding() bool
+}
+
+// listOf writes or reads a list, each item through item.
+func listOf[T any](c fieldCodec, l *[]T, minSize int, item func(*T)) {
+	present, n := c.list(*l != nil, len(*l), minSize)
+	if c.decoding() {
+		if !present {
+			return
 		}
-		s.Upload = u
+		*l = make([]T, n)
 	}
-	if r.bool() {
-		h := &Webhook{URL: r.string(), Method: r.string()}
-		hasHeaders, n := r.list(2)
-		if hasHeaders {
-			h.Headers = make(map[string]string, n)
-		}
-		for range n {
-			name := r.string()
-			value := r.string()
-			if h.Headers != nil {
-				h.Headers[name] = value
-			}
-		}
-		h.Data = r.raw()
-		h.Custom = r.bool()
-		s.Webhook = h
+	for i := range *l {
+		item(&(*l)[i])
 	}
+}
+
+// optional writes or reads whether a value is there, then the value through fields.
+func optional[T any](c fieldCodec, p **T, fields func(*T)) {
+	if !c.present(*p != nil) {
+		return
+	}
+	if c.decoding() {
+		*p = new(T)
+	}
+	fields(*p)
 }
 
 // recordWriter appends the fields of a record.
 type recordWriter struct{ b []byte }
 
-func (w *recordWriter) byte(v byte)      { w.b = append(w.b, v) }
-func (w *recordWriter) id(u ulid.ULID)   { w.b = append(w.b, u[:]...) }
-func (w *recordWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
-func (w *recordWriter) int(v int64)      { w.b = binary.AppendVarint(w.b, v) }
-func (w *recordWriter) float(v float64) {
-	w.b = binary.BigEndian.AppendUint64(w.b, math.Float64bits(v))
-}
-func (w *recordWriter) string(s string) { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
-func (w *recordWriter) raw(b []byte)    { w.uvarint(uint64(len(b))); w.b = append(w.b, b...) }
-func (w *recordWriter) strings(l []string) {
-	w.list(l != nil, len(l))
-	for _, s := range l {
-		w.string(s)
-	}
+var _ fieldCodec = (*recordWriter)(nil)
+
+func (w *recordWriter) decoding() bool         { return false }
+func (w *recordWriter) byte(v *byte)           { w.b = append(w.b, *v) }
+func (w *recordWriter) id(u *ulid.ULID)        { w.b = append(w.b, u[:]...) }
+func (w *recordWriter) uvarint(v uint64)       { w.b = binary.AppendUvarint(w.b, v) }
+func (w *recordWriter) int(v *int)             { w.b = binary.AppendVarint(w.b, int64(*v)) }
+func (w *recordWriter) int64(v *int64)         { w.b = binary.AppendVarint(w.b, *v) }
+func (w *recordWriter) string(s *string)       { w.uvarint(uint64(len(*s))); w.b = append(w.b, *s...) }
+func (w *recordWriter) raw(b *json.RawMessage) { w.uvarint(uint64(len(*b))); w.b = append(w.b, *b...) }
+func (w *recordWriter) float(v *float64) {
+	w.b = binary.BigEndian.AppendUint64(w.b, math.Float64bits(*v))
 }
 
-// list writes whether a list (or map) is there at all, then its length: nil and empty stay apart.
-func (w *recordWriter) list(present bool, n int) {
-	w.bool(present)
+func (w *recordWriter) strings(l *[]string) {
+	listOf(w, l, 1, w.string)
+}
+
+func (w *recordWriter) list(present bool, n, _ int) (bool, int) {
+	w.present(present)
 	w.uvarint(uint64(n))
+	return present, n
 }
 
-func (w *recordWriter) bool(v bool) {
-	if v {
-		w.byte(1)
+func (w *recordWriter) present(v bool) bool {
+	w.bool(&v)
+	return v
+}
+
+func (w *recordWriter) bool(v *bool) {
+	if *v {
+		w.b = append(w.b, 1)
 	} else {
-		w.byte(0)
+		w.b = append(w.b, 0)
 	}
 }
 
 // time writes a zero time as one 0 byte, any other as 1, seconds and nanoseconds (UTC).
-func (w *recordWriter) time(t time.Time) {
+func (w *recordWriter) time(t *time.Time) {
 	if t.IsZero() {
-		w.byte(0)
+		w.b = append(w.b, 0)
 		return
 	}
-	w.byte(1)
-	w.int(t.Unix())
+	w.b = append(w.b, 1)
+	w.b = binary.AppendVarint(w.b, t.Unix())
 	w.uvarint(uint64(t.Nanosecond()))
+}
+
+// stringMap writes a map's presence, length, and pairs in key order.
+func (w *recordWriter) stringMap(m *map[string]string) {
+	names := make([]string, 0, len(*m))
+	for name := range *m {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	w.list(*m != nil, len(names), 2)
+	for _, name := range names {
+		value := (*m)[name]
+		w.string(&name)
+		w.string(&value)
+	}
 }
 
 // recordReader reads what recordWriter wrote, remembering the first error. Its strings are
@@ -282,9 +246,13 @@ type recordReader struct {
 	err error
 }
 
+var _ fieldCodec = (*recordReader)(nil)
+
+func (r *recordReader) decoding() bool { return true }
+
 func (r *recordReader) fail() { r.err, r.b = errBadJobRecord, nil }
 
-func (r *recordReader) byte() byte {
+func (r *recordReader) next() byte {
 	if len(r.b) < 1 {
 		r.fail()
 		return 0
@@ -294,17 +262,17 @@ func (r *recordReader) byte() byte {
 	return v
 }
 
-func (r *recordReader) bool() bool { return r.byte() == 1 }
+func (r *recordReader) byte(v *byte) { *v = r.next() }
+func (r *recordReader) bool(v *bool) { *v = r.next() == 1 }
 
-func (r *recordReader) id() ulid.ULID {
-	var u ulid.ULID
+func (r *recordReader) id(u *ulid.ULID) {
 	if len(r.b) < 16 {
 		r.fail()
-		return u
+		*u = ulid.ULID{}
+		return
 	}
 	copy(u[:], r.b)
 	r.b = r.b[16:]
-	return u
 }
 
 func (r *recordReader) uvarint() uint64 {
@@ -317,7 +285,7 @@ func (r *recordReader) uvarint() uint64 {
 	return v
 }
 
-func (r *recordReader) int() int64 {
+func (r *recordReader) varint() int64 {
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.fail()
@@ -327,10 +295,11 @@ func (r *recordReader) int() int64 {
 	return v
 }
 
-// list reads what recordWriter.list wrote. A length the rest of the record cannot hold, at
-// minSize bytes an item, is refused: a corrupt length never allocates more than the record.
-func (r *recordReader) list(minSize int) (bool, int) {
-	present := r.bool()
+func (r *recordReader) int(v *int)     { *v = int(r.varint()) }
+func (r *recordReader) int64(v *int64) { *v = r.varint() }
+
+func (r *recordReader) list(_ bool, _, minSize int) (bool, int) {
+	present := r.next() == 1
 	n := r.uvarint()
 	if n > uint64(len(r.b)/minSize) {
 		r.fail()
@@ -339,18 +308,20 @@ func (r *recordReader) list(minSize int) (bool, int) {
 	return present && r.err == nil, int(n)
 }
 
-func (r *recordReader) float() float64 {
+func (r *recordReader) present(bool) bool { return r.next() == 1 }
+
+func (r *recordReader) float(v *float64) {
 	if len(r.b) < 8 {
 		r.fail()
-		return 0
+		*v = 0
+		return
 	}
-	v := math.Float64frombits(binary.BigEndian.Uint64(r.b))
+	*v = math.Float64frombits(binary.BigEndian.Uint64(r.b))
 	r.b = r.b[8:]
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	if math.IsNaN(*v) || math.IsInf(*v, 0) {
 		r.fail() // no record holds one: these bytes are damaged
-		return 0
+		*v = 0
 	}
-	return v
 }
 
 func (r *recordReader) bytes() []byte {
@@ -364,48 +335,56 @@ func (r *recordReader) bytes() []byte {
 	return v
 }
 
-func (r *recordReader) string() string {
+func (r *recordReader) string(v *string) {
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
 		r.fail()
 	}
 	if r.err != nil {
-		return ""
+		*v = ""
+		return
 	}
 	start := len(r.s) - len(r.b)
 	r.b = r.b[n:]
-	return r.s[start : start+int(n)]
+	*v = r.s[start : start+int(n)]
 }
 
 // raw copies: the record's bytes belong to the store's transaction.
-func (r *recordReader) raw() json.RawMessage {
+func (r *recordReader) raw(v *json.RawMessage) {
+	*v = nil
 	if b := r.bytes(); len(b) > 0 {
-		return slices.Clone(b)
+		*v = slices.Clone(b)
 	}
-	return nil
 }
 
-func (r *recordReader) strings() []string {
-	present, n := r.list(1)
-	if !present {
-		return nil
-	}
-	l := make([]string, n)
-	for i := range l {
-		l[i] = r.string()
-	}
-	return l
-}
+func (r *recordReader) strings(l *[]string) { listOf(r, l, 1, r.string) }
 
-func (r *recordReader) time() time.Time {
-	if r.byte() == 0 {
-		return time.Time{}
+func (r *recordReader) time(t *time.Time) {
+	*t = time.Time{}
+	if r.next() == 0 {
+		return
 	}
-	sec := r.int()
+	sec := r.varint()
 	nsec := r.uvarint()
 	if nsec >= 1e9 {
 		r.fail()
-		return time.Time{}
+		return
 	}
-	return time.Unix(sec, int64(nsec)).UTC()
+	*t = time.Unix(sec, int64(nsec)).UTC()
+}
+
+// stringMap reads what recordWriter.stringMap wrote; pairs of an absent map are read and dropped.
+func (r *recordReader) stringMap(m *map[string]string) {
+	present, n := r.list(false, 0, 2)
+	if present {
+		*m = make(map[string]string, n)
+	}
+	for range n {
+		var name, value string
+		r.string(&name)
+		r.string(&value)
+		if present {
+			(*m)[name] = value
+		}
+	}
 }
