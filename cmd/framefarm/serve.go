@@ -254,9 +254,9 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 // at the next start, without counting as failed attempts) and stops its engines; the history
 // stops sampling; the coordinator leaves the cluster (remote nodes keep rendering and reconnect
 // to the next start); the HTTP server lets requests in flight finish; retention ends its step;
-// the actors stop (scheduler, template processor, webhook dispatcher); the event hub, the memory
-// releaser, and the metrics and debug listeners stop (metrics and profiles of the shutdown stay
-// readable until then); the store commits what it holds and closes.
+// the memory releaser stops; the actors stop (scheduler, template processor, webhook
+// dispatcher); the event hub, and the metrics and debug listeners stop (metrics and profiles of
+// the shutdown stay readable until then); the store commits what it holds and closes.
 func (f *farm) services(failed chan<- error) []service {
 	cfg := f.cfg
 	var list []service
@@ -277,10 +277,11 @@ func (f *farm) services(failed chan<- error) []service {
 			},
 			stop: func(context.Context) error { stop(); return nil }})
 	}
-	add(background("memory releaser", memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run),
-		background("garbage collector tuner", gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run),
-		background("event hub", f.hub.Run),
-		service{name: "actors", start: f.coord.Start, stop: func(ctx context.Context) error { f.coord.Stop(ctx); return nil }})
+	add(background("event hub", f.hub.Run),
+		service{name: "actors", start: f.coord.Start, stop: func(ctx context.Context) error { f.coord.Stop(ctx); return nil }},
+		// After the actors: the releaser looks at once, and the queue's restore leaves garbage.
+		background("memory releaser", memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run),
+		background("garbage collector tuner", gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run))
 	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
 		retention := &actors.Retention{Store: f.store, Blobs: f.objects, Clock: f.clock, Events: f.happen, Log: f.log,
 			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
