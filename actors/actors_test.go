@@ -72,7 +72,7 @@ func newFixture(t testing.TB, cfg actors.Config) *fixture {
 	}))
 	t.Cleanup(files.Close)
 	deps := actors.Deps{
-		Store: store, Blobs: objects, NodeURLs: blobs.NewSigner(files.URL, []byte("k")), Secrets: box,
+		Store: store, Objects: objects, NodeURLs: blobs.NewSigner(files.URL, []byte("k")), Secrets: box,
 		Clock: clk, IDs: ids, Events: events, Logger: slog.New(slog.DiscardHandler), Outbound: http.DefaultClient,
 		WebhookBody: func(j *persistence.Job, _ json.RawMessage) ([]byte, error) {
 			return []byte(`{"id":"` + j.ID.String() + `"}`), nil

@@ -28,6 +28,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/persistence/s3store"
 	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -75,6 +76,11 @@ type Config struct {
 	// AdoptAfterRestart lets nodes that outlive a coordinator restart keep the renders they
 	// hold (remote nodes); without it those renders are queued again at once.
 	AdoptAfterRestart bool
+	// MaxOutputBytes caps an output a node puts in the farm's bucket [64 GiB].
+	MaxOutputBytes int64
+	// StorageRetry is how long a job whose attempt the farm's own storage failed waits before
+	// it is queued again [15s].
+	StorageRetry time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -97,6 +103,8 @@ func (c *Config) setDefaults() {
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.NodeLease, 5*time.Second)
 	setDefault(&c.NodeFailureLimit, 3)
+	setDefault(&c.MaxOutputBytes, 64<<30)
+	setDefault(&c.StorageRetry, 15*time.Second)
 }
 
 func setDefault[T comparable](v *T, def T) {
@@ -109,13 +117,19 @@ func setDefault[T comparable](v *T, def T) {
 // Deps are the coordinator's collaborators; each is asked for no more than the actors use.
 type Deps struct {
 	Store Store
-	Blobs Blobs
+	// Objects is the farm's object store: template files, fonts, outputs.
+	Objects Objects
+	// Uploads, when set, plans the uploads of outputs straight to the object store (a bucket);
+	// without it nodes upload outputs to NodeURLs.
+	Uploads OutputUploads
 	// NodeURLs signs the URLs render nodes fetch from and upload to.
-	NodeURLs  URLSigner
-	Secrets   SecretBox
-	Inspector renderer.Inspector
-	Clock     clock.Clock
-	IDs       IDs
+	NodeURLs URLSigner
+	// ClientURLs recognizes the farm's file URLs handed to clients, when jobs name them.
+	ClientURLs OwnURLs
+	Secrets    SecretBox
+	Inspector  renderer.Inspector
+	Clock      clock.Clock
+	IDs        IDs
 	// Events carries what the actors do to those who watch (metrics, the dashboard).
 	Events *Events
 	Logger *slog.Logger
@@ -145,12 +159,27 @@ type Store interface {
 	ApplyAsync(c persistence.Command, done func(error))
 }
 
-// Blobs is the embedded object store as the actors use it (template files).
-type Blobs interface {
+// Objects is the farm's object store as the actors use it (blobs.Store, s3store.Store).
+type Objects interface {
 	Put(key string, r io.Reader, limit int64) (persistence.StoredFile, error)
-	Path(key string) (string, error)
+	// Head is the size of the object at key; persistence.ErrNotFound when there is none.
+	Head(key string) (int64, error)
+	// Local gives a file of the object on this machine (its own, or a copy) until release.
+	Local(ctx context.Context, key string) (path string, release func(), err error)
 	Delete(key string) error
 	DeletePrefix(prefix string) error
+}
+
+// ErrObjectStore marks a failure of the farm's object store (out of reach, refusing): what
+// failed for it may work once it answers again.
+var ErrObjectStore = errors.New("the object store failed")
+
+// OutputUploads plans the uploads of render outputs straight to the object store (s3store.Store).
+type OutputUploads interface {
+	// PartSize is the size of each part of an upload above it.
+	PartSize() int64
+	PlanUpload(ctx context.Context, key string, md5s []string, expires time.Time) (s3store.UploadPlan, error)
+	CompleteUpload(ctx context.Context, key, uploadID string, etags []string) error
 }
 
 // URLSigner signs the URLs of stored objects for render nodes.
@@ -172,11 +201,15 @@ type IDs interface {
 }
 
 var (
-	_ Store     = (*persistence.Store)(nil)
-	_ Blobs     = (*blobs.Store)(nil)
-	_ URLSigner = (*blobs.Signer)(nil)
-	_ SecretBox = (*secretbox.Box)(nil)
-	_ IDs       = (*persistence.IDs)(nil)
+	_ Store         = (*persistence.Store)(nil)
+	_ Objects       = (*blobs.Store)(nil)
+	_ Objects       = (*s3store.Store)(nil)
+	_ OutputUploads = (*s3store.Store)(nil)
+	_ URLSigner     = (*s3store.Store)(nil)
+	_ OwnURLs       = (*blobs.Signer)(nil)
+	_ URLSigner     = (*blobs.Signer)(nil)
+	_ SecretBox     = (*secretbox.Box)(nil)
+	_ IDs           = (*persistence.IDs)(nil)
 )
 
 // Coordinator runs the actors and is what the HTTP layer talks to. It owns the actor system and
@@ -226,14 +259,17 @@ func New(cfg Config, deps Deps) *Coordinator {
 	c.jobs = &jobDirectory{registry: newRegistry(system, c.jobWorld.load), log: deps.Logger}
 	c.walks = &cancelWalks{root: system.Root, jobs: c.jobs, log: deps.Logger}
 	c.secrets = &secretReader{store: deps.Store, box: deps.Secrets, log: deps.Logger}
-	c.tasks = &taskBuilder{cfg: cfg, clock: deps.Clock, store: deps.Store, secrets: c.secrets, urls: deps.NodeURLs}
+	c.tasks = &taskBuilder{cfg: cfg, clock: deps.Clock, store: deps.Store, secrets: c.secrets, urls: deps.NodeURLs, uploads: deps.Uploads,
+		own: deps.ClientURLs}
 	c.intake = &intake{store: deps.Store, clock: deps.Clock, events: deps.Events, root: system.Root, addr: c.addr}
 	c.jobWorld.jobs, c.jobWorld.walks, c.jobWorld.secrets = c.jobs, c.walks, c.secrets
+	c.jobWorld.outputs = &outputStore{objects: deps.Objects, uploads: deps.Uploads, clock: deps.Clock}
 	c.batchWorld = &batchWorld{store: deps.Store, intake: c.intake, walks: c.walks, root: system.Root, idle: idle}
 	c.batches = newRegistry(system, c.batchWorld.load)
 	c.batchWorld.batches = c.batches
 	c.nodeWorld = &nodeWorld{cfg: cfg, store: deps.Store, clock: deps.Clock, events: deps.Events, log: deps.Logger,
-		root: system.Root, addr: c.addr, jobs: c.jobs, adoptions: c.adoptions, tasks: c.tasks, nodes: c.nodes, urls: deps.NodeURLs}
+		root: system.Root, addr: c.addr, jobs: c.jobs, adoptions: c.adoptions, tasks: c.tasks, nodes: c.nodes, urls: deps.NodeURLs,
+		uploads: deps.Uploads}
 	return c
 }
 
@@ -267,7 +303,7 @@ func (c *Coordinator) Start() error {
 			root: root, outbound: c.deps.Outbound, secrets: c.secrets, body: c.deps.WebhookBody})
 	}))
 	c.addr.templates = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return newTemplateProcessor(templateWorld{cfg: c.cfg, store: store, blobs: c.deps.Blobs, inspector: c.deps.Inspector,
+		return newTemplateProcessor(templateWorld{cfg: c.cfg, store: store, objects: c.deps.Objects, inspector: c.deps.Inspector,
 			clock: c.deps.Clock, ids: c.deps.IDs, events: c.deps.Events, log: c.log, root: root, outbound: c.deps.Outbound})
 	}))
 	// The queue comes back from the live-jobs index alone; only pending parents and interrupted

@@ -58,6 +58,7 @@ type jobWorld struct {
 	walks     *cancelWalks
 	adoptions *adoptionBook
 	secrets   *secretReader
+	outputs   *outputStore
 	idle      idleRule
 	// cleanRestart is true when the previous process shut down gracefully: renders it
 	// interrupted do not count as failed attempts.
@@ -114,6 +115,8 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *writeDone:
 		a.finishWrite(ctx, msg)
+	case *outputConfirmed:
+		a.onOutputConfirmed(ctx, msg)
 	case *mail:
 		msg.received()
 		if !a.held.hold(msg.msg, ctx.Sender()) {
@@ -376,6 +379,39 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 	if !a.current(d.attempt, "done", d.node, d.settle) {
 		return
 	}
+	if d.output != nil || (a.w.outputs.uploads != nil && a.job.OutputInFarm()) {
+		a.confirmOutput(ctx, d)
+		return
+	}
+	a.finish(ctx, d)
+}
+
+// confirmOutput checks, off the actor, that a node's upload to the farm's bucket is there whole
+// (completing a multipart upload first) before the job finishes on it: no job is finished
+// without its output. Messages wait meanwhile.
+func (a *jobActor) confirmOutput(ctx actor.Context, d *renderDone) {
+	a.held.busy = true
+	self, root, key, outputs := ctx.Self(), a.w.root, a.job.OutputKey(), a.w.outputs
+	go func() { root.Send(self, &outputConfirmed{done: d, err: outputs.confirm(key, d.output)}) }()
+}
+
+func (a *jobActor) onOutputConfirmed(ctx actor.Context, m *outputConfirmed) {
+	a.held.busy = false
+	d := m.done
+	if m.err != nil {
+		a.onFailed(ctx, &renderFailed{attempt: d.attempt, node: d.node, retryable: true, countless: true, farm: true,
+			err: "the output is not in the object store: " + m.err.Error(), log: d.log, logAt: d.logAt, settle: d.settle})
+	} else {
+		a.finish(ctx, d)
+	}
+	if !a.held.busy {
+		a.held.release(func(msg any, sender *actor.PID) { a.handle(ctx, msg, sender) })
+	}
+	a.restartIdle(ctx)
+}
+
+// finish records the render of the attempt now rendering as the job's output.
+func (a *jobActor) finish(ctx actor.Context, d *renderDone) {
 	now := a.w.clock.Now()
 	log := append(slices.Clip(d.log), fmt.Sprintf("finished on node %s in %s", d.node, d.duration.Round(time.Millisecond)))
 	a.transitionLogged(ctx, EventRenderFinished, func(next *persistence.Job) {
@@ -409,15 +445,28 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 	}
 	log := append(slices.Clip(f.log), fmt.Sprintf("attempt %d on node %s ended: %s", f.attempt, f.node, f.err))
 	if f.retryable && len(failures) < a.w.cfg.MaxAttempts {
+		requeued := "queued again"
+		if f.farm {
+			requeued = fmt.Sprintf("the farm's storage failed the attempt, which does not count: queued again in %s", a.w.cfg.StorageRetry)
+		}
 		a.transitionLogged(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
 			next.Progress = 0
-		}, append(log, "queued again"), f.logAt, func(err error) {
-			if err == nil {
-				a.w.settled(f.settle, a.job.ID, f.attempt)
-				a.w.events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
-				a.enqueue(ctx)
+		}, append(log, requeued), f.logAt, func(err error) {
+			if err != nil {
+				return
 			}
+			a.w.settled(f.settle, a.job.ID, f.attempt)
+			a.w.events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
+			if !f.farm {
+				a.enqueue(ctx)
+				return
+			}
+			// The storage may answer again by then; a job withdrawn meanwhile declines its offer.
+			entry, root, scheduler := a.job.QueueEntry(), a.w.root, a.w.addr.scheduler
+			a.w.clock.AfterFunc(a.w.cfg.StorageRetry, func() {
+				root.Send(scheduler, &jobsQueued{entries: []persistence.QueueEntry{entry}})
+			})
 		})
 		return
 	}

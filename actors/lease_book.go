@@ -132,6 +132,13 @@ type (
 		what   string
 		waited time.Duration
 	}
+	// uploadAsked: the node asks where to put an attempt's output in the farm's bucket; the
+	// answer goes to the message's sender.
+	uploadAsked struct {
+		job     ulid.ULID
+		attempt int
+		req     *protocol.UploadRequest
+	}
 )
 
 func (reply) isEffect()       {}
@@ -142,6 +149,7 @@ func (stateSet) isEffect()    {}
 func (holdChanged) isEffect() {}
 func (logged) isEffect()      {}
 func (counted) isEffect()     {}
+func (uploadAsked) isEffect() {}
 
 // Metrics the book counts.
 const (
@@ -253,10 +261,21 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 		}
 		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent}})
 	case *protocol.Done:
-		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}, "", now)
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration,
+			output: m.Output, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}, "", now)
+	case *protocol.UploadRequest:
+		jobID := parseJobID(m.JobID)
+		if r := b.held[jobID]; r == nil || r.attempt != m.Attempt {
+			out.add(reply{&protocol.UploadPlan{Error: "the node does not hold this attempt"}})
+			break
+		}
+		out.add(uploadAsked{job: jobID, attempt: m.Attempt, req: m})
 	case *protocol.Failed:
-		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable, log: m.Log,
-			logAt: logTimes(m.Log, m.LogAt), countless: m.NotStarted}
+		// The farm's own storage out of reach says nothing of the job either: its attempt does
+		// not count, and it waits a while before it runs again.
+		farm := m.Fault == protocol.FaultFarm
+		failed := &renderFailed{attempt: m.Attempt, node: b.hello.NodeID, err: m.Error, retryable: m.Retryable || farm, log: m.Log,
+			logAt: logTimes(m.Log, m.LogAt), countless: m.NotStarted || farm, farm: farm}
 		nodeFault := ""
 		if !m.NotStarted && m.Fault == protocol.FaultNode {
 			nodeFault = m.Error // the job's own input, or the farm's storage, says nothing of the node

@@ -288,12 +288,12 @@ func TestLeaseBook(t *testing.T) {
 			{event: give("J4", 1), want: []string{"job J4 failed/1: the render node is quarantined [retry] [uncounted]", "free J4"}},
 			{event: command(false), want: []string{`hold ""`, "state quarantined->ready"}, state: NodeReady},
 		}},
-		{name: "failures of a job's own input or of the farm's storage never count toward a quarantine", steps: []step{
+		{name: "failures of a job's own input or of the farm's storage never count toward a quarantine; the farm's cost the job no attempt", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
 			{event: give("J1", 1)},
 			{event: failedBy("s1", "J1", 1, protocol.FaultJob), want: []string{"job J1 failed/1: bad input (settle)", "free J1", "count render-failed"}},
 			{event: give("J2", 1)},
-			{event: failedBy("s1", "J2", 1, protocol.FaultFarm), want: []string{"job J2 failed/1: bad input (settle)", "free J2", "count render-failed"}},
+			{event: failedBy("s1", "J2", 1, protocol.FaultFarm), want: []string{"job J2 failed/1: bad input [retry] [uncounted] (settle)", "free J2"}},
 			{event: give("J3", 1)},
 			{event: failedBy("s1", "J3", 1, protocol.FaultJob), want: []string{"job J3 failed/1: bad input (settle)", "free J3", "count render-failed"}},
 			{event: give("J4", 1)},

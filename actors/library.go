@@ -2,7 +2,7 @@ package actors
 
 import (
 	"bytes"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -22,24 +22,22 @@ func (c *Coordinator) AddFont(teamID ulid.ULID, family, fileName string, data []
 	f := &persistence.Font{ID: c.deps.IDs.New(now), TeamID: teamID, FamilyName: family, FileName: fileName, CreatedAt: now}
 	key := persistence.FontKey(teamID, f.ID)
 	var err error
-	if f.File, err = c.deps.Blobs.Put(key, bytes.NewReader(data), int64(len(data))); err != nil {
-		return nil, err
+	if f.File, err = c.deps.Objects.Put(key, bytes.NewReader(data), int64(len(data))); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrObjectStore, err)
 	}
 	if err := c.deps.Store.Apply(&persistence.CreateFont{Font: f}); err != nil {
-		c.removeObject(key)
+		c.forgetObject(key)
 		return nil, err
 	}
 	return f, nil
 }
 
-// DeleteFont removes a font from the team's library, with its file, and returns it.
+// DeleteFont removes a font from the team's library and returns it; the same write queues its
+// file for deletion.
 func (c *Coordinator) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error) {
 	deleted := &persistence.DeleteFont{TeamID: teamID, FontID: fontID}
-	if err := c.deps.Store.Apply(deleted); err != nil {
-		return nil, err
-	}
-	c.removeObject(deleted.Deleted.File.Key)
-	return deleted.Deleted, nil
+	err := c.deps.Store.Apply(deleted)
+	return deleted.Deleted, err
 }
 
 // AddSecret seals a secret's value, bound to its team and name, and stores it. ErrConflict: the
@@ -93,10 +91,9 @@ func (c *Coordinator) RevokeToken(tokenID string) (*persistence.Token, error) {
 	return revoke.Revoked, nil
 }
 
-// removeObject deletes an object nothing refers to any more; a failure is logged (the object is
-// left behind, harmless).
-func (c *Coordinator) removeObject(key string) {
-	if err := c.deps.Blobs.Delete(key); err != nil && !errors.Is(err, persistence.ErrNotFound) {
-		c.log.Warn("cannot remove an object nothing refers to", "key", key, "err", err)
+// forgetObject queues an object nothing refers to for deletion.
+func (c *Coordinator) forgetObject(key string) {
+	if err := c.deps.Store.Apply(&persistence.ForgetObjects{Keys: []string{key}}); err != nil {
+		c.log.Warn("cannot queue an unused object for deletion", "key", key, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/persistence"
 )
 
@@ -26,7 +27,10 @@ type (
 		attempt  int
 		node     string
 		duration time.Duration
-		log      []string
+		// output is what the node uploaded to the farm's bucket (nil: to the coordinator, or
+		// the job's own bucket).
+		output *protocol.OutputReport
+		log    []string
 		// logAt holds when each log line was written on the node (empty: not known).
 		logAt []time.Time
 		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
@@ -39,10 +43,13 @@ type (
 		retryable bool
 		log       []string
 		logAt     []time.Time
-		// countless: the attempt never began (refused) or was interrupted by a clean coordinator
-		// restart; either says nothing about the job, so it does not count towards
-		// Config.MaxAttempts.
+		// countless: the attempt never began (refused), was interrupted by a clean coordinator
+		// restart, or the farm's storage failed it; none says anything about the job, so it
+		// does not count towards Config.MaxAttempts.
 		countless bool
+		// farm: the farm's own storage failed it; the job waits Config.StorageRetry before it
+		// is queued again.
+		farm bool
 		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
 		settle *actor.PID
 	}
@@ -66,6 +73,11 @@ type (
 	relativeFailed struct{ reason string }
 	// adoptionExpired: no node reclaimed the attempt the coordinator's restart interrupted.
 	adoptionExpired struct{ attempt int }
+	// outputConfirmed: the check that a node's upload is in the farm's bucket ended.
+	outputConfirmed struct {
+		done *renderDone
+		err  error
+	}
 	// writeDone carries the result of a persisted change back into the actor.
 	writeDone struct {
 		err  error

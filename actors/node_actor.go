@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -86,8 +87,10 @@ type nodeWorld struct {
 	adoptions *adoptionBook
 	tasks     *taskBuilder
 	nodes     *nodeDirectory
-	// urls sign the coordinator's own file URLs, whose base is told to nodes in the welcome.
+	// urls sign the URLs of the farm's files, whose base is told to nodes in the welcome.
 	urls URLSigner
+	// uploads plans nodes' uploads of outputs to the farm's bucket (nil: they go to urls).
+	uploads OutputUploads
 }
 
 func newNodeActor(w *nodeWorld, hello *protocol.Hello) *nodeActor {
@@ -203,11 +206,58 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 			n.log.Log(context.Background(), e.level, e.msg, e.args...)
 		case counted:
 			n.count(e)
+		case uploadAsked:
+			n.planUpload(sender, e)
 		}
 	}
 	if then != nil {
 		then()
 	}
+}
+
+// planUpload answers a node asking where to put an attempt's output in the farm's bucket: the
+// plan is made (a multipart upload begun, URLs presigned) in a goroutine of its own, so the
+// actor never waits on the bucket.
+func (n *nodeActor) planUpload(sender *actor.PID, e uploadAsked) {
+	refuse := func(why string) {
+		if sender != nil {
+			n.w.root.Send(sender, protocol.Wrap(&protocol.UploadPlan{Error: why}))
+		}
+	}
+	if n.w.uploads == nil {
+		refuse("this farm keeps outputs on the coordinator: PUT them to the assignment's URL")
+		return
+	}
+	key, ok := persistence.AttemptOutputKey(e.job.String(), strconv.Itoa(e.attempt), e.req.Name)
+	partSize := n.w.uploads.PartSize()
+	parts := max(1, (e.req.Size+partSize-1)/partSize)
+	switch {
+	case !ok:
+		refuse(fmt.Sprintf("%q is not an output name", e.req.Name))
+		return
+	case e.req.Size < 0 || e.req.Size > n.w.cfg.MaxOutputBytes:
+		refuse(fmt.Sprintf("the output is %d bytes, not between 0 and the %d allowed", e.req.Size, n.w.cfg.MaxOutputBytes))
+		return
+	case int64(len(e.req.PartMD5)) != parts:
+		refuse(fmt.Sprintf("an output of %d bytes has %d parts of %d bytes, not %d", e.req.Size, parts, partSize, len(e.req.PartMD5)))
+		return
+	}
+	expires := n.w.clock.Now().Add(n.w.cfg.NodeURLTTL)
+	go func() {
+		plan, err := n.w.uploads.PlanUpload(context.Background(), key, e.req.PartMD5, expires)
+		if err != nil {
+			n.log.Warn("cannot plan an output's upload to the object store", "job", e.job.String(), "attempt", e.attempt, "err", err)
+			refuse("the object store cannot take the output now: " + err.Error())
+			return
+		}
+		answer := &protocol.UploadPlan{UploadID: plan.UploadID}
+		for _, p := range plan.Parts {
+			answer.Parts = append(answer.Parts, protocol.PartTarget{URL: p.URL, Header: p.Header})
+		}
+		if sender != nil {
+			n.w.root.Send(sender, protocol.Wrap(answer))
+		}
+	}()
 }
 
 // tellWhenDurable asks the job to tell pid once its outcome of the result is durable.

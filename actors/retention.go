@@ -10,12 +10,12 @@ import (
 )
 
 // Retention removes finished, failed and cancelled jobs that ended more than Keep ago, with
-// their descendants, logs, emptied batches and outputs in the embedded object store (outputs
-// uploaded to a client's own bucket are never touched). It works in small steps, each one
-// group-committed write of at most StepJobs jobs, so intake never waits behind it.
+// their descendants, logs and emptied batches; the same write queues their outputs in the
+// farm's object store for the Deleter (outputs uploaded to a client's own bucket are never
+// touched). It works in small steps, each one group-committed write of at most StepJobs jobs,
+// so intake never waits behind it.
 type Retention struct {
 	Store  Store
-	Blobs  Blobs
 	Clock  clock.Clock
 	Events *Events
 	Log    *slog.Logger
@@ -57,11 +57,6 @@ func (r *Retention) Sweep(ctx context.Context) (int, error) {
 			return removed, err
 		}
 		res := command.Removal
-		for _, j := range res.Jobs {
-			if err := r.Blobs.DeletePrefix(j.OutputFolder()); err != nil {
-				r.Log.Warn("cannot delete the output of a removed job", "job", j.ID.String(), "err", err)
-			}
-		}
 		if len(res.Jobs) > 0 || res.Batches > 0 {
 			r.Events.JobsRemoved.Publish(JobsRemoved{Jobs: res.Jobs, Batches: res.Batches})
 		}

@@ -3,7 +3,6 @@ package actors_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
 )
 
 type removals struct {
@@ -52,7 +52,7 @@ func TestRetentionRemovesExpiredJobsWithTheirOutputs(t *testing.T) {
 		}
 		f.obs.reached(t, j.ID, persistence.JobFinished)
 		j = f.job(j.ID)
-		if _, err := f.deps.Blobs.Put(j.OutputKey(), strings.NewReader("frames"), 100); err != nil {
+		if _, err := f.deps.Objects.Put(j.OutputKey(), strings.NewReader("frames"), 100); err != nil {
 			t.Fatal(err)
 		}
 		return j
@@ -66,7 +66,7 @@ func TestRetentionRemovesExpiredJobsWithTheirOutputs(t *testing.T) {
 	seen := &removals{}
 	// Thirty days and half a minute after the first job ended: only it is past the cutoff.
 	later := clock.NewFake(expired.FinishedAt.Add(30*24*time.Hour + 30*time.Second))
-	r := &actors.Retention{Store: f.deps.Store, Blobs: f.deps.Blobs, Clock: later, Events: watching(seen),
+	r := &actors.Retention{Store: f.deps.Store, Clock: later, Events: watching(seen),
 		Log: slog.New(slog.DiscardHandler), Keep: 30 * 24 * time.Hour, Every: time.Hour}
 	removed, err := r.Sweep(context.Background())
 	if err != nil || removed != 1 || seen.jobs != 1 {
@@ -81,14 +81,18 @@ func TestRetentionRemovesExpiredJobsWithTheirOutputs(t *testing.T) {
 	if _, err := f.store.Job(queued); err != nil {
 		t.Errorf("the queued job: %v", err)
 	}
+	// The removal queued the expired job's outputs; the deleter deletes them.
+	deleter := &actors.Deleter{Store: f.store, Objects: f.deps.Objects.(*blobs.Store), Clock: later, Log: slog.New(slog.DiscardHandler)}
+	if deleted, err := deleter.Pass(); deleted != 1 || err != nil {
+		t.Fatalf("the deleter deleted %d, %v; want the expired job's output folder", deleted, err)
+	}
 	for job, want := range map[*persistence.Job]bool{expired: false, kept: true} {
-		path, err := f.deps.Blobs.Path(job.OutputKey())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := os.Stat(path); (err == nil) != want {
+		if _, err := f.deps.Objects.Head(job.OutputKey()); (err == nil) != want {
 			t.Errorf("output of job %s kept %v, want %v", job.ID, err == nil, want)
 		}
+	}
+	if deleted, err := deleter.Pass(); deleted != 0 || err != nil {
+		t.Fatalf("a second pass deleted %d, %v", deleted, err)
 	}
 	if removed, err := r.Sweep(context.Background()); removed != 0 || err != nil {
 		t.Fatalf("a second sweep removed %d, %v", removed, err)

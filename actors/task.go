@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,16 @@ type taskBuilder struct {
 	}
 	secrets *secretReader
 	urls    URLSigner
+	// uploads, when set, has nodes put outputs in the farm's bucket themselves.
+	uploads OutputUploads
+	// own recognizes the farm's own file URLs, as handed to clients.
+	own OwnURLs
+}
+
+// OwnURLs recognizes the URLs of the farm's files it hands to clients (blobs.Signer).
+type OwnURLs interface {
+	// Key is the object key of such a URL that allows a GET now; ok is false for any other.
+	Key(rawURL string, now time.Time) (key string, ok bool)
 }
 
 // build turns a job into what a node needs: signed URLs for the template, fonts and child
@@ -119,7 +130,7 @@ func (c *taskBuilder) asset(team persistence.TeamReads, a renderer.Asset,
 		a.Value = json.RawMessage(v)
 	}
 	if a.Type != renderer.AssetJob {
-		return protocol.Asset{Asset: a}, nil
+		return c.farmFile(team, a, expires), nil
 	}
 	childID, err := ulid.ParseStrict(a.JobID)
 	if err != nil {
@@ -144,10 +155,38 @@ func (c *taskBuilder) asset(team persistence.TeamReads, a renderer.Asset,
 	return protocol.Asset{Asset: a, Internal: true}, nil
 }
 
-// taskOutput says where the output goes: the job's own S3 bucket, or the coordinator's store.
+// farmFile fetches an asset whose src is one of the farm's own file URLs (an earlier job's
+// outputUrl, joined into a video) from the farm, as the node fetches the template: a bucket's
+// files are not behind those URLs but behind a redirect a node does not follow. An output link
+// of the team names whichever attempt of that job is current.
+func (c *taskBuilder) farmFile(team persistence.TeamReads, a renderer.Asset, expires time.Time) protocol.Asset {
+	if c.own == nil {
+		return protocol.Asset{Asset: a}
+	}
+	key, ok := c.own.Key(a.Src, c.clock.Now())
+	if !ok {
+		return protocol.Asset{Asset: a}
+	}
+	if jobID, name, link := persistence.ParseOutputLink(key); link {
+		j, err := team.Job(jobID)
+		if err != nil || j.OutputName != name {
+			return protocol.Asset{Asset: a} // another team's, or gone: as any URL
+		}
+		key = j.OutputKey()
+	}
+	a.Src = c.urls.URL(http.MethodGet, key, expires)
+	return protocol.Asset{Asset: a, Internal: true}
+}
+
+// output says where the output goes: the job's own S3 bucket, or the coordinator's store.
 func (c *taskBuilder) output(job *persistence.Job, task *protocol.Task, expand func(string) (string, error), expires time.Time) error {
 	up := job.Spec.Upload
-	if up == nil || up.Params == nil {
+	switch {
+	case !job.OutputInFarm():
+	case c.uploads != nil:
+		task.Output.PartSize = c.uploads.PartSize()
+		return nil
+	default:
 		task.Output.PutURL = c.urls.URL(http.MethodPut, job.OutputKey(), expires)
 		return nil
 	}
@@ -218,4 +257,54 @@ func (r *secretReader) forJob(job *persistence.Job) *secrets.Revealed {
 		r.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
 	}
 	return revealed
+}
+
+// outputStore checks that what a node uploaded to the farm's bucket is there.
+type outputStore struct {
+	objects interface {
+		Head(key string) (int64, error)
+	}
+	uploads OutputUploads
+	clock   clock.Clock
+}
+
+// confirmTries is how often confirm asks the store, the waits doubling from a second.
+const confirmTries = 3
+
+// confirm completes a multipart upload, when there is one, and checks that the object at key
+// holds as many bytes as the node sent.
+func (o *outputStore) confirm(key string, report *protocol.OutputReport) error {
+	var err error
+	wait := time.Second
+	for try := 1; try <= confirmTries; try++ {
+		if err = o.confirmOnce(key, report); err == nil {
+			return nil
+		}
+		if try < confirmTries {
+			clock.Sleep(context.Background(), o.clock, wait)
+			wait *= 2
+		}
+	}
+	return err
+}
+
+func (o *outputStore) confirmOnce(key string, report *protocol.OutputReport) error {
+	var completing error
+	if report != nil && report.UploadID != "" {
+		if o.uploads == nil {
+			return errors.New("the node uploaded parts, but this farm keeps outputs on the coordinator")
+		}
+		// Completed by an earlier try, a second completion fails: the object then tells.
+		completing = o.uploads.CompleteUpload(context.Background(), key, report.UploadID, report.ETags)
+	}
+	size, err := o.objects.Head(key)
+	switch {
+	case err != nil && completing != nil:
+		return completing
+	case err != nil:
+		return err
+	case report != nil && size != report.Size:
+		return fmt.Errorf("it holds %d bytes, the node sent %d", size, report.Size)
+	}
+	return nil
 }

@@ -85,7 +85,7 @@ type templateWorld struct {
 		TemplateUsage(teamID, except ulid.ULID) (persistence.TemplateUsage, error)
 		ApplyAsync(c persistence.Command, done func(error))
 	}
-	blobs     Blobs
+	objects   Objects
 	inspector renderer.Inspector
 	clock     clock.Clock
 	ids       IDs
@@ -207,10 +207,7 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 	case *templateDelete:
 		p.write(ctx, &persistence.DeleteTemplate{TeamID: m.teamID, TemplateID: m.id}, func(err error) {
 			if err == nil {
-				p.forget(m.id)
-				if rmErr := p.w.blobs.DeletePrefix(persistence.TemplateFolder(m.id)); rmErr != nil {
-					p.w.log.Warn("cannot remove a deleted template's files", "template", m.id.String(), "err", rmErr)
-				}
+				p.forget(m.id) // its files are queued for deletion by the same write
 			}
 			reply(nil, err)
 		})
@@ -271,9 +268,7 @@ func (p *templateProcessor) transition(ctx actor.Context, teamID, id ulid.ULID, 
 
 func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID, event func(*persistence.Template) (TemplateEvent, error),
 	file persistence.StoredFile, then func(*persistence.Template, error)) {
-	var previous *persistence.StoredFile
 	p.transition(ctx, teamID, id, event, func(tpl *persistence.Template) {
-		previous = tpl.File
 		tpl.ReplacementOpen = false
 		tpl.File = &file
 		tpl.Inspection = nil
@@ -283,19 +278,19 @@ func (p *templateProcessor) fileArrived(ctx actor.Context, teamID, id ulid.ULID,
 			// The file is not referenced by any template: do not keep it.
 			p.removeFile(file.Key)
 		} else {
-			p.startInspection(ctx, tpl)
-			if previous != nil && previous.Key != file.Key {
-				p.removeFile(previous.Key)
-			}
+			p.startInspection(ctx, tpl) // the file it replaced is queued for deletion by the write
 		}
 		then(tpl, err)
 	})
 }
 
+// removeFile queues a file no template refers to for deletion.
 func (p *templateProcessor) removeFile(key string) {
-	if err := p.w.blobs.Delete(key); err != nil {
-		p.w.log.Warn("cannot remove a template file", "key", key, "err", err)
-	}
+	p.w.store.ApplyAsync(&persistence.ForgetObjects{Keys: []string{key}}, func(err error) {
+		if err != nil {
+			p.w.log.Warn("cannot queue an unused template file for deletion", "key", key, "err", err)
+		}
+	})
 }
 
 func (p *templateProcessor) nextGeneration(id ulid.ULID) (context.Context, int) {
@@ -360,7 +355,7 @@ func (p *templateProcessor) fetch(ctx context.Context, id ulid.ULID, src string)
 	if resp.ContentLength > p.w.cfg.TemplateMaxBytes {
 		return persistence.StoredFile{}, fmt.Errorf("src is %d bytes, more than the %d allowed", resp.ContentLength, p.w.cfg.TemplateMaxBytes)
 	}
-	file, err := p.w.blobs.Put(persistence.TemplateFileKey(id, p.w.ids.New(p.w.clock.Now())), resp.Body, p.w.cfg.TemplateMaxBytes)
+	file, err := p.w.objects.Put(persistence.TemplateFileKey(id, p.w.ids.New(p.w.clock.Now())), resp.Body, p.w.cfg.TemplateMaxBytes)
 	if errors.Is(err, blobs.ErrTooLarge) {
 		return file, fmt.Errorf("src is more than the %d bytes allowed", p.w.cfg.TemplateMaxBytes)
 	}
@@ -434,10 +429,11 @@ func (p *templateProcessor) startInspection(ctx actor.Context, tpl *persistence.
 
 // inspect checks that the file is what the template says it is, then reads it.
 func (p *templateProcessor) inspect(ctx context.Context, templateType, key string) (*renderer.Inspection, error) {
-	path, err := p.w.blobs.Path(key)
+	path, release, err := p.w.objects.Local(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: the template file cannot be read: %w", ErrObjectStore, err)
 	}
+	defer release()
 	format, err := inspect.Sniff(path)
 	if err != nil {
 		return nil, err

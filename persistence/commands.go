@@ -116,6 +116,15 @@ type (
 		TokenID string `json:"tokenId"`
 		Revoked *Token `json:"-"`
 	}
+	// ForgetObjects queues objects nothing refers to for deletion (keys ending in "/" are
+	// folders); the object store deletes them in the background, retrying until it succeeds.
+	ForgetObjects struct {
+		Keys []string `json:"keys"`
+	}
+	// ObjectsDeleted takes objects the object store deleted off the queue.
+	ObjectsDeleted struct {
+		Keys []string `json:"keys"`
+	}
 	// ForgetAnswers removes the kept answers older than Before among up to Max after the key
 	// After; Next is where the next step starts (nil at the end), Forgotten how many went.
 	ForgetAnswers struct {
@@ -149,6 +158,8 @@ func (*DeleteSecret) command()   {}
 func (*IssueToken) command()     {}
 func (*RevokeToken) command()    {}
 func (*RemoveExpired) command()  {}
+func (*ForgetObjects) command()  {}
+func (*ObjectsDeleted) command() {}
 func (*ForgetAnswers) command()  {}
 
 // prepare encodes what the command's jobs write.
@@ -230,7 +241,7 @@ func (t *txn) apply(c Command) error {
 	case *SetMeta:
 		return t.bucket(bucketMeta).Put([]byte(c.Name), []byte(c.Value))
 	case *PutTemplate:
-		return t.putJSON(bucketTemplates, key(id(c.Template.TeamID), id(c.Template.ID)), c.Template)
+		return t.putTemplate(c.Template)
 	case *DeleteTemplate:
 		return t.deleteTemplate(c.TeamID, c.TemplateID)
 	case *CreateFont:
@@ -263,6 +274,15 @@ func (t *txn) apply(c Command) error {
 		r, err := t.removeExpired(c.Cutoff, c.After, c.Max)
 		c.Removal = r
 		return err
+	case *ForgetObjects:
+		return t.forgetObjects(c.Keys...)
+	case *ObjectsDeleted:
+		for _, k := range c.Keys {
+			if err := t.bucket(bucketObjectDeletes).Delete([]byte(k)); err != nil {
+				return err
+			}
+		}
+		return nil
 	case *ForgetAnswers:
 		next, n, err := t.forgetAnswers(c.Before, c.After, c.Max)
 		c.Next, c.Forgotten = next, n
@@ -277,7 +297,7 @@ var commandKinds = map[string]reflect.Type{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}} {
+		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 }

@@ -63,6 +63,9 @@ var (
 	bucketOutbox  = []byte("outbox")  // delivery id -> Delivery
 	bucketMeta    = []byte("meta")    // name -> value: facts about the store itself
 	bucketAnswers = []byte("answers") // team + sha256(idempotency key) -> Answer
+	// bucketObjectDeletes holds the objects nothing refers to any more until the object store
+	// deleted them: key (a folder when it ends in "/") -> nothing.
+	bucketObjectDeletes = []byte("object_deletes")
 )
 
 // ownPriorityMark is the creation index's value for a job with a priority of its own.
@@ -74,7 +77,7 @@ var allBuckets = [][]byte{
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
 	bucketPriorityCounts, bucketBatches,
-	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers,
+	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes,
 }
 
 func createBuckets(tx *bolt.Tx) error {

@@ -91,6 +91,9 @@ func (t *txn) deleteTemplate(teamID, templateID ulid.ULID) error {
 	if t.TemplateInUse(templateID) {
 		return ErrConflict
 	}
+	if err := t.forgetObjects(folder(TemplateFolder(templateID))); err != nil {
+		return err
+	}
 	return t.bucket(bucketTemplates).Delete(key(id(teamID), id(templateID)))
 }
 
@@ -151,6 +154,9 @@ func (t *txn) deleteFont(teamID, fontID ulid.ULID) (*Font, error) {
 		return nil, err
 	}
 	if err := t.bucket(bucketFontNames).Delete(key(id(teamID), []byte(f.FileName))); err != nil {
+		return nil, err
+	}
+	if err := t.forgetObjects(f.File.Key); err != nil {
 		return nil, err
 	}
 	return f, t.bucket(bucketFonts).Delete(key(id(teamID), id(fontID)))

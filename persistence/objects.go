@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"errors"
 	"net/url"
 	"path"
 	"strconv"
@@ -17,6 +18,9 @@ import (
 //	outputs/JOB/ATTEMPT/NAME             the output of one attempt of a job
 //	outputs/JOB/NAME                     the link clients are given: the current attempt's output
 //	uploads/templates/TEAM/TEMPLATE/W    what a template's upload URL signs (not an object)
+
+// ErrTooLarge is returned by an object store when a stored stream exceeds its size limit.
+var ErrTooLarge = errors.New("file exceeds its size limit")
 
 // TemplateFileKey is where one file uploaded or downloaded for a template is stored.
 func TemplateFileKey(templateID, fileID ulid.ULID) string {
@@ -37,6 +41,10 @@ func FontKey(teamID, fontID ulid.ULID) string {
 func (j *Job) OutputKey() string {
 	return j.OutputFolder() + "/" + strconv.Itoa(j.Attempts) + "/" + j.OutputName
 }
+
+// OutputInFarm reports whether the job's output is kept in the farm's object store (not the
+// job's own bucket).
+func (j *Job) OutputInFarm() bool { return j.Spec.Upload == nil || j.Spec.Upload.Params == nil }
 
 // OutputFolder holds every attempt's output of the job.
 func (j *Job) OutputFolder() string { return "outputs/" + j.ID.String() }

@@ -72,6 +72,9 @@ func (t *txn) removeExpired(cutoff time.Time, after []byte, max int) (Removal, e
 			if err != nil {
 				return out, err
 			}
+			if err := t.forgetObjects(outputFolderToForget(j)); err != nil {
+				return out, err
+			}
 			if removedBatch {
 				out.Batches++
 			}

@@ -4,6 +4,7 @@
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -20,6 +21,22 @@ type Clock interface {
 type Timer interface {
 	// Stop prevents the call if it has not started; it reports whether it did.
 	Stop() bool
+}
+
+// Sleep waits d on clk, or until ctx ends (false).
+func Sleep(ctx context.Context, clk Clock, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	woken := make(chan struct{})
+	timer := clk.AfterFunc(d, func() { close(woken) })
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		return false
+	case <-woken:
+		return true
+	}
 }
 
 // Real is the wall clock.

@@ -150,7 +150,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	ctx, shutdown := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
-		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout},
+		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout, clock: clk},
 		incarnation: incarnation,
 		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1),
 		book: newLinkBook(base, cfg.ClusterKey), running: make(map[attemptKey]*attemptRun),
@@ -393,6 +393,49 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 	}
 }
 
+// askUploadPlan asks the coordinator that welcomed the node where to put an output in the
+// farm's bucket.
+func (a *Agent) askUploadPlan(ctx context.Context, req *protocol.UploadRequest) (*protocol.UploadPlan, error) {
+	a.mu.Lock()
+	coordinator, system := a.coordinator, a.system
+	a.book.stamp(req)
+	base := a.book.internalURL
+	a.mu.Unlock()
+	if coordinator == nil {
+		return nil, errors.New("the coordinator is out of reach")
+	}
+	res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(req), uploadPlanPatience).Result()
+	if err != nil {
+		return nil, fmt.Errorf("the coordinator did not answer: %w", err)
+	}
+	env, ok := res.(*protocol.Envelope)
+	if !ok {
+		return nil, fmt.Errorf("the coordinator answered a %T", res)
+	}
+	msg, err := protocol.Open(env)
+	if err != nil {
+		return nil, err
+	}
+	plan, ok := msg.(*protocol.UploadPlan)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("the coordinator answered a %s, not an upload plan", env.GetKind())
+	case plan.Error != "":
+		return nil, errors.New(plan.Error)
+	case len(plan.Parts) != len(req.PartMD5):
+		return nil, fmt.Errorf("the upload plan has %d parts for %d", len(plan.Parts), len(req.PartMD5))
+	}
+	for _, p := range plan.Parts {
+		if base == "" || !strings.HasPrefix(p.URL, base) {
+			return nil, errors.New("the upload plan names a place that is not the farm's object store")
+		}
+	}
+	return plan, nil
+}
+
+// uploadPlanPatience is how long the node waits for an upload plan.
+const uploadPlanPatience = 30 * time.Second
+
 // report sends a message to the coordinator without waiting for an answer.
 func (a *Agent) report(msg any) {
 	a.mu.Lock()
@@ -440,9 +483,14 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 	if err == nil {
 		err = a.render(ctx, cancel, m, r, task, log)
 	}
+	var report *protocol.OutputReport
 	if err == nil {
 		log.Printf("uploading the output (%s)", m.Task.Output.Name)
-		err = a.files.upload(ctx, m.Task.Output, task.OutputPath)
+		if m.Task.Output.PartSize > 0 {
+			report, err = a.files.uploadToBucket(ctx, m, task.OutputPath, a.askUploadPlan, log)
+		} else {
+			err = a.files.upload(ctx, m.Task.Output, task.OutputPath)
+		}
 	}
 	if ctx.Err() != nil && (a.ctx.Err() != nil || errors.Is(context.Cause(ctx), errAbandoned)) {
 		return nil
@@ -462,7 +510,8 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 			Fault: fault, Log: revealed.ScrubAll(lines), LogAt: at}
 	}
 	lines, at := log.Lines()
-	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Log: revealed.ScrubAll(lines), LogAt: at}
+	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Output: report,
+		Log: revealed.ScrubAll(lines), LogAt: at}
 }
 
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and

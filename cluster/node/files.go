@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -37,6 +40,7 @@ type fileMover struct {
 	cacheDir string
 	maxBytes int64
 	timeout  time.Duration
+	clock    clock.Clock
 }
 
 // fetchedTypes are the asset types whose src is a file to download.
@@ -221,6 +225,93 @@ func (f *fileMover) upload(ctx context.Context, out protocol.Output, file string
 		return fmt.Errorf("%w: uploading the output failed: %w", renderer.ErrFarmFault, err)
 	}
 	return nil
+}
+
+// Sending an output to the farm's bucket: a part that fails is sent again, up to partTries
+// times, after waits that start at partWait and double; the parts sent already stay sent.
+const (
+	partTries = 6
+	partWait  = time.Second
+)
+
+// uploadToBucket puts an output in the farm's bucket through the presigned URLs of the plan the
+// coordinator gives for it: in parts of the assignment's part size, each checked by the bucket
+// against its MD5. What it uploaded is reported in the Done; the coordinator completes the
+// upload and checks the object is there before the job is finished.
+func (f *fileMover) uploadToBucket(ctx context.Context, m *protocol.Assign, file string,
+	ask func(context.Context, *protocol.UploadRequest) (*protocol.UploadPlan, error), log *logCapture) (*protocol.OutputReport, error) {
+	body, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the engine left no output: %w", renderer.ErrNodeFault, err)
+	}
+	defer body.Close()
+	info, err := body.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the output cannot be read: %w", renderer.ErrNodeFault, err)
+	}
+	size, partSize := info.Size(), m.Task.Output.PartSize
+	whole := sha256.New()
+	var md5s []string
+	for offset := int64(0); offset < size || len(md5s) == 0; offset += partSize {
+		part := md5.New()
+		if _, err := io.Copy(io.MultiWriter(whole, part), io.NewSectionReader(body, offset, min(partSize, size-offset))); err != nil {
+			return nil, fmt.Errorf("%w: the output cannot be read: %w", renderer.ErrNodeFault, err)
+		}
+		md5s = append(md5s, base64.StdEncoding.EncodeToString(part.Sum(nil)))
+	}
+	report := &protocol.OutputReport{Size: size, SHA256: hex.EncodeToString(whole.Sum(nil))}
+	plan, err := ask(ctx, &protocol.UploadRequest{JobID: m.JobID, Attempt: m.Attempt, Name: m.Task.Output.Name, Size: size,
+		SHA256: report.SHA256, PartMD5: md5s})
+	if err != nil {
+		return nil, fmt.Errorf("%w: no place in the object store for the output: %w", renderer.ErrFarmFault, err)
+	}
+	report.UploadID = plan.UploadID
+	for i, target := range plan.Parts {
+		offset := int64(i) * partSize
+		n := min(partSize, size-offset)
+		wait := partWait
+		for try := 1; ; try++ {
+			etag, err := f.putPart(ctx, target, io.NewSectionReader(body, offset, n), n)
+			if err == nil {
+				report.ETags = append(report.ETags, etag)
+				break
+			}
+			if try == partTries || ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: uploading part %d of %d of the output failed %d times, the last: %w",
+					renderer.ErrFarmFault, i+1, len(plan.Parts), try, err)
+			}
+			log.Printf("part %d of %d of the output did not reach the object store (%v); sending it again in %s", i+1, len(plan.Parts), err, wait)
+			clock.Sleep(ctx, f.clock, wait)
+			wait *= 2
+		}
+	}
+	if len(plan.Parts) == 1 {
+		report.ETags = nil // one part is the object itself
+	}
+	return report, nil
+}
+
+// putPart sends one part to its presigned URL with the headers it was signed with, and returns
+// the ETag the bucket gave it.
+func (f *fileMover) putPart(ctx context.Context, target protocol.PartTarget, body io.Reader, size int64) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target.URL, body)
+	if err != nil {
+		return "", err
+	}
+	req.ContentLength = size
+	for name, value := range target.Header {
+		req.Header.Set(name, value)
+	}
+	resp, err := f.Internal.Do(req)
+	if err != nil {
+		return "", redactURLError(err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("the object store answered %s", resp.Status)
+	}
+	return resp.Header.Get("ETag"), nil
 }
 
 func (f *fileMover) put(ctx context.Context, putURL string, body io.Reader, size int64) error {

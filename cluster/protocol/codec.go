@@ -45,6 +45,8 @@ func init() {
 	register[Abandon]("abandon")
 	register[Drain]("drain")
 	register[Bye]("bye")
+	register[UploadRequest]("upload-request")
+	register[UploadPlan]("upload-plan")
 	register[Ack]("ack")
 	register[Error]("error")
 }

@@ -187,9 +187,53 @@ type Font struct {
 // Output says where the rendered file goes: the coordinator's store (a signed PUT URL) or the
 // job's own S3 bucket.
 type Output struct {
-	Name   string    `json:"name"`
-	PutURL string    `json:"putUrl,omitempty"`
-	S3     *S3Target `json:"s3,omitempty"`
+	Name string `json:"name"`
+	// PutURL is the coordinator's signed URL the output is PUT to (its embedded object store).
+	PutURL string `json:"putUrl,omitempty"`
+	// S3 is the job's own bucket.
+	S3 *S3Target `json:"s3,omitempty"`
+	// PartSize, when set, puts the output in the farm's bucket: once it is made, the node asks
+	// for an UploadPlan, in parts of PartSize bytes, and uploads it there itself.
+	PartSize int64 `json:"partSize,omitempty"`
+}
+
+// UploadRequest asks the coordinator where to put an attempt's output in the farm's bucket: its
+// size, its SHA-256 (hex), and the MD5 (base64) of each part of the output's PartSize bytes.
+// The coordinator answers with an UploadPlan.
+type UploadRequest struct {
+	Sender
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"`
+	// Name is the output's file name, as its assignment gave it.
+	Name    string   `json:"name"`
+	Size    int64    `json:"size"`
+	SHA256  string   `json:"sha256"`
+	PartMD5 []string `json:"partMd5"`
+}
+
+// UploadPlan answers an UploadRequest: a presigned PUT per part, in order, each sent with its
+// headers (the bucket refuses a part whose bytes do not match its MD5). UploadID names the
+// multipart upload ("" for one part). Error, when set, says why there is no plan.
+type UploadPlan struct {
+	UploadID string       `json:"uploadId,omitempty"`
+	Parts    []PartTarget `json:"parts,omitempty"`
+	Error    string       `json:"error,omitempty"`
+}
+
+// PartTarget is the presigned PUT of one part.
+type PartTarget struct {
+	URL    string            `json:"url"`
+	Header map[string]string `json:"header,omitempty"`
+}
+
+// OutputReport tells the coordinator what a node uploaded to the farm's bucket: the output's
+// size and SHA-256, and the ETag of each part of a multipart upload, which the coordinator
+// completes before it checks the object is there.
+type OutputReport struct {
+	Size     int64    `json:"size"`
+	SHA256   string   `json:"sha256"`
+	UploadID string   `json:"uploadId,omitempty"`
+	ETags    []string `json:"etags,omitempty"`
 }
 
 // S3Target is an object in an S3-compatible bucket.
@@ -214,9 +258,11 @@ type Progress struct {
 // Done reports an attempt whose output is stored.
 type Done struct {
 	Sender
-	JobID    string        `json:"jobId"`
-	Attempt  int           `json:"attempt"`
-	Size     int64         `json:"size"`
+	JobID   string `json:"jobId"`
+	Attempt int    `json:"attempt"`
+	Size    int64  `json:"size"`
+	// Output is what was uploaded to the farm's bucket (Output.PartSize set).
+	Output   *OutputReport `json:"output,omitempty"`
 	Duration time.Duration `json:"duration"`
 	Log      []string      `json:"log,omitempty"`
 	// LogAt is when each Log line was written on the node, in Unix milliseconds (nodes before

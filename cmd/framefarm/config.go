@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/remoting"
+	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer/aerender"
 )
 
@@ -31,6 +33,7 @@ type Config struct {
 	RateLimit RateLimitConfig `toml:"ratelimit"`
 	Webhooks  WebhooksConfig  `toml:"webhooks"`
 	Secrets   SecretsConfig   `toml:"secrets"`
+	Objects   ObjectsConfig   `toml:"objects"`
 	Store     StoreConfig     `toml:"store"`
 	Debug     DebugConfig     `toml:"debug"`
 	// Cluster is set when the file has a [cluster] table: the coordinator then takes remote
@@ -249,6 +252,29 @@ type StoreConfig struct {
 	MaxBatch int `toml:"max_batch"`
 }
 
+// ObjectsConfig is the [objects] table: where the farm's files (templates, fonts, outputs) live.
+type ObjectsConfig struct {
+	// Backend is "local" (a folder of the data directory) or "s3" (a bucket).
+	Backend string `toml:"backend"`
+	// SigningKey (base64 of 32 bytes) signs the URLs handed out; empty: a key file in the data
+	// directory.
+	SigningKey string   `toml:"signing_key"`
+	S3         S3Config `toml:"s3"`
+}
+
+// S3Config is the [objects.s3] table: the bucket of backend "s3".
+type S3Config struct {
+	Endpoint        string `toml:"endpoint"`
+	Bucket          string `toml:"bucket"`
+	Region          string `toml:"region"`
+	Prefix          string `toml:"prefix"`
+	PathStyle       bool   `toml:"path_style"`
+	AccessKeyID     string `toml:"access_key_id"`
+	SecretAccessKey string `toml:"secret_access_key"`
+	// PartSize is the size of each part of an upload above it.
+	PartSize int64 `toml:"part_size"`
+}
+
 // DebugConfig is the [debug] table: Listen, when set, serves Go's pprof there (loopback only).
 type DebugConfig struct {
 	Listen string `toml:"listen"`
@@ -293,7 +319,8 @@ func defaultConfig() Config {
 			RetryBackoff: []Duration{dur(time.Second), dur(4 * time.Second), dur(16 * time.Second)},
 			Timeout:      dur(10 * time.Second), Concurrency: 16,
 		},
-		Store: StoreConfig{MaxBatch: 512},
+		Store:   StoreConfig{MaxBatch: 512},
+		Objects: ObjectsConfig{Backend: "local", S3: S3Config{Bucket: "framefarm", Region: "us-east-1", PartSize: 64 << 20}},
 	}
 }
 
@@ -376,6 +403,29 @@ func (c *Config) check() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Metrics.Listen); c.Metrics.Listen != "" && err != nil {
 		errs = append(errs, fmt.Errorf("metrics.listen %q is not HOST:PORT (for example 127.0.0.1:9090)", c.Metrics.Listen))
+	}
+	switch c.Objects.Backend {
+	case "local":
+	case "s3":
+		if c.Objects.S3.Bucket == "" {
+			errs = append(errs, errors.New("objects.s3.bucket is empty"))
+		}
+		if c.Objects.S3.PartSize < 5<<20 {
+			errs = append(errs, errors.New("objects.s3.part_size must be at least 5242880 (5 MiB, the smallest part S3 takes)"))
+		}
+		if (c.Objects.S3.AccessKeyID == "") != (c.Objects.S3.SecretAccessKey == "") {
+			errs = append(errs, errors.New("objects.s3.access_key_id and secret_access_key go together: set both, or neither for the AWS environment and credentials files"))
+		}
+		if u, err := url.Parse(c.Objects.S3.Endpoint); c.Objects.S3.Endpoint != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			errs = append(errs, fmt.Errorf("objects.s3.endpoint %q must be an http:// or https:// URL", c.Objects.S3.Endpoint))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("objects.backend %q must be local or s3", c.Objects.Backend))
+	}
+	if c.Objects.SigningKey != "" {
+		if _, err := secretbox.LoadOrCreateKey(c.Objects.SigningKey, ""); err != nil {
+			errs = append(errs, fmt.Errorf("objects.signing_key: %w (for example: openssl rand -base64 32)", err))
+		}
 	}
 	if c.HTTP.MaxConnsPerIP < 0 || c.Templates.Workers < 1 || c.Templates.MaxInFlightPerTeam < 1 || c.Templates.MaxBytesPerTeam < 1 {
 		errs = append(errs, errors.New("http.max_conns_per_ip must be 0 or more; templates.workers, max_in_flight_per_team and max_bytes_per_team at least 1"))

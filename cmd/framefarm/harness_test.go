@@ -30,6 +30,7 @@ import (
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/actors/signals"
 	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/s3store/s3test"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender/aerendertest"
 )
@@ -47,7 +48,47 @@ func TestMain(m *testing.M) {
 		stop()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(runWithObjects(m))
+}
+
+// envObjects set to s3 runs every coordinator of the suite with its files in a bucket of one
+// SeaweedFS server the suite starts (make test runs the suite once with each backend).
+const envObjects = "FRAMEFARM_TEST_OBJECTS"
+
+// bucket is the suite's SeaweedFS when envObjects is s3.
+var bucket *s3test.Server
+
+func runWithObjects(m *testing.M) int {
+	if os.Getenv(envObjects) != "s3" {
+		return m.Run()
+	}
+	weed := os.Getenv(s3test.EnvWeed)
+	if weed == "" {
+		fmt.Fprintf(os.Stderr, "%s=s3 needs $%s, the SeaweedFS binary make test builds\n", envObjects, s3test.EnvWeed)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "framefarm-bucket-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	if bucket, err = s3test.Launch(weed, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer bucket.Stop()
+	return m.Run()
+}
+
+// bucketConfig is the [objects] table of a coordinator whose files go to the suite's bucket,
+// under a prefix of its own.
+func bucketConfig(prefix string) string {
+	if bucket == nil {
+		return ""
+	}
+	return fmt.Sprintf("\n[objects]\nbackend = \"s3\"\n\n[objects.s3]\nendpoint = %q\nbucket = %q\npath_style = true\naccess_key_id = %q\nsecret_access_key = %q\nprefix = %q\npart_size = %d\n",
+		bucket.Endpoint, bucket.Bucket, bucket.AccessKey, bucket.SecretKey, prefix+"/", 5<<20)
 }
 
 // waitLimit bounds every wait of the end-to-end tests.
@@ -156,6 +197,9 @@ level = %q
 retry_backoff = %s
 timeout = "2s"
 `, adminToken, opts.logLevel, opts.rateLimit, opts.webhookBackoff) + opts.config
+	if !strings.Contains(opts.config, "[objects]") {
+		cfg += bucketConfig(filepath.Base(c.dir))
+	}
 	if opts.cluster {
 		if opts.heartbeat == "" {
 			opts.heartbeat, opts.lease = "200ms", "1500ms"

@@ -93,7 +93,7 @@ type farm struct {
 	p         plugins
 	clock     clock.Clock
 	store     *persistence.Store
-	objects   *blobs.Store
+	objects   *objectStore
 	listener  net.Listener
 	publicURL string
 	metrics   *metrics.Metrics
@@ -131,7 +131,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	if err != nil {
 		return nil, err
 	}
-	urlKey, err := secretbox.LoadOrCreateKey("", filepath.Join(dataDir, "url-signing.key"))
+	urlKey, err := secretbox.LoadOrCreateKey(cfg.Objects.SigningKey, filepath.Join(dataDir, "url-signing.key"))
 	if err != nil {
 		return nil, fmt.Errorf("URL signing key: %w", err)
 	}
@@ -143,7 +143,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		return nil, err
 	}
 	opened = append(opened, f.store)
-	if f.objects, err = blobs.Open(dataDir); err != nil {
+	if err := checkKeys(f.store, urlKey, secretKey); err != nil {
 		return nil, err
 	}
 	if f.listener, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
@@ -182,12 +182,15 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	heartbeat, lease, failureLimit := time.Duration(0), time.Duration(0), 0
 	if cfg.Cluster != nil {
 		nodeURLBase = f.publicURL
-		if u, err := url.Parse(f.publicURL); err == nil && isLoopback(u.Hostname()) {
+		if u, err := url.Parse(f.publicURL); err == nil && isLoopback(u.Hostname()) && cfg.Objects.Backend == "local" {
 			log.Warn("render nodes on other machines fetch and upload files through server.public_url, which is a loopback address: set it to an address they reach",
 				"public_url", f.publicURL)
 		}
 		clusterKey = []byte(cfg.Cluster.Key)
 		heartbeat, lease, failureLimit = cfg.Cluster.HeartbeatInterval.Duration, cfg.Cluster.Lease.Duration, cfg.Cluster.NodeFailureLimit
+	}
+	if f.objects, err = openObjects(cfg, nodeURLBase, urlKey, f.clock, f.metrics, log); err != nil {
+		return nil, err
 	}
 	// A webhook's body is its job as the API shows it; the job has ended, so its view needs no
 	// word of the farm's capacity.
@@ -209,8 +212,9 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		NodeFailureLimit:        failureLimit,
 		ClusterKey:              clusterKey,
 		AdoptAfterRestart:       cfg.Cluster != nil,
+		MaxOutputBytes:          cfg.Outputs.MaxBytes,
 	}, actors.Deps{
-		Store: actorStore, Blobs: f.objects, NodeURLs: blobs.NewSigner(nodeURLBase, urlKey), Secrets: box,
+		Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
 		Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
 		WebhookBody: webhookViews.WebhookBody,
 	})
@@ -239,7 +243,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 		},
 	}, api.Deps{
-		Coordinator: f.coord, Store: f.store, Blobs: f.objects, URLs: publicURLs,
+		Coordinator: f.coord, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
 		IDs: ids, Clock: f.clock, Logger: log, Observer: f.metrics, Metrics: apiMetrics, Events: f.hub, History: f.history,
 		UI: ui.Handler, UIRedirect: ui.Redirect,
 	})
@@ -283,9 +287,15 @@ func (f *farm) services(failed chan<- error) []service {
 		background("memory releaser", memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run),
 		background("garbage collector tuner", gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run))
 	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
-		retention := &actors.Retention{Store: f.store, Blobs: f.objects, Clock: f.clock, Events: f.happen, Log: f.log,
+		retention := &actors.Retention{Store: f.store, Clock: f.clock, Events: f.happen, Log: f.log,
 			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
 		add(background("retention", retention.Run))
+	}
+	deleter := &actors.Deleter{Store: f.store, Objects: f.objects.store, Clock: f.clock, Log: f.log}
+	add(background("object deleter", deleter.Run),
+		background("object counter", countObjects(f.objects, f.metrics, f.clock, 10*time.Minute, f.log)))
+	if f.objects.janitor != nil {
+		add(background("unfinished upload janitor", f.objects.janitor))
 	}
 	add(service{name: "HTTP server",
 		start: func() error {

@@ -28,7 +28,9 @@ func (s *Server) verifySigned(r *request, method, key string) bool {
 	return true
 }
 
-// getFile serves a stored object, with byte ranges, to the holder of a signed URL.
+// getFile serves a stored object, with byte ranges, to the holder of a signed URL. When the
+// files live in a bucket, it answers 302 to a URL of the object presigned now, so the URL handed
+// out stays good for its whole lifetime and the bytes never pass through the coordinator.
 func (s *Server) getFile(r *request) {
 	key, _ := r.ctx.UserValue("key").(string)
 	missing := newError(http.StatusNotFound, codeNotFound, "no such file")
@@ -37,6 +39,10 @@ func (s *Server) getFile(r *request) {
 		return
 	}
 	if !s.verifySigned(r, http.MethodGet, key) {
+		return
+	}
+	if s.Store.Forgotten(key) {
+		r.fail(missing) // deleted: the object store lets it go soon
 		return
 	}
 	if jobID, name, ok := persistence.ParseOutputLink(key); ok {
@@ -49,7 +55,20 @@ func (s *Server) getFile(r *request) {
 		}
 		key = j.OutputKey()
 	}
-	p, _ := s.Blobs.Path(key)
+	if s.Bucket != nil {
+		if _, err := s.Blobs.Head(key); err != nil {
+			r.failErr(err, missing)
+			return
+		}
+		r.ctx.Redirect(s.Bucket.DownloadURL(string(r.ctx.Method()), key, s.Clock.Now().Add(bucketURLTTL)), http.StatusFound)
+		return
+	}
+	p, release, err := s.Blobs.Local(r.ctx, key)
+	if err != nil {
+		r.fail(missing)
+		return
+	}
+	defer release()
 	f, err := os.Open(p)
 	if err != nil {
 		r.fail(missing)
@@ -149,8 +168,8 @@ func (s *Server) uploadTemplateFile(r *request) {
 	if !ok {
 		return
 	}
+	// A file the template processor refuses is queued for deletion by it.
 	if _, err := s.Coordinator.TemplateFileArrived(teamID, id, window, file); err != nil {
-		s.Blobs.Delete(key)
 		r.failErr(err, templateNotFound(idText))
 		return
 	}

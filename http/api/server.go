@@ -28,6 +28,7 @@ import (
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
+	"github.com/framefarm/framefarm/persistence/s3store"
 )
 
 // Config tunes the API.
@@ -153,19 +154,33 @@ type Store interface {
 	Token(hash [32]byte) (*persistence.Token, error)
 	Tokens() ([]persistence.TeamToken, error)
 	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
+	Forgotten(key string) bool
 }
 
-// Files is the object store as the API uses it: template uploads stream in, files stream out.
+// Files is the object store as the API uses it: template uploads and outputs stream in, files
+// stream out (or, in a bucket, are looked up before a redirect).
 type Files interface {
 	Put(key string, r io.Reader, limit int64) (persistence.StoredFile, error)
-	Path(key string) (string, error)
-	Delete(key string) error
+	Head(key string) (int64, error)
+	Local(ctx context.Context, key string) (path string, release func(), err error)
 }
+
+// Presigner makes URLs clients download objects of a bucket from, valid until expires
+// (s3store.Store).
+type Presigner interface {
+	DownloadURL(method, key string, expires time.Time) string
+}
+
+// bucketURLTTL is how long a presigned URL a /files/ URL redirects to stays good: a client uses
+// it at once.
+const bucketURLTTL = time.Hour
 
 var (
 	_ Coordinator = (*actors.Coordinator)(nil)
 	_ Store       = (*persistence.Store)(nil)
 	_ Files       = (*blobs.Store)(nil)
+	_ Files       = (*s3store.Store)(nil)
+	_ Presigner   = (*s3store.Store)(nil)
 )
 
 // RequestObserver records each request, for metrics.
@@ -178,6 +193,8 @@ type Deps struct {
 	Coordinator Coordinator
 	Store       Store
 	Blobs       Files
+	// Bucket, when the files live in a bucket, presigns the URLs /files/ redirects to.
+	Bucket Presigner
 	// URLs signs the URLs handed to clients.
 	URLs     *blobs.Signer
 	IDs      *persistence.IDs

@@ -41,6 +41,10 @@ type Metrics struct {
 	leaseExpiries  prometheus.Counter
 	nodeRenders    *prometheus.CounterVec
 	refused        prometheus.Counter
+	objectRequests *prometheus.HistogramVec
+	objectErrors   *prometheus.CounterVec
+	objects        *prometheus.GaugeVec
+	objectBytes    *prometheus.GaugeVec
 }
 
 // New registers the collectors.
@@ -106,10 +110,23 @@ func New() *Metrics {
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framefarm_node_messages_refused_total", Help: "Node messages that could not be opened (unknown kind, bad payload).",
 		}),
+		objectRequests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "framefarm_object_store_request_seconds", Help: "Requests the coordinator made of the object store, by operation.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60},
+		}, []string{"op"}),
+		objectErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_object_store_errors_total", Help: "Requests to the object store that failed, by operation.",
+		}, []string{"op"}),
+		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "framefarm_objects", Help: "Objects the farm stores, by kind (templates, fonts, outputs), as last counted.",
+		}, []string{"kind"}),
+		objectBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "framefarm_object_bytes", Help: "Bytes the farm's objects hold, by kind, as last counted.",
+		}, []string{"kind"}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
 		m.commitWrites, m.staleReports, m.requeues, m.templates, m.reinspections, m.passivations, m.removed,
-		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused,
+		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused, m.objectRequests, m.objectErrors, m.objects, m.objectBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
 		m.jobs.WithLabelValues(s.String())
@@ -210,6 +227,20 @@ func (m *Metrics) ObserveRequest(route, method string, status int, d time.Durati
 		method = "OTHER"
 	}
 	m.httpDuration.WithLabelValues(route, method, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// ObserveObjectRequest records one request to the object store.
+func (m *Metrics) ObserveObjectRequest(op string, took time.Duration, err error) {
+	m.objectRequests.WithLabelValues(op).Observe(took.Seconds())
+	if err != nil {
+		m.objectErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// SetObjectUsage records what one kind of object holds.
+func (m *Metrics) SetObjectUsage(kind string, objects, bytes int64) {
+	m.objects.WithLabelValues(kind).Set(float64(objects))
+	m.objectBytes.WithLabelValues(kind).Set(float64(bytes))
 }
 
 // ObserveCommit records one group commit of the store.

@@ -3,6 +3,7 @@
 package blobs
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path"
@@ -23,7 +25,7 @@ import (
 )
 
 // ErrTooLarge is returned when a stored stream exceeds its size limit.
-var ErrTooLarge = errors.New("file exceeds its size limit")
+var ErrTooLarge = persistence.ErrTooLarge
 
 // ErrBadKey is returned for keys that are not plain relative paths.
 var ErrBadKey = errors.New("invalid object key")
@@ -120,9 +122,59 @@ func (s *Store) Delete(key string) error {
 	return nil
 }
 
+// Head is the size of the object at key; persistence.ErrNotFound when there is none.
+func (s *Store) Head(key string) (int64, error) {
+	p, err := s.Path(key)
+	if err != nil {
+		return 0, err
+	}
+	info, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) || (err == nil && info.IsDir()) {
+		return 0, persistence.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	return info.Size(), nil
+}
+
+// Local is the object's own file: nothing to release.
+func (s *Store) Local(_ context.Context, key string) (string, func(), error) {
+	p, err := s.Path(key)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := os.Stat(p); err != nil {
+		return "", nil, err
+	}
+	return p, func() {}, nil
+}
+
+// Usage counts the objects under prefix and the bytes they hold.
+func (s *Store) Usage(_ context.Context, prefix string) (objects, bytes int64, err error) {
+	root, err := s.Path(strings.TrimSuffix(prefix, "/"))
+	if err != nil {
+		return 0, 0, err
+	}
+	err = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			objects, bytes = objects+1, bytes+info.Size()
+		}
+		return err
+	})
+	return objects, bytes, err
+}
+
 // DeletePrefix removes every object under a key prefix (a directory).
 func (s *Store) DeletePrefix(prefix string) error {
-	p, err := s.Path(prefix)
+	p, err := s.Path(strings.TrimSuffix(prefix, "/"))
 	if err != nil {
 		return err
 	}
@@ -168,6 +220,25 @@ func (s *Signer) URL(method, key string, expires time.Time) string {
 	b = sg.appendSignature(append(b, "&sig="...), method, key, exp)
 	sg.out = b
 	return string(b)
+}
+
+// Key is the object key of one of this signer's URLs that allows a GET at now (its signature
+// matches, it has not expired); ok is false for any other URL.
+func (s *Signer) Key(rawURL string, now time.Time) (key string, ok bool) {
+	rest, found := strings.CutPrefix(rawURL, s.base+FilesPrefix)
+	if !found {
+		return "", false
+	}
+	u, err := url.Parse("/" + rest)
+	if err != nil {
+		return "", false
+	}
+	key = strings.TrimPrefix(u.Path, "/")
+	q := u.Query()
+	if CheckKey(key) != nil || s.Verify("GET", key, q.Get("exp"), q.Get("sig"), now) != nil {
+		return "", false
+	}
+	return key, true
 }
 
 // Verify checks a signed request for key at now.

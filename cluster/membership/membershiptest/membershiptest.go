@@ -2,6 +2,7 @@
 package membershiptest
 
 import (
+	"errors"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -26,6 +27,15 @@ var (
 // member's bind (a coordinator's HTTP listener on 127.0.0.1:0 once did).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	addr, err := Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// Free is FreeAddr for callers without a test (a TestMain).
+func Free() (string, error) {
 	top := firstEphemeralPort()
 	givenMu.Lock()
 	defer givenMu.Unlock()
@@ -43,11 +53,10 @@ func FreeAddr(t testing.TB) string {
 		if pc, err := net.ListenPacket("udp", addr); err == nil {
 			pc.Close()
 			given[port] = true
-			return addr
+			return addr, nil
 		}
 	}
-	t.Fatal("no port free for both TCP and UDP")
-	return ""
+	return "", errors.New("no port free for both TCP and UDP")
 }
 
 // firstEphemeralPort reads the bottom of the range the kernel hands out for port 0 and
