@@ -13,6 +13,12 @@ APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
 # The dashboard's tests drive a real browser.
 TEST_APT_PACKAGES := chromium
 LOTTIE_WORKER := renderer/lottie/worker
+# The tests' S3 server: SeaweedFS, built once from its pinned Go module into a cache folder outside
+# the checkout. Its module has replace directives, so `go install` refuses it: the source is
+# downloaded and built in a writable copy.
+WEED_VERSION := v0.0.0-20261109003541-7506e5f91cd6
+WEED_CACHE   ?= $(HOME)/.cache/framefarm
+WEED         := $(WEED_CACHE)/weed-$(WEED_VERSION)
 
 # apt_install installs the Debian packages of $(1) that are missing.
 define apt_install
@@ -23,7 +29,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: setup build run token test check bench fuzz clean proto
+.PHONY: setup build run token test check bench fuzz clean proto weed
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
@@ -50,15 +56,29 @@ check: ## formatting, vet, and the builds of render nodes on Windows and macOS (
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/framefarm
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/framefarm
 
-test: setup check ## the whole suite, with the race detector (FRAMEFARM_ARTIFACTS=DIR keeps the dashboard's screenshots)
+# The end-to-end suite runs a second time with its files in the S3 server.
+test: setup check weed ## the whole suite, with the race detector (FRAMEFARM_ARTIFACTS=DIR keeps the dashboard's screenshots)
 	$(call apt_install,$(TEST_APT_PACKAGES))
-	$(GO) test -race -count=1 -timeout 20m ./...
+	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=1 -timeout 20m ./...
+	FRAMEFARM_WEED=$(WEED) FRAMEFARM_TEST_OBJECTS=s3 $(GO) test -race -count=1 -timeout 20m ./cmd/framefarm
+
+weed: $(WEED) ## build the tests' S3 server (SeaweedFS) into $(WEED_CACHE)
+
+$(WEED):
+	@echo "building SeaweedFS $(WEED_VERSION) into $(WEED_CACHE) (once; several minutes)"
+	@mkdir -p $(WEED_CACHE)
+	@set -e; work=$$(mktemp -d); trap 'chmod -R u+w $$work; rm -rf $$work' EXIT; \
+		src=$$(cd $$work && GOFLAGS=-mod=mod $(GO) mod download -json github.com/seaweedfs/seaweedfs@$(WEED_VERSION) \
+			| sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+		[ -n "$$src" ] || { echo "could not download github.com/seaweedfs/seaweedfs@$(WEED_VERSION)"; exit 1; }; \
+		cp -R $$src $$work/seaweedfs && chmod -R u+w $$work/seaweedfs; \
+		cd $$work/seaweedfs && $(GO) build -o $@.partial ./weed && mv $@.partial $@
 
 proto: ## regenerate cluster/protocol/envelope.pb.go (needs protoc and protoc-gen-go)
 	cd cluster/protocol && protoc --go_out=. --go_opt=paths=source_relative envelope.proto
 
-bench: setup ## benchmarks (load over loopback against real coordinator processes)
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+bench: setup weed ## benchmarks (load over loopback against real coordinator processes)
+	FRAMEFARM_WEED=$(WEED) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
 
 # Minimizing a new input may otherwise outlast FUZZTIME, which go test reports as a failure. A
 # failure that writes no failing input is Go's fuzz coordinator racing its own deadline

@@ -79,7 +79,7 @@ type Config struct {
 	// MaxOutputBytes caps an output a node puts in the farm's bucket [64 GiB].
 	MaxOutputBytes int64
 	// StorageRetry is how long a job whose attempt the farm's own storage failed waits before
-	// it is queued again [15s].
+	// it is queued again, doubling with each further such attempt up to 32 times [15s].
 	StorageRetry time.Duration
 }
 

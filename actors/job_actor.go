@@ -446,8 +446,9 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 	log := append(slices.Clip(f.log), fmt.Sprintf("attempt %d on node %s ended: %s", f.attempt, f.node, f.err))
 	if f.retryable && len(failures) < a.w.cfg.MaxAttempts {
 		requeued := "queued again"
+		wait := storageWait(a.w.cfg.StorageRetry, a.job.Attempts-len(failures))
 		if f.farm {
-			requeued = fmt.Sprintf("the farm's storage failed the attempt, which does not count: queued again in %s", a.w.cfg.StorageRetry)
+			requeued = fmt.Sprintf("the farm's storage failed the attempt, which does not count: queued again in %s", wait)
 		}
 		a.transitionLogged(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
@@ -464,7 +465,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 			}
 			// The storage may answer again by then; a job withdrawn meanwhile declines its offer.
 			entry, root, scheduler := a.job.QueueEntry(), a.w.root, a.w.addr.scheduler
-			a.w.clock.AfterFunc(a.w.cfg.StorageRetry, func() {
+			a.w.clock.AfterFunc(wait, func() {
 				root.Send(scheduler, &jobsQueued{entries: []persistence.QueueEntry{entry}})
 			})
 		})
@@ -484,6 +485,13 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: message})
 		}
 	})
+}
+
+// storageWait is how long a job waits after its storage failed it again: base after the first
+// uncounted attempt, doubling with each further one up to 32 times base, so a long outage of the
+// store is not asked about by every waiting job every few seconds.
+func storageWait(base time.Duration, uncounted int) time.Duration {
+	return base << min(max(uncounted-1, 0), 5)
 }
 
 func attemptsMessage(failures []persistence.AttemptFailure) string {

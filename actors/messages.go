@@ -47,8 +47,8 @@ type (
 		// restart, or the farm's storage failed it; none says anything about the job, so it
 		// does not count towards Config.MaxAttempts.
 		countless bool
-		// farm: the farm's own storage failed it; the job waits Config.StorageRetry before it
-		// is queued again.
+		// farm: the farm's own storage failed it; the job waits (storageWait) before it is
+		// queued again.
 		farm bool
 		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
 		settle *actor.PID

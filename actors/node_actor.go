@@ -250,6 +250,7 @@ func (n *nodeActor) planUpload(sender *actor.PID, e uploadAsked) {
 			refuse("the object store cannot take the output now: " + err.Error())
 			return
 		}
+		n.log.Debug("planned an output's upload to the object store", "job", e.job.String(), "attempt", e.attempt, "parts", len(plan.Parts))
 		answer := &protocol.UploadPlan{UploadID: plan.UploadID}
 		for _, p := range plan.Parts {
 			answer.Parts = append(answer.Parts, protocol.PartTarget{URL: p.URL, Header: p.Header})

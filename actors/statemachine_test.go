@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -140,6 +141,16 @@ func TestFileEventTakesAFileOnlyWhenOneIsAwaited(t *testing.T) {
 		}
 		if ev != "" && applyTemplateEvent(tpl, ev) != nil {
 			t.Errorf("%s open=%v: %s is not a legal transition", tc.status, tc.open, ev)
+		}
+	}
+}
+
+// TestStorageWaitsGrowAndStop: a job the store keeps failing asks less often, up to a limit.
+func TestStorageWaitsGrowAndStop(t *testing.T) {
+	base := 15 * time.Second
+	for uncounted, want := range map[int]time.Duration{0: base, 1: base, 2: 2 * base, 3: 4 * base, 6: 32 * base, 100: 32 * base} {
+		if got := storageWait(base, uncounted); got != want {
+			t.Errorf("after %d uncounted attempts: %s, want %s", uncounted, got, want)
 		}
 	}
 }

@@ -150,7 +150,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	ctx, shutdown := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
-		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout, clock: clk},
+		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout, clock: clk, log: log},
 		incarnation: incarnation,
 		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1),
 		book: newLinkBook(base, cfg.ClusterKey), running: make(map[attemptKey]*attemptRun),

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -41,6 +42,8 @@ type fileMover struct {
 	maxBytes int64
 	timeout  time.Duration
 	clock    clock.Clock
+	// log tells the node's operator of what the farm's storage refused.
+	log *slog.Logger
 }
 
 // fetchedTypes are the asset types whose src is a file to download.
@@ -281,12 +284,17 @@ func (f *fileMover) uploadToBucket(ctx context.Context, m *protocol.Assign, file
 					renderer.ErrFarmFault, i+1, len(plan.Parts), try, err)
 			}
 			log.Printf("part %d of %d of the output did not reach the object store (%v); sending it again in %s", i+1, len(plan.Parts), err, wait)
+			f.log.Warn("a part of an output did not reach the object store; sending it again", "job", m.JobID,
+				"part", i+1, "parts", len(plan.Parts), "try", try, "wait", wait, "err", err)
 			clock.Sleep(ctx, f.clock, wait)
 			wait *= 2
 		}
 	}
 	if len(plan.Parts) == 1 {
 		report.ETags = nil // one part is the object itself
+		log.Printf("the output (%d bytes) went to the object store", size)
+	} else {
+		log.Printf("the output (%d bytes) went to the object store in %d parts", size, len(plan.Parts))
 	}
 	return report, nil
 }

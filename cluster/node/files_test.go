@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,7 +33,7 @@ func TestFailuresNameWhoseFaultTheyAre(t *testing.T) {
 	}))
 	defer srv.Close()
 	dir := t.TempDir()
-	f := &fileMover{Transfers: Transfers{Internal: srv.Client(), External: srv.Client()}, cacheDir: dir, maxBytes: 1 << 20, timeout: time.Minute}
+	f := &fileMover{Transfers: Transfers{Internal: srv.Client(), External: srv.Client()}, cacheDir: dir, maxBytes: 1 << 20, timeout: time.Minute, log: slog.New(slog.DiscardHandler)}
 	fetch := func(path string, internal bool, dst string) protocol.Fault {
 		err := f.fetch(context.Background(), protocol.Source{URL: srv.URL + path, Internal: internal}, dst)
 		if err == nil {

@@ -258,7 +258,10 @@ type ObjectsConfig struct {
 	Backend string `toml:"backend"`
 	// SigningKey (base64 of 32 bytes) signs the URLs handed out; empty: a key file in the data
 	// directory.
-	SigningKey string   `toml:"signing_key"`
+	SigningKey string `toml:"signing_key"`
+	// RetryAfter is how long a render the object store failed waits before it is queued again,
+	// doubling with each further such attempt (which do not count).
+	RetryAfter Duration `toml:"retry_after"`
 	S3         S3Config `toml:"s3"`
 }
 
@@ -320,7 +323,7 @@ func defaultConfig() Config {
 			Timeout:      dur(10 * time.Second), Concurrency: 16,
 		},
 		Store:   StoreConfig{MaxBatch: 512},
-		Objects: ObjectsConfig{Backend: "local", S3: S3Config{Bucket: "framefarm", Region: "us-east-1", PartSize: 64 << 20}},
+		Objects: ObjectsConfig{Backend: "local", RetryAfter: dur(15 * time.Second), S3: S3Config{Bucket: "framefarm", Region: "us-east-1", PartSize: 64 << 20}},
 	}
 }
 

@@ -21,9 +21,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
 	"github.com/framefarm/framefarm/renderer/framediff"
 )
@@ -173,22 +170,19 @@ func TestLottieJobsRenderRealVideos(t *testing.T) {
 		t.Fatalf("the engine's log is missing:\n%s", logs)
 	}
 
-	// A still, uploaded to the team's own S3 bucket (a real S3 protocol server).
-	backend := s3mem.New()
-	backend.CreateBucket("renders")
-	s3 := httptest.NewServer(gofakes3.New(backend).Server())
-	defer s3.Close()
+	// A still, uploaded to the team's own S3 bucket.
+	endpoint, accessKey, secretKey, bucketName, read := teamBucket(t)
 	still := kenburnsJob(tpl.ID, withText...)
 	still["settings"] = map[string]any{"type": "image", "frames": 45}
-	still["upload"] = map[string]any{"provider": "s3", "params": map[string]any{"endpoint": s3.URL, "region": "us-east-1",
-		"bucket": "renders", "accessKeyId": "AKID", "accessKeySecret": "secret"}}
-	stillJob, _ := acme.render(still)
-	obj, err := backend.GetObject("renders", stillJob.ID+".png", nil)
-	if err != nil {
-		t.Fatalf("the still is not in the bucket: %v", err)
+	still["upload"] = map[string]any{"provider": "s3", "params": map[string]any{"endpoint": endpoint, "region": "us-east-1",
+		"bucket": bucketName, "accessKeyId": accessKey, "accessKeySecret": secretKey}}
+	var stillJob created
+	acme.must(http.MethodPost, "/api/v2/jobs", still, http.StatusCreated, &stillJob)
+	if state := c.waitFor("job", stillJob.ID, "finished", "error"); state != "finished" {
+		t.Fatalf("the still ended in %s:\n%s", state, acme.logs(stillJob.ID))
 	}
-	defer obj.Contents.Close()
-	img, err := png.Decode(obj.Contents)
+	_, stillPNG := read(stillJob.ID + ".png") // the bucket is private: its own client reads it
+	img, err := png.Decode(bytes.NewReader(stillPNG))
 	if err != nil || img.Bounds().Dx() != 1920 {
 		t.Fatalf("the still: %v", err)
 	}

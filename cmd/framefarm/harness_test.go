@@ -87,8 +87,28 @@ func bucketConfig(prefix string) string {
 	if bucket == nil {
 		return ""
 	}
-	return fmt.Sprintf("\n[objects]\nbackend = \"s3\"\n\n[objects.s3]\nendpoint = %q\nbucket = %q\npath_style = true\naccess_key_id = %q\nsecret_access_key = %q\nprefix = %q\npart_size = %d\n",
-		bucket.Endpoint, bucket.Bucket, bucket.AccessKey, bucket.SecretKey, prefix+"/", 5<<20)
+	return s3Config(bucket, "s3", prefix)
+}
+
+// s3Config is an [objects] table of backend naming srv's bucket in [objects.s3], under prefix,
+// with parts of 5 MiB (the least S3 takes).
+func s3Config(srv *s3test.Server, backend, prefix string) string {
+	return s3ConfigVia(srv, srv.Endpoint, backend, prefix)
+}
+
+// s3ConfigVia is s3Config reaching srv through endpoint (a gate).
+func s3ConfigVia(srv *s3test.Server, endpoint, backend, prefix string) string {
+	return fmt.Sprintf("\n[objects]\nbackend = %q\n\n[objects.s3]\nendpoint = %q\nbucket = %q\npath_style = true\naccess_key_id = %q\nsecret_access_key = %q\nprefix = %q\npart_size = %d\n",
+		backend, endpoint, srv.Bucket, srv.AccessKey, srv.SecretKey, prefix+"/", 5<<20)
+}
+
+// testBucket is an S3 server for a test of the s3 backend: the suite's when it runs with one,
+// else one of its own (the test is skipped without $FRAMEFARM_WEED; make test sets it).
+func testBucket(t testing.TB) *s3test.Server {
+	if bucket != nil {
+		return bucket
+	}
+	return s3test.Start(t)
 }
 
 // waitLimit bounds every wait of the end-to-end tests.

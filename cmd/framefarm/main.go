@@ -1,6 +1,7 @@
 // Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
 // runs a render node that joins it, `framefarm cluster tls` makes the farm's certificates,
-// `framefarm token create|list|revoke` manages API tokens, `framefarm version` tells the build.
+// `framefarm token create|list|revoke` manages API tokens, `framefarm objects copy --to s3` moves
+// a farm's files into a bucket, `framefarm version` tells the build.
 package main
 
 import (
@@ -55,6 +56,7 @@ const usage = `usage:
   framefarm token create --team NAME [--expires 720h] [--data-dir DIR] [--config FILE]
   framefarm token list [--data-dir DIR] [--config FILE]
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
+  framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
 `
 
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 			return 2
 		}
 		err = tokenCommand(args[1:], stdout, stderr)
+	case "objects":
+		err = objectsCommand(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "framefarm", buildVersion())
 		return 0

@@ -52,19 +52,9 @@ func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock,
 	if _, err := blobs.Open(dataDir); err != nil { // its tmp folder holds what streams through
 		return nil, err
 	}
-	c := cfg.Objects.S3
-	bucket, err := s3store.Open(context.Background(), s3store.Config{
-		Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, Prefix: c.Prefix, PathStyle: c.PathStyle,
-		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, PartSize: c.PartSize,
-		TempDir: filepath.Join(dataDir, "tmp"), HTTPClient: objectStoreClient(), Observe: m.ObserveObjectRequest,
-	})
+	bucket, err := openBucket(cfg, m.ObserveObjectRequest)
 	if err != nil {
-		return nil, fmt.Errorf("objects: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := bucket.Check(ctx); err != nil {
-		return nil, fmt.Errorf("objects: %w", err)
+		return nil, err
 	}
 	log.Info("the farm's files are in a bucket", "where", bucket.Describe())
 	return &objectStore{store: bucket, nodeURLs: bucket, uploads: bucket, bucket: bucket,
@@ -81,6 +71,26 @@ func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock,
 				}
 			}
 		}}, nil
+}
+
+// openBucket opens and checks the bucket of cfg's [objects.s3]; observe, when set, hears of
+// every request.
+func openBucket(cfg Config, observe func(op string, took time.Duration, err error)) (*s3store.Store, error) {
+	c := cfg.Objects.S3
+	bucket, err := s3store.Open(context.Background(), s3store.Config{
+		Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, Prefix: c.Prefix, PathStyle: c.PathStyle,
+		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, PartSize: c.PartSize,
+		TempDir: filepath.Join(cfg.Server.DataDir, "tmp"), HTTPClient: objectStoreClient(), Observe: observe,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("objects: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := bucket.Check(ctx); err != nil {
+		return nil, fmt.Errorf("objects: %w", err)
+	}
+	return bucket, nil
 }
 
 // objectStoreClient reaches the bucket: a request that makes no progress for a minute fails,

@@ -177,6 +177,8 @@ type renderReply struct {
 	// Result is "" (ask again), "finish", "fail" or "retry" (a retryable failure).
 	Result  string `json:"result,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Size pads a finished render's output with spaces to this many bytes.
+	Size int `json:"size,omitempty"`
 }
 
 // testRenderer asks the control server what to do; without one it finishes at once. Its output
@@ -223,6 +225,9 @@ func (r *testRenderer) Render(ctx context.Context, task *renderer.Task, report f
 			continue
 		case "finish":
 			out, _ := json.Marshal(call)
+			if pad := reply.Size - len(out); pad > 0 {
+				out = append(out, bytes.Repeat([]byte(" "), pad)...)
+			}
 			return os.WriteFile(task.OutputPath, out, 0o600)
 		case "retry":
 			return fmt.Errorf("%w: %s", renderer.ErrRetryable, reply.Message)

@@ -213,6 +213,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		ClusterKey:              clusterKey,
 		AdoptAfterRestart:       cfg.Cluster != nil,
 		MaxOutputBytes:          cfg.Outputs.MaxBytes,
+		StorageRetry:            cfg.Objects.RetryAfter.Duration,
 	}, actors.Deps{
 		Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
 		Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,

@@ -152,24 +152,42 @@ func (s *Store) Local(_ context.Context, key string) (string, func(), error) {
 
 // Usage counts the objects under prefix and the bytes they hold.
 func (s *Store) Usage(_ context.Context, prefix string) (objects, bytes int64, err error) {
-	root, err := s.Path(strings.TrimSuffix(prefix, "/"))
-	if err != nil {
-		return 0, 0, err
+	err = s.Walk(prefix, func(_ string, size int64) error {
+		objects, bytes = objects+1, bytes+size
+		return nil
+	})
+	return objects, bytes, err
+}
+
+// Walk calls fn with the key and size of every object under prefix ("" for all), in key order.
+func (s *Store) Walk(prefix string, fn func(key string, size int64) error) error {
+	root := s.root
+	if prefix = strings.TrimSuffix(prefix, "/"); prefix != "" {
+		var err error
+		if root, err = s.Path(prefix); err != nil {
+			return err
+		}
 	}
-	err = filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil
+			return nil // gone since it was listed: a delete, not a failure
 		}
 		if err != nil || d.IsDir() {
 			return err
 		}
 		info, err := d.Info()
-		if err == nil {
-			objects, bytes = objects+1, bytes+info.Size()
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(s.root, p)
+		if err != nil {
+			return err
+		}
+		return fn(filepath.ToSlash(rel), info.Size())
 	})
-	return objects, bytes, err
 }
 
 // DeletePrefix removes every object under a key prefix (a directory).

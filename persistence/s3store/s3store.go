@@ -108,10 +108,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // key is where a farm key lives in the bucket.
 func (s *Store) key(key string) *string { return aws.String(s.cfg.Prefix + key) }
 
-// observe reports a request to the store.
-func (s *Store) observe(op string, started time.Time, err error) {
+// observe reports a request to the store once it has ended with *err; an object found missing
+// is an answer, not a failure.
+func (s *Store) observe(op string, started time.Time, err *error) {
 	if s.cfg.Observe != nil {
-		s.cfg.Observe(op, time.Since(started), err)
+		failed := *err
+		if errors.Is(failed, persistence.ErrNotFound) {
+			failed = nil
+		}
+		s.cfg.Observe(op, time.Since(started), failed)
 	}
 }
 
@@ -206,12 +211,20 @@ func (s *Store) PutFile(key, src string) (persistence.StoredFile, error) {
 		return persistence.StoredFile{}, err
 	}
 	defer f.Close()
-	return s.Put(key, f, 1<<62)
+	hash := sha256.New()
+	size, err := io.Copy(hash, f)
+	if err != nil {
+		return persistence.StoredFile{}, err
+	}
+	if err := s.upload(context.Background(), key, f, size); err != nil {
+		return persistence.StoredFile{}, err
+	}
+	return persistence.StoredFile{Key: key, Size: size, SHA256: hex.EncodeToString(hash.Sum(nil))}, nil
 }
 
 // upload sends size bytes of f to key: in one request, or in parts above the part size.
 func (s *Store) upload(ctx context.Context, key string, f *os.File, size int64) (err error) {
-	defer s.observe("put", time.Now(), err)
+	defer s.observe("put", time.Now(), &err)
 	if size <= s.cfg.PartSize {
 		_, err = s.client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: s.key(key),
 			Body: io.NewSectionReader(f, 0, size), ContentLength: aws.Int64(size)})
@@ -243,14 +256,14 @@ func (s *Store) abort(ctx context.Context, key, uploadID string) {
 
 // Delete removes the object at key; a missing object is not an error.
 func (s *Store) Delete(key string) (err error) {
-	defer s.observe("delete", time.Now(), err)
+	defer s.observe("delete", time.Now(), &err)
 	_, err = s.client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: s.key(key)})
 	return err
 }
 
 // DeletePrefix removes every object under a key prefix (a folder).
 func (s *Store) DeletePrefix(prefix string) (err error) {
-	defer s.observe("delete", time.Now(), err)
+	defer s.observe("delete", time.Now(), &err)
 	ctx := context.Background()
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: s.key(strings.TrimSuffix(prefix, "/") + "/")})
 	for pages.HasMorePages() {
@@ -278,7 +291,7 @@ func (s *Store) DeletePrefix(prefix string) (err error) {
 
 // Head is the size of the object at key; persistence.ErrNotFound when there is none.
 func (s *Store) Head(key string) (size int64, err error) {
-	defer s.observe("head", time.Now(), err)
+	defer s.observe("head", time.Now(), &err)
 	out, err := s.client.HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: s.key(key)})
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode() == "NotFound" || apiErr.ErrorCode() == "NoSuchKey") {
@@ -293,7 +306,7 @@ func (s *Store) Head(key string) (size int64, err error) {
 // Local copies the object at key into a temporary file, for what must read a file (inspection);
 // release removes it.
 func (s *Store) Local(ctx context.Context, key string) (path string, release func(), err error) {
-	defer s.observe("get", time.Now(), err)
+	defer s.observe("get", time.Now(), &err)
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.cfg.Bucket), Key: s.key(key)})
 	if err != nil {
 		return "", nil, err
@@ -373,7 +386,7 @@ type PartTarget struct {
 // MD5s md5s (base64; one: a single PUT), valid until expires. The store refuses a part whose
 // bytes do not match its MD5, so what arrives is what the node hashed.
 func (s *Store) PlanUpload(ctx context.Context, key string, md5s []string, expires time.Time) (plan UploadPlan, err error) {
-	defer s.observe("plan_upload", time.Now(), err)
+	defer s.observe("plan_upload", time.Now(), &err)
 	if len(md5s) == 0 || len(md5s) > 10000 {
 		return plan, fmt.Errorf("an upload has 1 to 10,000 parts, not %d", len(md5s))
 	}
@@ -412,7 +425,7 @@ func (s *Store) PlanUpload(ctx context.Context, key string, md5s []string, expir
 
 // CompleteUpload joins the parts of a multipart upload, given each part's ETag in order.
 func (s *Store) CompleteUpload(ctx context.Context, key, uploadID string, etags []string) (err error) {
-	defer s.observe("complete_upload", time.Now(), err)
+	defer s.observe("complete_upload", time.Now(), &err)
 	parts := make([]types.CompletedPart, len(etags))
 	for i, etag := range etags {
 		parts[i] = types.CompletedPart{ETag: aws.String(etag), PartNumber: aws.Int32(int32(i + 1))}
@@ -425,7 +438,7 @@ func (s *Store) CompleteUpload(ctx context.Context, key, uploadID string, etags 
 // AbortUploads gives up the multipart uploads under prefix that began before before (a node
 // that died mid-upload leaves its parts behind) and reports how many.
 func (s *Store) AbortUploads(ctx context.Context, prefix string, before time.Time) (aborted int, err error) {
-	defer s.observe("abort_uploads", time.Now(), err)
+	defer s.observe("abort_uploads", time.Now(), &err)
 	input := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.cfg.Bucket), Prefix: s.key(prefix)}
 	for {
 		page, err := s.client.ListMultipartUploads(ctx, input)
@@ -447,7 +460,7 @@ func (s *Store) AbortUploads(ctx context.Context, prefix string, before time.Tim
 
 // Usage counts the objects under prefix and the bytes they hold.
 func (s *Store) Usage(ctx context.Context, prefix string) (objects, bytes int64, err error) {
-	defer s.observe("list", time.Now(), err)
+	defer s.observe("list", time.Now(), &err)
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: aws.String(s.cfg.Bucket), Prefix: s.key(prefix)})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)

@@ -174,3 +174,35 @@ func TestPlannedUploadsTakeOnlyTheBytesHashed(t *testing.T) {
 		t.Fatalf("aborted %d unfinished uploads, %v; want 1", n, err)
 	}
 }
+
+// TestRequestsAreObservedWithHowTheyEnded: the metrics hear of a failed request as failed, and
+// of an object found missing as an answer.
+func TestRequestsAreObservedWithHowTheyEnded(t *testing.T) {
+	type seen struct {
+		op     string
+		failed bool
+	}
+	var got []seen
+	observe := func(op string, _ time.Duration, err error) { got = append(got, seen{op, err != nil}) }
+	down, err := s3store.Open(context.Background(), s3store.Config{Endpoint: "http://" + membershiptest.FreeAddr(t),
+		Bucket: "b", PathStyle: true, AccessKeyID: "k", SecretAccessKey: "s", TempDir: t.TempDir(),
+		HTTPClient: &http.Client{Timeout: 5 * time.Second}, Observe: observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := down.Head("fonts/x"); err == nil {
+		t.Fatal("a head at a closed port succeeded")
+	}
+	if want := []seen{{"head", true}}; len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("observed %v, want %v", got, want)
+	}
+	srv := s3test.Start(t)
+	got = nil
+	up := open(t, srv, func(c *s3store.Config) { c.Observe = observe })
+	if _, err := up.Head("fonts/missing"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if want := []seen{{"head", false}}; len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("observed %v, want %v", got, want)
+	}
+}

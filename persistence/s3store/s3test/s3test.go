@@ -8,12 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -95,11 +97,22 @@ func Launch(bin, dir string) (*Server, error) {
 	return s, nil
 }
 
+// Client is a client of the server with its credentials.
+func (s *Server) Client() *s3.Client {
+	return s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")})
+}
+
+// NewBucket makes another bucket, as a team's own bucket named in its jobs.
+func (s *Server) NewBucket(name string) error {
+	_, err := s.Client().CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)})
+	return err
+}
+
 // makeBucket makes sure the bucket is there (the server makes it while it starts, maybe after
 // its endpoint answers).
 func (s *Server) makeBucket() error {
-	client := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.Endpoint), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, "")})
+	client := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
@@ -185,10 +198,99 @@ func (s *Server) Stop() {
 	log.Close()
 }
 
-// Restart starts the server again after Stop, on the same ports and data.
-func (s *Server) Restart() error { return s.start() }
-
 // String names the server for messages.
 func (s *Server) String() string {
 	return "SeaweedFS at " + s.Endpoint + " (" + strconv.Quote(s.dir) + ")"
+}
+
+// Gate is a way to the server that a test closes and opens again: closed, connections are
+// refused and those open are cut, as when the store is out of reach; the server keeps running,
+// so opening is instant.
+type Gate struct {
+	// Endpoint is the server's S3 endpoint through the gate.
+	Endpoint string
+
+	addr, target string
+	mu           sync.Mutex
+	listener     net.Listener
+	conns        map[net.Conn]bool
+}
+
+// Gate opens a gate to s on a free loopback port, closed when t ends.
+func (s *Server) Gate(t testing.TB) *Gate {
+	t.Helper()
+	addr, err := membershiptest.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{Endpoint: "http://" + addr, addr: addr, target: strings.TrimPrefix(s.Endpoint, "http://"), conns: map[net.Conn]bool{}}
+	if err := g.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+// Open lets connections through again.
+func (g *Gate) Open() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.listener != nil {
+		return nil
+	}
+	l, err := net.Listen("tcp", g.addr)
+	if err != nil {
+		return err
+	}
+	g.listener = l
+	go g.accept(l)
+	return nil
+}
+
+// Close refuses new connections and cuts those open.
+func (g *Gate) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.listener != nil {
+		g.listener.Close()
+		g.listener = nil
+	}
+	for c := range g.conns {
+		c.Close()
+	}
+	clear(g.conns)
+}
+
+func (g *Gate) accept(l net.Listener) {
+	for {
+		client, err := l.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", g.target)
+		if err != nil {
+			client.Close()
+			continue
+		}
+		g.mu.Lock()
+		if g.listener != l { // closed meanwhile
+			g.mu.Unlock()
+			client.Close()
+			server.Close()
+			return
+		}
+		g.conns[client], g.conns[server] = true, true
+		g.mu.Unlock()
+		pipe := func(dst, src net.Conn) {
+			io.Copy(dst, src)
+			dst.Close()
+			src.Close()
+			g.mu.Lock()
+			delete(g.conns, dst)
+			delete(g.conns, src)
+			g.mu.Unlock()
+		}
+		go pipe(server, client)
+		go pipe(client, server)
+	}
 }
