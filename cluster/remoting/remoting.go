@@ -10,6 +10,7 @@
 package remoting
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/stats"
 
 	"github.com/framefarm/framefarm/cluster/certs"
 )
@@ -42,6 +44,14 @@ type Options struct {
 	// simulator, whose simulated nodes are many unnamed actors).
 	Actors []string
 	Logger *slog.Logger
+	// Traffic, when set, is told of the bytes of every message received and sent.
+	Traffic Traffic
+}
+
+// Traffic counts bytes on the wire (metrics.Traffic).
+type Traffic interface {
+	Received(n int)
+	Sent(n int)
 }
 
 // Endpoint is a started remote endpoint.
@@ -86,9 +96,14 @@ func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 	case !opts.Insecure:
 		return nil, fmt.Errorf("the actors endpoint needs TLS certificates (or insecure, on a trusted network only)")
 	}
+	dialOpts := []grpc.DialOption{dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes))}
+	if opts.Traffic != nil {
+		serverOpts = append(serverOpts, grpc.StatsHandler(wireCounter{opts.Traffic}))
+		dialOpts = append(dialOpts, grpc.WithStatsHandler(wireCounter{opts.Traffic}))
+	}
 	config := []remote.ConfigOption{
 		remote.WithServerOptions(serverOpts...),
-		remote.WithDialOptions(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes))),
+		remote.WithDialOptions(dialOpts...),
 	}
 	if opts.Advertise != "" {
 		config = append(config, remote.WithAdvertisedHost(opts.Advertise))
@@ -103,6 +118,22 @@ func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 	r.Start()
 	e.remote, e.Addr = r, system.ProcessRegistry.Address
 	return e, nil
+}
+
+// wireCounter tells a Traffic of the wire size of every message of the endpoint's streams, in
+// and out (gRPC's framing and TLS records aside).
+type wireCounter struct{ t Traffic }
+
+func (w wireCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
+func (w wireCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (w wireCounter) HandleConn(context.Context, stats.ConnStats)                       {}
+func (w wireCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
+	switch p := s.(type) {
+	case *stats.InPayload:
+		w.t.Received(p.WireLength)
+	case *stats.OutPayload:
+		w.t.Sent(p.WireLength)
+	}
 }
 
 // Shutdown stops the endpoint; graceful lets messages in flight go out first.

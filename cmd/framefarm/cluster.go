@@ -28,14 +28,15 @@ type clusterMember struct {
 // joinCluster starts the remote endpoint of system and the membership, with meta completed by
 // the actors address. Run the membership with member.Run; leave with leave. A coordinator's
 // endpoint hears only nodes and lets them reach its gateway; a node's hears only the
-// coordinator and lets it reach the node's agent.
-func joinCluster(system *actor.ActorSystem, cfg ClusterConfig, name string, meta membership.Meta, log *slog.Logger) (*clusterMember, error) {
+// coordinator and lets it reach the node's agent. traffic, when set, counts the bytes of the
+// messages.
+func joinCluster(system *actor.ActorSystem, cfg ClusterConfig, name string, meta membership.Meta, traffic remoting.Traffic, log *slog.Logger) (*clusterMember, error) {
 	advertise, err := actorsAdvertise(cfg)
 	if err != nil {
 		return nil, err
 	}
 	opts := remoting.Options{Bind: cfg.actorsBind(), Advertise: advertise, TLS: cfg.TLS, Insecure: cfg.Insecure, Logger: log,
-		Self: certs.RoleCoordinator, Accept: certs.RoleNode, Actors: []string{actors.GatewayName}}
+		Self: certs.RoleCoordinator, Accept: certs.RoleNode, Actors: []string{actors.GatewayName}, Traffic: traffic}
 	if meta.Role == membership.RoleNode {
 		opts.Self, opts.Accept, opts.Actors = certs.RoleNode, certs.RoleCoordinator, []string{node.AgentName}
 	}

@@ -226,7 +226,8 @@ func refusedStart(t *testing.T, config, dataDir string) (string, error) {
 }
 
 // TestLargeOutputsGoUpInParts: an output above the part size reaches the bucket in parts, whole,
-// and downloads through its outputUrl.
+// and downloads through its outputUrl; none of it passes through the coordinator, which the
+// same render with the files in the local folder shows it would otherwise.
 func TestLargeOutputsGoUpInParts(t *testing.T) {
 	srv := testBucket(t)
 	c := startCoordinator(t, options{slots: 1, config: s3Config(srv, "s3", t.Name())})
@@ -242,6 +243,21 @@ func TestLargeOutputsGoUpInParts(t *testing.T) {
 	}
 	if logs := acme.logs(cr.ID); !strings.Contains(logs, "3 parts") {
 		t.Fatalf("the log does not tell of the parts:\n%s", logs)
+	}
+	if through := c.traffic("api", "objects"); through > 1<<20 {
+		t.Fatalf("%.0f bytes went through the coordinator for an output of %d in the bucket", through, 12<<20)
+	}
+
+	local := startCoordinator(t, options{slots: 1, config: "\n[objects]\nbackend = \"local\"\n"})
+	local.control.answerAll(func(*renderCall) renderReply { return renderReply{Result: "finish", Size: 12 << 20} })
+	other := local.team("acme")
+	other.must(http.MethodPost, "/api/v2/jobs", renderJob(other.uploadTemplate(inspection())), http.StatusCreated, &cr)
+	local.waitJob(cr.ID, "finished")
+	if status, out := get(t, other.job(cr.ID).OutputURL); status != http.StatusOK || len(out) != 12<<20 {
+		t.Fatalf("local output: %d, %d bytes", status, len(out))
+	}
+	if through := local.traffic("api"); through < 2*12<<20 {
+		t.Fatalf("the local store's output went in and out through the coordinator's port, yet it counted %.0f bytes", through)
 	}
 }
 
@@ -282,5 +298,8 @@ func TestANodeKilledMidUploadLeavesNoObject(t *testing.T) {
 	var call renderCall
 	if status != http.StatusOK || len(out) != size || json.Unmarshal(out, &call) != nil || call.Node != "n2" || call.Attempt != 2 {
 		t.Fatalf("output: %d, %d bytes, from %s attempt %d", status, len(out), call.Node, call.Attempt)
+	}
+	if nodes := c.traffic("nodes"); nodes == 0 || nodes > 1<<20 {
+		t.Fatalf("the messages with the nodes counted %.0f bytes", nodes)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,6 +141,9 @@ type options struct {
 	// cpus pins the process to these CPUs with taskset (as a container's CPU limit would), so
 	// Go sizes GOMAXPROCS to them.
 	cpus string
+	// metricsListen moves /metrics to a listener of its own, so reading it adds nothing to the
+	// API port's traffic.
+	metricsListen bool
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -174,6 +178,8 @@ type coordinator struct {
 	pki            string
 	// env is added to the process's environment at its next launches.
 	env []string
+	// metricsURL is where /metrics is served: the API's address unless metricsListen.
+	metricsURL string
 }
 
 func startCoordinator(t testing.TB, opts options) *coordinator {
@@ -219,6 +225,11 @@ timeout = "2s"
 `, adminToken, opts.logLevel, opts.rateLimit, opts.webhookBackoff) + opts.config
 	if !strings.Contains(opts.config, "[objects]") {
 		cfg += bucketConfig(filepath.Base(c.dir))
+	}
+	if opts.metricsListen {
+		addr := membershiptest.FreeAddr(t)
+		c.metricsURL = "http://" + addr
+		cfg += fmt.Sprintf("\n[metrics]\nlisten = %q\n", addr)
 	}
 	if opts.cluster {
 		if opts.heartbeat == "" {
@@ -304,6 +315,9 @@ func (c *coordinator) launch(listen string) {
 	select {
 	case addr := <-listening:
 		c.addr, c.url = addr, "http://"+addr
+		if !c.opts.metricsListen {
+			c.metricsURL = c.url
+		}
 	case err := <-c.exited:
 		c.t.Fatalf("coordinator exited before listening: %v\n%s", err, c.stderr.tail(50))
 	case <-time.After(waitLimit):
@@ -847,6 +861,38 @@ func (b *lockedBuffer) tail(lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
+}
+
+// metrics reads the coordinator's /metrics: the value of each series, named with its labels as
+// Prometheus writes them (name{label="value",...}).
+func (c *coordinator) metrics() map[string]float64 {
+	c.t.Helper()
+	_, text := get(c.t, c.metricsURL+"/metrics")
+	series := map[string]float64{}
+	for line := range strings.Lines(string(text)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok || strings.HasPrefix(name, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			c.t.Fatalf("metric %s: %v", name, err)
+		}
+		series[name] = v
+	}
+	return series
+}
+
+// traffic is what the coordinator received and sent on each of links (api, nodes, objects),
+// read from one /metrics.
+func (c *coordinator) traffic(links ...string) float64 {
+	c.t.Helper()
+	series, bytes := c.metrics(), 0.0
+	for _, link := range links {
+		bytes += series[`framefarm_network_bytes_total{direction="received",link="`+link+`"}`] +
+			series[`framefarm_network_bytes_total{direction="sent",link="`+link+`"}`]
+	}
+	return bytes
 }
 
 func sha(data []byte) string {

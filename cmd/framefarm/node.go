@@ -211,7 +211,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 		return log.With("component", "protoactor")
 	}))
 	defer system.Shutdown()
-	cm, err := joinCluster(system, clusterCfg, id, membership.Meta{Role: membership.RoleNode, NodeID: id, Incarnation: agent.Incarnation()}, log)
+	cm, err := joinCluster(system, clusterCfg, id, membership.Meta{Role: membership.RoleNode, NodeID: id, Incarnation: agent.Incarnation()}, nil, log)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock,
 	if _, err := blobs.Open(dataDir); err != nil { // its tmp folder holds what streams through
 		return nil, err
 	}
-	bucket, err := openBucket(cfg, m.ObserveObjectRequest)
+	bucket, err := openBucket(cfg, m.ObserveObjectRequest, m.Network("objects"))
 	if err != nil {
 		return nil, err
 	}
@@ -74,13 +74,13 @@ func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock,
 }
 
 // openBucket opens and checks the bucket of cfg's [objects.s3]; observe, when set, hears of
-// every request.
-func openBucket(cfg Config, observe func(op string, took time.Duration, err error)) (*s3store.Store, error) {
+// every request, and t counts their bytes.
+func openBucket(cfg Config, observe func(op string, took time.Duration, err error), t traffic) (*s3store.Store, error) {
 	c := cfg.Objects.S3
 	bucket, err := s3store.Open(context.Background(), s3store.Config{
 		Endpoint: c.Endpoint, Bucket: c.Bucket, Region: c.Region, Prefix: c.Prefix, PathStyle: c.PathStyle,
 		AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey, PartSize: c.PartSize,
-		TempDir: filepath.Join(cfg.Server.DataDir, "tmp"), HTTPClient: objectStoreClient(), Observe: observe,
+		TempDir: filepath.Join(cfg.Server.DataDir, "tmp"), HTTPClient: objectStoreClient(t), Observe: observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("objects: %w", err)
@@ -94,11 +94,16 @@ func openBucket(cfg Config, observe func(op string, took time.Duration, err erro
 }
 
 // objectStoreClient reaches the bucket: a request that makes no progress for a minute fails,
-// so a store out of reach is noticed and retried instead of waited on for ever.
-func objectStoreClient() *http.Client {
+// so a store out of reach is noticed and retried instead of waited on for ever. t, when set,
+// counts its bytes.
+func objectStoreClient(t traffic) *http.Client {
+	dial := (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	if t != nil {
+		dial = countedDial(dial, t)
+	}
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		ResponseHeaderTimeout: time.Minute,
 		IdleConnTimeout:       90 * time.Second,
 		MaxIdleConnsPerHost:   64,

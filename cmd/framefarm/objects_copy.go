@@ -55,7 +55,7 @@ func objectsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	bucket, err := openBucket(cfg, nil)
+	bucket, err := openBucket(cfg, nil, nil)
 	if err != nil {
 		return err
 	}

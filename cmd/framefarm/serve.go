@@ -146,9 +146,11 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	if err := checkKeys(f.store, urlKey, secretKey); err != nil {
 		return nil, err
 	}
-	if f.listener, err = net.Listen("tcp", cfg.Server.Listen); err != nil {
+	listener, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
 		return nil, err
 	}
+	f.listener = countedListener{Listener: listener, t: f.metrics.Network("api")}
 	opened = append(opened, f.listener)
 	localURL := "http://" + loopbackAddr(f.listener.Addr().String())
 	local, err := writeLocalAdmin(dataDir, localURL)
@@ -338,7 +340,7 @@ func (f *farm) clusterService() service {
 	return service{name: "cluster",
 		start: func() error {
 			hostname, _ := os.Hostname()
-			m, err := joinCluster(f.coord.ActorSystem(), *f.cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, f.log)
+			m, err := joinCluster(f.coord.ActorSystem(), *f.cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, f.metrics.Network("nodes"), f.log)
 			if err != nil {
 				return err
 			}

@@ -45,6 +45,7 @@ type Metrics struct {
 	objectErrors   *prometheus.CounterVec
 	objects        *prometheus.GaugeVec
 	objectBytes    *prometheus.GaugeVec
+	network        *prometheus.CounterVec
 }
 
 // New registers the collectors.
@@ -123,11 +124,15 @@ func New() *Metrics {
 		objectBytes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "framefarm_object_bytes", Help: "Bytes the farm's objects hold, by kind, as last counted.",
 		}, []string{"kind"}),
+		network: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_network_bytes_total",
+			Help: "Bytes the coordinator received and sent, by link: api (its HTTP port, files included), nodes (messages with remote render nodes), objects (its own requests to the object store).",
+		}, []string{"link", "direction"}),
 	}
 	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
 		m.commitWrites, m.staleReports, m.requeues, m.templates, m.reinspections, m.passivations, m.removed,
 		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused, m.objectRequests, m.objectErrors, m.objects, m.objectBytes,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.network, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range persistence.AllJobStates {
 		m.jobs.WithLabelValues(s.String())
 	}
@@ -241,6 +246,17 @@ func (m *Metrics) ObserveObjectRequest(op string, took time.Duration, err error)
 func (m *Metrics) SetObjectUsage(kind string, objects, bytes int64) {
 	m.objects.WithLabelValues(kind).Set(float64(objects))
 	m.objectBytes.WithLabelValues(kind).Set(float64(bytes))
+}
+
+// Traffic counts the bytes one link of the coordinator receives and sends.
+type Traffic struct{ received, sent prometheus.Counter }
+
+func (t Traffic) Received(n int) { t.received.Add(float64(n)) }
+func (t Traffic) Sent(n int)     { t.sent.Add(float64(n)) }
+
+// Network is the traffic of one link: api, nodes or objects.
+func (m *Metrics) Network(link string) Traffic {
+	return Traffic{received: m.network.WithLabelValues(link, "received"), sent: m.network.WithLabelValues(link, "sent")}
 }
 
 // ObserveCommit records one group commit of the store.
