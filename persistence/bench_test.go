@@ -92,7 +92,7 @@ func benchmarkApplyCreateJobs(b *testing.B, edit func(*Job)) {
 func BenchmarkGroupCommitOfSingleJobs(b *testing.B) {
 	bt := newBenchTeam(b)
 	bt.store(b, 100, func(int, int, *Job) {})
-	before := bt.s.db.Stats()
+	before := bt.s.db.Load().Stats()
 	for b.Loop() {
 		now := time.Now()
 		var wg sync.WaitGroup
@@ -102,7 +102,7 @@ func BenchmarkGroupCommitOfSingleJobs(b *testing.B) {
 		}
 		wg.Wait()
 	}
-	after := bt.s.db.Stats()
+	after := bt.s.db.Load().Stats()
 	written := after.Sub(&before)
 	b.ReportMetric(float64(written.TxStats.GetWrite())/float64(b.N), "pages/op")
 }

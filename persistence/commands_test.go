@@ -18,6 +18,48 @@ import (
 // (as a log shipped to another machine would carry it), then decoded and applied to a second
 // store, leaves both stores with the same keys and values in every bucket.
 func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
+	commands := everyCommand()
+	first := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
+	second := openTestStore(t, filepath.Join(t.TempDir(), "b.db"))
+	for i, c := range commands {
+		wire, err := EncodeCommand(c)
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+		if err := first.Apply(c); err != nil {
+			t.Fatalf("command %d (%T): %v", i, c, err)
+		}
+		replayed, err := DecodeCommand(wire)
+		if err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+		if err := second.Apply(replayed); err != nil {
+			t.Fatalf("replayed command %d (%T): %v", i, replayed, err)
+		}
+	}
+	if removed := commands[len(commands)-2].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
+		t.Fatalf("retention removed %d jobs, want the finished one", len(removed.Jobs))
+	}
+	sameRecords(t, first, second)
+}
+
+// sameRecords fails t unless two stores hold the same keys and values in every bucket.
+func sameRecords(t *testing.T, first, second *Store) {
+	t.Helper()
+	a, b := storeDump(t, first), storeDump(t, second)
+	if len(a) == 0 || !reflect.DeepEqual(a, b) {
+		for k, v := range a {
+			if b[k] != v {
+				t.Errorf("%q: %q on the first store, %q on the second", k, v, b[k])
+			}
+		}
+		t.Fatalf("the stores differ (%d and %d records)", len(a), len(b))
+	}
+}
+
+// everyCommand is one command of every kind, in an order a fresh store applies without error;
+// the one before last is a RemoveExpired that removes one job.
+func everyCommand() []Command {
 	ids := NewIDs()
 	at := func(min int) time.Time { return testNow.Add(time.Duration(min) * time.Minute) }
 	team, tpl, batch := ids.New(at(0)), ids.New(at(0)), ids.New(at(0))
@@ -41,7 +83,7 @@ func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
 	d := &Delivery{ID: delivery, JobID: single, TeamID: team, NextAt: at(3), CreatedAt: at(3)}
 	retry := *d
 	retry.Attempt, retry.LastError, retry.NextAt = 1, "503", at(4)
-	commands := []Command{
+	return []Command{
 		&IssueToken{At: at(0), TeamName: "acme", NewTeamID: team, WebhookSecret: "ab", TokenHash: [32]byte{1, 2}},
 		&IssueToken{At: at(0), TeamName: "acme", TokenHash: [32]byte{3, 4}, ExpiresAt: at(9)},
 		&RevokeToken{TokenID: "0304000000000000"},
@@ -61,42 +103,12 @@ func TestReplayedCommandsWriteTheSameRecords(t *testing.T) {
 		&RemoveExpired{Cutoff: at(10), Max: 10},
 		&ForgetAnswers{Before: at(0), Max: 10},
 	}
-	first := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
-	second := openTestStore(t, filepath.Join(t.TempDir(), "b.db"))
-	for i, c := range commands {
-		wire, err := EncodeCommand(c)
-		if err != nil {
-			t.Fatalf("command %d: %v", i, err)
-		}
-		if err := first.Apply(c); err != nil {
-			t.Fatalf("command %d (%T): %v", i, c, err)
-		}
-		replayed, err := DecodeCommand(wire)
-		if err != nil {
-			t.Fatalf("command %d: %v", i, err)
-		}
-		if err := second.Apply(replayed); err != nil {
-			t.Fatalf("replayed command %d (%T): %v", i, replayed, err)
-		}
-	}
-	if removed := commands[len(commands)-2].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
-		t.Fatalf("retention removed %d jobs, want the finished one", len(removed.Jobs))
-	}
-	a, b := storeDump(t, first), storeDump(t, second)
-	if len(a) == 0 || !reflect.DeepEqual(a, b) {
-		for k, v := range a {
-			if b[k] != v {
-				t.Errorf("%q: %q on the first store, %q on the replay", k, v, b[k])
-			}
-		}
-		t.Fatalf("the stores differ (%d and %d records)", len(a), len(b))
-	}
 }
 
 // storeDump reads every bucket's keys and values.
 func storeDump(t *testing.T, s *Store) map[string]string {
 	out := map[string]string{}
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.db.Load().View(func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			return b.ForEach(func(k, v []byte) error {
 				out[string(name)+"/"+string(k)] = string(v)

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -38,7 +39,9 @@ type Options struct {
 
 // Store is the coordinator's database.
 type Store struct {
-	db       *bolt.DB
+	// db is swapped whole when a replica restores a snapshot (Restore).
+	db       atomic.Pointer[bolt.DB]
+	path     string
 	writes   chan *write
 	maxBatch int
 	onCommit func(time.Duration, int)
@@ -47,6 +50,13 @@ type Store struct {
 	closed  bool
 	stopped chan struct{}
 	cache   *decodeCache
+
+	// replication, when set, carries writes to the other replicas (replication.go).
+	replication atomic.Pointer[Replication]
+	// applied is the last replicated entry applied; appliedMoved is closed when it moves.
+	appliedMu    sync.Mutex
+	applied      uint64
+	appliedMoved chan struct{}
 }
 
 // decodeCache keeps decoded records that many requests read and few change.
@@ -54,11 +64,16 @@ type decodeCache struct {
 	templates sync.Map // template id -> *sharedTemplate
 }
 
+// forget drops every decoded record (the records were replaced).
+func (c *decodeCache) forget() { c.templates.Clear() }
+
 // write is one caller's command, as the function applying it, and how to answer it. fn may run
 // more than once: when another write of the same batch fails, the batch is rolled back and
 // replayed without it.
 type write struct {
-	fn   func(*txn) error
+	fn func(*txn) error
+	// cmd is the command fn applies, which a replicated store proposes instead.
+	cmd  Command
 	done func(error)
 	// creates is the first id of the jobs a CreateJobs write adds, zero for other writes.
 	creates ulid.ULID
@@ -75,12 +90,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:         opts.OpenTimeout,
-		FreelistType:    bolt.FreelistMapType,
-		NoFreelistSync:  true,
-		InitialMmapSize: 1 << 30,
-	})
+	db, err := openBolt(path, opts.OpenTimeout)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
@@ -92,20 +102,42 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
 	}
 	s := &Store{
-		db:       db,
-		writes:   make(chan *write, opts.MaxBatch*4),
-		maxBatch: opts.MaxBatch,
-		onCommit: opts.OnCommit,
-		stopped:  make(chan struct{}),
-		cache:    &decodeCache{},
+		path:         path,
+		writes:       make(chan *write, opts.MaxBatch*4),
+		maxBatch:     opts.MaxBatch,
+		onCommit:     opts.OnCommit,
+		stopped:      make(chan struct{}),
+		cache:        &decodeCache{},
+		appliedMoved: make(chan struct{}),
+	}
+	s.db.Store(db)
+	if err := s.loadApplied(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	go s.commitLoop()
 	return s, nil
 }
 
+func openBolt(path string, timeout time.Duration) (*bolt.DB, error) {
+	return bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:         timeout,
+		FreelistType:    bolt.FreelistMapType,
+		NoFreelistSync:  true,
+		InitialMmapSize: 1 << 30,
+	})
+}
+
 // view runs fn in a read-only transaction (named reads, reads.go, are the way in from outside).
 func (s *Store) view(fn func(*txn) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&txn{tx: btx, cache: s.cache}) })
+	for {
+		db := s.db.Load()
+		err := db.View(func(btx *bolt.Tx) error { return fn(&txn{tx: btx, cache: s.cache}) })
+		if errors.Is(err, bolterrors.ErrDatabaseNotOpen) && s.db.Load() != db {
+			continue // a snapshot replaced the records as the read began: read the new ones
+		}
+		return err
+	}
 }
 
 // Apply applies a command in a group-committed transaction and returns once it is durable.
@@ -126,7 +158,7 @@ func (s *Store) ApplyAsync(c Command, done func(error)) {
 	if p, ok := c.(preparer); ok {
 		p.prepare()
 	}
-	w := &write{fn: func(tx *txn) error { return tx.apply(c) }, done: done}
+	w := &write{fn: func(tx *txn) error { return tx.apply(c) }, cmd: c, done: done}
 	if create, ok := c.(*CreateJobs); ok && len(create.Jobs) > 0 {
 		w.creates = create.Jobs[0].ID
 	}
@@ -154,7 +186,7 @@ func (s *Store) Close() error {
 	close(s.writes)
 	s.mu.Unlock()
 	<-s.stopped
-	return s.db.Close()
+	return s.db.Load().Close()
 }
 
 // commitLoop takes whatever writes are waiting, up to maxBatch, and commits them together. Under
@@ -181,7 +213,11 @@ func (s *Store) commitLoop() {
 				break drain
 			}
 		}
-		s.commit(batch)
+		if r := s.replication.Load(); r != nil {
+			s.propose(*r, batch)
+		} else {
+			s.commit(batch)
+		}
 		// The slice is reused: drop the committed writes, or the last batch's commands (and
 		// the records in them) would stay reachable until the next busy moment.
 		clear(batch)
@@ -196,7 +232,7 @@ func (s *Store) commit(batch []*write) {
 		started := time.Now()
 		failed := -1
 		var failure error
-		err := s.db.Update(func(btx *bolt.Tx) error {
+		err := s.db.Load().Update(func(btx *bolt.Tx) error {
 			tx := &txn{tx: btx, cache: s.cache}
 			for i, w := range batch {
 				if err := w.fn(tx); err != nil {

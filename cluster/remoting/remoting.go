@@ -86,7 +86,7 @@ func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 	dial := grpc.WithTransportCredentials(insecure.NewCredentials())
 	switch {
 	case opts.TLS.Enabled():
-		server, client, identity, err := opts.TLS.configs(opts.Self, opts.Accept)
+		server, client, identity, err := opts.TLS.Configs(opts.Self, opts.Accept)
 		if err != nil {
 			return nil, err
 		}

@@ -24,11 +24,11 @@ type TLS struct {
 // Enabled reports whether TLS is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" || t.CAFile != "" }
 
-// configs builds both sides' TLS: each presents this member's certificate, which must name the
+// Configs builds both sides' TLS: each presents this member's certificate, which must name the
 // role self, and accepts only a peer whose certificate the farm's CA signed and names the role
 // accept. Roles, not addresses, identify members, so the dialled address need not be in the
 // certificate.
-func (t TLS) configs(self, accept certs.Role) (server, client *tls.Config, identity certs.Identity, err error) {
+func (t TLS) Configs(self, accept certs.Role) (server, client *tls.Config, identity certs.Identity, err error) {
 	if t.CertFile == "" || t.KeyFile == "" || t.CAFile == "" {
 		return nil, nil, identity, errors.New("cluster TLS needs cert_file, key_file and ca_file")
 	}

@@ -1,0 +1,494 @@
+// Package replicas runs a coordinator as one of several replicas on hashicorp/raft. The raft log
+// carries the store's writes: each group commit is one entry, which every replica, the leader
+// included, applies through the store's one apply function (persistence.Store.ApplyEntries).
+// Snapshots are the store's bbolt file. The replicas reach each other on one port, with mutual
+// TLS, that carries raft, API requests followers hand to the leader, and the read index
+// followers ask the leader for, so that a client reads its writes on any replica.
+//
+// A store of records may seed a new set of replicas only on the first replica named in the
+// peers: it bootstraps alone, puts its records in a snapshot, then adds the others, which start
+// empty and receive that snapshot.
+package replicas
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// Peer is one replica: its id and the address the others reach it at.
+type Peer struct {
+	ID, Addr string
+}
+
+// ParsePeer reads "id=host:port".
+func ParsePeer(s string) (Peer, error) {
+	id, addr, ok := strings.Cut(s, "=")
+	if !ok || id == "" || addr == "" {
+		return Peer{}, fmt.Errorf("peer %q is not id=host:port", s)
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return Peer{}, fmt.Errorf("peer %q: %w", s, err)
+	}
+	return Peer{ID: id, Addr: addr}, nil
+}
+
+// Store is what a replica replicates: the coordinator's store.
+type Store interface {
+	ApplyEntries([]persistence.ReplicatedEntry) ([]*persistence.EntryResult, error)
+	BeginSnapshot() (*persistence.Snapshot, error)
+	Restore(io.Reader) error
+	AppliedIndex() uint64
+	WaitApplied(index uint64, timeout time.Duration) bool
+	// Empty reports whether the store holds no records.
+	Empty() bool
+}
+
+var _ Store = (*persistence.Store)(nil)
+
+// Config describes one replica.
+type Config struct {
+	ID string
+	// Bind is where the replicas' port listens; Advertise what the others dial (Bind when empty).
+	Bind, Advertise string
+	// Peers are the voters of a new set of replicas (this one among them); the first seeds it.
+	Peers []Peer
+	// Dir holds raft's log and snapshots.
+	Dir string
+	// ServerTLS and ClientTLS authenticate the replicas to each other; nil: plain TCP.
+	ServerTLS, ClientTLS *tls.Config
+	Store                Store
+	Logger               *slog.Logger
+	// Fail is called when this replica cannot apply what the others committed (an entry of a
+	// newer version, a disk refusing the write); it must not return: the replica stops rather
+	// than diverge.
+	Fail func(error)
+	// Timings: how long a follower waits for the leader before it stands [1s], how long a
+	// leader keeps leading without a quorum's contact [500ms].
+	HeartbeatTimeout, LeaderLease time.Duration
+	// ApplyTimeout bounds a write's wait for its entry to enter the log [10s].
+	ApplyTimeout time.Duration
+	// SnapshotThreshold is how many entries after the last snapshot make the next [16384];
+	// TrailingLogs how many stay in the log after one [8192].
+	SnapshotThreshold, TrailingLogs uint64
+}
+
+// Replica is this process's place among the replicas.
+type Replica struct {
+	cfg   Config
+	raft  *raft.Raft
+	mux   *mux
+	logs  *raftboltdb.BoltStore
+	reads *readIndexer
+	log   *slog.Logger
+
+	leadership chan bool
+}
+
+// ErrUnavailable is returned for a write this replica cannot carry out now: it is not the leader,
+// or lost the leadership before the write was committed (it may still be: send it again with
+// its Idempotency-Key).
+var ErrUnavailable = errors.New("the replicas are choosing a leader")
+
+// Start opens raft's log in cfg.Dir, listens on cfg.Bind and joins the replicas. At the first
+// start of a new set, the first peer seeds it (see the package's documentation).
+func Start(cfg Config) (*Replica, error) {
+	setDefault(&cfg.HeartbeatTimeout, time.Second)
+	setDefault(&cfg.LeaderLease, 500*time.Millisecond)
+	setDefault(&cfg.ApplyTimeout, 10*time.Second)
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold = 16384
+	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = 8192
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	r := &Replica{cfg: cfg, log: cfg.Logger.With("component", "replicas"), leadership: make(chan bool, 16)}
+	logs, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("the replicas' log: %w", err)
+	}
+	r.logs = logs
+	hlog := newRaftLogger(r.log)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
+	if err != nil {
+		logs.Close()
+		return nil, fmt.Errorf("the replicas' snapshots: %w", err)
+	}
+	if r.mux, err = newMux(cfg.Bind, cfg.Advertise, cfg.ServerTLS, cfg.ClientTLS, r.log); err != nil {
+		logs.Close()
+		return nil, err
+	}
+	r.reads = &readIndexer{r: r}
+	r.mux.readIndex = r.reads.serve
+	go r.mux.run()
+	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: raftLayer{r.mux}, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+	})
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(cfg.ID)
+	conf.Logger = hlog
+	conf.HeartbeatTimeout, conf.ElectionTimeout = cfg.HeartbeatTimeout, cfg.HeartbeatTimeout
+	conf.LeaderLeaseTimeout = cfg.LeaderLease
+	conf.SnapshotThreshold, conf.TrailingLogs = cfg.SnapshotThreshold, cfg.TrailingLogs
+	// At a start raft offers the last snapshot again; the store takes it only when it has not
+	// applied as much (a restart right after receiving it), and skips the entries it applied.
+	conf.NotifyCh = r.leadership
+	existing, err := raft.HasExistingState(logs, logs, snaps)
+	if err != nil {
+		r.mux.close()
+		logs.Close()
+		return nil, err
+	}
+	// The first peer seeds a new set, unless the set exists: a replica wiped and started again
+	// finds a leader among the others and waits for it instead.
+	seed := !existing && len(cfg.Peers) > 0 && cfg.Peers[0].ID == cfg.ID && !r.anotherLeads()
+	if !existing && !seed && !cfg.Store.Empty() {
+		r.mux.close()
+		logs.Close()
+		return nil, fmt.Errorf("this replica's store holds records, but only the first of the peers (%s) may start a new set of replicas from its records: move them there, or start this replica from an empty data folder", cfg.Peers[0].ID)
+	}
+	if r.raft, err = raft.NewRaft(conf, &fsm{r: r}, logs, logs, snaps, transport); err != nil {
+		r.mux.close()
+		logs.Close()
+		return nil, err
+	}
+	if seed {
+		if err := r.seed(); err != nil {
+			r.Shutdown()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// anotherLeads asks the other peers whether one of them leads a set already.
+func (r *Replica) anotherLeads() bool {
+	for _, p := range r.cfg.Peers {
+		if p.ID == r.cfg.ID {
+			continue
+		}
+		conn, err := r.mux.dial(p.Addr, kindReadIndex, 2*time.Second)
+		if err != nil {
+			continue
+		}
+		var reply [9]byte
+		conn.SetDeadline(time.Now().Add(readIndexTimeout))
+		_, err = conn.Write([]byte{1})
+		if err == nil {
+			_, err = readFull(conn, reply[:])
+		}
+		conn.Close()
+		if err == nil && reply[0] == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// seed starts a new set of replicas from this one: alone first, its records put in a snapshot
+// (so the others receive them whole, not only the entries that follow), then with the others.
+func (r *Replica) seed() error {
+	self := raft.Server{ID: raft.ServerID(r.cfg.ID), Address: raft.ServerAddress(r.mux.advertise.String())}
+	if err := r.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{self}}).Error(); err != nil {
+		return fmt.Errorf("starting the replicas: %w", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.raft.State() != raft.Leader {
+		if time.Now().After(deadline) {
+			return errors.New("starting the replicas: the first replica did not become the leader alone")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := r.raft.Barrier(r.cfg.ApplyTimeout).Error(); err != nil {
+		return err
+	}
+	if !r.cfg.Store.Empty() {
+		// A first write moves the store's applied index, which followers' reads wait for: a
+		// replica that has not received the snapshot yet is behind it.
+		entry, err := persistence.EncodeEntry(&persistence.SetMeta{Name: "replicas_seeded_at", Value: time.Now().UTC().Format(time.RFC3339)})
+		if err != nil {
+			return err
+		}
+		if err := r.raft.Apply(entry, r.cfg.ApplyTimeout).Error(); err != nil {
+			return err
+		}
+		reload := raft.ReloadableConfig{TrailingLogs: 0, SnapshotInterval: raft.DefaultConfig().SnapshotInterval,
+			SnapshotThreshold: r.cfg.SnapshotThreshold, HeartbeatTimeout: r.cfg.HeartbeatTimeout, ElectionTimeout: r.cfg.HeartbeatTimeout}
+		if err := r.raft.ReloadConfig(reload); err != nil {
+			return err
+		}
+		if err := r.raft.Snapshot().Error(); err != nil {
+			return fmt.Errorf("putting this store's records in the replicas' first snapshot: %w", err)
+		}
+		reload.TrailingLogs = r.cfg.TrailingLogs
+		if err := r.raft.ReloadConfig(reload); err != nil {
+			return err
+		}
+	}
+	r.log.Info("started a new set of replicas", "replicas", len(r.cfg.Peers), "from_records", !r.cfg.Store.Empty())
+	go r.addPeers()
+	return nil
+}
+
+// addPeers adds the other peers of a new set, one at a time, whenever this replica leads, until
+// the configuration holds them all. While an added replica is down there may be no quorum, and
+// so no leader, until it comes up: the adding then goes on.
+func (r *Replica) addPeers() {
+	wait := 100 * time.Millisecond
+	for {
+		f := r.raft.GetConfiguration()
+		if f.Error() != nil {
+			return // shut down
+		}
+		known := map[raft.ServerID]bool{}
+		for _, srv := range f.Configuration().Servers {
+			known[srv.ID] = true
+		}
+		var missing *Peer
+		for _, p := range r.cfg.Peers {
+			if !known[raft.ServerID(p.ID)] {
+				missing = &p
+				break
+			}
+		}
+		if missing == nil {
+			return
+		}
+		if r.Leading() {
+			err := r.raft.AddVoter(raft.ServerID(missing.ID), raft.ServerAddress(missing.Addr), 0, 0).Error()
+			if errors.Is(err, raft.ErrRaftShutdown) {
+				return
+			}
+			if err == nil {
+				r.log.Info("added a replica", "replica", missing.ID, "address", missing.Addr)
+				continue
+			}
+			r.log.Warn("cannot add a replica yet", "replica", missing.ID, "err", err)
+		}
+		select {
+		case <-r.mux.closed:
+			return
+		case <-time.After(wait):
+			wait = min(2*wait, 5*time.Second)
+		}
+	}
+}
+
+// Propose hands a group of the store's writes to the replicas (persistence.Replication).
+func (r *Replica) Propose(entry []byte, done func(any, error)) {
+	f := r.raft.Apply(entry, r.cfg.ApplyTimeout)
+	go func() {
+		if err := f.Error(); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) ||
+				errors.Is(err, raft.ErrEnqueueTimeout) {
+				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+			done(nil, err)
+			return
+		}
+		done(f.Response(), nil)
+	}()
+}
+
+// Leadership tells of each change: true when this replica became the leader, false when it no
+// longer is.
+func (r *Replica) Leadership() <-chan bool { return r.leadership }
+
+// Barrier waits until every entry committed before it is applied here (a new leader's first
+// step before it acts on the records).
+func (r *Replica) Barrier(timeout time.Duration) error { return r.raft.Barrier(timeout).Error() }
+
+// Leading reports whether this replica is the leader.
+func (r *Replica) Leading() bool { return r.raft.State() == raft.Leader }
+
+// Leader is the current leader's id and address, empty while there is none known.
+func (r *Replica) Leader() (id, addr string) {
+	a, i := r.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Term is the current raft term.
+func (r *Replica) Term() uint64 { return r.raft.CurrentTerm() }
+
+// ForwardListener yields the API requests followers hand to this replica.
+func (r *Replica) ForwardListener() net.Listener { return forwardListener{r.mux} }
+
+// DialLeader opens an API connection to the leader, for a request this follower cannot answer.
+func (r *Replica) DialLeader(timeout time.Duration) (net.Conn, error) {
+	_, addr := r.Leader()
+	if addr == "" {
+		return nil, ErrUnavailable
+	}
+	return r.mux.dial(addr, kindForward, timeout)
+}
+
+// CatchUp waits until this replica has applied every write the leader acknowledged before the
+// call: a read after it sees them (read your writes on any replica). The leader waits for
+// nothing.
+func (r *Replica) CatchUp(ctx context.Context) error {
+	if r.Leading() {
+		return nil
+	}
+	// While the replicas choose a leader, the read waits for one (within ctx).
+	var index uint64
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		var err error
+		if index, err = r.reads.await(ctx); err == nil {
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		if r.Leading() {
+			return nil
+		}
+	}
+	deadline, ok := ctx.Deadline()
+	wait := time.Until(deadline)
+	if !ok {
+		wait = r.cfg.ApplyTimeout
+	}
+	if !r.cfg.Store.WaitApplied(index, wait) {
+		return fmt.Errorf("%w: this replica has not caught up with the leader", ErrUnavailable)
+	}
+	return nil
+}
+
+// Status is what a replica knows of the set.
+type Status struct {
+	ID       string         `json:"id"`
+	State    string         `json:"state"`
+	Term     uint64         `json:"term"`
+	LeaderID string         `json:"leader"`
+	Applied  uint64         `json:"appliedIndex"`
+	Commit   uint64         `json:"commitIndex"`
+	Contact  time.Time      `json:"lastContact,omitzero"`
+	Servers  []ServerStatus `json:"replicas"`
+}
+
+// ServerStatus is one replica of the configuration.
+type ServerStatus struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Voter   bool   `json:"voter"`
+}
+
+// Status reads this replica's view.
+func (r *Replica) Status() Status {
+	leader, _ := r.Leader()
+	s := Status{ID: r.cfg.ID, State: strings.ToLower(r.raft.State().String()), Term: r.raft.CurrentTerm(), LeaderID: leader,
+		Applied: r.cfg.Store.AppliedIndex(), Commit: r.raft.CommitIndex(), Contact: r.raft.LastContact()}
+	if f := r.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			s.Servers = append(s.Servers, ServerStatus{ID: string(srv.ID), Address: string(srv.Address), Voter: srv.Suffrage == raft.Voter})
+		}
+	}
+	return s
+}
+
+// Shutdown leaves the replicas: raft stops, the port closes, the log is closed.
+func (r *Replica) Shutdown() {
+	if r.raft != nil {
+		r.raft.Shutdown().Error()
+	}
+	r.mux.close()
+	r.logs.Close()
+}
+
+// fsm is raft's view of the store.
+type fsm struct {
+	r  *Replica
+	mu sync.Mutex // Apply and Restore never overlap (raft's promise); this makes it plain
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch applies committed entries in one store transaction.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]any, len(logs))
+	var entries []persistence.ReplicatedEntry
+	var at []int
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			entries = append(entries, persistence.ReplicatedEntry{Index: l.Index, Data: l.Data})
+			at = append(at, i)
+		}
+	}
+	if len(entries) == 0 {
+		return out
+	}
+	results, err := f.r.cfg.Store.ApplyEntries(entries)
+	if err != nil {
+		f.r.cfg.Fail(fmt.Errorf("this replica cannot apply what the replicas committed: %w", err))
+		return out
+	}
+	for k, i := range at {
+		if results[k] != nil {
+			out[i] = results[k]
+		}
+	}
+	return out
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := f.r.cfg.Store.BeginSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot{s}, nil
+}
+
+func (f *fsm) Restore(from io.ReadCloser) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer from.Close()
+	if err := f.r.cfg.Store.Restore(from); err != nil {
+		return err
+	}
+	f.r.log.Info("restored the records from another replica's snapshot", "applied_index", f.r.cfg.Store.AppliedIndex())
+	return nil
+}
+
+type snapshot struct{ s *persistence.Snapshot }
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.s.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() { s.s.Release() }

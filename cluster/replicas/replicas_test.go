@@ -1,0 +1,261 @@
+package replicas
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/cluster/certs"
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/cluster/remoting"
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// set is replicas of one test, each with its store, and what they tell of their leadership.
+type set struct {
+	t       *testing.T
+	peers   []Peer
+	dirs    map[string]string
+	server  *tls.Config
+	client  *tls.Config
+	members map[string]*member
+	changes chan change
+}
+
+type member struct {
+	replica *Replica
+	store   *persistence.Store
+}
+
+type change struct {
+	id      string
+	leading bool
+}
+
+func newSet(t *testing.T, ids ...string) *set {
+	dir := t.TempDir()
+	ca, err := certs.NewAuthority("replicas-test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _, _ := ca.PEM()
+	certPEM, keyPEM, err := ca.Issue(certs.Identity{Role: certs.RoleCoordinator}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := remoting.TLS{CertFile: filepath.Join(dir, "c.pem"), KeyFile: filepath.Join(dir, "c-key.pem"), CAFile: filepath.Join(dir, "ca.pem")}
+	os.WriteFile(files.CertFile, certPEM, 0o600)
+	os.WriteFile(files.KeyFile, keyPEM, 0o600)
+	os.WriteFile(files.CAFile, caPEM, 0o600)
+	server, client, _, err := files.Configs(certs.RoleCoordinator, certs.RoleCoordinator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &set{t: t, dirs: map[string]string{}, server: server, client: client, members: map[string]*member{}, changes: make(chan change, 64)}
+	for _, id := range ids {
+		s.peers = append(s.peers, Peer{ID: id, Addr: membershiptest.FreeAddr(t)})
+		s.dirs[id] = filepath.Join(dir, id)
+	}
+	return s
+}
+
+// open opens a replica's store (which may hold records already) without starting it.
+func (s *set) open(id string) *persistence.Store {
+	store, err := persistence.Open(filepath.Join(s.dirs[id], "framefarm.db"), persistence.Options{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return store
+}
+
+// start starts replica id on its store.
+func (s *set) start(id string, store *persistence.Store) *member {
+	s.t.Helper()
+	var addr string
+	for _, p := range s.peers {
+		if p.ID == id {
+			addr = p.Addr
+		}
+	}
+	r, err := Start(Config{ID: id, Bind: addr, Peers: s.peers, Dir: filepath.Join(s.dirs[id], "raft"), ServerTLS: s.server, ClientTLS: s.client,
+		Store: store, Logger: slog.New(slog.DiscardHandler), HeartbeatTimeout: 300 * time.Millisecond, LeaderLease: 150 * time.Millisecond,
+		SnapshotThreshold: 8, TrailingLogs: 4,
+		Fail: func(err error) { s.t.Errorf("replica %s failed: %v", id, err); runtime.Goexit() }})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	store.Replicate(r)
+	go func() {
+		for leading := range r.Leadership() {
+			s.changes <- change{id, leading}
+		}
+	}()
+	m := &member{replica: r, store: store}
+	s.members[id] = m
+	s.t.Cleanup(func() { s.stop(id) })
+	return m
+}
+
+// stop shuts a replica down and closes its store, as a machine lost would.
+func (s *set) stop(id string) {
+	m := s.members[id]
+	if m == nil {
+		return
+	}
+	delete(s.members, id)
+	m.replica.Shutdown()
+	m.store.Close()
+}
+
+// leader waits until a running replica tells it leads, and returns it.
+func (s *set) leader() (string, *member) {
+	s.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		for id, m := range s.members {
+			if m.replica.Leading() {
+				return id, m
+			}
+		}
+		select {
+		case <-s.changes:
+		case <-deadline:
+			s.t.Fatal("no replica leads")
+		}
+	}
+}
+
+// write sets name=value through the leader, as a client's write would, retrying while the
+// replicas choose a leader.
+func (s *set) write(name, value string) {
+	s.t.Helper()
+	for range 50 {
+		_, m := s.leader()
+		err := m.store.Apply(&persistence.SetMeta{Name: name, Value: value})
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrUnavailable) {
+			s.t.Fatal(err)
+		}
+	}
+	s.t.Fatalf("%s was never written", name)
+}
+
+// read reads name on a replica after catching up with the leader.
+func (s *set) read(id, name string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.members[id].replica.CatchUp(ctx); err != nil {
+		s.t.Fatalf("replica %s catching up: %v (leader %v)", id, err, fmt.Sprint(s.members[id].replica.Leader()))
+	}
+	return s.members[id].store.Meta(name)
+}
+
+// TestReplicasAgreeAndOutliveTheirLeader: three replicas start empty; what the leader writes is
+// read on every replica at once after it is acknowledged; a follower cannot write; the leader
+// lost, another leads and writes go on; the lost one, started again, catches up; one wiped and
+// started empty receives a snapshot.
+func TestReplicasAgreeAndOutliveTheirLeader(t *testing.T) {
+	s := newSet(t, "c1", "c2", "c3")
+	for _, id := range []string{"c1", "c2", "c3"} {
+		s.start(id, s.open(id))
+	}
+	for i := range 20 {
+		s.write(fmt.Sprint("k", i), fmt.Sprint("v", i))
+		for id := range s.members {
+			if got := s.read(id, fmt.Sprint("k", i)); got != fmt.Sprint("v", i) {
+				t.Fatalf("replica %s read k%d=%q right after it was acknowledged", id, i, got)
+			}
+		}
+	}
+	first, _ := s.leader()
+	for id, m := range s.members {
+		if id != first {
+			if err := m.store.Apply(&persistence.SetMeta{Name: "x", Value: "y"}); !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("a follower's own write: %v", err)
+			}
+			break
+		}
+	}
+
+	s.stop(first)
+	s.write("after", "failover")
+	second, _ := s.leader()
+	if second == first {
+		t.Fatal("the stopped replica still leads")
+	}
+	s.start(first, s.open(first))
+	if got := s.read(first, "after"); got != "failover" {
+		t.Fatalf("the restarted replica read %q", got)
+	}
+
+	// A follower wiped, its records and log gone, receives the whole store in a snapshot.
+	var wiped string
+	for id := range s.members {
+		if id != second {
+			wiped = id
+		}
+	}
+	s.stop(wiped)
+	for i := range 12 {
+		s.write(fmt.Sprint("later", i), "x")
+	}
+	_, leader := s.leader()
+	if err := leader.replica.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(s.dirs[wiped])
+	s.start(wiped, s.open(wiped))
+	for _, name := range []string{"k0", "k19", "after", "later11"} {
+		if got := s.read(wiped, name); got == "" {
+			t.Fatalf("the wiped replica has no %s after catching up", name)
+		}
+	}
+}
+
+// TestAStoreOfRecordsSeedsTheReplicas: the first replica starts a new set from the records of a
+// coordinator that ran alone; the others start empty and hold them once they join. A replica
+// other than the first refuses to start a new set from records of its own.
+func TestAStoreOfRecordsSeedsTheReplicas(t *testing.T) {
+	s := newSet(t, "c1", "c2", "c3")
+	alone := s.open("c1")
+	acme := persistence.NewIDs().New(time.Now())
+	if err := alone.Apply(&persistence.IssueToken{At: time.Now(), TeamName: "acme", NewTeamID: acme,
+		WebhookSecret: "s", TokenHash: [32]byte{7}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alone.Apply(&persistence.SetMeta{Name: "before", Value: "replicas"}); err != nil {
+		t.Fatal(err)
+	}
+
+	other := s.open("c2")
+	other.Apply(&persistence.IssueToken{At: time.Now(), TeamName: "rival", NewTeamID: persistence.NewIDs().New(time.Now()), WebhookSecret: "s"})
+	_, err := Start(Config{ID: "c2", Bind: s.peers[1].Addr, Peers: s.peers, Dir: filepath.Join(s.dirs["c2"], "raft"), Store: other,
+		Logger: slog.New(slog.DiscardHandler), Fail: func(error) {}})
+	if err == nil {
+		t.Fatal("a replica other than the first started a new set from its own records")
+	}
+	other.Close()
+	os.RemoveAll(s.dirs["c2"])
+
+	s.start("c1", alone)
+	s.start("c2", s.open("c2"))
+	s.start("c3", s.open("c3"))
+	for _, id := range []string{"c2", "c3"} {
+		if got := s.read(id, "before"); got != "replicas" {
+			t.Fatalf("replica %s read %q of the seed's records", id, got)
+		}
+		if team, err := s.members[id].store.Team(acme); err != nil || team.Name != "acme" {
+			t.Fatalf("replica %s: %+v, %v", id, team, err)
+		}
+	}
+}

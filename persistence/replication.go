@@ -1,0 +1,371 @@
+package persistence
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Replication carries a store's writes to the other replicas of a coordinator (cluster/replicas,
+// on raft). With one, the committer proposes each group of commands as one entry, and answers
+// its writers once the entry is committed and applied here, with what applying it returned.
+type Replication interface {
+	// Propose hands entry to the replicas in the order of the calls; done is called once it
+	// is applied on this replica (result is its *EntryResult) or with the error that kept it
+	// from being committed.
+	Propose(entry []byte, done func(result any, err error))
+}
+
+// ReplicatedEntry is one committed entry of the replicated log.
+type ReplicatedEntry struct {
+	Index uint64
+	Data  []byte
+}
+
+// EntryResult is what applying an entry returned: each command's error (nil: applied) and the
+// commands as applied, their result fields filled in.
+type EntryResult struct {
+	Errs     []error
+	Commands []Command
+}
+
+// metaAppliedIndex is the index of the last replicated entry applied, written in the
+// transaction that applies it: entries at or below it are not applied again when the log is
+// replayed (counters and log appends are not idempotent).
+const metaAppliedIndex = "replicated_applied_index"
+
+// entryVersion starts every entry: a replica refuses an entry of a layout it does not know.
+const entryVersion = 1
+
+// EncodeEntry writes commands as one entry of the replicated log, as the committer does.
+func EncodeEntry(commands ...Command) ([]byte, error) { return encodeEntry(commands) }
+
+// encodeEntry writes a group of commands as one entry: the version, the count, then each
+// command (EncodeCommand) after its length.
+func encodeEntry(commands []Command) ([]byte, error) {
+	entry := binary.AppendUvarint([]byte{entryVersion}, uint64(len(commands)))
+	for _, c := range commands {
+		raw, err := EncodeCommand(c)
+		if err != nil {
+			return nil, err
+		}
+		entry = binary.AppendUvarint(entry, uint64(len(raw)))
+		entry = append(entry, raw...)
+	}
+	return entry, nil
+}
+
+// decodeEntry reads what encodeEntry wrote. A command of a kind this build does not know is an
+// error, never skipped: a replica older than the leader must stop, not diverge.
+func decodeEntry(entry []byte) ([]Command, error) {
+	if len(entry) == 0 || entry[0] != entryVersion {
+		return nil, fmt.Errorf("an entry of layout %d, which this build does not know: upgrade this replica", firstByte(entry))
+	}
+	rest := entry[1:]
+	n, size := binary.Uvarint(rest)
+	if size <= 0 || n > uint64(len(rest)) {
+		return nil, errors.New("a malformed entry")
+	}
+	rest = rest[size:]
+	commands := make([]Command, 0, n)
+	for range n {
+		length, size := binary.Uvarint(rest)
+		if size <= 0 || length > uint64(len(rest)-size) {
+			return nil, errors.New("a malformed entry")
+		}
+		c, err := DecodeCommand(rest[size : size+int(length)])
+		if err != nil {
+			return nil, fmt.Errorf("%w: upgrade this replica to the leader's version", err)
+		}
+		commands = append(commands, c)
+		rest = rest[size+int(length):]
+	}
+	if len(rest) != 0 {
+		return nil, errors.New("a malformed entry")
+	}
+	return commands, nil
+}
+
+func firstByte(b []byte) int {
+	if len(b) == 0 {
+		return -1
+	}
+	return int(b[0])
+}
+
+// Replicate makes the store a replica: from now on its committer proposes through r instead of
+// writing, and ApplyEntries writes what the replicas committed. Call it before any write.
+func (s *Store) Replicate(r Replication) { s.replication.Store(&r) }
+
+// propose hands a group of writes to the replicas as one entry and answers each writer once it
+// is applied here. It does not wait: the committer goes on gathering the next group while this
+// one is replicated.
+func (s *Store) propose(r Replication, batch []*write) {
+	inIDOrder(batch)
+	writes := make([]*write, len(batch))
+	copy(writes, batch)
+	commands := make([]Command, len(writes))
+	for i, w := range writes {
+		commands[i] = w.cmd
+	}
+	entry, err := encodeEntry(commands)
+	if err != nil {
+		for _, w := range writes {
+			w.done(err)
+		}
+		return
+	}
+	r.Propose(entry, func(result any, err error) {
+		applied, ok := result.(*EntryResult)
+		if err == nil && (!ok || len(applied.Errs) != len(writes)) {
+			err = errors.New("the replicas answered an entry with what was not its result")
+		}
+		for i, w := range writes {
+			if err != nil {
+				w.done(err)
+				continue
+			}
+			if applied.Errs[i] == nil {
+				adoptResults(w.cmd, applied.Commands[i])
+			}
+			w.done(applied.Errs[i])
+		}
+	})
+}
+
+// resulting is a command with result fields, which the writer reads once it is applied: on a
+// replica they are filled in on the command decoded from the entry, and copied back.
+type resulting interface{ adoptResults(applied Command) }
+
+func adoptResults(mine, applied Command) {
+	if r, ok := mine.(resulting); ok {
+		r.adoptResults(applied)
+	}
+}
+
+func (c *DeleteFont) adoptResults(a Command)    { c.Deleted = a.(*DeleteFont).Deleted }
+func (c *DeleteSecret) adoptResults(a Command)  { c.Deleted = a.(*DeleteSecret).Deleted }
+func (c *RevokeToken) adoptResults(a Command)   { c.Revoked = a.(*RevokeToken).Revoked }
+func (c *RemoveExpired) adoptResults(a Command) { c.Removal = a.(*RemoveExpired).Removal }
+func (c *IssueToken) adoptResults(a Command) {
+	applied := a.(*IssueToken)
+	c.Team, c.Created = applied.Team, applied.Created
+}
+func (c *ForgetAnswers) adoptResults(a Command) {
+	applied := a.(*ForgetAnswers)
+	c.Next, c.Forgotten = applied.Next, applied.Forgotten
+}
+
+// Empty reports whether the store holds no records (facts about the store itself aside).
+func (s *Store) Empty() bool {
+	empty := true
+	s.view(func(t *txn) error {
+		return t.tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if string(name) != string(bucketMeta) {
+				if k, _ := b.Cursor().First(); k != nil {
+					empty = false
+				}
+			}
+			return nil
+		})
+	})
+	return empty
+}
+
+// AppliedIndex is the index of the last replicated entry this store applied.
+func (s *Store) AppliedIndex() uint64 {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	return s.applied
+}
+
+// WaitApplied waits until the store has applied the entry at index, or until timeout.
+func (s *Store) WaitApplied(index uint64, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.appliedMu.Lock()
+		applied, moved := s.applied, s.appliedMoved
+		s.appliedMu.Unlock()
+		if applied >= index {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-deadline.C:
+			return false
+		}
+	}
+}
+
+func (s *Store) setApplied(index uint64) {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	s.applied = index
+	close(s.appliedMoved)
+	s.appliedMoved = make(chan struct{})
+}
+
+// loadApplied reads the applied index a store was left at.
+func (s *Store) loadApplied() error {
+	raw := s.Meta(metaAppliedIndex)
+	if raw == "" {
+		s.setApplied(0)
+		return nil
+	}
+	index, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", metaAppliedIndex, raw, err)
+	}
+	s.setApplied(index)
+	return nil
+}
+
+// ApplyEntries writes committed entries in one transaction that also records the index of the
+// last: the same function applies them on every replica, the leader included. Entries at or
+// below the applied index are skipped (their result is nil). A command that fails is answered
+// with its error and the others are applied without it, as a group commit does, so every
+// replica fails the same commands. An error returned is the replica's own (an entry it cannot
+// read, a disk that refuses the write): it must stop rather than diverge.
+func (s *Store) ApplyEntries(entries []ReplicatedEntry) ([]*EntryResult, error) {
+	results := make([]*EntryResult, len(entries))
+	type pending struct {
+		result *EntryResult
+		at     int
+	}
+	var writes []pending
+	last := s.AppliedIndex()
+	for i, e := range entries {
+		if e.Index <= last {
+			continue
+		}
+		commands, err := decodeEntry(e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", e.Index, err)
+		}
+		results[i] = &EntryResult{Errs: make([]error, len(commands)), Commands: commands}
+		for k := range commands {
+			writes = append(writes, pending{results[i], k})
+		}
+		last = e.Index
+	}
+	if last == s.AppliedIndex() {
+		return results, nil
+	}
+	index := []byte(strconv.FormatUint(last, 10))
+	for {
+		failed := -1
+		err := s.db.Load().Update(func(btx *bolt.Tx) error {
+			tx := &txn{tx: btx, cache: s.cache}
+			for i, w := range writes {
+				if w.result.Errs[w.at] != nil {
+					continue
+				}
+				if err := tx.apply(w.result.Commands[w.at]); err != nil {
+					failed = i
+					w.result.Errs[w.at] = err
+					return err
+				}
+			}
+			if err := tx.finish(); err != nil {
+				return err
+			}
+			return tx.bucket(bucketMeta).Put([]byte(metaAppliedIndex), index)
+		})
+		if failed >= 0 {
+			continue // the command keeps its error; the others go again without it
+		}
+		if err != nil {
+			return nil, fmt.Errorf("applying entries up to %d: %w", last, err)
+		}
+		s.setApplied(last)
+		return results, nil
+	}
+}
+
+// Snapshot is the whole store at one moment, for a replica that is new or fell behind.
+type Snapshot struct {
+	tx   *bolt.Tx
+	once sync.Once
+}
+
+// BeginSnapshot takes the store as it is now; writes go on meanwhile. Release it when done.
+func (s *Store) BeginSnapshot() (*Snapshot, error) {
+	tx, err := s.db.Load().Begin(false)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{tx: tx}, nil
+}
+
+// WriteTo writes the snapshot: the applied index it holds (8 bytes), then the bbolt file.
+func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	var applied uint64
+	if raw := sn.tx.Bucket(bucketMeta).Get([]byte(metaAppliedIndex)); raw != nil {
+		applied, _ = strconv.ParseUint(string(raw), 10, 64)
+	}
+	if _, err := w.Write(binary.BigEndian.AppendUint64(nil, applied)); err != nil {
+		return 0, err
+	}
+	n, err := sn.tx.WriteTo(w)
+	return n + 8, err
+}
+
+// Release lets the store reuse what the snapshot kept.
+func (sn *Snapshot) Release() { sn.once.Do(func() { sn.tx.Rollback() }) }
+
+// Restore replaces every record with a snapshot another replica wrote (BeginSnapshot), unless the
+// store has applied as much already (a replica restarting after it restored one). Reads go to the
+// new records as soon as they are whole; the file replaces the store's at the same path.
+func (s *Store) Restore(r io.Reader) error {
+	var header [8]byte
+	if _, err := io.ReadFull(r, header[:]); err != nil {
+		return fmt.Errorf("receiving a snapshot: %w", err)
+	}
+	if applied := binary.BigEndian.Uint64(header[:]); applied > 0 && applied <= s.AppliedIndex() {
+		return nil
+	}
+	old, path := s.db.Load(), s.path
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".restore-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, r); err != nil {
+		tmp.Close()
+		return fmt.Errorf("receiving a snapshot: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	db, err := openBolt(tmp.Name(), time.Second)
+	if err != nil {
+		return fmt.Errorf("opening a snapshot: %w", err)
+	}
+	if err := prepare(db); err != nil {
+		db.Close()
+		return fmt.Errorf("a snapshot: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		db.Close()
+		return err
+	}
+	s.db.Store(db)
+	s.cache.forget()
+	if err := s.loadApplied(); err != nil {
+		return err
+	}
+	return old.Close()
+}
