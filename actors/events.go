@@ -32,6 +32,9 @@ type Events struct {
 	NodeMessageRefused    Topic[NodeMessageRefused]
 	WebhookAttempted      Topic[WebhookAttempted]
 	TokenRevoked          Topic[TokenRevoked]
+	// DutiesChanged is published by a replica's shell, not by the actors: it began or ended a
+	// term of leading, with or without the actors running.
+	DutiesChanged Topic[DutiesChanged]
 }
 
 // Topic is one kind of happening and those who subscribed to it.
@@ -54,6 +57,12 @@ type (
 	JobStateChanged struct {
 		Job      ulid.ULID
 		From, To persistence.JobState
+	}
+	// DutiesChanged: a replica took up the leader's duties for a raft Term (Leading), or
+	// dropped them.
+	DutiesChanged struct {
+		Leading bool
+		Term    uint64
 	}
 	// JobActorStopped: a job's actor passivated (its record stays in the store).
 	JobActorStopped struct{ Job ulid.ULID }

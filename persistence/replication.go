@@ -24,6 +24,10 @@ type Replication interface {
 	Propose(entry []byte, done func(result any, err error))
 }
 
+// ErrNotReplicated is returned for a write the replicas could not commit now: this replica does
+// not lead, or lost the leadership before the write was committed (it may still be).
+var ErrNotReplicated = errors.New("the replicas are choosing a leader")
+
 // ReplicatedEntry is one committed entry of the replicated log.
 type ReplicatedEntry struct {
 	Index uint64
@@ -287,6 +291,11 @@ func (s *Store) ApplyEntries(entries []ReplicatedEntry) ([]*EntryResult, error) 
 			return nil, fmt.Errorf("applying entries up to %d: %w", last, err)
 		}
 		s.setApplied(last)
+		for _, w := range writes {
+			if w.result.Errs[w.at] == nil {
+				s.noteRevocation(w.result.Commands[w.at])
+			}
+		}
 		return results, nil
 	}
 }

@@ -51,6 +51,9 @@ type Store struct {
 	stopped chan struct{}
 	cache   *decodeCache
 
+	// revocations counts the token revocations applied, for caches of tokens to notice.
+	revocations atomic.Uint64
+
 	// replication, when set, carries writes to the other replicas (replication.go).
 	replication atomic.Pointer[Replication]
 	// applied is the last replicated entry applied; appliedMoved is closed when it moves.
@@ -251,11 +254,22 @@ func (s *Store) commit(batch []*write) {
 			s.onCommit(time.Since(started), len(batch))
 		}
 		for _, w := range batch {
+			s.noteRevocation(w.cmd)
 			w.done(err)
 		}
 		return
 	}
 }
+
+func (s *Store) noteRevocation(c Command) {
+	if _, ok := c.(*RevokeToken); ok {
+		s.revocations.Add(1)
+	}
+}
+
+// Revocations counts the token revocations applied since the store opened: a cache of tokens
+// read before the count moved may hold a revoked one.
+func (s *Store) Revocations() uint64 { return s.revocations.Load() }
 
 // inIDOrder puts the job creations of a batch in the order of their ids, in the places they
 // held, and leaves every other write where it was. Concurrent requests reach the committer in

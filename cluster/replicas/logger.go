@@ -22,9 +22,9 @@ func (s slogSink) Accept(name string, level hclog.Level, msg string, args ...any
 	switch {
 	case level < hclog.Info:
 		return // raft's debug lines would drown the coordinator's
-	case level >= hclog.Error:
-		l = slog.LevelError
-	case level == hclog.Warn:
+	case level >= hclog.Warn:
+		// raft calls a replica out of reach an error, every few milliseconds while it is down:
+		// a warning here; what stops a replica is logged by the coordinator as an error.
 		l = slog.LevelWarn
 	}
 	s.log.Log(context.Background(), l, msg, append(args, "from", name)...)

@@ -17,7 +17,8 @@ import (
 const (
 	kindRaft      byte = 'R' // raft's own RPCs
 	kindForward   byte = 'H' // HTTP: an API request a follower hands to the leader
-	kindReadIndex byte = 'I' // what the leader has committed, for a follower's read
+	kindReadIndex byte = 'I' // what the leader has applied, for a follower's read
+	kindStatus    byte = 'S' // what a replica says of itself, for the status of the set
 )
 
 // handshakeTimeout bounds a connection's TLS handshake and first byte.
@@ -25,15 +26,16 @@ const handshakeTimeout = 10 * time.Second
 
 // mux accepts the replicas' connections on one listener and sorts them by their first byte.
 type mux struct {
-	listener net.Listener
+	listener  net.Listener
 	advertise net.Addr
 	client    *tls.Config // nil: plain TCP (insecure)
 	log       *slog.Logger
 
 	raft    chan net.Conn
 	forward chan net.Conn
-	// readIndex answers a follower's read-index requests on one connection.
-	readIndex func(net.Conn)
+	// readIndex answers a follower's read-index requests on one connection, status a
+	// replica's question about this one.
+	readIndex, status func(net.Conn)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -98,6 +100,9 @@ func (m *mux) sort(conn net.Conn) {
 		to = m.forward
 	case kindReadIndex:
 		m.readIndex(conn)
+		return
+	case kindStatus:
+		m.status(conn)
 		return
 	default:
 		m.log.Warn("refused a connection to the replicas' port", "from", conn.RemoteAddr().String(), "err", fmt.Sprintf("unknown kind %q", kind[0]))

@@ -13,6 +13,7 @@ package replicas
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,8 +84,10 @@ type Config struct {
 	// ApplyTimeout bounds a write's wait for its entry to enter the log [10s].
 	ApplyTimeout time.Duration
 	// SnapshotThreshold is how many entries after the last snapshot make the next [16384];
-	// TrailingLogs how many stay in the log after one [8192].
+	// TrailingLogs how many stay in the log after one [8192]; SnapshotInterval how often a
+	// snapshot's being due is looked at [2m].
 	SnapshotThreshold, TrailingLogs uint64
+	SnapshotInterval                time.Duration
 }
 
 // Replica is this process's place among the replicas.
@@ -99,10 +102,10 @@ type Replica struct {
 	leadership chan bool
 }
 
-// ErrUnavailable is returned for a write this replica cannot carry out now: it is not the leader,
-// or lost the leadership before the write was committed (it may still be: send it again with
-// its Idempotency-Key).
-var ErrUnavailable = errors.New("the replicas are choosing a leader")
+// ErrUnavailable is returned for what this replica cannot do now for want of a leader: a write
+// (it is not the leader, or lost the leadership before the write was committed, which may
+// still be: send it again with its Idempotency-Key), a read that cannot catch up.
+var ErrUnavailable = persistence.ErrNotReplicated
 
 // Start opens raft's log in cfg.Dir, listens on cfg.Bind and joins the replicas. At the first
 // start of a new set, the first peer seeds it (see the package's documentation).
@@ -110,6 +113,7 @@ func Start(cfg Config) (*Replica, error) {
 	setDefault(&cfg.HeartbeatTimeout, time.Second)
 	setDefault(&cfg.LeaderLease, 500*time.Millisecond)
 	setDefault(&cfg.ApplyTimeout, 10*time.Second)
+	setDefault(&cfg.SnapshotInterval, 2*time.Minute)
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 16384
 	}
@@ -136,7 +140,7 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r.reads = &readIndexer{r: r}
-	r.mux.readIndex = r.reads.serve
+	r.mux.readIndex, r.mux.status = r.reads.serve, r.tellStatus
 	go r.mux.run()
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: raftLayer{r.mux}, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
@@ -146,7 +150,7 @@ func Start(cfg Config) (*Replica, error) {
 	conf.Logger = hlog
 	conf.HeartbeatTimeout, conf.ElectionTimeout = cfg.HeartbeatTimeout, cfg.HeartbeatTimeout
 	conf.LeaderLeaseTimeout = cfg.LeaderLease
-	conf.SnapshotThreshold, conf.TrailingLogs = cfg.SnapshotThreshold, cfg.TrailingLogs
+	conf.SnapshotThreshold, conf.TrailingLogs, conf.SnapshotInterval = cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval
 	// At a start raft offers the last snapshot again; the store takes it only when it has not
 	// applied as much (a restart right after receiving it), and skips the entries it applied.
 	conf.NotifyCh = r.leadership
@@ -235,7 +239,7 @@ func (r *Replica) seed() error {
 		if err := r.raft.Apply(entry, r.cfg.ApplyTimeout).Error(); err != nil {
 			return err
 		}
-		reload := raft.ReloadableConfig{TrailingLogs: 0, SnapshotInterval: raft.DefaultConfig().SnapshotInterval,
+		reload := raft.ReloadableConfig{TrailingLogs: 0, SnapshotInterval: r.cfg.SnapshotInterval,
 			SnapshotThreshold: r.cfg.SnapshotThreshold, HeartbeatTimeout: r.cfg.HeartbeatTimeout, ElectionTimeout: r.cfg.HeartbeatTimeout}
 		if err := r.raft.ReloadConfig(reload); err != nil {
 			return err
@@ -382,35 +386,88 @@ func (r *Replica) CatchUp(ctx context.Context) error {
 	return nil
 }
 
-// Status is what a replica knows of the set.
+// Status is the set of replicas as one of them sees it.
 type Status struct {
-	ID       string         `json:"id"`
-	State    string         `json:"state"`
-	Term     uint64         `json:"term"`
-	LeaderID string         `json:"leader"`
-	Applied  uint64         `json:"appliedIndex"`
-	Commit   uint64         `json:"commitIndex"`
-	Contact  time.Time      `json:"lastContact,omitzero"`
-	Servers  []ServerStatus `json:"replicas"`
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Term     uint64 `json:"term"`
+	LeaderID string `json:"leader"`
+	Applied  uint64 `json:"appliedIndex"`
+	Commit   uint64 `json:"commitIndex"`
+	// Replicas are those of the configuration, each as it reports itself.
+	Replicas []ReplicaStatus `json:"replicas"`
 }
 
-// ServerStatus is one replica of the configuration.
-type ServerStatus struct {
-	ID      string `json:"id"`
-	Address string `json:"address"`
-	Voter   bool   `json:"voter"`
+// ReplicaStatus is one replica of the configuration; what it reports of itself is nil when it
+// cannot be reached.
+type ReplicaStatus struct {
+	ID      string     `json:"id"`
+	Address string     `json:"address"`
+	Voter   bool       `json:"voter"`
+	State   *string    `json:"state"`
+	Applied *uint64    `json:"appliedIndex"`
+	Contact *time.Time `json:"lastContact"`
 }
 
-// Status reads this replica's view.
+// self is what a replica says of itself when asked.
+type self struct {
+	State   string    `json:"state"`
+	Applied uint64    `json:"appliedIndex"`
+	Contact time.Time `json:"lastContact"`
+}
+
+func (r *Replica) self() self {
+	contact := r.raft.LastContact()
+	if r.Leading() {
+		contact = time.Now()
+	}
+	return self{State: strings.ToLower(r.raft.State().String()), Applied: r.cfg.Store.AppliedIndex(), Contact: contact}
+}
+
+// tellStatus answers another replica's question about this one.
+func (r *Replica) tellStatus(conn net.Conn) {
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(statusTimeout))
+	json.NewEncoder(conn).Encode(r.self())
+}
+
+// statusTimeout bounds a question to one replica about itself.
+const statusTimeout = 2 * time.Second
+
+// Status asks every replica of the configuration about itself, at once.
 func (r *Replica) Status() Status {
 	leader, _ := r.Leader()
-	s := Status{ID: r.cfg.ID, State: strings.ToLower(r.raft.State().String()), Term: r.raft.CurrentTerm(), LeaderID: leader,
-		Applied: r.cfg.Store.AppliedIndex(), Commit: r.raft.CommitIndex(), Contact: r.raft.LastContact()}
-	if f := r.raft.GetConfiguration(); f.Error() == nil {
-		for _, srv := range f.Configuration().Servers {
-			s.Servers = append(s.Servers, ServerStatus{ID: string(srv.ID), Address: string(srv.Address), Voter: srv.Suffrage == raft.Voter})
-		}
+	me := r.self()
+	s := Status{ID: r.cfg.ID, State: me.State, Term: r.raft.CurrentTerm(), LeaderID: leader, Applied: me.Applied, Commit: r.raft.CommitIndex()}
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return s
 	}
+	servers := f.Configuration().Servers
+	s.Replicas = make([]ReplicaStatus, len(servers))
+	var asked sync.WaitGroup
+	for i, srv := range servers {
+		s.Replicas[i] = ReplicaStatus{ID: string(srv.ID), Address: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
+		asked.Go(func() {
+			told := me
+			if string(srv.ID) != r.cfg.ID {
+				conn, err := r.mux.dial(string(srv.Address), kindStatus, statusTimeout)
+				if err != nil {
+					return
+				}
+				defer conn.Close()
+				conn.SetDeadline(time.Now().Add(statusTimeout))
+				if json.NewDecoder(conn).Decode(&told) != nil {
+					return
+				}
+			}
+			s.Replicas[i].State, s.Replicas[i].Applied = &told.State, &told.Applied
+			if !told.Contact.IsZero() {
+				s.Replicas[i].Contact = &told.Contact
+			}
+		})
+	}
+	asked.Wait()
 	return s
 }
 

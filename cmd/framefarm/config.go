@@ -39,6 +39,9 @@ type Config struct {
 	// Cluster is set when the file has a [cluster] table: the coordinator then takes remote
 	// render nodes. Without it the coordinator runs alone with its embedded node.
 	Cluster *ClusterConfig `toml:"cluster"`
+	// HA is set when the file has an [ha] table: the coordinator is then one of several
+	// replicas (ha.go).
+	HA *HAConfig `toml:"ha"`
 }
 
 // ClusterConfig is the [cluster] table, read by `serve` and by `node`.
@@ -347,10 +350,16 @@ func loadConfig(path string) (Config, error) {
 	if err != nil {
 		return cfg, fmt.Errorf("%s: %w", path, err)
 	}
-	if md.IsDefined("cluster") {
-		// Decode again over the defaults of the table, now that it is known to be there.
-		cluster := defaultClusterConfig()
-		cfg.Cluster = &cluster
+	// Optional tables: decoded again over their defaults, now that they are known to be there.
+	if md.IsDefined("cluster") || md.IsDefined("ha") {
+		if md.IsDefined("cluster") {
+			cluster := defaultClusterConfig()
+			cfg.Cluster = &cluster
+		}
+		if md.IsDefined("ha") {
+			ha := defaultHAConfig()
+			cfg.HA = &ha
+		}
 		if md, err = toml.Decode(string(raw), &cfg); err != nil {
 			return cfg, fmt.Errorf("%s: %w", path, err)
 		}
@@ -397,6 +406,9 @@ func (c *Config) check() error {
 	}
 	if c.Cluster != nil {
 		errs = append(errs, c.Cluster.check(false)...)
+	}
+	if c.HA != nil {
+		errs = append(errs, c.HA.check(c)...)
 	}
 	if c.Debug.Listen != "" {
 		// pprof shows memory contents and costs CPU on demand: never on a reachable address.

@@ -61,36 +61,64 @@ func TestConfigErrors(t *testing.T) {
 // TestExampleClusterTableStatesTheDefaults: the commented [cluster] table of the example, once
 // uncommented, is the defaults; a file without it leaves the coordinator alone.
 func TestExampleClusterTableStatesTheDefaults(t *testing.T) {
+	cfg := exampleTable(t, "cluster")
+	if cfg.Cluster == nil {
+		t.Fatal("the [cluster] table was not read")
+	}
+	sameTOML(t, "[cluster]", *cfg.Cluster, defaultClusterConfig())
+	if alone, _ := loadConfig(""); alone.Cluster != nil {
+		t.Fatal("no configuration file, yet a cluster")
+	}
+}
+
+// TestExampleHATableStatesTheDefaults: the commented [ha] table, once uncommented, reads as the
+// defaults, and without it the coordinator runs alone.
+func TestExampleHATableStatesTheDefaults(t *testing.T) {
+	cfg := exampleTable(t, "ha")
+	if cfg.HA == nil {
+		t.Fatal("the [ha] table was not read")
+	}
+	sameTOML(t, "[ha]", *cfg.HA, defaultHAConfig())
+	if alone, _ := loadConfig(""); alone.HA != nil {
+		t.Fatal("no configuration file, yet replicas")
+	}
+}
+
+// exampleTable reads the commented table name of the example (up to the next blank line), as an
+// operator who uncomments it would.
+func exampleTable(t *testing.T, name string) Config {
+	t.Helper()
 	raw, err := os.ReadFile("../../config.example.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(raw), "\n# [cluster]\n")
+	_, table, ok := strings.Cut(string(raw), "\n# ["+name+"]\n")
 	if !ok {
-		t.Fatal("no commented [cluster] table in the example")
+		t.Fatalf("no commented [%s] table in the example", name)
 	}
+	table, _, _ = strings.Cut(table, "\n\n")
 	var uncommented strings.Builder
-	uncommented.WriteString("[cluster]\n")
+	uncommented.WriteString("[" + name + "]\n")
 	for _, line := range strings.Split(table, "\n") {
 		uncommented.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
 	}
-	path := filepath.Join(t.TempDir(), "cluster.toml")
+	path := filepath.Join(t.TempDir(), name+".toml")
 	os.WriteFile(path, []byte(uncommented.String()), 0o600)
 	cfg, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Cluster == nil {
-		t.Fatal("the [cluster] table was not read")
-	}
+	return cfg
+}
+
+// sameTOML fails t unless two tables encode alike.
+func sameTOML(t *testing.T, what string, example, defaults any) {
+	t.Helper()
 	var want, got strings.Builder
-	toml.NewEncoder(&want).Encode(defaultClusterConfig())
-	toml.NewEncoder(&got).Encode(*cfg.Cluster)
+	toml.NewEncoder(&want).Encode(defaults)
+	toml.NewEncoder(&got).Encode(example)
 	if want.String() != got.String() {
-		t.Fatalf("the example's [cluster] differs from the defaults:\n--- example\n%s\n--- defaults\n%s", got.String(), want.String())
-	}
-	if alone, _ := loadConfig(""); alone.Cluster != nil {
-		t.Fatal("no configuration file, yet a cluster")
+		t.Fatalf("the example's %s differs from the defaults:\n--- example\n%s\n--- defaults\n%s", what, got.String(), want.String())
 	}
 }
 
@@ -192,5 +220,51 @@ func TestDefaultNodeIDIsStableAndPerDataFolder(t *testing.T) {
 	host, _ := os.Hostname()
 	if a != again || a == other || !strings.HasPrefix(a, host+"-") || !strings.HasPrefix(other, host+"-") {
 		t.Fatalf("ids %q, %q again, %q for another folder", a, again, other)
+	}
+}
+
+// TestReplicasRefuseWhatTheyCannotShare: an [ha] table is refused, naming what to set, without
+// the files in a bucket, without the keys in the configuration, without a [cluster], with an
+// embedded node, or with peers that do not name this replica.
+func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
+	good := map[string]string{
+		"objects":    "[objects]\nbackend = \"s3\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n",
+		"secrets":    "[secrets]\nkey = \"c2VjcmV0cy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n",
+		"cluster":    "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n",
+		"node":       "[node]\nlocal_slots = 0\n",
+		"ha":         "[ha]\nid = \"c1\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\", \"c2=127.0.0.1:7960\"]\n",
+		"objects.s3": "[objects.s3]\nbucket = \"farm\"\n",
+	}
+	load := func(change map[string]string) error {
+		var body strings.Builder
+		for _, table := range []string{"objects", "objects.s3", "secrets", "cluster", "node", "ha"} {
+			text := good[table]
+			if replaced, ok := change[table]; ok {
+				text = replaced
+			}
+			body.WriteString(text)
+		}
+		path := filepath.Join(t.TempDir(), "ha.toml")
+		os.WriteFile(path, []byte(body.String()), 0o600)
+		cfg, err := loadConfig(path)
+		if err == nil {
+			err = cfg.check()
+		}
+		return err
+	}
+	if err := load(nil); err != nil {
+		t.Fatalf("a good [ha]: %v", err)
+	}
+	for want, change := range map[string]map[string]string{
+		"objects.backend":     {"objects": "[objects]\nbackend = \"local\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n"},
+		"objects.signing_key": {"objects": "[objects]\nbackend = \"s3\"\n"},
+		"secrets.key":         {"secrets": ""},
+		"[cluster]":           {"cluster": ""},
+		"node.local_slots":    {"node": "[node]\nlocal_slots = 2\n"},
+		"ha.peers":            {"ha": "[ha]\nid = \"c3\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\"]\n"},
+	} {
+		if err := load(change); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want a refusal naming %s, got %v", want, err)
+		}
 	}
 }

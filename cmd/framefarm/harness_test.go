@@ -144,6 +144,9 @@ type options struct {
 	// metricsListen moves /metrics to a listener of its own, so reading it adds nothing to the
 	// API port's traffic.
 	metricsListen bool
+	// pki, with cluster, is a folder holding the farm's CA and a coordinator's certificate to
+	// use (replicas share them); empty: the coordinator makes its own.
+	pki string
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -168,6 +171,8 @@ type coordinator struct {
 	progress  map[string]map[string]bool
 	nodes     map[string]map[string]bool
 	fenced    map[string]map[string]bool
+	// duties are a replica's terms: "leading", then "following" once it dropped them.
+	duties map[string]map[string]bool
 	// counts counts the signals of each "kind id state".
 	counts map[string]int
 	// firstSignal is when the first signal of each kind and id arrived ("progress id").
@@ -197,6 +202,7 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 		jobs: map[string]map[string]bool{}, templates: map[string]map[string]bool{},
 		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{}, firstSignal: map[string]time.Time{},
 		nodes: map[string]map[string]bool{}, fenced: map[string]map[string]bool{}, counts: map[string]int{},
+		duties: map[string]map[string]bool{},
 	}
 	if opts.logLevel == "" {
 		opts.logLevel = "debug"
@@ -241,9 +247,12 @@ timeout = "2s"
 		if opts.insecure {
 			cfg += "insecure = true\n"
 		} else {
-			c.pki = filepath.Join(c.dir, "pki")
-			tlsCommand(t, "ca", "create", "--dir", c.pki)
-			tlsCommand(t, "cert", "create", "--coordinator", "--dir", c.pki)
+			c.pki = opts.pki
+			if c.pki == "" {
+				c.pki = filepath.Join(c.dir, "pki")
+				tlsCommand(t, "ca", "create", "--dir", c.pki)
+				tlsCommand(t, "cert", "create", "--coordinator", "--dir", c.pki)
+			}
 			cfg += fmt.Sprintf("\n[cluster.tls]\ncert_file = %q\nkey_file = %q\nca_file = %q\n",
 				filepath.Join(c.pki, "coordinator.pem"), filepath.Join(c.pki, "coordinator-key.pem"), filepath.Join(c.pki, "farm-ca.pem"))
 		}
@@ -339,6 +348,8 @@ func (c *coordinator) signals(kind string) map[string]map[string]bool {
 		return c.nodes
 	case "fenced":
 		return c.fenced
+	case "duties":
+		return c.duties
 	}
 	return c.jobs
 }
@@ -413,7 +424,7 @@ func (c *coordinator) stop() {
 func (c *coordinator) restart() {
 	c.t.Helper()
 	c.Note(func() {
-		for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced} {
+		for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced, &c.duties} {
 			*m = map[string]map[string]bool{}
 		}
 	})

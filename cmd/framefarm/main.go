@@ -1,7 +1,8 @@
 // Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
 // runs a render node that joins it, `framefarm cluster tls` makes the farm's certificates,
 // `framefarm token create|list|revoke` manages API tokens, `framefarm objects copy --to s3` moves
-// a farm's files into a bucket, `framefarm version` tells the build.
+// a farm's files into a bucket, `framefarm ha status` shows a coordinator's replicas,
+// `framefarm version` tells the build.
 package main
 
 import (
@@ -56,6 +57,7 @@ const usage = `usage:
   framefarm token create --team NAME [--expires 720h] [--data-dir DIR] [--config FILE]
   framefarm token list [--data-dir DIR] [--config FILE]
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
+  framefarm ha status [--url URL] [--admin-token TOKEN]
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
 `
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		err = tokenCommand(args[1:], stdout, stderr)
 	case "objects":
 		err = objectsCommand(ctx, args[1:], stdout, stderr)
+	case "ha":
+		err = haCommand(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "framefarm", buildVersion())
 		return 0

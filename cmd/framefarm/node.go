@@ -312,27 +312,13 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	case verb != "list":
 		method, path = http.MethodPost, "/api/v2/nodes/"+url.PathEscape(nodeID)+"/"+verb
 	}
-	req, err := http.NewRequest(method, strings.TrimRight(*base, "/")+path, nil)
+	status, body, err := adminRequest(method, *base, path, *token)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+*token)
-	client := &http.Client{Timeout: 30 * time.Second}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode == http.StatusNoContent {
+	if status == http.StatusNoContent {
 		fmt.Fprintf(stdout, "forgot %s\n", nodeID)
 		return nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
 	}
 	var nodes []actors.NodeInfo
 	if verb == "list" {
@@ -352,6 +338,28 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 			len(n.CurrentJobs), n.LastHeartbeat.Format(time.RFC3339), n.Reason)
 	}
 	return w.Flush()
+}
+
+// adminRequest makes one request of a coordinator's admin routes; an answer other than 200 or
+// 204 is an error quoting it.
+func adminRequest(method, base, path, token string) (status int, body []byte, err error) {
+	req, err := http.NewRequest(method, strings.TrimRight(base, "/")+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	if body, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20)); err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+		return 0, nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return resp.StatusCode, body, nil
 }
 
 // nodeIDFile, in a node's data folder, keeps the suffix of its default id.

@@ -138,8 +138,9 @@ const (
 )
 
 // checkKeys records, at a store's first start, a fingerprint of each key it is written with,
-// and refuses a later start with another key, saying which and where it is configured.
-func checkKeys(store *persistence.Store, urlKey, secretKey []byte) error {
+// and refuses a later start with another key, saying which and where it is configured. Without
+// record, it records them (a replica only once it leads: its writes go through the leader).
+func checkKeys(store *persistence.Store, urlKey, secretKey []byte, record bool) error {
 	for _, k := range []struct {
 		meta, name, where string
 		key               []byte
@@ -151,6 +152,9 @@ func checkKeys(store *persistence.Store, urlKey, secretKey []byte) error {
 		print := hex.EncodeToString(sum[:8])
 		switch recorded := store.Meta(k.meta); recorded {
 		case "":
+			if !record {
+				continue
+			}
 			if err := store.Apply(&persistence.SetMeta{Name: k.meta, Value: print}); err != nil {
 				return err
 			}

@@ -119,6 +119,10 @@ func (s *signalPrinter) watch(ev *actors.Events) {
 	ev.StaleReport.Subscribe(func(e actors.StaleReport) { s.print("fenced %s %d:%s", e.Job, e.Attempt, e.What) })
 	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) { s.print("node %s %s", e.Node, e.To) })
 	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) { s.print("webhook %s %s", e.Job, e.Result) })
+	// "ffsignal duties TERM leading|following": a replica took up or dropped the leader's duties.
+	ev.DutiesChanged.Subscribe(func(e actors.DutiesChanged) {
+		s.print("duties %d %s", e.Term, map[bool]string{true: "leading", false: "following"}[e.Leading])
+	})
 }
 
 // manifestInspector reads test templates (zips holding manifest.json, an Inspection) and hands

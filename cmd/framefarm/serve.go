@@ -18,6 +18,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/cluster/replicas"
 	"github.com/framefarm/framefarm/http/api"
 	"github.com/framefarm/framefarm/http/metrics"
 	"github.com/framefarm/framefarm/http/outbound"
@@ -82,8 +83,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugi
 	if err != nil {
 		return err
 	}
-	failed := make(chan error, 1)
-	return runServices(ctx, log, f.services(failed), failed, cfg.Server.ShutdownTimeout.Duration, func() { f.greet(stdout) })
+	return runServices(ctx, log, f.services(), f.failed, cfg.Server.ShutdownTimeout.Duration, func() { f.greet(stdout) })
 }
 
 // farm is the coordinator's parts, wired to one another as they are made.
@@ -99,18 +99,27 @@ type farm struct {
 	metrics   *metrics.Metrics
 	hub       *api.Hub
 	history   *api.FarmHistory
-	coord     *actors.Coordinator
-	server    *api.Server
-	outbound  *http.Client
-	happen    *actors.Events
+	// coord is the coordinator of a farm that runs alone; newCoordinator makes it, and, for a
+	// replica, a coordinator for each term it leads, which duty holds meanwhile.
+	coord          *actors.Coordinator
+	newCoordinator func() *actors.Coordinator
+	replica        *replicas.Replica
+	duty           *onDuty
+	server         *api.Server
+	outbound       *http.Client
+	happen         *actors.Events
 	// member is the coordinator's membership of the cluster, once joined.
 	member *clusterMember
+	// failed is told of a service that stopped by itself: the process shuts down.
+	failed chan error
+	// urlKey and secretKey are the keys the store must be written with (checkKeys).
+	urlKey, secretKey []byte
 }
 
 // newFarm opens the store and the API's listener and makes every part; nothing runs yet. What it
 // opened is closed again when a later part cannot be made.
 func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
-	f = &farm{cfg: cfg, log: log, p: p, clock: clock.Real{}, metrics: metrics.New(), happen: &actors.Events{}}
+	f = &farm{cfg: cfg, log: log, p: p, clock: clock.Real{}, metrics: metrics.New(), happen: &actors.Events{}, failed: make(chan error, 1)}
 	var opened []io.Closer
 	defer func() {
 		if err != nil {
@@ -143,8 +152,17 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		return nil, err
 	}
 	opened = append(opened, f.store)
-	if err := checkKeys(f.store, urlKey, secretKey); err != nil {
+	f.urlKey, f.secretKey = urlKey, secretKey
+	// A replica writes through the leader: it records the keys' fingerprints when it leads.
+	if err := checkKeys(f.store, urlKey, secretKey, cfg.HA == nil); err != nil {
 		return nil, err
+	}
+	if cfg.HA != nil {
+		if f.replica, err = f.startReplica(); err != nil {
+			return nil, err
+		}
+		opened = append(opened, closer(f.replica.Shutdown))
+		f.store.Replicate(f.replica)
 	}
 	listener, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -197,31 +215,48 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	// A webhook's body is its job as the API shows it; the job has ended, so its view needs no
 	// word of the farm's capacity.
 	webhookViews := &api.JobViews{URLs: publicURLs, OutputTTL: cfg.Outputs.URLTTL.Duration, Clock: f.clock}
-	f.coord = actors.New(actors.Config{
-		MaxAttempts:             cfg.Jobs.MaxAttempts,
-		ProgressInterval:        cfg.Jobs.ProgressInterval.Duration,
-		SilenceTimeout:          cfg.Node.SilenceTimeout.Duration,
-		MaxRenderTime:           cfg.Node.MaxRenderTime.Duration,
-		WebhookBackoff:          durations(cfg.Webhooks.RetryBackoff),
-		WebhookTimeout:          cfg.Webhooks.Timeout.Duration,
-		WebhookConcurrency:      cfg.Webhooks.Concurrency,
-		TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
-		TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
-		TemplateWorkers:         cfg.Templates.Workers,
-		MaxTeamTemplateBytes:    cfg.Templates.MaxBytesPerTeam,
-		HeartbeatInterval:       heartbeat,
-		NodeLease:               lease,
-		NodeFailureLimit:        failureLimit,
-		ClusterKey:              clusterKey,
-		AdoptAfterRestart:       cfg.Cluster != nil,
-		MaxOutputBytes:          cfg.Outputs.MaxBytes,
-		StorageRetry:            cfg.Objects.RetryAfter.Duration,
-	}, actors.Deps{
-		Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
-		Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
-		WebhookBody: webhookViews.WebhookBody,
-	})
-	f.history = &api.FarmHistory{Source: f.coord, Clock: f.clock}
+	f.newCoordinator = func() *actors.Coordinator {
+		return actors.New(actors.Config{
+			MaxAttempts:             cfg.Jobs.MaxAttempts,
+			ProgressInterval:        cfg.Jobs.ProgressInterval.Duration,
+			SilenceTimeout:          cfg.Node.SilenceTimeout.Duration,
+			MaxRenderTime:           cfg.Node.MaxRenderTime.Duration,
+			WebhookBackoff:          durations(cfg.Webhooks.RetryBackoff),
+			WebhookTimeout:          cfg.Webhooks.Timeout.Duration,
+			WebhookConcurrency:      cfg.Webhooks.Concurrency,
+			TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
+			TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
+			TemplateWorkers:         cfg.Templates.Workers,
+			MaxTeamTemplateBytes:    cfg.Templates.MaxBytesPerTeam,
+			HeartbeatInterval:       heartbeat,
+			NodeLease:               lease,
+			NodeFailureLimit:        failureLimit,
+			ClusterKey:              clusterKey,
+			AdoptAfterRestart:       cfg.Cluster != nil,
+			MaxOutputBytes:          cfg.Outputs.MaxBytes,
+			StorageRetry:            cfg.Objects.RetryAfter.Duration,
+		}, actors.Deps{
+			Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
+			Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
+			WebhookBody: webhookViews.WebhookBody,
+		})
+	}
+	// The API, the history and the metrics ask the coordinator: a replica's is the one on duty.
+	var coordinator interface {
+		api.Coordinator
+		api.FarmSource
+		metrics.QueueSource
+	}
+	var replicated api.Replicas
+	if f.replica == nil {
+		f.coord = f.newCoordinator()
+		coordinator = f.coord
+	} else {
+		f.duty = &onDuty{}
+		coordinator = f.duty
+		replicated = &replicaAPI{replica: f.replica, forward: newForwarder(f.replica, cfg.HTTP.TransferTimeout.Duration)}
+	}
+	f.history = &api.FarmHistory{Source: coordinator, Clock: f.clock}
 	f.history.Watch(f.happen)
 	// With a listener of their own, the metrics are not on the API's port.
 	var apiMetrics fasthttp.RequestHandler
@@ -246,12 +281,12 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 		},
 	}, api.Deps{
-		Coordinator: f.coord, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
+		Coordinator: coordinator, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
 		IDs: ids, Clock: f.clock, Logger: log, Observer: f.metrics, Metrics: apiMetrics, Events: f.hub, History: f.history,
-		UI: ui.Handler, UIRedirect: ui.Redirect,
+		UI: ui.Handler, UIRedirect: ui.Redirect, Replicas: replicated,
 	})
 	f.metrics.SetJobCounts(f.store.JobCountsByState())
-	f.metrics.WatchQueue(f.coord, f.clock.Now)
+	f.metrics.WatchQueue(coordinator, f.clock.Now)
 	return f, nil
 }
 
@@ -264,7 +299,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 // the memory releaser stops; the actors stop (scheduler, template processor, webhook
 // dispatcher); the event hub, and the metrics and debug listeners stop (metrics and profiles of
 // the shutdown stay readable until then); the store commits what it holds and closes.
-func (f *farm) services(failed chan<- error) []service {
+func (f *farm) services() []service {
 	cfg := f.cfg
 	var list []service
 	add := func(s ...service) { list = append(list, s...) }
@@ -284,34 +319,38 @@ func (f *farm) services(failed chan<- error) []service {
 			},
 			stop: func(context.Context) error { stop(); return nil }})
 	}
-	add(background("event hub", f.hub.Run),
-		service{name: "actors", start: f.coord.Start, stop: func(ctx context.Context) error { f.coord.Stop(ctx); return nil }},
-		// After the actors: the releaser looks at once, and the queue's restore leaves garbage.
-		background("memory releaser", memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run),
-		background("garbage collector tuner", gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run))
-	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
-		retention := &actors.Retention{Store: f.store, Clock: f.clock, Events: f.happen, Log: f.log,
-			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
-		add(background("retention", retention.Run))
+	add(background("event hub", f.hub.Run))
+	var duties []service
+	if f.replica == nil {
+		duties = f.duties(f.coord)
+		add(duties[0])
 	}
-	deleter := &actors.Deleter{Store: f.store, Objects: f.objects.store, Clock: f.clock, Log: f.log}
-	add(background("object deleter", deleter.Run),
-		background("object counter", countObjects(f.objects, f.metrics, f.clock, 10*time.Minute, f.log)))
-	if f.objects.janitor != nil {
-		add(background("unfinished upload janitor", f.objects.janitor))
+	// After the actors: the releaser looks at once, and the queue's restore leaves garbage.
+	add(background("memory releaser", memoryReleaser{Interval: 2 * time.Second, QuietThreshold: 16 << 20, Threshold: 64 << 20, BusyGap: 10 * time.Second}.Run),
+		background("garbage collector tuner", gcTuner{Interval: time.Second, Headroom: 48 << 20}.Run))
+	if f.replica == nil {
+		add(duties[1:]...)
 	}
 	add(service{name: "HTTP server",
 		start: func() error {
-			go func() {
-				if err := f.server.Serve(f.listener); err != nil {
-					failed <- fmt.Errorf("HTTP server: %w", err)
+			serve := func(l net.Listener) {
+				if err := f.server.Serve(l); err != nil {
+					f.failed <- fmt.Errorf("HTTP server: %w", err)
 				}
-			}()
+			}
+			go serve(f.listener)
+			if f.replica != nil {
+				go serve(f.replica.ForwardListener()) // what followers hand to the leader
+			}
 			return nil
 		},
 		stop: func(ctx context.Context) error { return f.server.Shutdown(ctx) }})
-	if cfg.Cluster != nil {
-		add(f.clusterService())
+	if f.replica == nil && cfg.Cluster != nil {
+		add(f.clusterService(f.coord))
+	}
+	if f.replica != nil {
+		add(service{name: "replica", stop: func(context.Context) error { f.replica.Shutdown(); return nil }},
+			f.leaderDuties())
 	}
 	// Sampling asks the actors: it starts once the cluster's remote is up, which must be started
 	// before anything else uses the actor system.
@@ -333,21 +372,41 @@ func (f *farm) services(failed chan<- error) []service {
 	return list
 }
 
+// duties are what the coordinator that leads runs: a farm alone runs them all along, a replica
+// while it leads, each term with a coordinator of its own. The actors come first; the cluster,
+// where nodes meet the coordinator, is joined after them (clusterService).
+func (f *farm) duties(coord *actors.Coordinator) []service {
+	cfg := f.cfg
+	list := []service{{name: "actors", start: coord.Start, stop: func(ctx context.Context) error { coord.Stop(ctx); return nil }}}
+	if keep := cfg.Jobs.Retention.Duration; keep > 0 {
+		retention := &actors.Retention{Store: f.store, Clock: f.clock, Events: f.happen, Log: f.log,
+			Keep: keep, Every: min(10*time.Minute, max(keep/2, time.Second))}
+		list = append(list, background("retention", retention.Run))
+	}
+	deleter := &actors.Deleter{Store: f.store, Objects: f.objects.store, Clock: f.clock, Log: f.log}
+	list = append(list, background("object deleter", deleter.Run),
+		background("object counter", countObjects(f.objects, f.metrics, f.clock, 10*time.Minute, f.log)))
+	if f.objects.janitor != nil {
+		list = append(list, background("unfinished upload janitor", f.objects.janitor))
+	}
+	return list
+}
+
 // clusterService joins the farm's cluster, where render nodes meet the coordinator, and watches
 // its members; it leaves the cluster when stopped.
-func (f *farm) clusterService() service {
+func (f *farm) clusterService(coord *actors.Coordinator) service {
 	var watch service
 	return service{name: "cluster",
 		start: func() error {
 			hostname, _ := os.Hostname()
-			m, err := joinCluster(f.coord.ActorSystem(), *f.cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, f.metrics.Network("nodes"), f.log)
+			m, err := joinCluster(coord.ActorSystem(), *f.cfg.Cluster, "coordinator-"+hostname, membership.Meta{Role: membership.RoleCoordinator}, f.metrics.Network("nodes"), f.log)
 			if err != nil {
 				return err
 			}
 			f.member = m
 			watch = background("cluster watch", func(ctx context.Context) {
 				go m.member.Run(ctx)
-				watchNodes(ctx, m.member, f.coord, f.log)
+				watchNodes(ctx, m.member, coord, f.log)
 			})
 			return watch.start()
 		},

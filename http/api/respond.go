@@ -66,7 +66,9 @@ type request struct {
 	team ulid.ULID
 	// holder is the request's token, once authenticated (event streams end with it).
 	holder Holder
-	s      *Server
+	// admin is set once the request is authenticated with an admin token.
+	admin bool
+	s     *Server
 }
 
 // logger is the request's logger, carrying its id and, once authenticated, its team.
@@ -152,6 +154,10 @@ func (r *request) failErr(err error, notFound *apiError) {
 		r.fail(notFound)
 	case errors.Is(err, actors.ErrUploadNotAwaited):
 		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
+	case errors.Is(err, persistence.ErrNotReplicated):
+		// The leader changed under the write: it may have been done; an Idempotency-Key makes
+		// sending it again safe.
+		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: err.Error() + "; send the request again (with its Idempotency-Key, if it creates)", retryAfter: 1})
 	case errors.Is(err, persistence.ErrClosed):
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: 5})
 	case errors.Is(err, actors.ErrUnavailable):

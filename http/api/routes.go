@@ -76,6 +76,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodGet, "/admin/tokens", authAdmin, s.listTokens)
 	v2(http.MethodGet, "/admin/history", authAdmin, s.farmHistory)
 	v2(http.MethodGet, "/admin/events", authAdmin, s.streamFarmEvents)
+	v2(http.MethodGet, "/admin/cluster", authAdmin, s.clusterStatus)
 	v2(http.MethodDelete, "/admin/tokens/{token}", authAdmin, s.revokeToken)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
 	v2(http.MethodPost, "/nodes/{node}/drain", authAdmin, s.nodeCommand(true))
@@ -91,17 +92,17 @@ func (s *Server) routesV2() {
 
 	if s.UI != nil {
 		// The dashboard is not part of the API: its routes are left out of the OpenAPI document.
-		page := s.wrap("/ui/", authNone, func(r *request) { s.UI(r.ctx) })
+		page := s.wrap("/ui/", authNone, anyReplica, func(r *request) { s.UI(r.ctx) })
 		s.router.GET("/ui/{path:*}", page) // also answers /ui
-		s.router.GET("/", s.wrap("/", authNone, func(r *request) { s.UIRedirect(r.ctx) }))
+		s.router.GET("/", s.wrap("/", authNone, anyReplica, func(r *request) { s.UIRedirect(r.ctx) }))
 	}
 	s.handle(http.MethodGet, "/healthz", authNone, func(r *request) { r.json(http.StatusOK, map[string]string{"status": "ok"}) })
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
 	s.handle(http.MethodGet, "/metrics", authNone, s.metrics)
-	s.router.NotFound = s.wrap("(unmatched)", authNone, func(r *request) {
+	s.router.NotFound = s.wrap("(unmatched)", authNone, anyReplica, func(r *request) {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s", r.ctx.Method(), r.ctx.Path()))
 	})
-	s.router.MethodNotAllowed = s.wrap("(method not allowed)", authNone, func(r *request) {
+	s.router.MethodNotAllowed = s.wrap("(method not allowed)", authNone, anyReplica, func(r *request) {
 		r.fail(newError(http.StatusMethodNotAllowed, codeNotFound, "%s is not allowed on %s", r.ctx.Method(), r.ctx.Path()))
 	})
 	s.router.PanicHandler = func(ctx *fasthttp.RequestCtx, p any) {
@@ -221,7 +222,6 @@ func (s *Server) revokeToken(r *request) {
 		r.failErr(err, newError(http.StatusNotFound, codeNotFound, "no token %q", id))
 		return
 	}
-	s.tokens.Delete(revoked.Hash)
 	team, _ := s.Store.Team(revoked.TeamID)
 	r.logger().Info("token revoked", "for_team", revoked.TeamID.String(), "token_id", id)
 	r.json(http.StatusOK, tokenViewOf(revoked, team, s.Clock.Now()))

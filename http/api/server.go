@@ -152,6 +152,7 @@ type Store interface {
 	Secrets(teamID ulid.ULID) ([]*persistence.Secret, error)
 	Team(teamID ulid.ULID) (persistence.Team, error)
 	Token(hash [32]byte) (*persistence.Token, error)
+	Revocations() uint64
 	Tokens() ([]persistence.TeamToken, error)
 	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
 	Forgotten(key string) bool
@@ -209,6 +210,8 @@ type Deps struct {
 	History *FarmHistory
 	// UI, when set, serves the dashboard under /ui/ (and / redirects there).
 	UI, UIRedirect fasthttp.RequestHandler
+	// Replicas, when the coordinator is one of several, says which answers what.
+	Replicas Replicas
 }
 
 // Server is the HTTP front end.
@@ -219,7 +222,7 @@ type Server struct {
 	router   *router.Router
 	http     *fasthttp.Server
 	limiter  *rateLimiter
-	tokens   sync.Map // sha256(token) -> *persistence.Token
+	tokens   sync.Map // sha256(token) -> cachedToken
 	views    *JobViews
 	draining atomic.Bool
 	// routes lists every registered route, for the OpenAPI check.
@@ -293,12 +296,12 @@ const (
 
 func (s *Server) handle(method, path string, auth authKind, h func(*request)) {
 	s.routes = append(s.routes, Route{Method: method, Path: path})
-	s.router.Handle(method, path, s.wrap(path, auth, h))
+	s.router.Handle(method, path, s.wrap(path, auth, placementOf(method, path), h))
 }
 
 var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-func (s *Server) wrap(route string, auth authKind, h func(*request)) fasthttp.RequestHandler {
+func (s *Server) wrap(route string, auth authKind, place placement, h func(*request)) fasthttp.RequestHandler {
 	api := strings.HasPrefix(route, "/api/")
 	return func(ctx *fasthttp.RequestCtx) {
 		started := time.Now()
@@ -331,15 +334,16 @@ func (s *Server) wrap(route string, auth authKind, h func(*request)) fasthttp.Re
 			r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: int(s.cfg.RetryAfter.Seconds())})
 			return
 		}
-		switch auth {
-		case authTeam:
-			if !s.authenticate(r) {
-				return
-			}
-		case authAdmin:
-			if !s.authenticateAdmin(r) {
-				return
-			}
+		// Admin tokens come from each replica's configuration: checked where the request
+		// arrived, and vouched for to the leader when it is handed on.
+		if auth == authAdmin && !vouchedAdmin(r.ctx) && !s.authenticateAdmin(r) {
+			return
+		}
+		if !s.place(r, place) {
+			return
+		}
+		if auth == authTeam && !s.authenticate(r) {
+			return
 		}
 		h(r)
 	}
@@ -380,17 +384,25 @@ func (s *Server) authenticate(r *request) bool {
 	return s.limit(r, hash)
 }
 
-// token loads a token by its hash, through a cache that revocation empties.
+// token loads a token by its hash, through a cache that revocation empties: one through this
+// server at once, any other (on another replica) once the store applied it. Each entry carries
+// the store's count of revocations before it was read; once the count moves it is read again.
 func (s *Server) token(hash [32]byte) (*persistence.Token, error) {
-	if tok, cached := s.tokens.Load(hash); cached {
-		return tok.(*persistence.Token), nil
+	revocations := s.Store.Revocations()
+	if c, cached := s.tokens.Load(hash); cached && c.(cachedToken).revocations == revocations {
+		return c.(cachedToken).tok, nil
 	}
 	tok, err := s.Store.Token(hash)
 	if err != nil {
 		return nil, err
 	}
-	s.tokens.Store(hash, tok)
+	s.tokens.Store(hash, cachedToken{tok: tok, revocations: revocations})
 	return tok, nil
+}
+
+type cachedToken struct {
+	tok         *persistence.Token
+	revocations uint64
 }
 
 func (s *Server) authenticateAdmin(r *request) bool {
@@ -402,7 +414,7 @@ func (s *Server) authenticateAdmin(r *request) bool {
 	hash := persistence.HashToken(token)
 	for _, admin := range []string{s.cfg.AdminToken, s.cfg.LocalAdminToken} {
 		if admin != "" && subtle.ConstantTimeCompare([]byte(token), []byte(admin)) == 1 {
-			r.holder = Holder{Token: hash}
+			r.holder, r.admin = Holder{Token: hash}, true
 			return s.limit(r, hash)
 		}
 	}

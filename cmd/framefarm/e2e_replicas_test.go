@@ -1,0 +1,392 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+)
+
+// replicaSet is three (or more) coordinator processes replicating one farm: files in one
+// bucket, keys and certificates shared, an [ha] table each.
+type replicaSet struct {
+	t       *testing.T
+	members []*coordinator
+	ids     []string
+	// pki holds the farm's CA and the coordinators' certificate; shared is the configuration
+	// every replica has (bucket, keys).
+	pki, shared string
+}
+
+// sharedConfig is what every replica of a farm shares: its bucket and its keys.
+func sharedConfig(bucketTable string) string {
+	objects := strings.Replace(bucketTable, "backend = \"s3\"\n",
+		"backend = \"s3\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n", 1)
+	return "\n[secrets]\nkey = \"c2VjcmV0cy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n" + objects
+}
+
+// haTable is replica id's [ha] table among peers ("id=host:port"), with extra keys.
+func haTable(id string, peers []string, extra string) string {
+	quoted := make([]string, len(peers))
+	var bind string
+	for i, p := range peers {
+		quoted[i] = fmt.Sprintf("%q", p)
+		if name, addr, _ := strings.Cut(p, "="); name == id {
+			bind = addr
+		}
+	}
+	return fmt.Sprintf("\n[ha]\nid = %q\nbind = %q\npeers = [%s]\nheartbeat_timeout = \"500ms\"\nleader_lease = \"250ms\"\n%s",
+		id, bind, strings.Join(quoted, ", "), extra)
+}
+
+// newReplicaSet prepares n replicas c1..cn (none started); extra is added to each [ha] table.
+func newReplicaSet(t *testing.T, n int, extra string) *replicaSet {
+	srv := testBucket(t)
+	rs := &replicaSet{t: t, pki: t.TempDir(), shared: sharedConfig(s3Config(srv, "s3", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))}
+	tlsCommand(t, "ca", "create", "--dir", rs.pki)
+	tlsCommand(t, "cert", "create", "--coordinator", "--dir", rs.pki)
+	var peers []string
+	for i := range n {
+		id := fmt.Sprintf("c%d", i+1)
+		rs.ids = append(rs.ids, id)
+		peers = append(peers, id+"="+membershiptest.FreeAddr(t))
+	}
+	for _, id := range rs.ids {
+		rs.members = append(rs.members, newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info",
+			config: rs.shared + haTable(id, peers, extra)}))
+	}
+	return rs
+}
+
+// start launches every replica, the first first.
+func (rs *replicaSet) start() {
+	for _, c := range rs.members {
+		c.launch("127.0.0.1:0")
+	}
+}
+
+// clusterStatus is GET /api/v2/admin/cluster.
+type clusterStatus struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Term     uint64 `json:"term"`
+	Leader   string `json:"leader"`
+	Applied  uint64 `json:"appliedIndex"`
+	Replicas []struct {
+		ID      string  `json:"id"`
+		State   *string `json:"state"`
+		Applied *uint64 `json:"appliedIndex"`
+	} `json:"replicas"`
+}
+
+// status asks a running replica how it sees the set.
+func (c *coordinator) status() (clusterStatus, bool) {
+	req, _ := http.NewRequest(http.MethodGet, c.url+"/api/v2/admin/cluster", nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return clusterStatus{}, false
+	}
+	defer resp.Body.Close()
+	var s clusterStatus
+	return s, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&s) == nil
+}
+
+// running are the replicas whose process runs.
+func (rs *replicaSet) running() []*coordinator {
+	var up []*coordinator
+	for _, c := range rs.members {
+		if c.cmd != nil {
+			up = append(up, c)
+		}
+	}
+	return up
+}
+
+// leading reports, read under the board's lock, whether the replica runs the leader's duties.
+func (c *coordinator) leading() bool {
+	for _, states := range c.duties {
+		if states["leading"] && !states["following"] {
+			return true
+		}
+	}
+	return false
+}
+
+// leader waits until a running replica runs the leader's duties, and returns it.
+func (rs *replicaSet) leader() *coordinator {
+	rs.t.Helper()
+	deadline := time.After(waitLimit)
+	for {
+		var cases []reflect.SelectCase
+		for _, c := range rs.running() {
+			ok, changed := c.Check(c.leading)
+			if ok {
+				return c
+			}
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(changed)})
+		}
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline)})
+		if chosen, _, _ := reflect.Select(cases); chosen == len(cases)-1 {
+			rs.t.Fatalf("no replica leads within %s", waitLimit)
+		}
+	}
+}
+
+// settle makes every running replica apply the same writes: reads on each catch up with the
+// leader; with no write meanwhile their applied indexes agree. It returns the index.
+func (rs *replicaSet) settle(cl *client) uint64 {
+	rs.t.Helper()
+	for range 20 {
+		indexes := map[uint64]bool{}
+		for _, c := range rs.running() {
+			(&client{c: c, token: cl.token}).must(http.MethodGet, "/api/v2/jobs?limit=1", nil, http.StatusOK, nil)
+		}
+		for _, c := range rs.running() {
+			s, _ := c.status()
+			indexes[s.Applied] = true
+		}
+		if len(indexes) == 1 {
+			for i := range indexes {
+				return i
+			}
+		}
+	}
+	rs.t.Fatal("the replicas' applied indexes do not agree")
+	return 0
+}
+
+// storeContents reads every bucket of a stopped replica's store.
+func storeContents(t *testing.T, c *coordinator) map[string]string {
+	db, err := bolt.Open(filepath.Join(c.dataDir(), "framefarm.db"), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]string{}
+	db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				out[string(name)+"/"+string(k)] = string(v)
+				return nil
+			})
+		})
+	})
+	return out
+}
+
+// TestReplicasKeepEveryAcknowledgedJob: clients spread creations with Idempotency-Keys over three
+// replicas while the leader is SIGKILLed and restarted again and again; every creation is sent
+// again with its key until it is acknowledged. Afterwards every acknowledged job is on every
+// replica, one per key, and the replicas' stores are equal.
+func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
+	rs := newReplicaSet(t, 3, "")
+	rs.start()
+	leader := rs.leader()
+	acme := leader.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+
+	// The clients' addresses: a replica restarts on its own (its process is written meanwhile).
+	var urls []string
+	for _, c := range rs.members {
+		urls = append(urls, c.url)
+	}
+	var stop atomic.Bool
+	var mu sync.Mutex
+	acknowledged := map[string]string{} // key -> job id
+	var clients sync.WaitGroup
+	progress := make(chan struct{}, 1<<16)
+	for client := range 4 {
+		clients.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("client%d-job%d", client, i)
+				body, _ := json.Marshal(renderJob(tplID))
+				for try := 0; ; try++ {
+					if try > 200 {
+						t.Errorf("%s was never acknowledged", key)
+						return
+					}
+					url := urls[(client+i+try)%len(urls)]
+					status, answer := postWithKey(url+"/api/v2/jobs", acme.token, key, body)
+					if status == http.StatusCreated || status == http.StatusOK {
+						var cr created
+						json.Unmarshal(answer, &cr)
+						mu.Lock()
+						if prev, ok := acknowledged[key]; ok && prev != cr.ID {
+							t.Errorf("key %s acknowledged as %s and as %s", key, prev, cr.ID)
+						}
+						acknowledged[key] = cr.ID
+						mu.Unlock()
+						progress <- struct{}{}
+						break
+					}
+					if status != 0 && status != http.StatusServiceUnavailable {
+						t.Errorf("%s on %s: %d %s", key, url, status, answer)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	const kills = 5
+	for range kills {
+		for range 50 { // some creations acknowledged under this leader
+			select {
+			case <-progress:
+			case <-time.After(waitLimit):
+				t.Fatal("the clients acknowledged nothing for " + waitLimit.String())
+			}
+		}
+		victim := rs.leader()
+		victim.kill()
+		next := rs.leader()
+		if next == victim {
+			t.Fatal("the killed replica still leads")
+		}
+		victim.restart()
+	}
+	stop.Store(true)
+	clients.Wait()
+	if t.Failed() {
+		return
+	}
+	t.Logf("%d jobs acknowledged over %d leader kills", len(acknowledged), kills)
+
+	for _, c := range rs.members {
+		for key, id := range acknowledged {
+			if status, _, _ := (&client{c: c, token: acme.token}).call(http.MethodGet, "/api/v2/jobs/"+id, nil); status != http.StatusOK {
+				t.Fatalf("replica %s answers %d for job %s (key %s)", c.addr, status, id, key)
+			}
+		}
+		var page []map[string]any
+		(&client{c: c, token: acme.token}).must(http.MethodGet, fmt.Sprintf("/api/v2/jobs?limit=%d", len(acknowledged)+10), nil, http.StatusOK, &page)
+		if len(page) != len(acknowledged) {
+			t.Fatalf("replica %s lists %d jobs for %d keys", c.addr, len(page), len(acknowledged))
+		}
+	}
+	index := rs.settle(acme)
+	out, err := framefarm("ha", "status", "--url", rs.members[1].url, "--admin-token", adminToken)
+	states := map[string]int{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) == 6 && f[4] == fmt.Sprint(index) {
+			states[f[3]]++
+		}
+	}
+	if err != nil || states["leader"] != 1 || states["follower"] != 2 {
+		t.Fatalf("ha status (applied index %d): %v\n%s", index, err, out)
+	}
+	for _, c := range rs.members {
+		c.kill()
+	}
+	first := storeContents(t, rs.members[0])
+	for _, c := range rs.members[1:] {
+		if other := storeContents(t, c); !reflect.DeepEqual(first, other) {
+			t.Fatalf("the stores of c1 and %s differ at applied index %d (%d and %d records)", c.addr, index, len(first), len(other))
+		}
+	}
+}
+
+// postWithKey creates with an Idempotency-Key; status 0 when the replica cannot be reached.
+func postWithKey(url, token, key string, body []byte) (int, []byte) {
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes()
+}
+
+// TestAWipedReplicaCatchesUpFromASnapshot: a follower killed and wiped, its records and log
+// gone, starts empty and receives every record in a snapshot of the leader's store (its log no
+// longer reaches back that far), then follows the writes after it.
+func TestAWipedReplicaCatchesUpFromASnapshot(t *testing.T) {
+	rs := newReplicaSet(t, 3, "snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
+	rs.start()
+	leader := rs.leader()
+	acme := leader.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var wiped *coordinator
+	for _, c := range rs.members {
+		if c != leader {
+			wiped = c
+		}
+	}
+	before := acme.createJobs(tplID, 30)
+	wiped.kill()
+	if err := os.RemoveAll(wiped.dataDir()); err != nil {
+		t.Fatal(err)
+	}
+	after := acme.createJobs(tplID, 60) // more than the trailing log: the wiped replica needs a snapshot
+	wiped.restart()
+	onWiped := &client{c: wiped, token: acme.token}
+	for _, id := range append(before, after...) {
+		if j := onWiped.job(id); j.ID != id {
+			t.Fatalf("the wiped replica shows %+v for %s", j, id)
+		}
+	}
+	wiped.stderr.waitFor(waitLimit, "restored the records from another replica's snapshot")
+	later := acme.createJobs(tplID, 1)
+	if j := onWiped.job(later[0]); j.ID != later[0] {
+		t.Fatal("the wiped replica does not follow the writes after the snapshot")
+	}
+}
+
+// TestALoneCoordinatorBecomesTheFirstReplica: the data folder of a coordinator that ran alone
+// becomes the first of three replicas; the two others start empty and hold its teams, tokens,
+// templates and jobs; its tokens work on every replica, and writes go on.
+func TestALoneCoordinatorBecomesTheFirstReplica(t *testing.T) {
+	rs := newReplicaSet(t, 3, "")
+	lone := startCoordinator(t, options{slots: 0, config: rs.shared})
+	acme := lone.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	jobs := acme.createJobs(tplID, 5)
+	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "S3_KEY", "value": "hunter2"}, http.StatusCreated, nil)
+	lone.stop()
+	if err := os.Rename(lone.dataDir(), rs.members[0].dataDir()); err != nil {
+		t.Fatal(err)
+	}
+
+	rs.start()
+	rs.leader()
+	for _, c := range rs.members[1:] {
+		on := &client{c: c, token: acme.token}
+		for _, id := range jobs {
+			if j := on.job(id); j.ID != id || j.Status != "queued" {
+				t.Fatalf("replica %s shows %+v for %s", c.addr, j, id)
+			}
+		}
+		var tpl templateAnswer
+		on.must(http.MethodGet, "/api/v2/templates/"+tplID, nil, http.StatusOK, &tpl)
+		if tpl.Status != "uploaded" {
+			t.Fatalf("replica %s shows the template %s", c.addr, tpl.Status)
+		}
+		var secrets []map[string]any
+		on.must(http.MethodGet, "/api/v2/secrets", nil, http.StatusOK, &secrets)
+		if len(secrets) != 1 {
+			t.Fatalf("replica %s shows %d secrets", c.addr, len(secrets))
+		}
+	}
+	more := (&client{c: rs.members[2], token: acme.token}).createJobs(tplID, 1)
+	if j := (&client{c: rs.members[1], token: acme.token}).job(more[0]); j.ID != more[0] {
+		t.Fatal("a job created through one replica is not read on another")
+	}
+}

@@ -1,0 +1,121 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/framefarm/framefarm/cluster/replicas"
+)
+
+// Replicas is this coordinator's place among the replicas of a farm, when it has any: the
+// leader carries out writes and what needs its actors; any replica answers reads once it holds
+// every write acknowledged before the read (read your writes on any replica).
+type Replicas interface {
+	// Leading reports whether this replica leads and its duties run.
+	Leading() bool
+	// Forward hands the request to the leader and puts its answer in ctx.
+	Forward(ctx *fasthttp.RequestCtx) error
+	// CatchUp waits until this replica holds every write acknowledged before the call.
+	CatchUp(ctx context.Context) error
+	// Status asks every replica about itself.
+	Status() replicas.Status
+}
+
+// clusterStatus shows the replicas (GET /api/v2/admin/cluster), from any replica.
+func (s *Server) clusterStatus(r *request) {
+	if s.Replicas == nil {
+		r.fail(newError(http.StatusNotFound, codeNotFound, "this coordinator runs alone: it has no replicas ([ha])"))
+		return
+	}
+	r.json(http.StatusOK, s.Replicas.Status())
+}
+
+// placement says which replica answers a route.
+type placement int
+
+const (
+	// anyReplica: health, metrics, the dashboard's files, from this replica as it is.
+	anyReplica placement = iota
+	// caughtUp: reads of the records, after catching up with the leader.
+	caughtUp
+	// leaderOnly: writes, and reads of what only the leader's actors know (render nodes,
+	// capacity, live events, the farm's history).
+	leaderOnly
+)
+
+// anyReplicaReads are reads of the API any replica answers as it is.
+var anyReplicaReads = map[string]bool{APIPrefix + "/admin/cluster": true}
+
+// leaderReads are the reads only the leader answers.
+var leaderReads = map[string]bool{
+	APIPrefix + "/team": true, APIPrefix + "/events": true, APIPrefix + "/admin/events": true,
+	APIPrefix + "/admin/history": true, APIPrefix + "/nodes": true,
+}
+
+// placementOf places a route.
+func placementOf(method, path string) placement {
+	switch {
+	case method != http.MethodGet && method != http.MethodHead, leaderReads[path]:
+		return leaderOnly
+	case anyReplicaReads[path]:
+		return anyReplica
+	case len(path) > len(APIPrefix) && path[:len(APIPrefix)] == APIPrefix:
+		return caughtUp
+	}
+	return anyReplica
+}
+
+// catchUpTimeout bounds a read's wait for this replica to catch up.
+const catchUpTimeout = 10 * time.Second
+
+// place answers, on a replica that does not lead, what another replica must: it returns false
+// once it answered the request itself (forwarded, or refused).
+func (s *Server) place(r *request, p placement) bool {
+	if s.Replicas == nil || p == anyReplica || s.Replicas.Leading() {
+		return true
+	}
+	unavailable := func(why string) {
+		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: why, retryAfter: 1})
+	}
+	if p == caughtUp {
+		ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
+		defer cancel()
+		if err := s.Replicas.CatchUp(ctx); err != nil {
+			unavailable("this replica cannot catch up with the leader now: " + err.Error())
+			return false
+		}
+		return true
+	}
+	if fromReplica(r.ctx) {
+		// Handed on by a replica that took this one for the leader: never handed on again.
+		unavailable("this replica is no longer the leader; send the request again")
+		return false
+	}
+	r.ctx.Request.Header.Set("X-Request-Id", r.id) // one id in both replicas' logs
+	r.ctx.Request.Header.Del(headerAdminVouched)
+	if r.admin {
+		r.ctx.Request.Header.Set(headerAdminVouched, "1") // authenticated here as the admin
+	}
+	if err := s.Replicas.Forward(r.ctx); err != nil {
+		unavailable("the leader cannot be reached now: " + err.Error())
+	}
+	return false
+}
+
+// headerAdminVouched, on a request from another replica, says that replica authenticated it as
+// the admin (admin tokens are in each replica's configuration, the local one in its folder).
+const headerAdminVouched = "X-Framefarm-Admin-Vouched"
+
+// vouchedAdmin reports whether another replica authenticated the request as the admin.
+func vouchedAdmin(ctx *fasthttp.RequestCtx) bool {
+	return fromReplica(ctx) && string(ctx.Request.Header.Peek(headerAdminVouched)) == "1"
+}
+
+// fromReplica reports whether the request came from another replica.
+func fromReplica(ctx *fasthttp.RequestCtx) bool {
+	c, ok := ctx.Conn().(interface{ FromReplica() bool })
+	return ok && c.FromReplica()
+}
