@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,19 +53,93 @@ const entryVersion = 1
 // EncodeEntry writes commands as one entry of the replicated log, as the committer does.
 func EncodeEntry(commands ...Command) ([]byte, error) { return encodeEntry(commands) }
 
+// How each command is written in an entry: jobs are created and changed by the thousand, so
+// those two carry their jobs as the store's binary records (the leader's prepared records, which
+// the replicas store as they are); every other command is its JSON (EncodeCommand).
+const (
+	formJSON byte = iota
+	formCreateJobs
+	formChangeJob
+)
+
 // encodeEntry writes a group of commands as one entry: the version, the count, then each
-// command (EncodeCommand) after its length.
+// command's form and its bytes after their length.
 func encodeEntry(commands []Command) ([]byte, error) {
 	entry := binary.AppendUvarint([]byte{entryVersion}, uint64(len(commands)))
 	for _, c := range commands {
-		raw, err := EncodeCommand(c)
+		form, raw, err := encodeEntryCommand(c)
 		if err != nil {
 			return nil, err
 		}
+		entry = append(entry, form)
 		entry = binary.AppendUvarint(entry, uint64(len(raw)))
 		entry = append(entry, raw...)
 	}
 	return entry, nil
+}
+
+func encodeEntryCommand(c Command) (form byte, raw []byte, err error) {
+	w := &recordWriter{}
+	switch c := c.(type) {
+	case *CreateJobs:
+		if c.prepared == nil {
+			c.prepare()
+		}
+		batch, remember := marshalOptional(c.Batch), marshalOptional(c.Remember)
+		if err := errors.Join(batch.err, remember.err); err != nil {
+			return 0, nil, err
+		}
+		w.time(&c.At)
+		w.raw(&batch.raw)
+		w.raw(&remember.raw)
+		w.uvarint(uint64(len(c.Jobs)))
+		for i := range c.Jobs {
+			record := json.RawMessage(c.prepared[i].record)
+			w.raw(&record)
+		}
+		return formCreateJobs, w.b, nil
+	case *ChangeJob:
+		delivery := marshalOptional(c.Delivery)
+		if delivery.err != nil {
+			return 0, nil, delivery.err
+		}
+		record := json.RawMessage(encodeJob(c.Job))
+		prev := byte(c.Prev)
+		w.time(&c.At)
+		w.byte(&prev)
+		w.raw(&record)
+		w.strings(&c.Log)
+		w.uvarint(uint64(len(c.LogAt)))
+		for i := range c.LogAt {
+			w.time(&c.LogAt[i])
+		}
+		w.raw(&delivery.raw)
+		return formChangeJob, w.b, nil
+	}
+	raw, err = EncodeCommand(c)
+	return formJSON, raw, err
+}
+
+type marshaled struct {
+	raw json.RawMessage
+	err error
+}
+
+// marshalOptional is v's JSON, nothing for a nil pointer.
+func marshalOptional[T any](v *T) marshaled {
+	if v == nil {
+		return marshaled{}
+	}
+	raw, err := MarshalExact(v)
+	return marshaled{raw, err}
+}
+
+func unmarshalOptional[T any](raw json.RawMessage, v **T) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	*v = new(T)
+	return json.Unmarshal(raw, *v)
 }
 
 // decodeEntry reads what encodeEntry wrote. A command of a kind this build does not know is an
@@ -73,29 +148,95 @@ func decodeEntry(entry []byte) ([]Command, error) {
 	if len(entry) == 0 || entry[0] != entryVersion {
 		return nil, fmt.Errorf("an entry of layout %d, which this build does not know: upgrade this replica", firstByte(entry))
 	}
-	rest := entry[1:]
-	n, size := binary.Uvarint(rest)
-	if size <= 0 || n > uint64(len(rest)) {
+	r := &recordReader{b: entry[1:], s: string(entry[1:])}
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
 		return nil, errors.New("a malformed entry")
 	}
-	rest = rest[size:]
 	commands := make([]Command, 0, n)
 	for range n {
-		length, size := binary.Uvarint(rest)
-		if size <= 0 || length > uint64(len(rest)-size) {
+		form := r.next()
+		raw := r.bytes()
+		if r.err != nil {
 			return nil, errors.New("a malformed entry")
 		}
-		c, err := DecodeCommand(rest[size : size+int(length)])
+		c, err := decodeEntryCommand(form, raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w: upgrade this replica to the leader's version", err)
+			return nil, err
 		}
 		commands = append(commands, c)
-		rest = rest[size+int(length):]
 	}
-	if len(rest) != 0 {
+	if len(r.b) != 0 {
 		return nil, errors.New("a malformed entry")
 	}
 	return commands, nil
+}
+
+func decodeEntryCommand(form byte, raw []byte) (Command, error) {
+	r := &recordReader{b: raw, s: string(raw)}
+	switch form {
+	case formJSON:
+		c, err := DecodeCommand(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: upgrade this replica to the leader's version", err)
+		}
+		return c, nil
+	case formCreateJobs:
+		c := &CreateJobs{}
+		var batch, remember json.RawMessage
+		r.time(&c.At)
+		r.raw(&batch)
+		r.raw(&remember)
+		n := r.uvarint()
+		if r.err != nil || n > uint64(len(r.b)) {
+			return nil, errors.New("a malformed job creation")
+		}
+		c.Jobs, c.prepared = make([]*Job, n), make([]preparedJob, n)
+		for i := range c.Jobs {
+			record := r.bytes()
+			j, err := decodeJob(record)
+			if err != nil || r.err != nil {
+				return nil, errors.Join(errors.New("a malformed job creation"), err)
+			}
+			// The leader's record is stored as it is: the same bytes on every replica.
+			c.Jobs[i] = j
+			c.prepared[i] = preparedJob{record: record, entries: jobIndexEntries(j, j.State), logLine: logEntry(c.At, "created as "+j.State.String())}
+		}
+		if err := errors.Join(unmarshalOptional(batch, &c.Batch), unmarshalOptional(remember, &c.Remember)); err != nil {
+			return nil, err
+		}
+		return c, nil
+	case formChangeJob:
+		c := &ChangeJob{}
+		var prev byte
+		var record, delivery json.RawMessage
+		r.time(&c.At)
+		r.byte(&prev)
+		r.raw(&record)
+		r.strings(&c.Log)
+		n := r.uvarint()
+		if r.err != nil || n > uint64(len(r.b)) {
+			return nil, errors.New("a malformed job change")
+		}
+		if n > 0 {
+			c.LogAt = make([]time.Time, n)
+			for i := range c.LogAt {
+				r.time(&c.LogAt[i])
+			}
+		}
+		r.raw(&delivery)
+		if r.err != nil || len(r.b) != 0 {
+			return nil, errors.New("a malformed job change")
+		}
+		c.Prev = JobState(prev)
+		j, err := decodeJob(record)
+		if err != nil {
+			return nil, err
+		}
+		c.Job = j
+		return c, unmarshalOptional(delivery, &c.Delivery)
+	}
+	return nil, fmt.Errorf("a command of form %d, which this build does not know: upgrade this replica to the leader's version", form)
 }
 
 func firstByte(b []byte) int {

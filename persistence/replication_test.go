@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -41,13 +42,24 @@ func (l *testLog) Propose(entry []byte, done func(any, error)) {
 // reaches a second replica; both hold the same records at the same applied index, and the
 // writer reads its command's results (what retention removed).
 func TestReplicasWriteTheSameRecords(t *testing.T) {
-	leader, follower := openTestStore(t, ""), openTestStore(t, "")
+	leader, follower, alone := openTestStore(t, ""), openTestStore(t, ""), openTestStore(t, "")
 	log := &testLog{stores: []*Store{leader, follower}}
 	leader.Replicate(log)
 	commands := everyCommand()
 	for i, c := range commands {
+		wire, err := EncodeCommand(c)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := leader.Apply(c); err != nil {
 			t.Fatalf("command %d (%T): %v", i, c, err)
+		}
+		same, err := DecodeCommand(wire)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := alone.Apply(same); err != nil {
+			t.Fatalf("command %d (%T) on a store alone: %v", i, same, err)
 		}
 	}
 	if removed := commands[len(commands)-2].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
@@ -57,6 +69,17 @@ func TestReplicasWriteTheSameRecords(t *testing.T) {
 		t.Fatalf("the writer read the token's team as %+v (created %v)", issued.Team, issued.Created)
 	}
 	sameRecords(t, leader, follower)
+	// The entries' forms write what the commands write on a store alone.
+	replicated, direct := storeDump(t, leader), storeDump(t, alone)
+	delete(replicated, "meta/"+metaAppliedIndex)
+	if !reflect.DeepEqual(replicated, direct) {
+		for k, v := range direct {
+			if replicated[k] != v {
+				t.Errorf("%q: %q alone, %q replicated", k, v, replicated[k])
+			}
+		}
+		t.Fatalf("replicated records differ from those of a store alone (%d and %d)", len(replicated), len(direct))
+	}
 	if a, b := leader.AppliedIndex(), follower.AppliedIndex(); a != uint64(len(log.entries)) || b != a {
 		t.Fatalf("applied indexes %d and %d, want %d", a, b, len(log.entries))
 	}
@@ -104,10 +127,12 @@ func TestAnEntryFailsTheSameCommandsEverywhere(t *testing.T) {
 func TestAReplicaRefusesWhatItCannotRead(t *testing.T) {
 	s := openTestStore(t, "")
 	future := []byte(`{"kind":"SplitJob","command":{}}`)
-	entry := append([]byte{entryVersion, 1, byte(len(future))}, future...)
-	for _, e := range [][]byte{entry, {9, 0}, {entryVersion, 5}} {
+	unknownKind := append([]byte{entryVersion, 1, formJSON, byte(len(future))}, future...)
+	unknownForm := []byte{entryVersion, 1, 9, 0}
+	for _, e := range [][]byte{unknownKind, unknownForm, {9, 0}, {entryVersion, 5}} {
 		_, err := s.ApplyEntries([]ReplicatedEntry{{Index: 1, Data: e}})
-		if err == nil || (bytes.Equal(e, entry) || e[0] == 9) && !strings.Contains(err.Error(), "upgrade this replica") {
+		if err == nil || e[0] == 9 && !strings.Contains(err.Error(), "upgrade this replica") ||
+			(bytes.Equal(e, unknownKind) || bytes.Equal(e, unknownForm)) && !strings.Contains(err.Error(), "upgrade this replica") {
 			t.Fatalf("entry %q: %v", e, err)
 		}
 	}
@@ -162,4 +187,30 @@ func TestASnapshotMakesANewReplica(t *testing.T) {
 	}
 	reopened := openTestStore(t, path)
 	sameRecords(t, leader, reopened)
+}
+
+// FuzzDecodeEntry: whatever bytes reach a replica as an entry, reading them returns commands or
+// an error, never a panic; entries the committer writes read back.
+func FuzzDecodeEntry(f *testing.F) {
+	for _, c := range everyCommand() {
+		entry, err := encodeEntry([]Command{c})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(entry)
+	}
+	f.Add([]byte{entryVersion, 1, formCreateJobs, 3, 0, 0, 9})
+	f.Fuzz(func(t *testing.T, entry []byte) {
+		commands, err := decodeEntry(entry)
+		if err != nil {
+			return
+		}
+		again, err := encodeEntry(commands)
+		if err != nil {
+			t.Fatalf("read %d commands that cannot be written again: %v", len(commands), err)
+		}
+		if _, err := decodeEntry(again); err != nil {
+			t.Fatalf("an entry written again does not read: %v", err)
+		}
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,10 @@ type readIndexer struct {
 	// conn is kept open to the leader it was dialled to.
 	conn   net.Conn
 	connTo string
+	// verified is when this replica, leading, last began a check that a quorum still hears it,
+	// as a time since epoch (monotonic: a change of the wall clock moves neither); 0: never.
+	verified atomic.Int64
+	epoch    time.Time
 }
 
 type readRound struct {
@@ -104,9 +109,9 @@ func (ri *readIndexer) question() (uint64, error) {
 	return binary.BigEndian.Uint64(reply[1:]), nil
 }
 
-// serve answers a follower's questions on one connection: after making sure it still leads
-// (a quorum heard it), the index of the last write it applied: every write it acknowledged is
-// at or below it (the store's applied index, which only writes move).
+// serve answers a follower's questions on one connection: once it is sure it still leads, the
+// index of the last write it applied: every write it acknowledged is at or below it (the store's
+// applied index, which only writes move).
 func (ri *readIndexer) serve(conn net.Conn) {
 	defer conn.Close()
 	var ask [1]byte
@@ -115,7 +120,7 @@ func (ri *readIndexer) serve(conn net.Conn) {
 			return
 		}
 		reply := [9]byte{}
-		if ri.r.raft.VerifyLeader().Error() == nil {
+		if ri.stillLeads() {
 			reply[0] = 1
 			binary.BigEndian.PutUint64(reply[1:], ri.r.cfg.Store.AppliedIndex())
 		}
@@ -123,6 +128,22 @@ func (ri *readIndexer) serve(conn net.Conn) {
 			return
 		}
 	}
+}
+
+// stillLeads makes sure this replica still leads: a quorum heard it lately. Once a quorum has
+// heard it, no other replica can be elected before the followers' heartbeat timeout passes, so
+// a check begun less than half of that ago still holds; older, a quorum is asked again. (A
+// replica paused past it, then woken, asks again and learns it no longer leads.)
+func (ri *readIndexer) stillLeads() bool {
+	now := int64(time.Since(ri.epoch))
+	if began := ri.verified.Load(); began != 0 && time.Duration(now-began) < ri.r.cfg.HeartbeatTimeout/2 {
+		return ri.r.Leading()
+	}
+	if ri.r.raft.VerifyLeader().Error() != nil {
+		return false
+	}
+	ri.verified.Store(max(now, 1))
+	return true
 }
 
 func readFull(conn net.Conn, b []byte) (int, error) {

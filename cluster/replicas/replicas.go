@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -83,11 +84,30 @@ type Config struct {
 	HeartbeatTimeout, LeaderLease time.Duration
 	// ApplyTimeout bounds a write's wait for its entry to enter the log [10s].
 	ApplyTimeout time.Duration
+	// Observe, when set, is told what the replica does (metrics).
+	Observe Observer
 	// SnapshotThreshold is how many entries after the last snapshot make the next [16384];
 	// TrailingLogs how many stay in the log after one [8192]; SnapshotInterval how often a
 	// snapshot's being due is looked at [2m].
 	SnapshotThreshold, TrailingLogs uint64
 	SnapshotInterval                time.Duration
+}
+
+// Observer hears what a replica does.
+type Observer interface {
+	// ObserveReplicated: on the leader, an entry committed and applied d after it was proposed.
+	ObserveReplicated(d time.Duration)
+	// ObserveApply: entries applied to the store in d.
+	ObserveApply(d time.Duration, entries int)
+	// ObserveSnapshot: a snapshot of bytes written in d.
+	ObserveSnapshot(bytes int64, d time.Duration)
+	// LeaderChanged: the leader this replica knew gave way to another, or to none.
+	LeaderChanged()
+}
+
+// Raft is the replica's raft state, term and the index its store applied (metrics).
+func (r *Replica) Raft() (state string, term, applied uint64) {
+	return strings.ToLower(r.raft.State().String()), r.raft.CurrentTerm(), r.cfg.Store.AppliedIndex()
 }
 
 // Replica is this process's place among the replicas.
@@ -124,7 +144,10 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger.With("component", "replicas"), leadership: make(chan bool, 16)}
-	logs, err := raftboltdb.NewBoltStore(filepath.Join(cfg.Dir, "raft.db"))
+	// The log is appended at its end and trimmed at its start: the freelist need not be
+	// written at each commit (it is rebuilt when the file opens), so each append writes less.
+	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
 	if err != nil {
 		return nil, fmt.Errorf("the replicas' log: %w", err)
 	}
@@ -139,7 +162,7 @@ func Start(cfg Config) (*Replica, error) {
 		logs.Close()
 		return nil, err
 	}
-	r.reads = &readIndexer{r: r}
+	r.reads = &readIndexer{r: r, epoch: time.Now()}
 	r.mux.readIndex, r.mux.status = r.reads.serve, r.tellStatus
 	go r.mux.run()
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -173,6 +196,9 @@ func Start(cfg Config) (*Replica, error) {
 		logs.Close()
 		return nil, err
 	}
+	if cfg.Observe != nil {
+		r.watchLeader()
+	}
 	if seed {
 		if err := r.seed(); err != nil {
 			r.Shutdown()
@@ -204,6 +230,31 @@ func (r *Replica) anotherLeads() bool {
 		}
 	}
 	return false
+}
+
+// watchLeader tells the observer of each change of the leader this replica knows.
+func (r *Replica) watchLeader() {
+	changes := make(chan raft.Observation, 16)
+	r.raft.RegisterObserver(raft.NewObserver(changes, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	go func() {
+		var known raft.ServerID
+		for {
+			select {
+			case o := <-changes:
+				if leader := o.Data.(raft.LeaderObservation).LeaderID; leader != known {
+					if known != "" {
+						r.cfg.Observe.LeaderChanged()
+					}
+					known = leader
+				}
+			case <-r.mux.closed:
+				return
+			}
+		}
+	}()
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -303,6 +354,7 @@ func (r *Replica) addPeers() {
 
 // Propose hands a group of the store's writes to the replicas (persistence.Replication).
 func (r *Replica) Propose(entry []byte, done func(any, error)) {
+	proposed := time.Now()
 	f := r.raft.Apply(entry, r.cfg.ApplyTimeout)
 	go func() {
 		if err := f.Error(); err != nil {
@@ -312,6 +364,9 @@ func (r *Replica) Propose(entry []byte, done func(any, error)) {
 			}
 			done(nil, err)
 			return
+		}
+		if r.cfg.Observe != nil {
+			r.cfg.Observe.ObserveReplicated(time.Since(proposed))
 		}
 		done(f.Response(), nil)
 	}()
@@ -506,7 +561,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if len(entries) == 0 {
 		return out
 	}
+	started := time.Now()
 	results, err := f.r.cfg.Store.ApplyEntries(entries)
+	if o := f.r.cfg.Observe; o != nil && err == nil {
+		o.ObserveApply(time.Since(started), len(entries))
+	}
 	if err != nil {
 		f.r.cfg.Fail(fmt.Errorf("this replica cannot apply what the replicas committed: %w", err))
 		return out
@@ -524,7 +583,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snapshot{s}, nil
+	return snapshot{s: s, observe: f.r.cfg.Observe}, nil
 }
 
 func (f *fsm) Restore(from io.ReadCloser) error {
@@ -538,12 +597,20 @@ func (f *fsm) Restore(from io.ReadCloser) error {
 	return nil
 }
 
-type snapshot struct{ s *persistence.Snapshot }
+type snapshot struct {
+	s       *persistence.Snapshot
+	observe Observer
+}
 
 func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.s.WriteTo(sink); err != nil {
+	started := time.Now()
+	n, err := s.s.WriteTo(sink)
+	if err != nil {
 		sink.Cancel()
 		return err
+	}
+	if s.observe != nil {
+		s.observe.ObserveSnapshot(n, time.Since(started))
 	}
 	return sink.Close()
 }

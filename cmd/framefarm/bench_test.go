@@ -339,9 +339,15 @@ type histogram struct{ bounds, counts []float64 }
 
 // serverHistogram reads a route's histogram; it has no buckets before the route's first answer.
 func serverHistogram(b *testing.B, c *coordinator, labels string) histogram {
-	_, metrics := get(b, c.url+"/metrics")
+	return histogramOf(b, c, "framefarm_http_request_duration_seconds", labels+",")
+}
+
+// histogramOf reads histogram name of the coordinator's metrics, of the series whose labels
+// start with labels (each followed by a comma; "" for a histogram without labels).
+func histogramOf(b *testing.B, c *coordinator, name, labels string) histogram {
+	_, metrics := get(b, c.metricsURL+"/metrics")
 	var h histogram
-	prefix := "framefarm_http_request_duration_seconds_bucket{" + labels + `,le="`
+	prefix := name + "_bucket{" + labels + `le="`
 	for _, line := range strings.Split(string(metrics), "\n") {
 		rest, ok := strings.CutPrefix(line, prefix)
 		if !ok {

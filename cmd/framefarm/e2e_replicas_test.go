@@ -22,7 +22,7 @@ import (
 // replicaSet is three (or more) coordinator processes replicating one farm: files in one
 // bucket, keys and certificates shared, an [ha] table each.
 type replicaSet struct {
-	t       *testing.T
+	t       testing.TB
 	members []*coordinator
 	ids     []string
 	// pki holds the farm's CA and the coordinators' certificate; shared is the configuration
@@ -47,12 +47,14 @@ func haTable(id string, peers []string, extra string) string {
 			bind = addr
 		}
 	}
-	return fmt.Sprintf("\n[ha]\nid = %q\nbind = %q\npeers = [%s]\nheartbeat_timeout = \"500ms\"\nleader_lease = \"250ms\"\n%s",
-		id, bind, strings.Join(quoted, ", "), extra)
+	return fmt.Sprintf("\n[ha]\nid = %q\nbind = %q\npeers = [%s]\n%s", id, bind, strings.Join(quoted, ", "), extra)
 }
 
+// testTimings make the tests' elections quick.
+const testTimings = "heartbeat_timeout = \"500ms\"\nleader_lease = \"250ms\"\n"
+
 // newReplicaSet prepares n replicas c1..cn (none started); extra is added to each [ha] table.
-func newReplicaSet(t *testing.T, n int, extra string) *replicaSet {
+func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 	srv := testBucket(t)
 	rs := &replicaSet{t: t, pki: t.TempDir(), shared: sharedConfig(s3Config(srv, "s3", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))}
 	tlsCommand(t, "ca", "create", "--dir", rs.pki)
@@ -192,7 +194,7 @@ func storeContents(t *testing.T, c *coordinator) map[string]string {
 // again with its key until it is acknowledged. Afterwards every acknowledged job is on every
 // replica, one per key, and the replicas' stores are equal.
 func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
-	rs := newReplicaSet(t, 3, "")
+	rs := newReplicaSet(t, 3, testTimings)
 	rs.start()
 	leader := rs.leader()
 	acme := leader.team("acme")
@@ -288,6 +290,19 @@ func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
 	if err != nil || states["leader"] != 1 || states["follower"] != 2 {
 		t.Fatalf("ha status (applied index %d): %v\n%s", index, err, out)
 	}
+	final := rs.leader()
+	series := final.metrics()
+	if series[`framefarm_replica_state{state="leader"}`] != 1 || series["framefarm_replica_applied_index"] != float64(index) ||
+		series["framefarm_replica_commit_seconds_count"] == 0 || series["framefarm_replica_apply_seconds_count"] == 0 {
+		t.Fatalf("the leader's replica metrics: %v", series)
+	}
+	changes := 0.0
+	for _, c := range rs.members {
+		changes += c.metrics()["framefarm_replica_leader_changes_total"]
+	}
+	if changes == 0 {
+		t.Fatal("no replica counted a change of leader over the kills")
+	}
 	for _, c := range rs.members {
 		c.kill()
 	}
@@ -319,7 +334,7 @@ func postWithKey(url, token, key string, body []byte) (int, []byte) {
 // gone, starts empty and receives every record in a snapshot of the leader's store (its log no
 // longer reaches back that far), then follows the writes after it.
 func TestAWipedReplicaCatchesUpFromASnapshot(t *testing.T) {
-	rs := newReplicaSet(t, 3, "snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
+	rs := newReplicaSet(t, 3, testTimings+"snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
 	rs.start()
 	leader := rs.leader()
 	acme := leader.team("acme")
@@ -354,7 +369,7 @@ func TestAWipedReplicaCatchesUpFromASnapshot(t *testing.T) {
 // becomes the first of three replicas; the two others start empty and hold its teams, tokens,
 // templates and jobs; its tokens work on every replica, and writes go on.
 func TestALoneCoordinatorBecomesTheFirstReplica(t *testing.T) {
-	rs := newReplicaSet(t, 3, "")
+	rs := newReplicaSet(t, 3, testTimings)
 	lone := startCoordinator(t, options{slots: 0, config: rs.shared})
 	acme := lone.team("acme")
 	tplID := acme.uploadTemplate(inspection())

@@ -121,7 +121,7 @@ func (f *farm) startReplica() (*replicas.Replica, error) {
 	}
 	return replicas.Start(replicas.Config{
 		ID: h.ID, Bind: h.Bind, Advertise: h.Advertise, Peers: peers, Dir: filepath.Join(f.cfg.Server.DataDir, "replicas"),
-		ServerTLS: server, ClientTLS: client, Store: f.store, Logger: f.log,
+		ServerTLS: server, ClientTLS: client, Store: f.store, Logger: f.log, Observe: f.metrics,
 		HeartbeatTimeout: h.HeartbeatTimeout.Duration, LeaderLease: h.LeaderLease.Duration,
 		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Duration,
 		Fail: func(err error) {

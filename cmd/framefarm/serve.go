@@ -158,11 +158,13 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		return nil, err
 	}
 	if cfg.HA != nil {
+		f.metrics.ForReplica()
 		if f.replica, err = f.startReplica(); err != nil {
 			return nil, err
 		}
 		opened = append(opened, closer(f.replica.Shutdown))
 		f.store.Replicate(f.replica)
+		f.metrics.WatchReplica(f.replica)
 	}
 	listener, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {

@@ -46,6 +46,8 @@ type Metrics struct {
 	objects        *prometheus.GaugeVec
 	objectBytes    *prometheus.GaugeVec
 	network        *prometheus.CounterVec
+	// replica is set for a coordinator that is one of several replicas (WatchReplica).
+	replica *replicaMetrics
 }
 
 // New registers the collectors.

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+)
+
+// replicaBench is three replicas, their leader, and a team with a template on them.
+type replicaBench struct {
+	rs       *replicaSet
+	leader   *coordinator
+	follower *coordinator
+	team     *client
+	tplID    string
+	body     []byte
+}
+
+func newReplicaBench(b *testing.B) *replicaBench {
+	rs := newReplicaSet(b, 3, "") // the production timings
+	for _, c := range rs.members {
+		c.opts.noJobSignals = true
+	}
+	rs.start()
+	leader := rs.leader()
+	team := leader.team("bench")
+	tplID := team.uploadTemplate(inspection())
+	body, _ := json.Marshal(map[string]any{
+		"template": map[string]any{"id": tplID, "composition": "main"},
+		"assets":   []any{map[string]any{"type": "text", "layerName": "Title", "value": "Hello"}},
+		"tags":     []string{"bench"},
+	})
+	rb := &replicaBench{rs: rs, leader: leader, team: team, tplID: tplID, body: body}
+	for _, c := range rs.members {
+		if c != leader {
+			rb.follower = c
+		}
+	}
+	return rb
+}
+
+// BenchmarkReplicasCreateJob: POST /jobs at 64 concurrent against three replicas on this machine
+// (every write committed by two of them before it is answered): all to the leader, and spread
+// over the three (the followers hand theirs to the leader).
+func BenchmarkReplicasCreateJob(b *testing.B) {
+	rb := newReplicaBench(b)
+	for _, spread := range []bool{false, true} {
+		b.Run(fmt.Sprintf("spread=%v", spread), func(b *testing.B) {
+			targets := []*coordinator{rb.leader}
+			if spread {
+				targets = rb.rs.members
+			}
+			var loads []*loadClient
+			for _, c := range targets {
+				loads = append(loads, newLoadClient(c, rb.team.token, 64))
+			}
+			const total = 20000
+			commits, applies := histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", ""), histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "")
+			lat, elapsed := drive(b, 64, total, func(i int) (time.Duration, error) {
+				_, d, err := loads[i%len(loads)].do(http.MethodPost, "/api/v2/jobs", rb.body, http.StatusCreated)
+				return d, err
+			})
+			b.ReportMetric(total/elapsed.Seconds(), "jobs/s")
+			lat.report(b)
+			// On the leader: proposed to committed and applied, and applying alone.
+			b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", "").since(commits).quantile(0.5)*1000, "commit-p50-ms")
+			b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "").since(applies).quantile(0.5)*1000, "apply-p50-ms")
+		})
+	}
+}
+
+// BenchmarkReplicasCreateBatch1000: POST /batches of 1,000 jobs, 4 concurrent, to the leader of
+// three replicas.
+func BenchmarkReplicasCreateBatch1000(b *testing.B) {
+	rb := newReplicaBench(b)
+	load := newLoadClient(rb.leader, rb.team.token, 4)
+	jobs := make([]json.RawMessage, 1000)
+	for i := range jobs {
+		jobs[i] = rb.body
+	}
+	body, _ := json.Marshal(map[string]any{"jobs": jobs})
+	const batches = 40
+	lat, elapsed := drive(b, 4, batches, func(int) (time.Duration, error) {
+		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
+		return d, err
+	})
+	b.ReportMetric(batches*1000/elapsed.Seconds(), "jobs/s")
+	lat.report(b)
+}
+
+// BenchmarkReplicasGetJob: GET /jobs/{id} at 16 and 64 concurrent on the leader and on a
+// follower of three replicas (which first makes sure it holds every write acknowledged before
+// the read).
+func BenchmarkReplicasGetJob(b *testing.B) {
+	rb := newReplicaBench(b)
+	ids := rb.team.createJobs(rb.tplID, 1000)
+	for _, conc := range []int{16, 64} {
+		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
+			rates := map[string]float64{}
+			for _, where := range []struct {
+				name string
+				c    *coordinator
+			}{{"leader", rb.leader}, {"follower", rb.follower}} {
+				load := newLoadClient(where.c, rb.team.token, conc)
+				const total = 40000
+				lat, elapsed := drive(b, conc, total, func(i int) (time.Duration, error) {
+					_, d, err := load.do(http.MethodGet, "/api/v2/jobs/"+ids[i%len(ids)], nil, http.StatusOK)
+					return d, err
+				})
+				rates[where.name] = total / elapsed.Seconds()
+				b.ReportMetric(rates[where.name], where.name+"-gets/s")
+				slices.Sort(lat.all)
+				b.ReportMetric(float64(lat.all[len(lat.all)*99/100].Microseconds())/1000, where.name+"-p99-ms")
+			}
+			b.ReportMetric(rates["follower"]/rates["leader"], "follower/leader")
+		})
+	}
+}
+
+// BenchmarkReplicasFailover: the leader of three replicas SIGKILLed 20 times while a client
+// creates jobs with Idempotency-Keys, each sent again until acknowledged; reported: the time from
+// the kill to the first creation the next leader acknowledges (p50, p99, max), and the
+// acknowledged jobs missing afterwards (must be 0).
+func BenchmarkReplicasFailover(b *testing.B) {
+	rb := newReplicaBench(b)
+	var urls []string
+	for _, c := range rb.rs.members {
+		urls = append(urls, c.url)
+	}
+	acknowledged := map[string]string{}
+	next := 0
+	// A client that sends the creation again, to the next replica, 10 ms after each refusal.
+	create := func() (time.Time, bool) {
+		key := fmt.Sprint("failover-", next)
+		deadline := time.Now().Add(waitLimit)
+		for try := 0; time.Now().Before(deadline); try++ {
+			status, answer := postWithKey(urls[(next+try)%len(urls)]+"/api/v2/jobs", rb.team.token, key, rb.body)
+			if status == http.StatusCreated || status == http.StatusOK {
+				var cr created
+				json.Unmarshal(answer, &cr)
+				acknowledged[key] = cr.ID
+				next++
+				return time.Now(), true
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return time.Time{}, false
+	}
+	var gaps []time.Duration
+	for range 20 {
+		for range 20 {
+			if _, ok := create(); !ok {
+				b.Fatal("a creation was never acknowledged")
+			}
+		}
+		victim := rb.rs.leader()
+		killed := time.Now()
+		victim.kill()
+		at, ok := create()
+		if !ok {
+			b.Fatal("no creation acknowledged after the kill")
+		}
+		gaps = append(gaps, at.Sub(killed))
+		victim.restart()
+	}
+	leader := rb.rs.leader()
+	missing := 0
+	for _, id := range acknowledged {
+		if status, _, _ := (&client{c: leader, token: rb.team.token}).call(http.MethodGet, "/api/v2/jobs/"+id, nil); status != http.StatusOK {
+			missing++
+		}
+	}
+	slices.Sort(gaps)
+	b.ReportMetric(gaps[len(gaps)/2].Seconds(), "kill-to-write-p50-s")
+	b.ReportMetric(gaps[len(gaps)*99/100].Seconds(), "kill-to-write-p99-s")
+	b.ReportMetric(gaps[len(gaps)-1].Seconds(), "kill-to-write-max-s")
+	b.ReportMetric(float64(len(acknowledged)), "acknowledged")
+	b.ReportMetric(float64(missing), "lost")
+}
