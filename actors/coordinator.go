@@ -76,6 +76,12 @@ type Config struct {
 	// AdoptAfterRestart lets nodes that outlive a coordinator restart keep the renders they
 	// hold (remote nodes); without it those renders are queued again at once.
 	AdoptAfterRestart bool
+	// AdoptWindow is how long, after the start, a render's node has to reclaim it [a lease and
+	// a heartbeat].
+	AdoptWindow time.Duration
+	// Takeover says this coordinator takes the farm over from another replica: the renders that
+	// change interrupted never count as failed attempts.
+	Takeover bool
 	// MaxOutputBytes caps an output a node puts in the farm's bucket [64 GiB].
 	MaxOutputBytes int64
 	// StorageRetry is how long a job whose attempt the farm's own storage failed waits before
@@ -103,6 +109,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.NodeLease, 5*time.Second)
 	setDefault(&c.NodeFailureLimit, 3)
+	setDefault(&c.AdoptWindow, c.NodeLease+c.HeartbeatInterval)
 	setDefault(&c.MaxOutputBytes, 64<<30)
 	setDefault(&c.StorageRetry, 15*time.Second)
 }

@@ -186,15 +186,15 @@ func (a *jobActor) restartLost(ctx actor.Context) {
 		node:      a.job.Node,
 		err:       "the coordinator restarted during the render",
 		retryable: true,
-		countless: a.w.cleanRestart,
+		countless: a.w.cleanRestart || a.w.cfg.Takeover,
 	})
 }
 
-// awaitAdoption gives the job's node one lease (and a heartbeat) to reclaim the attempt the
-// coordinator's restart interrupted (Start offered it); unclaimed, it is queued again.
+// awaitAdoption gives the job's node the adopt window to reclaim the attempt the coordinator's
+// restart interrupted (Start offered it); unclaimed, it is queued again.
 func (a *jobActor) awaitAdoption() {
 	jobID, attempt := a.job.ID, a.job.Attempts
-	a.w.clock.AfterFunc(a.w.cfg.NodeLease+a.w.cfg.HeartbeatInterval, func() {
+	a.w.clock.AfterFunc(a.w.cfg.AdoptWindow, func() {
 		a.w.jobs.tell(jobID, &adoptionExpired{attempt: attempt})
 	})
 }

@@ -77,6 +77,8 @@ type Agent struct {
 
 	mu          sync.Mutex
 	coordinator *actor.PID
+	// connected is closed, and replaced, each time Connect points the node at a coordinator.
+	connected chan struct{}
 	// book holds the link's state and rules (link_book.go).
 	book    *linkBook
 	running map[attemptKey]*attemptRun
@@ -152,7 +154,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
 		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout, clock: clk, log: log},
 		incarnation: incarnation,
-		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1),
+		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1), connected: make(chan struct{}),
 		book: newLinkBook(base, cfg.ClusterKey), running: make(map[attemptKey]*attemptRun),
 		refusals: clock.Throttle{Period: 10 * time.Second},
 	}
@@ -396,45 +398,85 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 // askUploadPlan asks the coordinator that welcomed the node where to put an output in the
 // farm's bucket.
 func (a *Agent) askUploadPlan(ctx context.Context, req *protocol.UploadRequest) (*protocol.UploadPlan, error) {
-	a.mu.Lock()
-	coordinator, system := a.coordinator, a.system
-	a.book.stamp(req)
-	base := a.book.internalURL
-	a.mu.Unlock()
-	if coordinator == nil {
-		return nil, errors.New("the coordinator is out of reach")
+	// The coordinator may be out of reach for a moment (it restarted, or another replica took
+	// over and the node has yet to find it): the question is asked again, of the coordinator
+	// the node then knows, until uploadPlanPatience runs out.
+	deadline := a.clock.Now().Add(uploadPlanPatience)
+	for {
+		a.mu.Lock()
+		coordinator, system, connected := a.coordinator, a.system, a.connected
+		a.book.stamp(req)
+		base := a.book.internalURL
+		a.mu.Unlock()
+		err := errors.New("the coordinator is out of reach")
+		if coordinator != nil {
+			var plan *protocol.UploadPlan
+			if plan, err = a.uploadPlanOf(system, coordinator, req, base); err == nil {
+				return plan, nil
+			}
+			var refused planRefused
+			if errors.As(err, &refused) {
+				return nil, err
+			}
+		}
+		left := deadline.Sub(a.clock.Now())
+		if left <= 0 {
+			return nil, err
+		}
+		waited := make(chan struct{})
+		timer := a.clock.AfterFunc(min(left, time.Second), func() { close(waited) })
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-connected:
+			timer.Stop()
+		case <-waited:
+		}
 	}
-	res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(req), uploadPlanPatience).Result()
+}
+
+// planRefused is an upload plan the coordinator refused, or one that cannot be used: asking
+// again changes nothing.
+type planRefused struct{ error }
+
+// uploadPlanOf asks one coordinator for an upload plan.
+func (a *Agent) uploadPlanOf(system *actor.ActorSystem, coordinator *actor.PID, req *protocol.UploadRequest, base string) (*protocol.UploadPlan, error) {
+	res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(req), uploadPlanAsk).Result()
 	if err != nil {
 		return nil, fmt.Errorf("the coordinator did not answer: %w", err)
 	}
 	env, ok := res.(*protocol.Envelope)
 	if !ok {
-		return nil, fmt.Errorf("the coordinator answered a %T", res)
+		return nil, planRefused{fmt.Errorf("the coordinator answered a %T", res)}
 	}
 	msg, err := protocol.Open(env)
 	if err != nil {
-		return nil, err
+		return nil, planRefused{err}
 	}
 	plan, ok := msg.(*protocol.UploadPlan)
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("the coordinator answered a %s, not an upload plan", env.GetKind())
+		return nil, planRefused{fmt.Errorf("the coordinator answered a %s, not an upload plan", env.GetKind())}
 	case plan.Error != "":
-		return nil, errors.New(plan.Error)
+		return nil, planRefused{errors.New(plan.Error)}
 	case len(plan.Parts) != len(req.PartMD5):
-		return nil, fmt.Errorf("the upload plan has %d parts for %d", len(plan.Parts), len(req.PartMD5))
+		return nil, planRefused{fmt.Errorf("the upload plan has %d parts for %d", len(plan.Parts), len(req.PartMD5))}
 	}
 	for _, p := range plan.Parts {
 		if base == "" || !strings.HasPrefix(p.URL, base) {
-			return nil, errors.New("the upload plan names a place that is not the farm's object store")
+			return nil, planRefused{errors.New("the upload plan names a place that is not the farm's object store")}
 		}
 	}
 	return plan, nil
 }
 
-// uploadPlanPatience is how long the node waits for an upload plan.
-const uploadPlanPatience = 30 * time.Second
+// uploadPlanPatience is how long the node asks for an upload plan, uploadPlanAsk how long it
+// waits for one answer.
+const (
+	uploadPlanPatience = time.Minute
+	uploadPlanAsk      = 10 * time.Second
+)
 
 // report sends a message to the coordinator without waiting for an answer.
 func (a *Agent) report(msg any) {

@@ -19,6 +19,8 @@ func (a *Agent) Connect(gateway *actor.PID) {
 		a.book.reset()
 	}
 	a.coordinator = gateway
+	close(a.connected)
+	a.connected = make(chan struct{})
 	a.mu.Unlock()
 	a.nudge()
 }

@@ -405,3 +405,78 @@ func TestALoneCoordinatorBecomesTheFirstReplica(t *testing.T) {
 		t.Fatal("a job created through one replica is not read on another")
 	}
 }
+
+// startNode starts a render node process that joins the farm through every replica's gossip
+// address, so it finds whichever leads.
+func (rs *replicaSet) startNode(id string) *renderNode {
+	var seeds []string
+	for _, c := range rs.members {
+		seeds = append(seeds, c.gossip)
+	}
+	leader := rs.leader()
+	return leader.startNodeIn(rs.t.TempDir(), id, 1, "--id", id, "--join", strings.Join(seeds, ","))
+}
+
+// TestAFailoverLosesNoRender: the leader is SIGKILLed while two nodes render; the nodes follow
+// the next leader with their renders still running, and every job ends exactly once, its output
+// whole, the renders in flight at the failover finishing as their first attempt; each job's
+// webhook is delivered (at least once, under one X-Webhook-Id).
+func TestAFailoverLosesNoRender(t *testing.T) {
+	rs := newReplicaSet(t, 3, testTimings)
+	rs.start()
+	first := rs.leader()
+	control := rs.members[0].control // the nodes' renderer asks the first member's control
+	rs.startNode("n1")
+	rs.startNode("n2")
+	acme := first.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	hooks := newWebhookReceiver(t)
+	var ids []string
+	for range 6 {
+		b := renderJob(tplID)
+		b["webhook"] = map[string]any{"url": hooks.url}
+		var cr created
+		acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &cr)
+		ids = append(ids, cr.ID)
+	}
+	inFlight := []*renderCall{control.next(t), control.next(t)}
+	first.kill()
+	next := rs.leader()
+	control.answerAll(finishAll)
+	for _, call := range inFlight {
+		call.answer(renderReply{Result: "finish"})
+	}
+	on := &client{c: next, token: acme.token}
+	for _, id := range ids {
+		next.waitJob(id, "finished")
+	}
+	for _, call := range inFlight {
+		if j := on.job(call.JobID); j.Attempts != 1 {
+			t.Fatalf("job %s, rendering at the failover, took %d attempts:\n%s", call.JobID, j.Attempts, on.logs(call.JobID))
+		}
+	}
+	for _, id := range ids {
+		if out := on.renderOutput(id); out.JobID != id {
+			t.Fatalf("output of %s: %+v", id, out)
+		}
+	}
+	delivered := map[string]bool{}
+	for len(delivered) < len(ids) {
+		select {
+		case hook := <-hooks.received:
+			var body struct{ ID string }
+			json.Unmarshal(hook.Body, &body)
+			if hook.Header.Get("X-Webhook-Id") == "" {
+				t.Fatalf("a webhook without X-Webhook-Id: %s", hook.Body)
+			}
+			delivered[body.ID] = true
+		case <-time.After(waitLimit):
+			t.Fatalf("webhooks delivered for %d of %d jobs", len(delivered), len(ids))
+		}
+	}
+	for _, id := range ids {
+		if !delivered[id] {
+			t.Fatalf("no webhook for job %s", id)
+		}
+	}
+}

@@ -104,6 +104,11 @@ func defaultHAConfig() HAConfig {
 		SnapshotInterval: dur(2 * time.Minute)}
 }
 
+// nodesFindTheLeader is how long render nodes take, at most, to find the next leader after a
+// failover: membership declares the old one dead (about two seconds), then they join the
+// replicas' gossip addresses again (every second or two).
+const nodesFindTheLeader = 10 * time.Second
+
 // startReplica joins this coordinator's store to its replicas.
 func (f *farm) startReplica() (*replicas.Replica, error) {
 	h, c := f.cfg.HA, f.cfg.Cluster

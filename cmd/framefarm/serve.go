@@ -217,6 +217,12 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	// A webhook's body is its job as the API shows it; the job has ended, so its view needs no
 	// word of the farm's capacity.
 	webhookViews := &api.JobViews{URLs: publicURLs, OutputTTL: cfg.Outputs.URLTTL.Duration, Clock: f.clock}
+	// Render nodes reclaim their renders from a coordinator that restarted within a lease; after
+	// a failover they first notice the leader gone and find the next one through gossip.
+	var adoptWindow time.Duration
+	if f.replica != nil {
+		adoptWindow = lease + heartbeat + nodesFindTheLeader
+	}
 	f.newCoordinator = func() *actors.Coordinator {
 		return actors.New(actors.Config{
 			MaxAttempts:             cfg.Jobs.MaxAttempts,
@@ -235,6 +241,8 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 			NodeFailureLimit:        failureLimit,
 			ClusterKey:              clusterKey,
 			AdoptAfterRestart:       cfg.Cluster != nil,
+			AdoptWindow:             adoptWindow,
+			Takeover:                f.replica != nil,
 			MaxOutputBytes:          cfg.Outputs.MaxBytes,
 			StorageRetry:            cfg.Objects.RetryAfter.Duration,
 		}, actors.Deps{
