@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -479,4 +480,60 @@ func TestAFailoverLosesNoRender(t *testing.T) {
 			t.Fatalf("no webhook for job %s", id)
 		}
 	}
+}
+
+// TestAPausedLeaderActsNoMore: the leader SIGSTOPped past the election timeout while jobs wait;
+// another leads and renders them. SIGCONTed, the old leader drops its duties and acknowledges
+// nothing itself: a creation sent to it at once is refused or carried out by the new leader, and
+// no job is dispatched twice.
+func TestAPausedLeaderActsNoMore(t *testing.T) {
+	rs := newReplicaSet(t, 3, testTimings)
+	rs.start()
+	paused := rs.leader()
+	rs.startNode("n1")
+	acme := paused.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	control := rs.members[0].control
+	control.answerAll(finishAll)
+
+	paused.cmd.Process.Signal(syscall.SIGSTOP)
+	pausedCmd := paused.cmd
+	paused.cmd = nil // not among the running: it cannot answer
+	next := rs.leader()
+	on := &client{c: next, token: acme.token}
+	ids := on.createJobs(tplID, 4)
+	for _, id := range ids {
+		next.waitJob(id, "finished")
+	}
+
+	paused.cmd = pausedCmd
+	pausedCmd.Process.Signal(syscall.SIGCONT)
+	status, answer := postWithKey(paused.url+"/api/v2/jobs", acme.token, "after-the-pause", mustJSON(t, renderJob(tplID)))
+	switch status {
+	case http.StatusCreated:
+		var cr created
+		json.Unmarshal(answer, &cr)
+		next.waitJob(cr.ID, "finished") // carried out by the new leader
+		ids = append(ids, cr.ID)
+	case http.StatusServiceUnavailable:
+	default:
+		t.Fatalf("a creation sent to the woken leader: %d %s", status, answer)
+	}
+	paused.waitUntil("the woken leader dropping its duties", func() bool { return !paused.leading() })
+	for _, id := range ids {
+		if j := on.job(id); j.Status != "finished" || j.Attempts != 1 {
+			t.Fatalf("job %s: %s after %d attempts:\n%s", id, j.Status, j.Attempts, on.logs(id))
+		}
+		if n := strings.Count(on.logs(id), "dispatched to node"); n != 1 {
+			t.Fatalf("job %s was dispatched %d times:\n%s", id, n, on.logs(id))
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
 }

@@ -257,6 +257,7 @@ func (d *onDuty) LiveJobActors() int {
 func (f *farm) leaderDuties() service {
 	return background("leader duties", func(ctx context.Context) {
 		var running []service
+		var term uint64 // the term the running duties lead
 		stop := func() {
 			if running == nil {
 				return
@@ -264,7 +265,7 @@ func (f *farm) leaderDuties() service {
 			f.duty.current.Store(nil)
 			stopServices(f.log, running, f.cfg.Server.ShutdownTimeout.Duration)
 			running = nil
-			f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: false, Term: f.replica.Term()})
+			f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: false, Term: term})
 		}
 		defer stop()
 		for {
@@ -280,23 +281,24 @@ func (f *farm) leaderDuties() service {
 					continue
 				}
 				if running == nil {
-					running = f.takeLead()
+					running, term = f.takeLead()
 				}
 			}
 		}
 	})
 }
 
-// takeLead starts the duties of a new term; nil when they cannot start (logged: the replica
-// stays a leader without duties until the next change, and writes fail meanwhile).
-func (f *farm) takeLead() []service {
+// takeLead starts the duties of a new term, and tells which; nil when they cannot start (logged:
+// the replica stays a leader without duties until the next change, and writes fail meanwhile).
+func (f *farm) takeLead() ([]service, uint64) {
+	term := f.replica.Term()
 	if err := f.replica.Barrier(30 * time.Second); err != nil {
 		f.log.Error("elected, but the records committed before cannot be applied: the duties wait for the next election", "err", err)
-		return nil
+		return nil, 0
 	}
 	if err := checkKeys(f.store, f.urlKey, f.secretKey, true); err != nil {
 		f.failed <- err
-		return nil
+		return nil, 0
 	}
 	coord := f.newCoordinator()
 	list := f.duties(coord)
@@ -310,13 +312,13 @@ func (f *farm) takeLead() []service {
 		if err := s.start(); err != nil {
 			f.log.Error("elected, but a duty cannot start", "duty", s.name, "err", err)
 			stopServices(f.log, list[:i], f.cfg.Server.ShutdownTimeout.Duration)
-			return nil
+			return nil, 0
 		}
 	}
 	f.duty.current.Store(coord)
-	f.log.Info("leading the replicas", "term", f.replica.Term())
-	f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: true, Term: f.replica.Term()})
-	return list
+	f.log.Info("leading the replicas", "term", term)
+	f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: true, Term: term})
+	return list, term
 }
 
 // replicaAPI is what the API asks of this replica.
