@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +87,9 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// Observe, when set, is told what the replica does (metrics).
 	Observe Observer
+	// RemoveDeadAfter, when set, has the leader remove a replica no heartbeat reached for that
+	// long, provided those left still make a quorum among themselves.
+	RemoveDeadAfter time.Duration
 	// SnapshotThreshold is how many entries after the last snapshot make the next [16384];
 	// TrailingLogs how many stay in the log after one [8192]; SnapshotInterval how often a
 	// snapshot's being due is looked at [2m].
@@ -199,6 +203,9 @@ func Start(cfg Config) (*Replica, error) {
 	if cfg.Observe != nil {
 		r.watchLeader()
 	}
+	if cfg.RemoveDeadAfter > 0 {
+		r.watchDead()
+	}
 	if seed {
 		if err := r.seed(); err != nil {
 			r.Shutdown()
@@ -255,6 +262,99 @@ func (r *Replica) watchLeader() {
 			}
 		}
 	}()
+}
+
+// watchDead has the leader remove a replica its heartbeats have not reached for RemoveDeadAfter.
+func (r *Replica) watchDead() {
+	failures := make(chan raft.Observation, 64)
+	r.raft.RegisterObserver(raft.NewObserver(failures, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	}))
+	go func() {
+		silent := map[raft.ServerID]time.Time{} // failing replicas, by their last contact
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.mux.closed:
+				return
+			case o := <-failures:
+				switch f := o.Data.(type) {
+				case raft.FailedHeartbeatObservation:
+					silent[f.PeerID] = f.LastContact
+				case raft.ResumedHeartbeatObservation:
+					delete(silent, f.PeerID)
+				}
+			case <-tick.C:
+				if !r.Leading() {
+					clear(silent)
+					continue
+				}
+				for id, since := range silent {
+					if time.Since(since) >= r.cfg.RemoveDeadAfter && r.quorumWithout(id, len(silent)) {
+						err := r.raft.RemoveServer(id, 0, r.cfg.ApplyTimeout).Error()
+						r.log.Warn("removed a replica no heartbeat has reached since", "replica", string(id), "since", since, "err", err)
+						delete(silent, id)
+					}
+				}
+			}
+		}
+	}()
+}
+
+// quorumWithout reports whether, id removed, the voters left that still answer (silent of them
+// do not, id among them) make a quorum of the configuration left.
+func (r *Replica) quorumWithout(id raft.ServerID, silent int) bool {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	voters := 0
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter && srv.ID != id {
+			voters++
+		}
+	}
+	answering := voters - (silent - 1)
+	return voters > 0 && answering > voters/2
+}
+
+// AddReplica adds a replica to the set (on the leader); it starts from an empty folder and
+// receives the records.
+func (r *Replica) AddReplica(id, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil || id == "" {
+		return fmt.Errorf("a replica needs an id and a host:port, not %q and %q", id, addr)
+	}
+	return r.membershipChange(r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, r.cfg.ApplyTimeout))
+}
+
+// RemoveReplica removes a replica from the set (on the leader).
+func (r *Replica) RemoveReplica(id string) error {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+		return fmt.Errorf("%w: no replica %q", ErrUnknownReplica, id)
+	}
+	return r.membershipChange(r.raft.RemoveServer(raft.ServerID(id), 0, r.cfg.ApplyTimeout))
+}
+
+// ErrUnknownReplica is returned for a replica the set does not have.
+var ErrUnknownReplica = errors.New("unknown replica")
+
+func (r *Replica) membershipChange(f raft.IndexFuture) error {
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	return nil
 }
 
 func setDefault(d *time.Duration, v time.Duration) {

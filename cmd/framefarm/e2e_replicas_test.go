@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
@@ -89,6 +91,7 @@ type clusterStatus struct {
 	Applied  uint64 `json:"appliedIndex"`
 	Replicas []struct {
 		ID      string  `json:"id"`
+		Address string  `json:"address"`
 		State   *string `json:"state"`
 		Applied *uint64 `json:"appliedIndex"`
 	} `json:"replicas"`
@@ -536,4 +539,118 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return raw
+}
+
+// TestEveryReplicaServesTheLiveViews: a follower streams a team's events as the leader's actors
+// make them, and answers its health and metrics itself.
+func TestEveryReplicaServesTheLiveViews(t *testing.T) {
+	rs := newReplicaSet(t, 3, testTimings)
+	rs.start()
+	leader := rs.leader()
+	var followers []*coordinator
+	for _, c := range rs.members {
+		if c != leader {
+			followers = append(followers, c)
+		}
+	}
+	acme := leader.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	events := (&client{c: followers[0], token: acme.token}).events()
+	ids := (&client{c: followers[1], token: acme.token}).createJobs(tplID, 1)
+	if ev := events.next(func(ev streamedEvent) bool { return ev.ID == ids[0] }); ev.Status != "queued" {
+		t.Fatalf("the follower streamed %+v", ev)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		if status, _ := get(t, followers[0].url+path); status != http.StatusOK {
+			t.Fatalf("%s on a follower: %d", path, status)
+		}
+	}
+
+	// The dashboard's Farm screen, served by a follower, shows the replicas and which leads.
+	tab := browserTab(t)
+	browse(t, tab, "the farm on a follower",
+		chromedp.Navigate(followers[1].url+"/ui/#token="+adminToken),
+		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Farm")]`),
+		chromedp.WaitVisible(`h1 .live.on`),
+		chromedp.WaitVisible(`tr[data-replica] .badge[data-status="leader"]`))
+	rows := value(t, tab, "replica rows", chromedp.Evaluate[int](`document.querySelectorAll("tr[data-replica]").length`))
+	followerBadges := value(t, tab, "followers", chromedp.Evaluate[int](`document.querySelectorAll('tr[data-replica] .badge[data-status="follower"]').length`))
+	if rows != 3 || followerBadges != 2 {
+		t.Fatalf("the Farm screen shows %d replicas, %d of them followers", rows, followerBadges)
+	}
+	screenshot(t, tab, "farm-replicas")
+}
+
+// TestTheSetOfReplicasChanges: a replica lost for good is removed by the leader after
+// remove_dead_after; a new one joins with `ha join`, starting from an empty folder, and holds the
+// records; `ha remove` takes a follower out.
+func TestTheSetOfReplicasChanges(t *testing.T) {
+	const extra = testTimings + "remove_dead_after = \"2s\"\n"
+	rs := newReplicaSet(t, 3, extra)
+	rs.start()
+	leader := rs.leader()
+	acme := leader.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	ids := acme.createJobs(tplID, 3)
+
+	var lost *coordinator
+	for _, c := range rs.members {
+		if c != leader {
+			lost = c
+		}
+	}
+	lost.kill()
+	leader.stderr.waitFor(waitLimit, "removed a replica no heartbeat has reached since")
+
+	var peers []string
+	for _, s := range mustStatus(t, leader).Replicas {
+		peers = append(peers, s.ID+"="+s.Address)
+	}
+	joinAddr := membershiptest.FreeAddr(t)
+	peers = append(peers, "c4="+joinAddr)
+	joined := newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info", config: rs.shared + haTable("c4", peers, extra)})
+	joined.launch("127.0.0.1:0")
+	if out, err := framefarm("ha", "join", "--id", "c4", "--address", joinAddr, "--url", leader.url, "--admin-token", adminToken); err != nil {
+		t.Fatalf("ha join: %v\n%s", err, out)
+	}
+	on := &client{c: joined, token: acme.token}
+	for _, id := range ids {
+		if j := on.job(id); j.ID != id {
+			t.Fatalf("the joined replica shows %+v", j)
+		}
+	}
+
+	var follower *coordinator
+	for _, c := range rs.members {
+		if c != leader && c != lost {
+			follower = c
+		}
+	}
+	followerID := ""
+	if s, ok := follower.status(); ok {
+		followerID = s.ID
+	}
+	if out, err := framefarm("ha", "remove", followerID, "--url", joined.url, "--admin-token", adminToken); err != nil {
+		t.Fatalf("ha remove: %v\n%s", err, out)
+	}
+	var left []string
+	for _, s := range mustStatus(t, leader).Replicas {
+		left = append(left, s.ID)
+	}
+	if len(left) != 2 || slices.Contains(left, followerID) || !slices.Contains(left, "c4") {
+		t.Fatalf("the set after the changes: %v", left)
+	}
+	more := on.createJobs(tplID, 1)
+	if j := (&client{c: leader, token: acme.token}).job(more[0]); j.ID != more[0] {
+		t.Fatal("the two replicas left do not write")
+	}
+}
+
+func mustStatus(t *testing.T, c *coordinator) clusterStatus {
+	t.Helper()
+	s, ok := c.status()
+	if !ok {
+		t.Fatalf("no status from %s", c.addr)
+	}
+	return s
 }

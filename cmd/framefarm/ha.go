@@ -10,9 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -53,6 +55,9 @@ type HAConfig struct {
 	TrailingLogs      uint64 `toml:"trailing_logs"`
 	// SnapshotInterval is how often a replica looks whether a snapshot is due.
 	SnapshotInterval Duration `toml:"snapshot_interval"`
+	// RemoveDeadAfter: a replica the leader's heartbeats have not reached for this long is
+	// removed from the set (when those left still make a quorum); 0: never.
+	RemoveDeadAfter Duration `toml:"remove_dead_after"`
 }
 
 func (h *HAConfig) check(c *Config) []error {
@@ -101,7 +106,7 @@ func (h *HAConfig) check(c *Config) []error {
 
 func defaultHAConfig() HAConfig {
 	return HAConfig{Peers: []string{}, HeartbeatTimeout: dur(time.Second), LeaderLease: dur(500 * time.Millisecond), SnapshotThreshold: 16384, TrailingLogs: 8192,
-		SnapshotInterval: dur(2 * time.Minute)}
+		SnapshotInterval: dur(2 * time.Minute), RemoveDeadAfter: dur(10 * time.Minute)}
 }
 
 // nodesFindTheLeader is how long render nodes take, at most, to find the next leader after a
@@ -129,6 +134,7 @@ func (f *farm) startReplica() (*replicas.Replica, error) {
 		ServerTLS: server, ClientTLS: client, Store: f.store, Logger: f.log, Observe: f.metrics,
 		HeartbeatTimeout: h.HeartbeatTimeout.Duration, LeaderLease: h.LeaderLease.Duration,
 		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Duration,
+		RemoveDeadAfter: h.RemoveDeadAfter.Duration,
 		Fail: func(err error) {
 			f.log.Error("this replica stops: it cannot follow the others", "err", err)
 			f.failed <- err
@@ -333,6 +339,8 @@ func (r *replicaAPI) Leading() bool                          { return r.replica.
 func (r *replicaAPI) CatchUp(ctx context.Context) error      { return r.replica.CatchUp(ctx) }
 func (r *replicaAPI) Forward(ctx *fasthttp.RequestCtx) error { return r.forward.Forward(ctx) }
 func (r *replicaAPI) Status() replicas.Status                { return r.replica.Status() }
+func (r *replicaAPI) AddReplica(id, addr string) error       { return r.replica.AddReplica(id, addr) }
+func (r *replicaAPI) RemoveReplica(id string) error          { return r.replica.RemoveReplica(id) }
 
 // forwarder hands requests to the leader over the replicas' port, keeping connections to the
 // current leader.
@@ -366,7 +374,8 @@ func (fw *forwarder) clientFor(leader string) *fasthttp.HostClient {
 			fw.client.CloseIdleConnections()
 		}
 		fw.leader = leader
-		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.timeout, WriteTimeout: fw.timeout,
+		// Answers are streamed through as they come (event streams never end by themselves).
+		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.timeout, WriteTimeout: fw.timeout, StreamResponseBody: true,
 			MaxIdleConnDuration: time.Minute, DisablePathNormalizing: true, NoDefaultUserAgentHeader: true,
 			Dial: func(string) (net.Conn, error) { return fw.replica.DialLeader(10 * time.Second) }}
 	}
@@ -378,27 +387,49 @@ type closer func()
 
 func (c closer) Close() error { c(); return nil }
 
-// haCommand runs `framefarm ha status`: the replicas as the one asked sees them.
+// haCommand runs `framefarm ha status|join|remove`: the replicas as the one asked sees them, or a
+// change of the set carried out by the leader.
 func haCommand(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "status" {
-		return errors.New("ha needs a command: status")
+	if len(args) == 0 || (args[0] != "status" && args[0] != "join" && args[0] != "remove") {
+		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, or remove ID")
 	}
-	fs := flag.NewFlagSet("ha status", flag.ContinueOnError)
+	fs := flag.NewFlagSet("ha "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("url", "http://127.0.0.1:8080", "a replica's API base URL")
 	token := fs.String("admin-token", "", "admin token (default $"+envAdminToken+")")
-	if err := fs.Parse(args[1:]); err != nil {
+	id := fs.String("id", "", "join: the new replica's id ([ha] id in its configuration)")
+	address := fs.String("address", "", "join: the new replica's host:port ([ha] advertise, or bind)")
+	rest := args[1:]
+	removed := ""
+	if args[0] == "remove" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		removed, rest = rest[0], rest[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
 		return err
 	}
 	if *token == "" {
 		*token = os.Getenv(envAdminToken)
 	}
-	_, body, err := adminRequest(http.MethodGet, *base, "/api/v2/admin/cluster", *token)
+	method, path, body := http.MethodGet, "/api/v2/admin/cluster", []byte(nil)
+	switch args[0] {
+	case "join":
+		if *id == "" || *address == "" {
+			return errors.New("usage: framefarm ha join --id ID --address HOST:PORT [--url URL] [--admin-token TOKEN]")
+		}
+		method, path = http.MethodPost, "/api/v2/admin/cluster/replicas"
+		body, _ = json.Marshal(map[string]string{"id": *id, "address": *address})
+	case "remove":
+		if removed == "" || fs.NArg() != 0 {
+			return errors.New("usage: framefarm ha remove ID [--url URL] [--admin-token TOKEN]")
+		}
+		method, path = http.MethodDelete, "/api/v2/admin/cluster/replicas/"+url.PathEscape(removed)
+	}
+	_, answer, err := adminRequest(method, *base, path, *token, body)
 	if err != nil {
 		return err
 	}
 	var s replicas.Status
-	if err := json.Unmarshal(body, &s); err != nil {
+	if err := json.Unmarshal(answer, &s); err != nil {
 		return fmt.Errorf("unexpected answer: %w", err)
 	}
 	fmt.Fprintf(stdout, "asked %s (%s), term %d, leader %s\n", s.ID, s.State, s.Term, s.LeaderID)

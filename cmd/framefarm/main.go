@@ -57,7 +57,7 @@ const usage = `usage:
   framefarm token create --team NAME [--expires 720h] [--data-dir DIR] [--config FILE]
   framefarm token list [--data-dir DIR] [--config FILE]
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
-  framefarm ha status [--url URL] [--admin-token TOKEN]
+  framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN]
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
 `

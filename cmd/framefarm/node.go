@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -312,7 +313,7 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	case verb != "list":
 		method, path = http.MethodPost, "/api/v2/nodes/"+url.PathEscape(nodeID)+"/"+verb
 	}
-	status, body, err := adminRequest(method, *base, path, *token)
+	status, body, err := adminRequest(method, *base, path, *token, nil)
 	if err != nil {
 		return err
 	}
@@ -340,26 +341,29 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	return w.Flush()
 }
 
-// adminRequest makes one request of a coordinator's admin routes; an answer other than 200 or
-// 204 is an error quoting it.
-func adminRequest(method, base, path, token string) (status int, body []byte, err error) {
-	req, err := http.NewRequest(method, strings.TrimRight(base, "/")+path, nil)
+// adminRequest makes one request of a coordinator's admin routes, with a JSON body when one is
+// given; an answer other than 200 or 204 is an error quoting it.
+func adminRequest(method, base, path, token string, body []byte) (status int, answer []byte, err error) {
+	req, err := http.NewRequest(method, strings.TrimRight(base, "/")+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	if body, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20)); err != nil {
+	if answer, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20)); err != nil {
 		return 0, nil, err
 	}
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
-		return 0, nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+		return 0, nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(answer)))
 	}
-	return resp.StatusCode, body, nil
+	return resp.StatusCode, answer, nil
 }
 
 // nodeIDFile, in a node's data folder, keeps the suffix of its default id.

@@ -2,12 +2,15 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/framefarm/framefarm/cluster/replicas"
+	"github.com/framefarm/framefarm/http/validate"
+	"github.com/framefarm/framefarm/persistence"
 )
 
 // Replicas is this coordinator's place among the replicas of a farm, when it has any: the
@@ -22,12 +25,63 @@ type Replicas interface {
 	CatchUp(ctx context.Context) error
 	// Status asks every replica about itself.
 	Status() replicas.Status
+	// AddReplica and RemoveReplica change the set (on the leader).
+	AddReplica(id, addr string) error
+	RemoveReplica(id string) error
+}
+
+// addReplica adds a replica to the set (POST /api/v2/admin/cluster/replicas {id, address}).
+func (s *Server) addReplica(r *request) {
+	if s.Replicas == nil {
+		r.fail(errAlone)
+		return
+	}
+	var in struct {
+		ID      string `json:"id"`
+		Address string `json:"address"`
+	}
+	if !r.decode(&in) {
+		return
+	}
+	if err := s.Replicas.AddReplica(in.ID, in.Address); err != nil {
+		r.failReplicas(err)
+		return
+	}
+	r.json(http.StatusOK, s.Replicas.Status())
+}
+
+// removeReplica removes a replica from the set (DELETE /api/v2/admin/cluster/replicas/{id}).
+func (s *Server) removeReplica(r *request) {
+	if s.Replicas == nil {
+		r.fail(errAlone)
+		return
+	}
+	id, _ := r.ctx.UserValue("id").(string)
+	if err := s.Replicas.RemoveReplica(id); err != nil {
+		r.failReplicas(err)
+		return
+	}
+	r.json(http.StatusOK, s.Replicas.Status())
+}
+
+var errAlone = newError(http.StatusNotFound, codeNotFound, "this coordinator runs alone: it has no replicas ([ha])")
+
+// failReplicas answers a change of the set that did not happen.
+func (r *request) failReplicas(err error) {
+	switch {
+	case errors.Is(err, replicas.ErrUnknownReplica):
+		r.fail(newError(http.StatusNotFound, codeNotFound, "%v", err))
+	case errors.Is(err, persistence.ErrNotReplicated):
+		r.failErr(err, nil)
+	default:
+		r.fail(newError(http.StatusBadRequest, validate.CodeValidation, "%v", err))
+	}
 }
 
 // clusterStatus shows the replicas (GET /api/v2/admin/cluster), from any replica.
 func (s *Server) clusterStatus(r *request) {
 	if s.Replicas == nil {
-		r.fail(newError(http.StatusNotFound, codeNotFound, "this coordinator runs alone: it has no replicas ([ha])"))
+		r.fail(errAlone)
 		return
 	}
 	r.json(http.StatusOK, s.Replicas.Status())

@@ -77,6 +77,8 @@ func (s *Server) routesV2() {
 	v2(http.MethodGet, "/admin/history", authAdmin, s.farmHistory)
 	v2(http.MethodGet, "/admin/events", authAdmin, s.streamFarmEvents)
 	v2(http.MethodGet, "/admin/cluster", authAdmin, s.clusterStatus)
+	v2(http.MethodPost, "/admin/cluster/replicas", authAdmin, s.addReplica)
+	v2(http.MethodDelete, "/admin/cluster/replicas/{id}", authAdmin, s.removeReplica)
 	v2(http.MethodDelete, "/admin/tokens/{token}", authAdmin, s.revokeToken)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)
 	v2(http.MethodPost, "/nodes/{node}/drain", authAdmin, s.nodeCommand(true))

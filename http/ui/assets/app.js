@@ -816,15 +816,32 @@ function farmCharts(minutes) {
       { label: "p90", class: "cancelled", value: (m) => m.renderP90 }, { label: "p99", class: "error", value: (m) => m.renderP99 }], { unit: " s" }));
 }
 
+// replicasPanel shows the coordinator's replicas (with [ha]); a coordinator alone shows none.
+function replicasPanel(status) {
+  if (!status) return h("div");
+  const rows = (status.replicas || []).map((r) => h("tr", { "data-replica": r.id },
+    h("td", { class: "name mono" }, r.id, r.id === status.leader ? h("span", { class: "muted" }, " (leader)") : ""),
+    h("td", { class: "mono muted" }, r.address),
+    h("td", {}, badge(r.state || "unreachable")),
+    h("td", {}, r.appliedIndex === null || r.appliedIndex === undefined ? "—" : String(r.appliedIndex)),
+    h("td", { class: "muted" }, r.lastContact ? age(r.lastContact) : "")));
+  return h("div", {}, h("h2", {}, "Replicas ", h("span", { class: "muted" }, `term ${status.term}, leader ${status.leader || "none"}`)),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Replica"), h("th", {}, "Address"),
+      h("th", {}, "State"), h("th", {}, "Applied"), h("th", {}, "Last contact"))), h("tbody", {}, ...rows))));
+}
+
 function farmScreen() {
   const tbody = h("tbody");
   const charts = h("div");
+  const replicas = h("div");
   if (!me || me.kind !== "admin") {
     return [h("h1", {}, "Farm"), h("p", { class: "empty" }, "The farm's render nodes are shown to the admin token.")];
   }
   async function load() {
-    const [nodes, history] = await Promise.all([api("GET", "/api/v2/nodes"), api("GET", "/api/v2/admin/history")]);
+    const [nodes, history, cluster] = await Promise.all([api("GET", "/api/v2/nodes"), api("GET", "/api/v2/admin/history"),
+      api("GET", "/api/v2/admin/cluster").catch(() => null)]);
     charts.replaceChildren(farmCharts(history.minutes));
+    replicas.replaceChildren(replicasPanel(cluster));
     tbody.replaceChildren(...(nodes.length ? nodes.map((n) => {
       const busy = (n.currentJobs || []).length;
       const forget = (node) => h("button", { class: "quiet", onclick: async () => {
@@ -852,7 +869,7 @@ function farmScreen() {
   });
   const timer = setInterval(() => load().catch(() => {}), 30000);
   leaveScreen = () => { clearInterval(timer); stopEvents(); };
-  return [h("h1", {}, "Farm", liveBadge()), charts,
+  return [h("h1", {}, "Farm", liveBadge()), charts, replicas,
     h("h2", {}, "Render nodes"),
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
       h("th", {}, "Rendering"), h("th", {}, "Labels"), h("th", {}, "Heartbeat"), h("th", {}, ""))), tbody))];
