@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,13 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg actors.Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, cfg, nil)
+}
+
+// newFixtureWith is newFixture with the dependencies changed by change before the coordinator
+// is made.
+func newFixtureWith(t testing.TB, cfg actors.Config, change func(*actors.Deps)) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	store, err := persistence.Open(filepath.Join(dir, "framefarm.db"), persistence.Options{})
@@ -77,6 +85,9 @@ func newFixture(t testing.TB, cfg actors.Config) *fixture {
 		WebhookBody: func(j *persistence.Job, _ json.RawMessage) ([]byte, error) {
 			return []byte(`{"id":"` + j.ID.String() + `"}`), nil
 		},
+	}
+	if change != nil {
+		change(&deps)
 	}
 	coord := actors.New(cfg, deps)
 	if err := coord.Start(); err != nil {
@@ -796,5 +807,38 @@ func TestNodeLogLinesKeepTheirTimes(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Fatalf("log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// TestAReplicaThatNoLongerLeadsSendsNoWebhook: a coordinator whose replica no longer leads sends
+// no webhook request and leaves the delivery in the outbox for the leader.
+func TestAReplicaThatNoLongerLeadsSendsNoWebhook(t *testing.T) {
+	asked := make(chan struct{}, 8)
+	f := newFixtureWith(t, actors.Config{}, func(d *actors.Deps) {
+		d.StillLeads = func() bool { asked <- struct{}{}; return false }
+	})
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
+	defer srv.Close()
+	n := f.attachTestNode("n1", 1)
+	issued := &persistence.IssueToken{At: f.clock.Now(), TeamName: "t", NewTeamID: f.ids.New(f.clock.Now()), WebhookSecret: "cafe"}
+	if err := f.store.Apply(issued); err != nil {
+		t.Fatal(err)
+	}
+	job := &persistence.Job{ID: f.ids.New(f.clock.Now()), TeamID: issued.Team.ID, Kind: persistence.KindRender, Engine: "test",
+		State: persistence.JobQueued, OutputName: "out.mp4", Spec: persistence.JobSpec{Webhook: &persistence.Webhook{URL: srv.URL}}}
+	if err := f.coord.CreateJobs([]*persistence.Job{job}, nil); err != nil {
+		t.Fatal(err)
+	}
+	a := n.next(t)
+	a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: 1})
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dispatcher never asked whether it still leads")
+	}
+	pending, err := f.store.Deliveries()
+	if err != nil || len(pending) != 1 || calls.Load() != 0 {
+		t.Fatalf("outbox %d (%v), requests sent %d: want the delivery kept and nothing sent", len(pending), err, calls.Load())
 	}
 }

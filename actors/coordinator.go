@@ -145,6 +145,9 @@ type Deps struct {
 	Outbound *http.Client
 	// WebhookBody renders a job as GET /jobs/{id} shows it, with the webhook's data.
 	WebhookBody func(job *persistence.Job, data json.RawMessage) ([]byte, error)
+	// StillLeads, for a replica, makes sure it still leads before what a write does not fence
+	// (a webhook's request); nil: a coordinator alone always does.
+	StillLeads func() bool
 }
 
 // Store is the database as the actors use it (persistence.Store): named reads, and commands
@@ -307,7 +310,7 @@ func (c *Coordinator) Start() error {
 	}
 	c.addr.webhooks = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newWebhookDispatcher(webhookWorld{cfg: c.cfg, store: store, clock: c.deps.Clock, events: c.deps.Events, log: c.log,
-			root: root, outbound: c.deps.Outbound, secrets: c.secrets, body: c.deps.WebhookBody})
+			root: root, outbound: c.deps.Outbound, secrets: c.secrets, body: c.deps.WebhookBody, stillLeads: c.deps.StillLeads})
 	}))
 	c.addr.templates = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newTemplateProcessor(templateWorld{cfg: c.cfg, store: store, objects: c.deps.Objects, inspector: c.deps.Inspector,

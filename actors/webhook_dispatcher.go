@@ -74,6 +74,9 @@ type webhookWorld struct {
 	secrets  *secretReader
 	// body renders a job as GET /jobs/{id} shows it, with the webhook's data.
 	body func(job *persistence.Job, data json.RawMessage) ([]byte, error)
+	// stillLeads, when set, is asked before each request: a replica that no longer leads (it was
+	// paused while another took over) sends nothing; the leader sends it from the outbox.
+	stillLeads func() bool
 }
 
 func newWebhookDispatcher(w webhookWorld) *webhookDispatcher {
@@ -140,6 +143,9 @@ func (w *webhookDispatcher) pump(ctx actor.Context) {
 // settle records an attempt: delivered and given-up deliveries leave the outbox, the others are
 // scheduled again.
 func (w *webhookDispatcher) settle(r *deliveryResult) {
+	if errors.Is(r.err, errNotLeading) {
+		return // the leader delivers it; this replica's duties are about to stop
+	}
 	d := *r.delivery
 	d.Attempt++
 	var line, result string
@@ -178,9 +184,15 @@ func jitter(d time.Duration) time.Duration {
 // errDeliveryObsolete means there is nothing left to deliver (the job or its webhook is gone).
 var errDeliveryObsolete = errors.New("delivery is obsolete")
 
+// errNotLeading means this replica no longer leads: the delivery is left in the outbox.
+var errNotLeading = errors.New("this replica no longer leads")
+
 // send makes one delivery attempt. Secrets in the webhook's url, headers and data are resolved
 // now, and only here.
 func (w *webhookDispatcher) send(d *persistence.Delivery) (string, error) {
+	if w.w.stillLeads != nil && !w.w.stillLeads() {
+		return "", errNotLeading
+	}
 	var req *http.Request
 	var revealed *secrets.Revealed
 	err := w.w.store.ReadTeam(d.TeamID, func(reads persistence.TeamReads) error {

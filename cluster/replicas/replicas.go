@@ -480,6 +480,10 @@ func (r *Replica) Leadership() <-chan bool { return r.leadership }
 // step before it acts on the records).
 func (r *Replica) Barrier(timeout time.Duration) error { return r.raft.Barrier(timeout).Error() }
 
+// StillLeads makes sure this replica still leads: a quorum heard it within half a heartbeat
+// timeout (asked again when longer ago).
+func (r *Replica) StillLeads() bool { return r.Leading() && r.reads.stillLeads() }
+
 // Leading reports whether this replica is the leader.
 func (r *Replica) Leading() bool { return r.raft.State() == raft.Leader }
 

@@ -220,8 +220,10 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	// Render nodes reclaim their renders from a coordinator that restarted within a lease; after
 	// a failover they first notice the leader gone and find the next one through gossip.
 	var adoptWindow time.Duration
+	var stillLeads func() bool
 	if f.replica != nil {
 		adoptWindow = lease + heartbeat + nodesFindTheLeader
+		stillLeads = f.replica.StillLeads
 	}
 	f.newCoordinator = func() *actors.Coordinator {
 		return actors.New(actors.Config{
@@ -248,7 +250,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		}, actors.Deps{
 			Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
 			Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
-			WebhookBody: webhookViews.WebhookBody,
+			WebhookBody: webhookViews.WebhookBody, StillLeads: stillLeads,
 		})
 	}
 	// The API, the history and the metrics ask the coordinator: a replica's is the one on duty.
