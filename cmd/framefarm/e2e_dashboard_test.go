@@ -309,6 +309,48 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	if forgotten := value(t, tab, "token after sign out", chromedp.Evaluate[bool](`localStorage.getItem("framefarm.token") === null`)); !forgotten {
 		t.Fatal("signing out kept the token")
 	}
+	if navShown := value(t, tab, "navigation before sign-in", chromedp.Evaluate[bool](`getComputedStyle(document.getElementById("nav")).display !== "none"`)); navShown {
+		t.Error("the navigation shows before sign-in")
+	}
+	// A sign-in link pasted into the tab already on the dashboard changes only the fragment.
+	browse(t, tab, "a sign-in link pasted into the open tab",
+		chromedp.Evaluate[chromedp.Void](`location.hash = "#token=`+other.token+`"`),
+		chromedp.WaitVisible(`//span[@id="who"][.="team other"]`))
+	if hash := value(t, tab, "address after the pasted link", chromedp.Evaluate[string](`location.href`)); strings.Contains(hash, "token") {
+		t.Errorf("the token stays in the address: %s", hash)
+	}
+}
+
+// TestRootAndFaviconAnswerHeadAndGet: link checkers and uptime probes send HEAD /; browsers ask
+// for /favicon.ico whatever the page names.
+func TestRootAndFaviconAnswerHeadAndGet(t *testing.T) {
+	c := startCoordinator(t, options{})
+	noRedirects := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct{ method, path, location string }{
+		{http.MethodGet, "/", "/ui/"}, {http.MethodHead, "/", "/ui/"},
+		{http.MethodGet, "/favicon.ico", "/ui/favicon.svg"}, {http.MethodHead, "/favicon.ico", "/ui/favicon.svg"},
+	} {
+		req, _ := http.NewRequest(tc.method, c.url+tc.path, nil)
+		resp, err := noRedirects.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 3 || !strings.HasSuffix(resp.Header.Get("Location"), tc.location) {
+			t.Errorf("%s %s: %d to %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		req, _ := http.NewRequest(method, c.url+"/ui/favicon.svg", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "image/svg+xml" {
+			t.Errorf("%s the favicon: %d %s", method, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
 }
 
 // TestDashboardPlaysARealRender: from upload to playback in the page, as a new user would: a

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -393,8 +392,7 @@ func haCommand(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "status" && args[0] != "join" && args[0] != "remove") {
 		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, or remove ID")
 	}
-	fs := flag.NewFlagSet("ha "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("ha " + args[0])
 	base := fs.String("url", "http://127.0.0.1:8080", "a replica's API base URL")
 	token := fs.String("admin-token", "", "admin token (default $"+envAdminToken+")")
 	id := fs.String("id", "", "join: the new replica's id ([ha] id in its configuration)")
@@ -404,7 +402,7 @@ func haCommand(args []string, stdout, stderr io.Writer) error {
 	if args[0] == "remove" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		removed, rest = rest[0], rest[1:]
 	}
-	if err := fs.Parse(rest); err != nil {
+	if err := parseFlags(fs, stdout, rest); err != nil {
 		return err
 	}
 	if *token == "" {

@@ -7,12 +7,16 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/framefarm/framefarm/actors"
@@ -60,6 +64,7 @@ const usage = `usage:
   framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN]
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
+  framefarm COMMAND --help
 `
 
 // run is the whole program; main only adds the process around it.
@@ -67,6 +72,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	// `token --help`, `ha -h`: commands whose first word is a verb answer help before it.
+	if len(args) >= 2 && isHelpFlag(args[1]) && slices.Contains([]string{"token", "cluster", "ha", "objects"}, args[0]) {
+		fmt.Fprintf(stdout, "usage:\n%s", commandUsage(args[0]))
+		return 0
 	}
 	var err error
 	switch args[0] {
@@ -86,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		err = objectsCommand(ctx, args[1:], stdout, stderr)
 	case "ha":
 		err = haCommand(args[1:], stdout, stderr)
-	case "version":
+	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "framefarm", buildVersion())
 		return 0
 	case "help", "-h", "--help":
@@ -96,11 +106,66 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
 		return 2
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "framefarm:", err)
+		if errors.As(err, new(flagError)) {
+			fmt.Fprintf(stderr, "framefarm %s --help lists its flags\n", args[0])
+		}
 		return 1
 	}
 	return 0
+}
+
+func isHelpFlag(arg string) bool { return arg == "-h" || arg == "-help" || arg == "--help" }
+
+// commandUsage is the lines of usage that show command, the first word of a command's name.
+func commandUsage(command string) string {
+	first, _, _ := strings.Cut(command, " ")
+	var b strings.Builder
+	showing := false
+	for _, line := range strings.SplitAfter(usage, "\n") {
+		if rest, ok := strings.CutPrefix(line, "  framefarm "); ok {
+			showing = strings.HasPrefix(rest, first+" ") || rest == first+"\n"
+		}
+		if showing && line != "" && line != "usage:\n" {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+// commandFlags makes a command's flag set. It prints nothing itself: run prints a parse error
+// once, and parseFlags prints the help that -h or --help asks for.
+func commandFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// flagError is a command line the flag package refused.
+type flagError struct{ error }
+
+func (e flagError) Unwrap() error { return e.error }
+
+// parseFlags parses a command's flags; on -h or --help it prints the command's usage and flags to
+// stdout and returns flag.ErrHelp, which run turns into exit status 0.
+func parseFlags(fs *flag.FlagSet, stdout io.Writer, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage:\n%s\nflags:\n", commandUsage(fs.Name()))
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		return err
+	}
+	if err != nil {
+		return flagError{err}
+	}
+	return nil
 }
 
 func buildVersion() string {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,9 +62,8 @@ type nodeSettings struct {
 }
 
 // nodeConfig reads the flags of `framefarm node` over the configuration file.
-func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func nodeConfig(args []string, stdout io.Writer) (ns nodeSettings, err error) {
+	fs := commandFlags("node")
 	configPath := fs.String("config", "", "configuration file (TOML): [engines], [node], [cluster]")
 	join := fs.String("join", "", "coordinator gossip address(es) to join, HOST:PORT[,HOST:PORT]")
 	nodeID := fs.String("id", "", "node id, unique in the farm (default: the one its certificate names, else the host name and a suffix kept in --data-dir)")
@@ -94,7 +92,7 @@ func nodeConfig(args []string, stderr io.Writer) (ns nodeSettings, err error) {
 		ns.labels[key] = value
 		return nil
 	})
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, stdout, args); err != nil {
 		return ns, err
 	}
 	if fs.NArg() > 0 {
@@ -179,7 +177,7 @@ func certificateNodeID(t remoting.TLS) (string, error) {
 // assigns, and on SIGTERM drains (finishes its renders, takes no new ones) and leaves. A second
 // SIGTERM or SIGINT stops it at once; its interrupted renders run again elsewhere.
 func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
-	ns, err := nodeConfig(args, stderr)
+	ns, err := nodeConfig(args, stdout)
 	if err != nil {
 		return err
 	}
@@ -284,18 +282,17 @@ func pickEngines(all []renderer.Renderer, want []string) ([]renderer.Renderer, e
 
 // nodeAdmin runs `framefarm node list|drain ID|clear ID|forget ID` against a coordinator's API.
 func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("node "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("node " + verb)
 	base := fs.String("url", "http://127.0.0.1:8080", "the coordinator's API base URL")
 	token := fs.String("admin-token", "", "admin token (default $"+envAdminToken+")")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, stdout, args); err != nil {
 		return err
 	}
 	// The node id may come before the flags (as the usage shows) or after them.
 	nodeID := ""
 	if verb != "list" && fs.NArg() > 0 {
 		nodeID = fs.Arg(0)
-		if err := fs.Parse(fs.Args()[1:]); err != nil {
+		if err := parseFlags(fs, stdout, fs.Args()[1:]); err != nil {
 			return err
 		}
 	}

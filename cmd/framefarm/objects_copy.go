@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -25,14 +24,13 @@ func objectsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if len(args) == 0 || args[0] != "copy" {
 		return errors.New("objects needs a command: copy --to s3")
 	}
-	fs := flag.NewFlagSet("objects copy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("objects copy")
 	configPath := fs.String("config", "", "configuration file (TOML): its data_dir and its [objects.s3] bucket")
 	dataDir := fs.String("data-dir", "", "data directory whose objects are copied")
 	to := fs.String("to", "", "where the objects go: s3 (the bucket of [objects.s3])")
 	parallel := fs.Int("parallel", 4, "objects copied at once")
 	every := fs.Duration("progress", 5*time.Second, "how often to report progress")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, stdout, args[1:]); err != nil {
 		return err
 	}
 	if *to != "s3" {

@@ -31,16 +31,15 @@ import (
 )
 
 // serveConfig reads serve's flags over the configuration file.
-func serveConfig(args []string, stderr io.Writer) (Config, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func serveConfig(args []string, stdout io.Writer) (Config, error) {
+	fs := commandFlags("serve")
 	configPath := fs.String("config", "", "configuration file (TOML)")
 	dataDir := fs.String("data-dir", "", "data directory (database, files, keys)")
 	listen := fs.String("listen", "", "HOST:PORT to serve on (default 127.0.0.1:8080)")
 	publicURL := fs.String("public-url", "", "base of every URL handed out (default from --listen)")
 	localSlots := fs.Int("local-slots", 0, "renders the embedded node runs at once; 0 = no embedded node")
 	allowPrivate := fs.Bool("allow-private-urls", false, "let webhooks and downloads reach loopback and private addresses")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, stdout, args); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
@@ -70,7 +69,7 @@ func serveConfig(args []string, stderr io.Writer) (Config, error) {
 // serve runs the coordinator until ctx ends: it builds the farm (every part wired as it is made),
 // then runs its services.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins) error {
-	cfg, err := serveConfig(args, stderr)
+	cfg, err := serveConfig(args, stdout)
 	if err != nil {
 		return err
 	}

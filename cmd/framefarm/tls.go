@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,11 +32,10 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 
 // createCA writes a new farm CA into --dir, refusing to replace one.
 func createCA(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("cluster tls ca create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("cluster tls ca create")
 	dir := fs.String("dir", ".", "folder to write "+caCertFile+" and "+caKeyFile+" into")
 	days := fs.Int("days", 3650, "days the CA is valid")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, stdout, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 || *days < 1 {
@@ -61,14 +59,13 @@ func createCA(args []string, stdout, stderr io.Writer) error {
 
 // createCert signs a coordinator's or a node's certificate with the CA in --dir.
 func createCert(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("cluster tls cert create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("cluster tls cert create")
 	dir := fs.String("dir", ".", "folder holding "+caCertFile+" and "+caKeyFile+", where the certificate is written")
 	coordinator := fs.Bool("coordinator", false, "the coordinator's certificate")
 	nodeID := fs.String("node", "", "a render node's certificate, for this node id only")
 	anyNode := fs.Bool("any-node", false, "a render node certificate any node id may use (identical machines)")
 	days := fs.Int("days", 730, "days the certificate is valid")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, stdout, args); err != nil {
 		return err
 	}
 	chosen := 0

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,13 +37,12 @@ func tokenCommand(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("token needs a command: create, list or revoke")
 	}
-	fs := flag.NewFlagSet("token "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := commandFlags("token " + args[0])
 	configPath := fs.String("config", "", "configuration file (TOML), for its data_dir")
 	dataDir := fs.String("data-dir", "", "data directory of the coordinator")
 	team := fs.String("team", "", "create: team name; the team is created if it does not exist")
 	expires := fs.Duration("expires", 0, "create: the token stops working after this long (for example 720h); 0: never")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, stdout, args[1:]); err != nil {
 		return err
 	}
 	cfg, err := loadConfig(*configPath)

@@ -96,7 +96,14 @@ func (s *Server) routesV2() {
 		// The dashboard is not part of the API: its routes are left out of the OpenAPI document.
 		page := s.wrap("/ui/", authNone, anyReplica, func(r *request) { s.UI(r.ctx) })
 		s.router.GET("/ui/{path:*}", page) // also answers /ui
-		s.router.GET("/", s.wrap("/", authNone, anyReplica, func(r *request) { s.UIRedirect(r.ctx) }))
+		s.router.HEAD("/ui/{path:*}", page)
+		root := s.wrap("/", authNone, anyReplica, func(r *request) { s.UIRedirect(r.ctx) })
+		s.router.GET("/", root)
+		s.router.HEAD("/", root)
+		// Browsers and bookmark tools ask for /favicon.ico whatever the page names.
+		favicon := s.wrap("/favicon.ico", authNone, anyReplica, func(r *request) { r.ctx.Redirect("/ui/favicon.svg", http.StatusMovedPermanently) })
+		s.router.GET("/favicon.ico", favicon)
+		s.router.HEAD("/favicon.ico", favicon)
 	}
 	s.handle(http.MethodGet, "/healthz", authNone, func(r *request) { r.json(http.StatusOK, map[string]string{"status": "ok"}) })
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)

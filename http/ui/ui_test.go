@@ -20,6 +20,7 @@ func TestFilesDeepLinksAndHeaders(t *testing.T) {
 	for path, want := range map[string]string{
 		"/ui/app.js":        "text/javascript",
 		"/ui/style.css":     "text/css",
+		"/ui/favicon.svg":   "image/svg+xml",
 		"/ui/":              "text/html",
 		"/ui/jobs/01JABCDE": "text/html",
 		"/ui/templates":     "text/html",

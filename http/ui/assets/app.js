@@ -911,6 +911,15 @@ document.addEventListener("click", (e) => {
   navigate(a.getAttribute("href"));
 });
 window.addEventListener("popstate", show);
+// A sign-in link pasted into a tab already on the dashboard changes only the fragment: the page
+// is not loaded again, so the new token is taken here, and the page starts over with it.
+window.addEventListener("hashchange", () => {
+  const fromLink = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (!fromLink) return;
+  localStorage.setItem(TOKEN_KEY, fromLink);
+  history.replaceState(null, "", location.pathname + location.search);
+  location.reload();
+});
 document.getElementById("signout").addEventListener("click", signOut);
 
 // A link with #token=... signs in; the fragment never reaches the server, and is cleared at once.

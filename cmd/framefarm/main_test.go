@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestEveryCommandAnswersHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // a line of the help, a flag for commands with flags
+	}{
+		{[]string{"serve", "--help"}, "-local-slots"},
+		{[]string{"node", "-h"}, "-require-tags"},
+		{[]string{"node", "list", "--help"}, "-admin-token"},
+		{[]string{"token", "--help"}, "framefarm token revoke"},
+		{[]string{"token", "create", "--help"}, "-expires"},
+		{[]string{"cluster", "--help"}, "framefarm cluster tls cert create"},
+		{[]string{"cluster", "tls", "ca", "create", "-help"}, "-days"},
+		{[]string{"ha", "--help"}, "framefarm ha status"},
+		{[]string{"ha", "join", "--help"}, "-address"},
+		{[]string{"objects", "copy", "--help"}, "-parallel"},
+		{[]string{"--help"}, "framefarm COMMAND --help"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr, plugins{})
+		if code != 0 || stderr.Len() > 0 || !strings.HasPrefix(stdout.String(), "usage:") || !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s", tc.args, code, stderr.String(), stdout.String())
+		}
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &stdout, &stderr, plugins{}); code != 0 || !strings.HasPrefix(stdout.String(), "framefarm ") {
+		t.Fatalf("--version: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+}
+
+func TestAnUnknownFlagSaysWhereHelpIs(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--bogus"}, &stdout, &stderr, plugins{})
+	if code != 1 || stdout.Len() > 0 || stderr.String() != "framefarm: flag provided but not defined: -bogus\nframefarm serve --help lists its flags\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
