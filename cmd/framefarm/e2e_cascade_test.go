@@ -320,10 +320,22 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 		t.Fatalf("batch job output: %d", status)
 	}
 
-	var failed json.RawMessage
-	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{bad}}, http.StatusBadRequest, &failed)
-	if !strings.Contains(string(failed), `"status":"error"`) || !strings.Contains(string(failed), `"successCount":0`) {
-		t.Fatalf("all-failed batch %s", failed)
+	// Every job invalid: the first problem also as the top-level error, which is what clients
+	// that print one message (the official CLI) show.
+	var failed struct {
+		Status       string `json:"status"`
+		SuccessCount *int   `json:"successCount"`
+		Error        string `json:"error"`
+		Code         string `json:"code"`
+		Errors       []struct {
+			Index     int    `json:"index"`
+			ErrorCode string `json:"errorCode"`
+		} `json:"errors"`
+	}
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{"not a job", bad}}, http.StatusBadRequest, &failed)
+	if failed.Status != "error" || failed.SuccessCount == nil || *failed.SuccessCount != 0 || len(failed.Errors) != 2 ||
+		failed.Code != failed.Errors[0].ErrorCode || failed.Code == "" || !strings.HasPrefix(failed.Error, "no job of the batch is valid; jobs[0]: ") {
+		t.Fatalf("all-failed batch %+v", failed)
 	}
 	// Refused as a whole (no jobs, jobs not an array, too many): the batch response's shape,
 	// with the error's fields beside it.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/oklog/ulid/v2"
@@ -84,8 +85,14 @@ func (s *Server) createBatch(r *request) {
 		}
 	})
 	if len(tops) == 0 {
-		answer.Status = "error"
-		r.json(http.StatusBadRequest, answer)
+		// Clients that print one message (the official CLI prints `error`) show the first problem.
+		first := answer.Errors[0]
+		r.json(http.StatusBadRequest, batchRefused{
+			batchCreated: batchCreated{BatchID: answer.BatchID, Status: "error", TotalJobs: answer.TotalJobs, Jobs: answer.Jobs},
+			Errors:       answer.Errors,
+			Error:        fmt.Sprintf("no job of the batch is valid; jobs[%d]: %s", first.Index, first.Error),
+			Code:         first.ErrorCode, Details: first.Details,
+		})
 		return
 	}
 	for k, recs := range tops {
