@@ -15,12 +15,13 @@ import (
 // actors are the store's only writer, and the commands they apply are the one stream a replica
 // of the store follows.
 
-// AddFont stores a font file in the team's library. ErrConflict: the library already has a font
-// of that file name (and the file is not kept).
-func (c *Coordinator) AddFont(teamID ulid.ULID, family, fileName string, data []byte) (*persistence.Font, error) {
-	now := c.deps.Clock.Now()
-	f := &persistence.Font{ID: c.deps.IDs.New(now), TeamID: teamID, FamilyName: family, FileName: fileName, CreatedAt: now}
-	key := persistence.FontKey(teamID, f.ID)
+// AddFont stores a font file in the team's library: f names the team, the file and the font's
+// names; its id, file and time are set here. ErrConflict: the library already has a font of
+// that file name (and the file is not kept).
+func (c *Coordinator) AddFont(f *persistence.Font, data []byte) (*persistence.Font, error) {
+	f.CreatedAt = c.deps.Clock.Now()
+	f.ID = c.deps.IDs.New(f.CreatedAt)
+	key := persistence.FontKey(f.TeamID, f.ID)
 	var err error
 	if f.File, err = c.deps.Objects.Put(key, bytes.NewReader(data), int64(len(data))); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrObjectStore, err)

@@ -225,5 +225,8 @@ func (r TeamReads) Job(jobID ulid.ULID) (*Job, error) { return r.t.TeamJob(r.tea
 // Font reads the team's font of a file name.
 func (r TeamReads) Font(fileName string) (*Font, error) { return r.t.FontByFileName(r.team, fileName) }
 
+// Fonts reads the team's whole font library, oldest first.
+func (r TeamReads) Fonts() ([]*Font, error) { return r.t.Fonts(r.team) }
+
 // Secret reads the team's secret of a name (its value sealed).
 func (r TeamReads) Secret(name string) (*Secret, error) { return r.t.SecretByName(r.team, name) }

@@ -202,7 +202,8 @@ type JobRequest struct {
 	Spec       JobSpec
 	Priority   int
 	Tags       []string
-	// MissingFonts are fonts the job names that the team library lacks.
+	// MissingFonts are the fonts the job names, then those its template uses, that neither the
+	// job nor the team library provides.
 	MissingFonts []string
 	// Children are the job's nested jobs; Children[i] renders into Spec.Assets[ChildAsset[i]].
 	Children   []*JobRequest
@@ -323,12 +324,15 @@ type BatchEntry struct {
 
 // Font is a TrueType file in a team's font library.
 type Font struct {
-	ID         ulid.ULID  `json:"id"`
-	TeamID     ulid.ULID  `json:"teamId"`
-	FamilyName string     `json:"familyName"`
-	FileName   string     `json:"fileName"`
-	File       StoredFile `json:"file"`
-	CreatedAt  time.Time  `json:"createdAt"`
+	ID         ulid.ULID `json:"id"`
+	TeamID     ulid.ULID `json:"teamId"`
+	FamilyName string    `json:"familyName"`
+	// PostScriptName is the name the file gives itself there, the name After Effects projects
+	// use for the font; empty for fonts stored before it was read.
+	PostScriptName string     `json:"postScriptName,omitzero"`
+	FileName       string     `json:"fileName"`
+	File           StoredFile `json:"file"`
+	CreatedAt      time.Time  `json:"createdAt"`
 }
 
 // Secret is an encrypted team value, referenced as ${secret.NAME}.

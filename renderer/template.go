@@ -3,6 +3,7 @@ package renderer
 import (
 	"context"
 	"encoding/json"
+	"strings"
 )
 
 // Template file types clients declare.
@@ -26,6 +27,12 @@ type Inspection struct {
 	Engines []string `json:"engines"`
 	// Fonts are the font names the template uses.
 	Fonts []string `json:"fonts,omitempty"`
+}
+
+// FontKey makes "Comic Neue", "ComicNeue" and "comic-neue" the same font name: templates,
+// font files and clients spell one font these ways.
+func FontKey(name string) string {
+	return strings.NewReplacer(" ", "", "-", "", "_", "").Replace(strings.ToLower(name))
 }
 
 // Composition is one renderable composition of a template.

@@ -484,6 +484,41 @@ func TestFontsAndSecrets(t *testing.T) {
 	}
 }
 
+// TestMissingFontsListTheTemplatesFonts: the template's own fonts that neither the job nor the
+// library provides are in missingFonts, at creation and on GET; a library font provides its
+// PostScript name (read from the file: After Effects projects name fonts so) and its family.
+func TestMissingFontsListTheTemplatesFonts(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	in := inspection()
+	in.Fonts = []string{"DejaVuSans", "DejaVu Sans", "Brand Display"}
+	tplID := acme.uploadTemplate(in)
+	missing := func(want string) {
+		t.Helper()
+		var cr created
+		acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
+		if got := strings.Join(cr.MissingFonts, ","); got != want {
+			t.Fatalf("created: missing fonts %q, want %q", got, want)
+		}
+		if got := strings.Join(acme.job(cr.ID).MissingFonts, ","); got != want {
+			t.Fatalf("GET: missing fonts %q, want %q", got, want)
+		}
+	}
+	missing("DejaVuSans,DejaVu Sans,Brand Display")
+	ttf, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+	if err != nil {
+		t.Fatal("fonts-dejavu-core is not installed (make setup installs it): ", err)
+	}
+	if status, body := acme.uploadFont("house.ttf", ttf, ""); status != http.StatusCreated {
+		t.Fatalf("font upload: %d %s", status, body)
+	}
+	missing("Brand Display")
+	if status, body := acme.uploadFont("Brand-Display.ttf", ttf, "Brand"); status != http.StatusCreated {
+		t.Fatalf("font upload: %d %s", status, body)
+	}
+	missing("")
+}
+
 func (cl *client) uploadFont(name string, data []byte, family string) (int, []byte) {
 	cl.c.t.Helper()
 	var body bytes.Buffer

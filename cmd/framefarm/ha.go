@@ -208,10 +208,8 @@ func (d *onDuty) TemplateFileArrived(teamID, id ulid.ULID, window int, file pers
 		return c.TemplateFileArrived(teamID, id, window, file)
 	})
 }
-func (d *onDuty) AddFont(teamID ulid.ULID, family, fileName string, data []byte) (*persistence.Font, error) {
-	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Font, error) {
-		return c.AddFont(teamID, family, fileName, data)
-	})
+func (d *onDuty) AddFont(f *persistence.Font, data []byte) (*persistence.Font, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Font, error) { return c.AddFont(f, data) })
 }
 func (d *onDuty) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Font, error) { return c.DeleteFont(teamID, fontID) })

@@ -619,17 +619,18 @@ type (
 			Error          *string  `json:"error"`
 			WaitingFor     string   `json:"waitingFor"`
 		} `json:"stats"`
-		Assets      []map[string]any `json:"assets"`
-		Composition string           `json:"composition"`
-		Settings    map[string]any   `json:"settings"`
-		BatchID     string           `json:"batchId"`
-		ParentID    string           `json:"parentId"`
-		Children    []string         `json:"children"`
-		Priority    int              `json:"priority"`
-		Tags        []string         `json:"tags"`
-		Attempts    int              `json:"attempts"`
-		Node        string           `json:"node"`
-		Data        json.RawMessage  `json:"data"`
+		Assets       []map[string]any `json:"assets"`
+		Composition  string           `json:"composition"`
+		Settings     map[string]any   `json:"settings"`
+		BatchID      string           `json:"batchId"`
+		MissingFonts []string         `json:"missingFonts"`
+		ParentID     string           `json:"parentId"`
+		Children     []string         `json:"children"`
+		Priority     int              `json:"priority"`
+		Tags         []string         `json:"tags"`
+		Attempts     int              `json:"attempts"`
+		Node         string           `json:"node"`
+		Data         json.RawMessage  `json:"data"`
 	}
 )
 

@@ -20,6 +20,10 @@ import (
 type catalog struct {
 	reads     persistence.TeamReads
 	templates map[string]*persistence.Template
+	// fonts is the team's library once a template named fonts (a batch reads it once).
+	fonts []*persistence.Font
+	// fontsErr is why the library could not be read; the request then fails with it.
+	fontsErr error
 }
 
 var _ validate.Catalog = (*catalog)(nil)
@@ -45,6 +49,16 @@ func (c *catalog) FontExists(name string) bool {
 	return err == nil
 }
 
+func (c *catalog) Fonts() []*persistence.Font {
+	if c.fonts == nil && c.fontsErr == nil {
+		c.fonts, c.fontsErr = c.reads.Fonts()
+		if c.fonts == nil {
+			c.fonts = []*persistence.Font{}
+		}
+	}
+	return c.fonts
+}
+
 func (c *catalog) SecretExists(name string) bool {
 	_, err := c.reads.Secret(name)
 	return err == nil
@@ -53,8 +67,9 @@ func (c *catalog) SecretExists(name string) bool {
 // validateWith runs fn with a catalog of the request's team.
 func (r *request) validateWith(fn func(cat *catalog)) error {
 	return r.s.Store.ReadTeam(r.team, func(reads persistence.TeamReads) error {
-		fn(&catalog{reads: reads, templates: map[string]*persistence.Template{}})
-		return nil
+		cat := &catalog{reads: reads, templates: map[string]*persistence.Template{}}
+		fn(cat)
+		return cat.fontsErr
 	})
 }
 

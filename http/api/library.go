@@ -89,15 +89,15 @@ func (s *Server) uploadFont(r *request) {
 		r.fail(badField("familyName", "is longer than 256 characters"))
 		return
 	}
-	embedded, err := fontfile.Family(data)
+	names, err := fontfile.Read(data)
 	if err != nil {
 		r.fail(badField("font", "the file is "+err.Error()))
 		return
 	}
 	if family == "" {
-		family = embedded
+		family = names.Family
 	}
-	f, err := s.Coordinator.AddFont(r.team, family, fileName, data)
+	f, err := s.Coordinator.AddFont(&persistence.Font{TeamID: r.team, FamilyName: family, PostScriptName: names.PostScript, FileName: fileName}, data)
 	if err != nil {
 		if errors.Is(err, persistence.ErrConflict) {
 			r.fail(newError(http.StatusConflict, codeConflict, "the font library already has a %q; delete it first to replace it", fileName))

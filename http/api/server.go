@@ -121,7 +121,7 @@ type Coordinator interface {
 	DeleteTemplate(teamID, id ulid.ULID) error
 	UploadAwaited(tpl *persistence.Template, window int) error
 	TemplateFileArrived(teamID, id ulid.ULID, window int, file persistence.StoredFile) (*persistence.Template, error)
-	AddFont(teamID ulid.ULID, family, fileName string, data []byte) (*persistence.Font, error)
+	AddFont(f *persistence.Font, data []byte) (*persistence.Font, error)
 	DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error)
 	AddSecret(teamID ulid.ULID, name, value string) (*persistence.Secret, error)
 	DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error)

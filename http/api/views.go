@@ -35,6 +35,8 @@ type jobView struct {
 	Tags        []string          `json:"tags"`
 	Attempts    int               `json:"attempts"`
 	Node        string            `json:"node,omitempty"`
+	// MissingFonts are the fonts the job or its template names that the team's library lacks.
+	MissingFonts []string `json:"missingFonts,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
 }
@@ -107,22 +109,23 @@ type JobViews struct {
 
 func (s *JobViews) jobView(j *persistence.Job) *jobView {
 	v := &jobView{
-		ID:          j.ID.String(),
-		TemplateID:  optionalID(j.TemplateID),
-		Status:      j.State.String(),
-		Progress:    j.Progress,
-		OutputURL:   s.outputURL(j),
-		Assets:      j.Spec.Assets,
-		Composition: j.Spec.Composition,
-		Settings:    j.Spec.Settings,
-		Kind:        string(j.Kind),
-		BatchID:     idOrEmpty(j.BatchID),
-		ParentID:    idOrEmpty(j.ParentID),
-		Priority:    j.Priority,
-		Tags:        j.Tags,
-		Attempts:    j.Attempts,
-		Node:        j.Node,
-		Stats:       s.jobStats(j),
+		ID:           j.ID.String(),
+		TemplateID:   optionalID(j.TemplateID),
+		Status:       j.State.String(),
+		Progress:     j.Progress,
+		OutputURL:    s.outputURL(j),
+		Assets:       j.Spec.Assets,
+		Composition:  j.Spec.Composition,
+		Settings:     j.Spec.Settings,
+		Kind:         string(j.Kind),
+		BatchID:      idOrEmpty(j.BatchID),
+		ParentID:     idOrEmpty(j.ParentID),
+		Priority:     j.Priority,
+		Tags:         j.Tags,
+		Attempts:     j.Attempts,
+		Node:         j.Node,
+		MissingFonts: j.MissingFonts,
+		Stats:        s.jobStats(j),
 	}
 	if v.Assets == nil {
 		v.Assets = []renderer.Asset{}

@@ -127,6 +127,9 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 	if v.Node != "" {
 		b = appendString(append(b, `,"node":`...), v.Node)
 	}
+	if len(v.MissingFonts) > 0 {
+		b = appendStrings(append(b, `,"missingFonts":`...), v.MissingFonts)
+	}
 	if len(v.Data) > 0 {
 		if b, err = appendRaw(append(b, `,"data":`...), v.Data); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,6 +21,8 @@ type Catalog interface {
 	// Template returns one of the team's templates, or persistence.ErrNotFound.
 	Template(id string) (*persistence.Template, error)
 	FontExists(fileName string) bool
+	// Fonts is the team's font library, read when a template names fonts.
+	Fonts() []*persistence.Font
 	SecretExists(name string) bool
 }
 
@@ -161,6 +164,9 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	job.Spec.Settings = c.settings(raw.Settings, at(path, "settings"), false)
 	job.Engine = c.engine(tpl, job.Spec.Settings, at(path, "settings.engine"))
 	job.Spec.Fonts, job.MissingFonts = c.fonts(raw.Fonts, at(path, "fonts"))
+	if tpl != nil && tpl.Inspection != nil {
+		job.MissingFonts = append(job.MissingFonts, c.templateFontsMissing(tpl.Inspection.Fonts, job.Spec.Fonts)...)
+	}
 	job.Priority = c.priority(raw.Priority, at(path, "priority"))
 	job.Tags = c.tags(raw.Tags, at(path, "tags"))
 	job.Spec.Upload = c.upload(raw.Upload, at(path, "upload"))
@@ -375,6 +381,34 @@ func (c *checker) fonts(names []string, path string) (fonts, missing []string) {
 	return fonts, missing
 }
 
+// templateFontsMissing lists the template's own fonts (the names it uses) that neither a font
+// file the job names nor the team's library provides. A font provides a name that is its family
+// name, its PostScript name (what After Effects projects use) or its file name without the
+// extension, compared as the Lottie engine compares them: case, spaces, hyphens and underscores
+// aside. It says only what the farm can know: a render node may still have the font installed.
+func (c *checker) templateFontsMissing(used, jobFonts []string) (missing []string) {
+	if len(used) == 0 {
+		return nil
+	}
+	provided := map[string]bool{}
+	for _, fileName := range jobFonts {
+		provided[renderer.FontKey(strings.TrimSuffix(fileName, path.Ext(fileName)))] = true
+	}
+	for _, f := range c.cat.Fonts() {
+		for _, name := range []string{f.FamilyName, f.PostScriptName, strings.TrimSuffix(f.FileName, path.Ext(f.FileName))} {
+			if name != "" {
+				provided[renderer.FontKey(name)] = true
+			}
+		}
+	}
+	for _, name := range used {
+		if !provided[renderer.FontKey(name)] && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
 // Priority bounds.
 const maxPriority = 1_000_000
 
@@ -507,4 +541,5 @@ type noCatalog struct{}
 
 func (noCatalog) Template(string) (*persistence.Template, error) { return nil, persistence.ErrNotFound }
 func (noCatalog) FontExists(string) bool                         { return false }
+func (noCatalog) Fonts() []*persistence.Font                     { return nil }
 func (noCatalog) SecretExists(string) bool                       { return false }

@@ -18,7 +18,9 @@ import (
 type memoryCatalog struct {
 	templates map[string]*persistence.Template
 	fonts     []string
-	secrets   []string
+	// library holds fonts with their names, beside those of fonts known by file name only.
+	library []*persistence.Font
+	secrets []string
 }
 
 func (m memoryCatalog) Template(id string) (*persistence.Template, error) {
@@ -27,7 +29,16 @@ func (m memoryCatalog) Template(id string) (*persistence.Template, error) {
 	}
 	return nil, persistence.ErrNotFound
 }
-func (m memoryCatalog) FontExists(n string) bool   { return slices.Contains(m.fonts, n) }
+func (m memoryCatalog) FontExists(n string) bool {
+	return slices.Contains(m.fonts, n) || slices.ContainsFunc(m.library, func(f *persistence.Font) bool { return f.FileName == n })
+}
+func (m memoryCatalog) Fonts() []*persistence.Font {
+	all := slices.Clone(m.library)
+	for _, n := range m.fonts {
+		all = append(all, &persistence.Font{FileName: n})
+	}
+	return all
+}
 func (m memoryCatalog) SecretExists(n string) bool { return slices.Contains(m.secrets, n) }
 
 const (
@@ -113,6 +124,29 @@ func TestAcceptsTheContractsForms(t *testing.T) {
 	json.Unmarshal(job.Spec.Assets[5].Params, &p)
 	if p["layerName"] != "Photo" || p["fontSize"] != 3.0 {
 		t.Fatalf("second expansion params %s", job.Spec.Assets[5].Params)
+	}
+}
+
+// TestMissingFontsNameTheTemplatesOwnFonts: a template's font is provided by a library font of
+// that family, PostScript name or file name, or by a font file the job names; the others are
+// missing, after the job's own missing files.
+func TestMissingFontsNameTheTemplatesOwnFonts(t *testing.T) {
+	cat := testCatalog()
+	cat.templates[aeID].Inspection.Fonts = []string{"ArialMT", "Futura PT", "Comic Neue", "Brand", "Montserrat-Bold", "ArialMT"}
+	cat.library = []*persistence.Font{
+		{FileName: "futura.ttf", FamilyName: "Futura PT"},
+		{FileName: "arial.ttf", FamilyName: "Arial", PostScriptName: "ArialMT"},
+	}
+	job, err := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}, "fonts": ["comic_neue.ttf"]}`), cat, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(job.MissingFonts, ","); got != "comic_neue.ttf,Montserrat-Bold" {
+		t.Fatalf("missing fonts %q", got)
+	}
+	cat.library = append(cat.library, &persistence.Font{FileName: "m.ttf", FamilyName: "Montserrat", PostScriptName: "Montserrat-Bold"}, &persistence.Font{FileName: "comic_neue.ttf"})
+	if job, _ := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}, "fonts": ["comic_neue.ttf"]}`), cat, Limits{}); job.MissingFonts != nil {
+		t.Fatalf("with every font in the library: missing %v", job.MissingFonts)
 	}
 }
 

@@ -78,7 +78,8 @@ func describe(f renderer.FontFile) (jobFont, error) {
 	}
 	sum := sha256.Sum256(data)
 	base := filepath.Base(f.FileName)
-	family, err := fontfile.Family(data)
+	names, err := fontfile.Read(data)
+	family := names.Family
 	if err != nil || family == "" {
 		family = "file " + base // not readable as a font: its file name stands for its family
 	}

@@ -1,5 +1,6 @@
-// Package fontfile reads what the coordinator needs from a TrueType file: that it is one, and
-// its family name. It bounds every read, so a hostile file yields an error, never a panic.
+// Package fontfile reads what the coordinator needs from a TrueType file: that it is one, its
+// family name and its PostScript name (the name After Effects projects use for a font). It
+// bounds every read, so a hostile file yields an error, never a panic.
 package fontfile
 
 import (
@@ -12,24 +13,29 @@ import (
 // ErrNotTrueType is returned for files that are not TrueType fonts.
 var ErrNotTrueType = errors.New("not a TrueType font (.ttf)")
 
-// Family checks that data is a TrueType font and returns its family name ("" when the font does
-// not name it).
-func Family(data []byte) (string, error) {
+// Names are the names a font gives itself ("" where it gives none).
+type Names struct {
+	Family     string
+	PostScript string
+}
+
+// Read checks that data is a TrueType font and returns its names.
+func Read(data []byte) (Names, error) {
 	if len(data) < 12 {
-		return "", ErrNotTrueType
+		return Names{}, ErrNotTrueType
 	}
 	switch string(data[:4]) {
 	case "\x00\x01\x00\x00", "true":
 	case "OTTO":
-		return "", errors.New("an OpenType font with CFF outlines (.otf), not a TrueType font (.ttf)")
+		return Names{}, errors.New("an OpenType font with CFF outlines (.otf), not a TrueType font (.ttf)")
 	case "ttcf":
-		return "", errors.New("a font collection (.ttc), not a single TrueType font (.ttf)")
+		return Names{}, errors.New("a font collection (.ttc), not a single TrueType font (.ttf)")
 	default:
-		return "", ErrNotTrueType
+		return Names{}, ErrNotTrueType
 	}
 	numTables := int(binary.BigEndian.Uint16(data[4:]))
 	if 12+16*numTables > len(data) {
-		return "", errors.New("the font's table directory is truncated")
+		return Names{}, errors.New("the font's table directory is truncated")
 	}
 	for i := range numTables {
 		rec := data[12+16*i:]
@@ -38,16 +44,35 @@ func Family(data []byte) (string, error) {
 		}
 		off, length := int(binary.BigEndian.Uint32(rec[8:])), int(binary.BigEndian.Uint32(rec[12:]))
 		if off < 0 || length < 0 || off > len(data) || length > len(data)-off {
-			return "", errors.New("the font's name table lies outside the file")
+			return Names{}, errors.New("the font's name table lies outside the file")
 		}
-		return familyFromNameTable(data[off : off+length]), nil
+		table := data[off : off+length]
+		return Names{Family: fromNameTable(table, familyScore), PostScript: fromNameTable(table, postScriptScore)}, nil
 	}
-	return "", nil
+	return Names{}, nil
 }
 
-// familyFromNameTable prefers the typographic family (name id 16) over the family (id 1), and
-// Windows English names over others.
-func familyFromNameTable(t []byte) string {
+// familyScore prefers the typographic family (name id 16) over the family (id 1).
+func familyScore(nameID uint16) int {
+	switch nameID {
+	case 16:
+		return 4
+	case 1:
+		return 0
+	}
+	return -1
+}
+
+func postScriptScore(nameID uint16) int {
+	if nameID == 6 {
+		return 0
+	}
+	return -1
+}
+
+// fromNameTable returns the name that idScore ranks highest (ids it scores below 0 are not
+// taken), Windows English names before others.
+func fromNameTable(t []byte, idScore func(nameID uint16) int) string {
 	if len(t) < 6 {
 		return ""
 	}
@@ -65,7 +90,8 @@ func familyFromNameTable(t []byte) string {
 		nameID := binary.BigEndian.Uint16(t[rec+6:])
 		length := int(binary.BigEndian.Uint16(t[rec+8:]))
 		offset := int(binary.BigEndian.Uint16(t[rec+10:]))
-		if nameID != 1 && nameID != 16 {
+		score := idScore(nameID)
+		if score < 0 {
 			continue
 		}
 		start := storage + offset
@@ -75,10 +101,6 @@ func familyFromNameTable(t []byte) string {
 		name := decode(platform, encoding, t[start:start+length])
 		if name == "" {
 			continue
-		}
-		score := 0
-		if nameID == 16 {
-			score += 4
 		}
 		if platform == 3 {
 			score += 2
@@ -108,7 +130,7 @@ func decode(platform, encoding uint16, b []byte) string {
 	case platform == 1 && encoding == 0:
 		r := make([]rune, len(b))
 		for i, c := range b {
-			r[i] = rune(c) // Mac Roman agrees with ASCII, which family names use
+			r[i] = rune(c) // Mac Roman agrees with ASCII, which font names use
 		}
 		s = string(r)
 	default:

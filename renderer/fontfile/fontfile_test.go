@@ -27,13 +27,13 @@ func systemFont(t testing.TB) []byte {
 	return data
 }
 
-func TestFamilyOfARealFont(t *testing.T) {
-	family, err := Family(systemFont(t))
+func TestNamesOfARealFont(t *testing.T) {
+	names, err := Read(systemFont(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if family != "DejaVu Sans" {
-		t.Fatalf("family %q, want DejaVu Sans", family)
+	if names != (Names{Family: "DejaVu Sans", PostScript: "DejaVuSans"}) {
+		t.Fatalf("names %+v, want DejaVu Sans, DejaVuSans", names)
 	}
 }
 
@@ -63,9 +63,13 @@ func TestFamilyDecodesUTF16(t *testing.T) {
 	for i, c := range u {
 		binary.BigEndian.PutUint16(b[2*i:], c)
 	}
-	got, err := Family(buildFont(3, 1, 1, b))
-	if err != nil || got != "Héllo Sans" {
-		t.Fatalf("got %q, %v", got, err)
+	got, err := Read(buildFont(3, 1, 1, b))
+	if err != nil || got != (Names{Family: "Héllo Sans"}) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	got, err = Read(buildFont(3, 1, 6, b))
+	if err != nil || got != (Names{PostScript: "Héllo Sans"}) {
+		t.Fatalf("a PostScript name: got %+v, %v", got, err)
 	}
 }
 
@@ -74,17 +78,17 @@ func TestRejectsOtherFiles(t *testing.T) {
 		"empty": nil, "otf": []byte("OTTO\x00\x00\x00\x00\x00\x00\x00\x00"), "zip": []byte("PK\x03\x04aaaaaaaaaaaa"),
 		"truncated directory": append([]byte("\x00\x01\x00\x00\x00\x09"), make([]byte, 10)...),
 	} {
-		if _, err := Family(data); err == nil {
+		if _, err := Read(data); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 }
 
-func FuzzFamily(f *testing.F) {
+func FuzzNames(f *testing.F) {
 	f.Add(buildFont(3, 1, 1, []byte{0, 'A'}))
 	f.Add(buildFont(1, 0, 16, []byte("Mac")))
 	f.Add([]byte("true\x00\x01\x00\x00\x00\x00\x00\x00name"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		Family(data) // must not panic
+		Read(data) // must not panic
 	})
 }

@@ -15,23 +15,22 @@ import (
 const maxFontBytes = 40 << 20
 
 // fontSet is the font files a render may use: those the template zip bundles and those of the
-// team library the job names, keyed by a normalised family or file name.
+// team library the job names, keyed by renderer.FontKey of a family, PostScript or file name.
 type fontSet map[string]string
-
-// normalise makes "Comic Neue", "ComicNeue" and "comic-neue" the same key.
-func normalise(s string) string {
-	return strings.NewReplacer(" ", "", "-", "", "_", "").Replace(strings.ToLower(s))
-}
 
 func (f fontSet) add(path, fileName string) {
 	data, err := os.ReadFile(path)
 	if err != nil || len(data) > maxFontBytes {
 		return
 	}
-	if family, err := fontfile.Family(data); err == nil && family != "" {
-		f[normalise(family)] = path
+	if names, err := fontfile.Read(data); err == nil {
+		for _, name := range []string{names.Family, names.PostScript} {
+			if name != "" {
+				f[renderer.FontKey(name)] = path
+			}
+		}
 	}
-	f[normalise(strings.TrimSuffix(fileName, filepath.Ext(fileName)))] = path
+	f[renderer.FontKey(strings.TrimSuffix(fileName, filepath.Ext(fileName)))] = path
 }
 
 // collectFonts finds the template's bundled fonts (under dir) and the job's team fonts; team fonts
@@ -51,7 +50,7 @@ func collectFonts(dir string, team []renderer.FontFile) fontSet {
 func (f fontSet) lookup(entry map[string]any) string {
 	for _, key := range []string{"fFamily", "fName"} {
 		if v, _ := entry[key].(string); v != "" {
-			if p, ok := f[normalise(v)]; ok {
+			if p, ok := f[renderer.FontKey(v)]; ok {
 				return p
 			}
 		}
