@@ -797,7 +797,11 @@ func TestNodeLogLinesKeepTheirTimes(t *testing.T) {
 	a.reply(&protocol.Done{JobID: a.msg.JobID, Attempt: 1, Log: []string{"frame 1", "frame 2"},
 		LogAt: []int64{started.Add(time.Second).UnixMilli(), started.Add(30 * time.Second).UnixMilli()}})
 	f.obs.reached(t, id, persistence.JobFinished)
-	log := f.store.JobLog(id)
+	job, err := f.store.Job(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := f.store.JobLog(job, f.clock.Now())
 	stamp := func(at time.Time) string { return at.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 	for _, want := range []string{
 		stamp(started.Add(time.Second)) + " frame 1",

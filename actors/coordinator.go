@@ -167,6 +167,8 @@ type Store interface {
 	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
 	Apply(c persistence.Command) error
 	ApplyAsync(c persistence.Command, done func(error))
+	// LatestWaits is why each engine's jobs could not start, as last recorded.
+	LatestWaits() map[string]string
 }
 
 // Objects is the farm's object store as the actors use it (blobs.Store, s3store.Store).
@@ -299,8 +301,11 @@ func (c *Coordinator) Start() error {
 	}
 	root := c.system.Root
 	c.addr.scheduler = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return newScheduler(c.deps.Clock, c.jobs, c.log, &c.capacity)
+		return newScheduler(schedulerDeps{clock: c.deps.Clock, jobs: c.jobs, log: c.log, published: &c.capacity,
+			store: store, events: c.deps.Events, waits: store.LatestWaits()})
 	}))
+	scheduler := c.addr.scheduler
+	c.deps.Clock.AfterFunc(c.cfg.AdoptWindow, func() { root.Send(scheduler, &judgeWaits{}) })
 	var err error
 	c.addr.gateway, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &nodeGateway{w: c.nodeWorld, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}

@@ -32,6 +32,7 @@ type Events struct {
 	NodeMessageRefused    Topic[NodeMessageRefused]
 	WebhookAttempted      Topic[WebhookAttempted]
 	TokenRevoked          Topic[TokenRevoked]
+	WaitsRecorded         Topic[WaitsRecorded]
 	// DutiesChanged is published by a replica's shell, not by the actors: it began or ended a
 	// term of leading, with or without the actors running.
 	DutiesChanged Topic[DutiesChanged]
@@ -64,6 +65,8 @@ type (
 		Leading bool
 		Term    uint64
 	}
+	// WaitsRecorded: changes of why engines' queued jobs cannot start are durable.
+	WaitsRecorded struct{ Changes []persistence.WaitChange }
 	// JobActorStopped: a job's actor passivated (its record stays in the store).
 	JobActorStopped struct{ Job ulid.ULID }
 	// JobProgressSaved: a rendering job's progress is durable.

@@ -3,6 +3,7 @@ package actors
 import (
 	"container/heap"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -58,6 +59,15 @@ type scheduler struct {
 	free     map[string]*schedNode
 	// restoring is set while a start hands over the queue it restores: nothing is dispatched.
 	restoring bool
+	// waits says why each engine's jobs cannot start; its changes are written to store.
+	waits  *waitBook
+	store  commandWriter
+	events *Events
+}
+
+// commandWriter takes the scheduler's writes without waiting for them.
+type commandWriter interface {
+	ApplyAsync(c persistence.Command, done func(error))
 }
 
 // queuedJob is a queued job as the scheduler holds it: no record, no actor (the job's actor is
@@ -188,12 +198,27 @@ func (n *schedNode) takes(q *engineQueue) bool {
 	return true
 }
 
-func newScheduler(clk clock.Clock, jobs *jobDirectory, log *slog.Logger, published *capacitySnapshot) *scheduler {
+// schedulerDeps are what the scheduler works with: store records why jobs wait (events hears
+// of it), starting from waits, the reasons last recorded.
+type schedulerDeps struct {
+	clock     clock.Clock
+	jobs      *jobDirectory
+	log       *slog.Logger
+	published *capacitySnapshot
+	store     commandWriter
+	events    *Events
+	waits     map[string]string
+}
+
+func newScheduler(d schedulerDeps) *scheduler {
 	return &scheduler{
-		clock:     clk,
-		jobs:      jobs,
-		log:       log,
-		published: published,
+		store:     d.store,
+		events:    d.events,
+		waits:     newWaitBook(d.waits),
+		clock:     d.clock,
+		jobs:      d.jobs,
+		log:       d.log,
+		published: d.published,
 		queues:    make(map[string]*engineQueue),
 		queued:    make(map[ulid.ULID]int32),
 		avoid:     make(map[ulid.ULID][]string),
@@ -207,6 +232,10 @@ func newScheduler(clk clock.Clock, jobs *jobDirectory, log *slog.Logger, publish
 
 // statsRequest asks for the queue statistics metrics scrape.
 type statsRequest struct{}
+
+// judgeWaits starts the judging of why jobs wait, once render nodes had time to come back
+// after a start.
+type judgeWaits struct{}
 
 // QueueStats describes the queue at one moment.
 type QueueStats struct {
@@ -248,10 +277,13 @@ func (s *scheduler) Receive(ctx actor.Context) {
 	case *statsRequest:
 		ctx.Respond(s.stats())
 		return
+	case *judgeWaits:
+		s.waits.startJudging(slices.Collect(maps.Keys(s.capacity)))
 	default:
 		return
 	}
 	s.dispatch()
+	s.recordWaits()
 }
 
 func (s *scheduler) enqueue(e *persistence.QueueEntry) {
@@ -530,6 +562,7 @@ type Capacity struct {
 // countNode adds (sign 1) or takes away (sign -1) a node's share of the capacity: a paused
 // node has none. Added back after a change, the node is also filed as free or not.
 func (s *scheduler) countNode(n *schedNode, sign int) {
+	s.waits.touch(n.engines...)
 	if sign > 0 {
 		if n.free() > 0 {
 			s.free[n.id] = n
@@ -558,6 +591,9 @@ func (s *scheduler) changeNode(n *schedNode, change func()) {
 
 func (s *scheduler) countQueued(engine string, delta int) {
 	c := s.capacity[engine]
+	if c.Queued == 0 {
+		s.waits.touch(engine) // its first job: what does it wait for?
+	}
 	c.Queued += delta
 	s.capacity[engine] = c
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +49,61 @@ func newTestScheduler(load func(ulid.ULID) (func(*registryEntry) actor.Actor, er
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	log := slog.New(slog.DiscardHandler)
 	jobs := &jobDirectory{registry: newRegistry(system, load), log: log}
-	return newScheduler(clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), jobs, log, &capacitySnapshot{}), system
+	return newScheduler(schedulerDeps{clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)), jobs: jobs, log: log,
+		published: &capacitySnapshot{}, store: &writtenCommands{}, events: &Events{}}), system
+}
+
+// writtenCommands keeps what the scheduler writes.
+type writtenCommands struct{ commands []persistence.Command }
+
+func (w *writtenCommands) ApplyAsync(c persistence.Command, done func(error)) {
+	w.commands = append(w.commands, c)
+	done(nil)
+}
+
+// TestWaitReasonsAreRecordedOncePerChange: why an engine's jobs cannot start is written when it
+// changes, once, however many jobs wait and however often the scheduler runs; nothing before
+// the nodes had their time to come back after a start.
+func TestWaitReasonsAreRecordedOncePerChange(t *testing.T) {
+	s, _ := newTestScheduler(noJobActors)
+	written := s.store.(*writtenCommands)
+	s.waits = newWaitBook(map[string]string{"ae2026": "", "ffmpeg": `no render node offers the "ffmpeg" engine`})
+	step := func(what string, want ...persistence.WaitChange) {
+		t.Helper()
+		s.dispatch()
+		s.recordWaits()
+		var got []persistence.WaitChange
+		for _, c := range written.commands {
+			got = append(got, c.(*persistence.RecordWaits).Changes...)
+		}
+		written.commands = nil
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("%s: recorded %q, want %q", what, got, want)
+		}
+	}
+	queue := func(n int) {
+		for range n {
+			s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), TeamID: ulid.ULID{1}, Engine: "lottie"})
+		}
+	}
+	noLottie := persistence.WaitChange{Engine: "lottie", Reason: `no render node offers the "lottie" engine`}
+	queue(3)
+	step("before judging")
+	s.waits.startJudging(slices.Collect(maps.Keys(s.capacity)))
+	// ae2026 was ready before the start and has no node now; ffmpeg's reason stands.
+	step("judging starts", persistence.WaitChange{Engine: "ae2026", Reason: `no render node offers the "ae2026" engine`}, noLottie)
+	queue(100)
+	step("more jobs wait")
+	s.addNode(&nodeReady{nodeID: "n1", engines: []string{"lottie"}, slots: 1})
+	step("a node offers lottie", persistence.WaitChange{Engine: "lottie"})
+	step("it renders")
+	s.pauseNode("n1")
+	step("it is drained", persistence.WaitChange{Engine: "lottie", Reason: `every render node offering the "lottie" engine is draining, quarantined or out of reach`})
+	s.addNode(&nodeReady{nodeID: "n2", engines: []string{"lottie", "ffmpeg"}, slots: 2})
+	step("another comes", persistence.WaitChange{Engine: "ffmpeg"}, persistence.WaitChange{Engine: "lottie"})
+	s.dropNode("n2")
+	s.dropNode("n1")
+	step("both leave", persistence.WaitChange{Engine: "ffmpeg", Reason: `no render node offers the "ffmpeg" engine`}, noLottie)
 }
 
 // noJobActors loads no job: these tests dispatch nothing.

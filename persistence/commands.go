@@ -48,6 +48,11 @@ type (
 		LogAt    []time.Time `json:"logAt,omitempty"`
 		Delivery *Delivery   `json:"delivery,omitempty"`
 	}
+	// RecordWaits records changes of why an engine's queued jobs cannot start.
+	RecordWaits struct {
+		At      time.Time    `json:"at"`
+		Changes []WaitChange `json:"changes"`
+	}
 	// AppendJobLog adds lines to a job's log.
 	AppendJobLog struct {
 		At    time.Time `json:"at"`
@@ -147,6 +152,7 @@ type (
 func (*CreateJobs) command()     {}
 func (*ChangeJob) command()      {}
 func (*AppendJobLog) command()   {}
+func (*RecordWaits) command()    {}
 func (*RecordDelivery) command() {}
 func (*SetMeta) command()        {}
 func (*PutTemplate) command()    {}
@@ -228,6 +234,8 @@ func (t *txn) apply(c Command) error {
 		return t.updateJob(c.Prev, c.Job, c.At)
 	case *AppendJobLog:
 		return t.appendLog(c.JobID, c.At, c.Lines...)
+	case *RecordWaits:
+		return t.recordWaits(c.At, c.Changes)
 	case *RecordDelivery:
 		if c.Line != "" {
 			if err := t.appendLog(c.JobID, c.At, c.Line); err != nil {
@@ -297,7 +305,7 @@ var commandKinds = map[string]reflect.Type{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}} {
+		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 }

@@ -66,6 +66,9 @@ var (
 	// bucketObjectDeletes holds the objects nothing refers to any more until the object store
 	// deleted them: key (a folder when it ends in "/") -> nothing.
 	bucketObjectDeletes = []byte("object_deletes")
+	// bucketWaits holds why an engine's queued jobs cannot start, as it changed: engine, 0,
+	// Unix nanoseconds -> the reason ("" once they can again).
+	bucketWaits = []byte("waits")
 )
 
 // ownPriorityMark is the creation index's value for a job with a priority of its own.
@@ -77,7 +80,7 @@ var allBuckets = [][]byte{
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
 	bucketPriorityCounts, bucketBatches,
-	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes,
+	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits,
 }
 
 func createBuckets(tx *bolt.Tx) error {

@@ -86,14 +86,3 @@ func appendLogTime(b []byte, when time.Time) []byte {
 	}
 	return append(b, stamp...)
 }
-
-// Log returns a job's log as text, one line per entry.
-func (t *txn) Log(jobID ulid.ULID) string {
-	var sb strings.Builder
-	t.scanPrefix(bucketLogs, id(jobID), func(_, v []byte) bool {
-		sb.Write(v)
-		sb.WriteByte('\n')
-		return true
-	})
-	return sb.String()
-}

@@ -60,12 +60,6 @@ func (s *Store) ListJobs(q JobQuery) (jobs []*Job, total int, err error) {
 	return jobs, total, err
 }
 
-// JobLog reads a job's log.
-func (s *Store) JobLog(jobID ulid.ULID) (log string) {
-	s.view(func(t *txn) error { log = t.Log(jobID); return nil })
-	return log
-}
-
 // JobCountsByState counts every job by state.
 func (s *Store) JobCountsByState() (counts map[JobState]int) {
 	s.view(func(t *txn) error { counts = t.JobCountsByState(); return nil })

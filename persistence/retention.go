@@ -43,8 +43,14 @@ type Removal struct {
 // ended-jobs index key after (nil: from the oldest), each with its descendants, their index
 // entries and logs; a batch goes with its last job. A job whose descendants are not all
 // terminal stays (a child lives as long as its parent, and the parent as long as its work).
+// The first step also forgets the engines' reasons for waiting superseded before cutoff.
 func (t *txn) removeExpired(cutoff time.Time, after []byte, max int) (Removal, error) {
 	var out Removal
+	if after == nil {
+		if err := t.pruneWaits(cutoff); err != nil {
+			return out, err
+		}
+	}
 	limit := binary.BigEndian.AppendUint64(nil, uint64(cutoff.UnixMilli()))
 	var candidates [][]byte
 	c := t.bucket(bucketJobsByEnd).Cursor()

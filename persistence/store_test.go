@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -548,4 +549,15 @@ func FuzzListJobs(f *testing.F) {
 		}
 		checkListing(t, s, all, q)
 	})
+}
+
+// Log returns a job's own log lines as text, one line per entry.
+func (t *txn) Log(jobID ulid.ULID) string {
+	var sb strings.Builder
+	t.scanPrefix(bucketLogs, id(jobID), func(_, v []byte) bool {
+		sb.Write(v)
+		sb.WriteByte('\n')
+		return true
+	})
+	return sb.String()
 }

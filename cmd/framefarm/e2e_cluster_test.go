@@ -511,3 +511,51 @@ func TestClusterTwoNodesOnOneMachineWithoutIDs(t *testing.T) {
 		c.waitJob(id, "finished")
 	}
 }
+
+// TestAWaitingJobSaysWhyInItsLog: a job that cannot start says why in its log (what the official
+// CLI's job logs and job diagnose print), once per change of reason however long it waits: no
+// node offers its engine; then one does and it renders; then every such node is drained.
+func TestAWaitingJobSaysWhyInItsLog(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true, heartbeat: "100ms", lease: "500ms"})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var first created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &first)
+	c.waitCount("waits", "lottie", "recorded", 1)
+	const absent, drained = `waiting: no render node offers the "lottie" engine`,
+		`waiting: every render node offering the "lottie" engine is draining, quarantined or out of reach`
+	if log := acme.logs(first.ID); !strings.Contains(log, absent) {
+		t.Fatalf("a job no node can render:\n%s", log)
+	}
+	var waiting job
+	acme.must(http.MethodGet, "/api/v2/jobs/"+first.ID, nil, http.StatusOK, &waiting)
+	if waiting.Stats.WaitingFor != `no ready render node offers the "lottie" engine` {
+		t.Fatalf("waitingFor %q", waiting.Stats.WaitingFor)
+	}
+
+	c.control.answerAll(finishAll)
+	node := c.startNode("n1", 1)
+	c.waitJob(first.ID, "finished")
+	log := acme.logs(first.ID)
+	over := strings.Index(log, `waiting over: a ready render node offers the "lottie" engine`)
+	if strings.Count(log, "waiting") != 2 || strings.Index(log, absent) > over || over > strings.Index(log, "finished on node n1") {
+		t.Fatalf("the rendered job's log:\n%s", log)
+	}
+
+	admin := &client{c: c, token: adminToken}
+	admin.must(http.MethodPost, "/api/v2/nodes/"+node.id+"/drain", nil, http.StatusOK, nil)
+	c.waitCount("waits", "lottie", "recorded", 3)
+	var second created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &second)
+	for range 20 {
+		acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, nil)
+	}
+	if log := acme.logs(second.ID); strings.Count(log, "waiting") != 1 || !strings.Contains(log, drained) {
+		t.Fatalf("a job behind a drained farm:\n%s", log)
+	}
+	c.Read(func() {
+		if n := c.counts["waits lottie recorded"]; n != 3 {
+			t.Errorf("the lottie engine's reason was recorded %d times, want 3", n)
+		}
+	})
+}

@@ -173,6 +173,8 @@ type coordinator struct {
 	fenced    map[string]map[string]bool
 	// duties are a replica's terms: "leading", then "following" once it dropped them.
 	duties map[string]map[string]bool
+	// waits are the engines whose reasons for jobs to wait were recorded.
+	waits map[string]map[string]bool
 	// counts counts the signals of each "kind id state".
 	counts map[string]int
 	// firstSignal is when the first signal of each kind and id arrived ("progress id").
@@ -203,6 +205,7 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 		webhooks: map[string]map[string]bool{}, progress: map[string]map[string]bool{}, firstSignal: map[string]time.Time{},
 		nodes: map[string]map[string]bool{}, fenced: map[string]map[string]bool{}, counts: map[string]int{},
 		duties: map[string]map[string]bool{},
+		waits:  map[string]map[string]bool{},
 	}
 	if opts.logLevel == "" {
 		opts.logLevel = "debug"
@@ -350,6 +353,8 @@ func (c *coordinator) signals(kind string) map[string]map[string]bool {
 		return c.fenced
 	case "duties":
 		return c.duties
+	case "waits":
+		return c.waits
 	}
 	return c.jobs
 }

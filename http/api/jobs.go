@@ -160,7 +160,7 @@ func (s *Server) jobLogs(r *request) {
 	if !ok {
 		return
 	}
-	log := s.Store.JobLog(j.ID)
+	log := s.Store.JobLog(j, s.Clock.Now())
 	r.ctx.SetContentType("text/plain; charset=utf-8")
 	// A log holds text nodes and users wrote: never sniffed into anything a browser would run.
 	r.ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")

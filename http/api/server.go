@@ -141,7 +141,7 @@ type Store interface {
 	TeamJob(teamID, jobID ulid.ULID) (*persistence.Job, error)
 	TeamJobsExist(teamID ulid.ULID, ids []ulid.ULID) []bool
 	ListJobs(q persistence.JobQuery) ([]*persistence.Job, int, error)
-	JobLog(jobID ulid.ULID) string
+	JobLog(j *persistence.Job, now time.Time) string
 	TeamBatch(teamID, batchID ulid.ULID) (*persistence.Batch, error)
 	BatchMembers(batchID ulid.ULID) ([]persistence.BatchMember, error)
 	Template(teamID, templateID ulid.ULID) (*persistence.Template, error)
