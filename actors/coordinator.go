@@ -61,6 +61,10 @@ type Config struct {
 	TemplateDownloadTimeout time.Duration
 	// TemplateWorkers is how many template downloads and inspections run at once [2].
 	TemplateWorkers int
+	// InspectBeforeAnswerBytes: an upload up to this size is answered once its inspection
+	// ended, or after InspectBeforeAnswerWait with the template still processing [16 MiB, 10s].
+	InspectBeforeAnswerBytes int64
+	InspectBeforeAnswerWait  time.Duration
 	// MaxTeamTemplateBytes caps the bytes a team's template files hold [50 GiB].
 	MaxTeamTemplateBytes int64
 	// HeartbeatInterval is how often render nodes send a heartbeat [1s].
@@ -105,6 +109,8 @@ func (c *Config) setDefaults() {
 	setDefault(&c.TemplateMaxBytes, 2<<30)
 	setDefault(&c.TemplateDownloadTimeout, 30*time.Minute)
 	setDefault(&c.TemplateWorkers, 2)
+	setDefault(&c.InspectBeforeAnswerBytes, 16<<20)
+	setDefault(&c.InspectBeforeAnswerWait, 10*time.Second)
 	setDefault(&c.MaxTeamTemplateBytes, 50<<30)
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.NodeLease, 5*time.Second)

@@ -29,6 +29,16 @@ type templateProcessor struct {
 	stop       context.CancelFunc
 	// workers bounds the downloads and inspections running at once; the others wait for a turn.
 	workers chan struct{}
+	// awaiting holds the answers to uploads small enough to be answered once their inspection
+	// ended (Config.InspectBeforeAnswerBytes), per template, each until then or its deadline.
+	awaiting map[ulid.ULID][]awaitedInspection
+}
+
+// awaitedInspection is an upload's answer waiting for the inspection of its generation.
+type awaitedInspection struct {
+	teamID     ulid.ULID
+	generation int
+	reply      func(*persistence.Template, error)
 }
 
 // Requests to the template processor; each is answered with a *templateAnswer.
@@ -73,6 +83,11 @@ type (
 		err  error
 		then func(error)
 	}
+	// inspectionOverdue: an awaited inspection did not end within Config.InspectBeforeAnswerWait.
+	inspectionOverdue struct {
+		id         ulid.ULID
+		generation int
+	}
 )
 
 // templateWorld is what the template processor is given: the store of templates and their files,
@@ -98,7 +113,7 @@ type templateWorld struct {
 func newTemplateProcessor(w templateWorld) *templateProcessor {
 	ctx, stop := context.WithCancel(context.Background())
 	return &templateProcessor{w: w, generation: map[ulid.ULID]int{}, cancel: map[ulid.ULID]context.CancelFunc{}, ctx: ctx, stop: stop,
-		workers: make(chan struct{}, w.cfg.TemplateWorkers)}
+		workers: make(chan struct{}, w.cfg.TemplateWorkers), awaiting: map[ulid.ULID][]awaitedInspection{}}
 }
 
 // turn waits for a free worker; false when ctx ends first (the work was superseded, or the
@@ -221,11 +236,46 @@ func (p *templateProcessor) handle(ctx actor.Context, msg any, sender *actor.PID
 		tpl.UploadWindow++
 		p.write(ctx, &persistence.PutTemplate{Template: tpl}, func(err error) { reply(tpl, err) })
 	case *templateFile:
-		p.fileArrived(ctx, m.teamID, m.id, uploadedIn(m.window), m.file, reply)
+		p.fileArrived(ctx, m.teamID, m.id, uploadedIn(m.window), m.file, func(tpl *persistence.Template, err error) {
+			if err != nil || m.file.Size > p.w.cfg.InspectBeforeAnswerBytes || tpl.Status != persistence.TemplateProcessing {
+				reply(tpl, err)
+				return
+			}
+			p.awaitInspection(ctx, tpl, reply)
+		})
 	case *downloadDone:
 		p.downloadDone(ctx, m)
 	case *inspectionDone:
 		p.inspectionDone(ctx, m)
+	case *inspectionOverdue:
+		p.answerAwaiting(m.id, func(a awaitedInspection) bool { return a.generation == m.generation })
+	}
+}
+
+// awaitInspection answers an upload once the inspection of its file ended (the template is
+// uploaded or in error), or with the template still processing after InspectBeforeAnswerWait:
+// a client that polls finds the end at once, and none waits long.
+func (p *templateProcessor) awaitInspection(ctx actor.Context, tpl *persistence.Template, reply func(*persistence.Template, error)) {
+	gen := p.generation[tpl.ID]
+	p.awaiting[tpl.ID] = append(p.awaiting[tpl.ID], awaitedInspection{teamID: tpl.TeamID, generation: gen, reply: reply})
+	self, id := ctx.Self(), tpl.ID
+	p.w.clock.AfterFunc(p.w.cfg.InspectBeforeAnswerWait, func() { p.w.root.Send(self, &inspectionOverdue{id: id, generation: gen}) })
+}
+
+// answerAwaiting answers the uploads of a template that which picks, with the template as stored.
+func (p *templateProcessor) answerAwaiting(id ulid.ULID, which func(awaitedInspection) bool) {
+	var keep []awaitedInspection
+	for _, a := range p.awaiting[id] {
+		if !which(a) {
+			keep = append(keep, a)
+			continue
+		}
+		a.reply(p.load(a.teamID, id))
+	}
+	if len(keep) == 0 {
+		delete(p.awaiting, id)
+	} else {
+		p.awaiting[id] = keep
 	}
 }
 
@@ -297,6 +347,7 @@ func (p *templateProcessor) nextGeneration(id ulid.ULID) (context.Context, int) 
 	if cancel := p.cancel[id]; cancel != nil {
 		cancel()
 	}
+	p.answerAwaiting(id, func(awaitedInspection) bool { return true }) // their file was superseded
 	ctx, cancel := context.WithCancel(p.ctx)
 	p.cancel[id] = cancel
 	p.generation[id]++
@@ -307,6 +358,7 @@ func (p *templateProcessor) forget(id ulid.ULID) {
 	if cancel := p.cancel[id]; cancel != nil {
 		cancel()
 	}
+	p.answerAwaiting(id, func(awaitedInspection) bool { return true })
 	delete(p.cancel, id)
 	delete(p.generation, id)
 }
@@ -470,6 +522,7 @@ func (p *templateProcessor) inspectionDone(ctx actor.Context, m *inspectionDone)
 		if err != nil {
 			p.w.log.Warn("template inspection result not recorded", "template", m.id.String(), "err", err)
 		}
+		p.answerAwaiting(m.id, func(a awaitedInspection) bool { return a.generation == m.generation })
 	})
 }
 

@@ -519,6 +519,28 @@ func TestMissingFontsListTheTemplatesFonts(t *testing.T) {
 	missing("")
 }
 
+// TestASmallTemplateIsInspectedWhenItsUploadAnswers: a client that polls right after its PUT
+// sees the end of the inspection, uploaded or error with the reason.
+func TestASmallTemplateIsInspectedWhenItsUploadAnswers(t *testing.T) {
+	c := startCoordinator(t, options{})
+	acme := c.team("acme")
+	for _, tc := range []struct {
+		file        []byte
+		status, why string
+	}{
+		{templateZip(t, inspection()), "uploaded", ""},
+		{[]byte("not a template at all"), "error", "neither an After Effects project"},
+	} {
+		var tpl templateAnswer
+		acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Polled"}, http.StatusCreated, &tpl)
+		acme.put(tpl.UploadInfo.URL, tc.file, http.StatusOK)
+		acme.must(http.MethodGet, "/api/v2/templates/"+tpl.ID, nil, http.StatusOK, &tpl)
+		if tpl.Status != tc.status || (tc.why != "" && (tpl.Error == nil || !strings.Contains(*tpl.Error, tc.why))) {
+			t.Fatalf("right after the upload: %s, error %q; want %s", tpl.Status, stringOf(tpl.Error), tc.status)
+		}
+	}
+}
+
 func (cl *client) uploadFont(name string, data []byte, family string) (int, []byte) {
 	cl.c.t.Helper()
 	var body bytes.Buffer
@@ -616,4 +638,11 @@ func TestIdempotencyKeyMakesRetriesSafe(t *testing.T) {
 	if status, _, _ := post("/api/v2/jobs", strings.Repeat("k", 300), renderJob(tplID)); status != http.StatusBadRequest {
 		t.Fatalf("a 300-character key: %d", status)
 	}
+}
+
+func stringOf(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

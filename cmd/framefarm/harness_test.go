@@ -683,7 +683,6 @@ func (cl *client) uploadTemplate(in renderer.Inspection) string {
 	return tpl.ID
 }
 
-// put sends a file to a signed URL.
 // put sends a file to a signed URL, expects status, and returns the answer's body.
 func (cl *client) put(url string, data []byte, status int) string {
 	cl.c.t.Helper()
