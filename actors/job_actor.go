@@ -40,6 +40,11 @@ type jobActor struct {
 	// progressSavedAt is when progress was last persisted; progress is saved at most once per
 	// Config.ProgressInterval, state changes always.
 	progressSavedAt time.Time
+	// liveLog holds the log lines attempt liveAttempt reported with its progress that are not
+	// saved yet: they go with its next saved progress, or before its result's own lines.
+	liveLog     []string
+	liveLogAt   []time.Time
+	liveAttempt int
 }
 
 // jobWorld is what every job actor is given: the store its job is read from and written to, the
@@ -345,6 +350,8 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	if !a.current(p.attempt, "progress", "", nil) {
 		return
 	}
+	_, lines := a.scrubReport("", p.log)
+	a.keepLiveLog(p.attempt, lines, p.logAt)
 	percent := min(max(p.percent, 0), 100)
 	now := a.w.clock.Now()
 	if now.Sub(a.progressSavedAt) < a.w.cfg.ProgressInterval {
@@ -353,11 +360,44 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	}
 	a.progressSavedAt = now
 	next := a.job.WithProgress(percent)
-	a.persist(ctx, a.job.State, next, nil, nil, nil, func(err error) {
+	log, logAt := a.takeLiveLog(p.attempt, nil, nil)
+	a.persist(ctx, a.job.State, next, log, logAt, nil, func(err error) {
 		if err == nil {
 			a.w.events.JobProgressSaved.Publish(JobProgressSaved{Job: a.job.ID, Percent: percent})
 		}
 	})
+}
+
+// keepLiveLog holds lines an attempt reported with its progress until they are saved.
+func (a *jobActor) keepLiveLog(attempt int, lines []string, at []time.Time) {
+	if len(lines) == 0 {
+		return
+	}
+	if attempt != a.liveAttempt {
+		a.liveLog, a.liveLogAt, a.liveAttempt = nil, nil, attempt
+	}
+	if len(at) != len(lines) {
+		at = make([]time.Time, len(lines)) // not known: they take the time they are saved
+	}
+	room := persistence.MaxLogLines - len(a.liveLog) // the job's log keeps no more anyway
+	if room < len(lines) {
+		lines, at = lines[:max(room, 0)], at[:max(room, 0)]
+	}
+	a.liveLog, a.liveLogAt = append(a.liveLog, lines...), append(a.liveLogAt, at...)
+}
+
+// takeLiveLog returns an attempt's unsaved live lines followed by log (whose times, logAt, may
+// be fewer than its lines), and forgets them.
+func (a *jobActor) takeLiveLog(attempt int, log []string, logAt []time.Time) ([]string, []time.Time) {
+	if attempt != a.liveAttempt || len(a.liveLog) == 0 {
+		return log, logAt
+	}
+	lines := append(a.liveLog, log...)
+	at := append(a.liveLogAt, logAt...)
+	// Lines of log without a time take the zero time, which the write reads as its own.
+	at = append(at, make([]time.Time, max(len(lines)-len(at), 0))...)
+	a.liveLog, a.liveLogAt = nil, nil
+	return lines, at
 }
 
 // scrubReport hides the job's secret values in what a node reported (a node of an older release,
@@ -379,6 +419,7 @@ func (a *jobActor) onDone(ctx actor.Context, d *renderDone) {
 	if !a.current(d.attempt, "done", d.node, d.settle) {
 		return
 	}
+	d.log, d.logAt = a.takeLiveLog(d.attempt, d.log, d.logAt)
 	if d.output != nil || (a.w.outputs.uploads != nil && a.job.OutputInFarm()) {
 		a.confirmOutput(ctx, d)
 		return
@@ -437,6 +478,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 	if !a.current(f.attempt, "failure", f.node, f.settle) {
 		return
 	}
+	f.log, f.logAt = a.takeLiveLog(f.attempt, f.log, f.logAt)
 	now := a.w.clock.Now()
 	failure := persistence.AttemptFailure{Attempt: f.attempt, Node: f.node, Error: f.err, At: now}
 	failures := a.job.Failures

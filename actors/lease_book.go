@@ -259,7 +259,7 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 		if r := b.held[jobID]; r != nil && r.attempt == m.Attempt && m.Percent != r.percent {
 			r.percent, r.progressAt = m.Percent, now
 		}
-		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent}})
+		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}})
 	case *protocol.Done:
 		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration,
 			output: m.Output, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}, "", now)

@@ -22,6 +22,9 @@ type (
 	renderProgress struct {
 		attempt int
 		percent float64
+		// log holds the lines the render wrote since its last report, logAt when (may be empty).
+		log   []string
+		logAt []time.Time
 	}
 	renderDone struct {
 		attempt  int

@@ -523,7 +523,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 
 	task, err := a.files.stage(ctx, m, work, log)
 	if err == nil {
-		err = a.render(ctx, cancel, m, r, task, log)
+		err = a.render(ctx, cancel, m, r, task, log, revealed)
 	}
 	var report *protocol.OutputReport
 	if err == nil {
@@ -559,7 +559,7 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 // render runs the engine under two watchdogs: silence (no progress for SilenceTimeout) and
 // total duration (MaxDuration). Progress reaches the coordinator at most every ProgressInterval.
 func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *protocol.Assign, r renderer.Renderer,
-	task *renderer.Task, log *logCapture) error {
+	task *renderer.Task, log *logCapture, revealed *secrets.Revealed) error {
 	var mu sync.Mutex
 	var silence clock.Timer
 	armSilence := func() {
@@ -601,7 +601,8 @@ func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *p
 		}
 		mu.Unlock()
 		if due {
-			a.report(&protocol.Progress{JobID: m.JobID, Attempt: m.Attempt, Percent: percent})
+			lines, at := log.Finished()
+			a.report(&protocol.Progress{JobID: m.JobID, Attempt: m.Attempt, Percent: percent, Log: revealed.ScrubAll(lines), LogAt: at})
 		}
 	}
 	log.Printf("rendering with the %s engine", r.Engine())

@@ -60,12 +60,19 @@ func (l *logCapture) Printf(format string, args ...any) {
 	l.Write([]byte(fmt.Sprintf(format, args...) + "\n"))
 }
 
-// Lines returns what was kept, noting how many lines were left out, and when each was written
-// (Unix milliseconds).
-func (l *logCapture) Lines() ([]string, []int64) {
+// Lines returns what was kept since the last call, an unfinished last line included (the
+// render is over), noting how many lines were left out, and when each was written (Unix
+// milliseconds).
+func (l *logCapture) Lines() ([]string, []int64) { return l.take(true) }
+
+// Finished is Lines without an unfinished last line, which waits for its end: what a progress
+// report carries while the render runs.
+func (l *logCapture) Finished() ([]string, []int64) { return l.take(false) }
+
+func (l *logCapture) take(unfinished bool) ([]string, []int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.partial != "" {
+	if unfinished && l.partial != "" {
 		l.add(l.partial)
 		l.partial = ""
 	}
@@ -83,5 +90,6 @@ func (l *logCapture) Lines() ([]string, []int64) {
 	for _, line := range l.tail {
 		keep(line)
 	}
+	l.head, l.tail, l.dropped = nil, nil, 0
 	return texts, at
 }

@@ -26,3 +26,24 @@ func TestLogCaptureKeepsEachLinesTime(t *testing.T) {
 		t.Fatalf("lines %q at %v", lines, at)
 	}
 }
+
+// TestLogCaptureHandsEachLineOnce: progress reports carry the finished lines written since the
+// last one; the final report the rest, the unfinished last line included.
+func TestLogCaptureHandsEachLineOnce(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	log := newLogCapture(100, clk.Now)
+	log.Write([]byte("frame 1\nframe 2\nfra"))
+	if lines, _ := log.Finished(); !slices.Equal(lines, []string{"frame 1", "frame 2"}) {
+		t.Fatalf("first report %q", lines)
+	}
+	if lines, _ := log.Finished(); lines != nil {
+		t.Fatalf("nothing new, yet %q", lines)
+	}
+	log.Write([]byte("me 3\nuploading"))
+	if lines, _ := log.Finished(); !slices.Equal(lines, []string{"frame 3"}) {
+		t.Fatalf("second report %q", lines)
+	}
+	if lines, _ := log.Lines(); !slices.Equal(lines, []string{"uploading"}) {
+		t.Fatalf("the final report %q", lines)
+	}
+}

@@ -247,12 +247,15 @@ type S3Target struct {
 	SecretAccessKey string `json:"secretAccessKey"`
 }
 
-// Progress reports how far an attempt has come.
+// Progress reports how far an attempt has come, with the log lines written since the last
+// report (LogAt as in Done), so a render's log is seen while it runs.
 type Progress struct {
 	Sender
-	JobID   string  `json:"jobId"`
-	Attempt int     `json:"attempt"`
-	Percent float64 `json:"percent"`
+	JobID   string   `json:"jobId"`
+	Attempt int      `json:"attempt"`
+	Percent float64  `json:"percent"`
+	Log     []string `json:"log,omitempty"`
+	LogAt   []int64  `json:"logAt,omitempty"`
 }
 
 // Done reports an attempt whose output is stored.

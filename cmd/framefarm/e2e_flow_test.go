@@ -160,3 +160,29 @@ func firstAllowedCPU(t *testing.T) string {
 	t.Fatal("/proc/self/status has no Cpus_allowed_list")
 	return ""
 }
+
+// TestARendersLogIsReadWhileItRuns: the engine's lines reach the job's log with its progress,
+// before the render ends; its last lines come with the result, each line once.
+func TestARendersLogIsReadWhileItRuns(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var cr created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
+	forty := 40.0
+	c.control.next(t).answer(renderReply{Log: "frame 12 of 30 rendered", Progress: &forty})
+	c.waitFor("progress", cr.ID, "40")
+	if log := acme.logs(cr.ID); !strings.Contains(log, "test renderer: "+cr.ID+" attempt 1") || !strings.Contains(log, "frame 12 of 30 rendered") {
+		t.Fatalf("the log while the job renders:\n%s", log)
+	}
+	if j := acme.job(cr.ID); j.Status != "render:dorender" {
+		t.Fatalf("the job is %s", j.Status)
+	}
+	c.control.next(t).answer(renderReply{Log: "frame 30 of 30 rendered", Result: "finish"})
+	c.waitJob(cr.ID, "finished")
+	log := acme.logs(cr.ID)
+	if strings.Count(log, "frame 12 of 30 rendered") != 1 || strings.Count(log, "test renderer:") != 1 ||
+		strings.Index(log, "frame 12") > strings.Index(log, "frame 30 of 30") || strings.Index(log, "frame 30 of 30") > strings.Index(log, "finished on node") {
+		t.Fatalf("the finished job's log:\n%s", log)
+	}
+}

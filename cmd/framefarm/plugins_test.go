@@ -184,6 +184,8 @@ type stagedAsset struct {
 // renderReply tells the test renderer its next step: report progress and ask again, or end.
 type renderReply struct {
 	Progress *float64 `json:"progress,omitempty"`
+	// Log is written to the render's log before the progress is reported.
+	Log string `json:"log,omitempty"`
 	// Result is "" (ask again), "finish", "fail" or "retry" (a retryable failure).
 	Result  string `json:"result,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -226,6 +228,9 @@ func (r *testRenderer) Render(ctx context.Context, task *renderer.Task, report f
 			if reply, err = r.ask(ctx, call); err != nil {
 				return err
 			}
+		}
+		if reply.Log != "" {
+			fmt.Fprintln(task.Log, reply.Log)
 		}
 		if reply.Progress != nil {
 			report(*reply.Progress)
