@@ -116,6 +116,24 @@ func (cw *cancelWalks) start(roots []ulid.ULID, replyTo *actor.PID) {
 	}))
 }
 
+// ErrNotRendering refuses to stop a job that is not rendering.
+var ErrNotRendering = errors.New("not rendering")
+
+// StopJob stops a rendering job (which the caller checked exists and belongs to the team); by
+// says who, for its log. It answers the job once its end is durable.
+func (c *Coordinator) StopJob(jobID ulid.ULID, by string) (*persistence.Job, error) {
+	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
+	if err := c.jobs.deliver(jobID, &stopRequest{by: by}, future.PID()); err != nil {
+		return nil, err
+	}
+	res, err := future.Result()
+	if err != nil {
+		return nil, ErrUnavailable
+	}
+	r := res.(*stopResult)
+	return r.job, r.err
+}
+
 // CancelJobs cancels the jobs (which the caller checked exist and belong to the team) with
 // their cascades, and waits for the outcome.
 func (c *Coordinator) CancelJobs(ids []ulid.ULID) (*CancelOutcome, error) {

@@ -280,7 +280,7 @@ func New(cfg Config, deps Deps) *Coordinator {
 	c.tasks = &taskBuilder{cfg: cfg, clock: deps.Clock, store: deps.Store, secrets: c.secrets, urls: deps.NodeURLs, uploads: deps.Uploads,
 		own: deps.ClientURLs}
 	c.intake = &intake{store: deps.Store, clock: deps.Clock, events: deps.Events, root: system.Root, addr: c.addr}
-	c.jobWorld.jobs, c.jobWorld.walks, c.jobWorld.secrets = c.jobs, c.walks, c.secrets
+	c.jobWorld.jobs, c.jobWorld.walks, c.jobWorld.secrets, c.jobWorld.nodes = c.jobs, c.walks, c.secrets, c.nodes
 	c.jobWorld.outputs = &outputStore{objects: deps.Objects, uploads: deps.Uploads, clock: deps.Clock}
 	c.batchWorld = &batchWorld{store: deps.Store, intake: c.intake, walks: c.walks, root: system.Root, idle: idle}
 	c.batches = newRegistry(system, c.batchWorld.load)

@@ -64,6 +64,7 @@ type jobWorld struct {
 	adoptions *adoptionBook
 	secrets   *secretReader
 	outputs   *outputStore
+	nodes     *nodeDirectory
 	idle      idleRule
 	// cleanRestart is true when the previous process shut down gracefully: renders it
 	// interrupted do not count as failed attempts.
@@ -149,6 +150,8 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		a.onFailed(ctx, msg)
 	case *cancelRequest:
 		a.onCancel(ctx, sender)
+	case *stopRequest:
+		a.onStop(ctx, msg, sender)
 	case *childFinished:
 		a.onChildFinished(ctx, msg)
 	case *childFailed:
@@ -572,6 +575,45 @@ func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
 	})
 	if err != nil {
 		answer()
+	}
+}
+
+// onStop ends a rendering job as cancelled by its owner: once that is durable, the node is told
+// to abandon the attempt (its slot comes back), what the attempt may have stored is forgotten,
+// and the job's relatives are cancelled as a cancel's cascade would.
+func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) {
+	if a.job.State != persistence.JobRendering {
+		ctx.Send(sender, &stopResult{job: a.job, err: fmt.Errorf("%w: the job is %s, not rendering", ErrNotRendering, a.job.State)})
+		return
+	}
+	now := a.w.clock.Now()
+	attempt, node := a.job.Attempts, a.job.Node
+	err := a.transition(ctx, EventStop, func(next *persistence.Job) {
+		next.Error = "stopped by " + m.by
+		next.ErrorAt = now
+	}, []string{fmt.Sprintf("stopped by %s while rendering on node %s (attempt %d)", m.by, node, attempt)}, func(err error) {
+		if err != nil {
+			a.log().Error("cannot persist a stop", "err", err)
+			ctx.Send(sender, &stopResult{err: err})
+			return
+		}
+		if pid := a.w.nodes.pid(node); pid != nil {
+			ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: "stopped by " + m.by})
+		}
+		if folder := a.job.OutputsToForget(); folder != "" {
+			a.w.store.ApplyAsync(&persistence.ForgetObjects{Keys: []string{folder}}, func(err error) {
+				if err != nil {
+					a.w.log.Warn("cannot queue a stopped render's output for deletion", "job", a.job.ID.String(), "err", err)
+				}
+			})
+		}
+		if rel := a.relatives(); len(rel) > 0 {
+			a.w.walks.start(rel, nil)
+		}
+		ctx.Send(sender, &stopResult{job: a.job})
+	})
+	if err != nil {
+		ctx.Send(sender, &stopResult{err: err})
 	}
 }
 

@@ -474,6 +474,16 @@ func (b *leaseBook) onForget() (bool, effects) {
 	return true, out
 }
 
+// onWithdraw takes back an attempt its job no longer wants (its owner stopped it): the slot comes
+// back, and the node is told to stop the render and report nothing more of it.
+func (b *leaseBook) onWithdraw(jobID ulid.ULID, attempt int, reason string) effects {
+	var out effects
+	if b.release(&out, jobID, attempt) {
+		out.add(toAgent{&protocol.Abandon{Session: b.session, JobID: jobID.String(), Attempt: attempt, Reason: reason}})
+	}
+	return out
+}
+
 // abandonList names the attempts the node holds that are not (or no longer) its assignments.
 // A result on its way is not abandoned: it is acknowledged, and fenced, when it arrives.
 func (b *leaseBook) abandonList(held []protocol.AttemptStatus) []protocol.Abandon {

@@ -66,6 +66,18 @@ type (
 		// relatives are the parent and children to reach next in a cascade.
 		relatives []ulid.ULID
 	}
+	// stopRequest asks a rendering job to stop; it answers with a stopResult.
+	stopRequest struct{ by string }
+	stopResult  struct {
+		job *persistence.Job
+		err error
+	}
+	// withdrawAttempt tells a NodeActor that a job no longer wants its attempt on the node.
+	withdrawAttempt struct {
+		jobID   ulid.ULID
+		attempt int
+		reason  string
+	}
 	// childFinished and childFailed: a child of this job reached a terminal state.
 	childFinished struct{ child ulid.ULID }
 	childFailed   struct {

@@ -127,6 +127,8 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 	case *assign:
 		task, err := n.w.tasks.build(m.job)
 		n.carryOut(ctx, nil, n.book.onAssign(m.job.ID, m.job.TeamID, m.job.Attempts, task, err, now.Sub(m.queuedAt), now), nil)
+	case *withdrawAttempt:
+		n.carryOut(ctx, nil, n.book.onWithdraw(m.jobID, m.attempt, m.reason), nil)
 	case *reportSettled:
 		n.carryOut(ctx, nil, n.book.onSettled(m.jobID, m.attempt), nil)
 		return

@@ -20,6 +20,7 @@ const (
 	EventRenderFailed     JobEvent = "render_failed"
 	EventAttemptLost      JobEvent = "attempt_lost"
 	EventCancel           JobEvent = "cancel"
+	EventStop             JobEvent = "stop"
 	EventRelativeFailed   JobEvent = "relative_failed"
 )
 
@@ -40,6 +41,7 @@ var jobTransitions = []struct {
 	{EventRenderFailed, jobTransition{[]persistence.JobState{persistence.JobRendering}, persistence.JobFailed}},
 	{EventAttemptLost, jobTransition{[]persistence.JobState{persistence.JobRendering}, persistence.JobQueued}},
 	{EventCancel, jobTransition{[]persistence.JobState{persistence.JobQueued, persistence.JobPending}, persistence.JobCancelled}},
+	{EventStop, jobTransition{[]persistence.JobState{persistence.JobRendering}, persistence.JobCancelled}},
 	{EventRelativeFailed, jobTransition{[]persistence.JobState{persistence.JobQueued, persistence.JobPending}, persistence.JobFailed}},
 }
 

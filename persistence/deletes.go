@@ -66,9 +66,10 @@ func IsFolder(key string) bool { return strings.HasSuffix(key, "/") }
 // folder is the deletion key of every object under prefix.
 func folder(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/" }
 
-// outputFolderToForget is where the farm kept a removed job's outputs; "" when they went to the
-// job's own bucket, which the farm never deletes from.
-func outputFolderToForget(j *Job) string {
+// OutputsToForget is the folder where the farm keeps the job's outputs, to forget with the job
+// (or its stopped render); "" when they go to the job's own bucket, which the farm never deletes
+// from.
+func (j *Job) OutputsToForget() string {
 	if !j.OutputInFarm() {
 		return ""
 	}

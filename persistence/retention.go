@@ -78,7 +78,7 @@ func (t *txn) removeExpired(cutoff time.Time, after []byte, max int) (Removal, e
 			if err != nil {
 				return out, err
 			}
-			if err := t.forgetObjects(outputFolderToForget(j)); err != nil {
+			if err := t.forgetObjects(j.OutputsToForget()); err != nil {
 				return out, err
 			}
 			if removedBatch {

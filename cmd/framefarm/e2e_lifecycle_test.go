@@ -400,3 +400,115 @@ func TestPendingWebhookSurvivesARestart(t *testing.T) {
 	}
 	c.waitFor("webhook", cr.ID, "delivered")
 }
+
+// TestStopARenderingJob: the v2 cancel keeps refusing a rendering job; the stop route ends it
+// manually_cancelled, says who in its log, sends its webhook once, stops the render on its node
+// (the slot renders the next job), keeps no output; a queued job is cancelled by it; an ended
+// one is refused.
+func TestStopARenderingJob(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	hook := newWebhookReceiver(t)
+	b := renderJob(tplID)
+	b["webhook"] = map[string]any{"url": hook.url}
+	var rendering, queued created
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &rendering)
+	call := c.control.next(t)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &queued)
+	acme.fails(http.MethodPatch, "/api/v2/jobs/"+rendering.ID+"/cancel", nil, http.StatusConflict, "not_cancellable")
+
+	var stopped job
+	acme.must(http.MethodPost, "/api/v2/jobs/"+rendering.ID+"/stop", nil, http.StatusOK, &stopped)
+	if stopped.Status != "manually_cancelled" || stopped.Stats.Error == nil || !strings.HasPrefix(*stopped.Stats.Error, "stopped by team acme (token ") {
+		t.Fatalf("stopped %+v", stopped)
+	}
+	select {
+	case <-call.gone:
+	case <-time.After(waitLimit):
+		t.Fatal("the render went on on its node")
+	}
+	next := c.control.next(t) // the slot came back: the queued job renders
+	if next.JobID != queued.ID {
+		t.Fatalf("the slot went to %s", next.JobID)
+	}
+	var hooked job
+	json.Unmarshal(hook.next(t).Body, &hooked)
+	if hooked.ID != rendering.ID || hooked.Status != "manually_cancelled" {
+		t.Fatalf("the stop's webhook %+v", hooked)
+	}
+	if log := acme.logs(rendering.ID); !strings.Contains(log, "stopped by team acme (token ") || !strings.Contains(log, "while rendering on node") {
+		t.Fatalf("the stopped job's log:\n%s", log)
+	}
+	if status, _ := get(t, stopped.OutputURL); status != http.StatusNotFound {
+		t.Fatalf("the stopped job's output answers %d", status)
+	}
+
+	// A queued job is cancelled by a stop; an ended one has nothing to stop.
+	var third created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &third)
+	acme.must(http.MethodPost, "/api/v2/jobs/"+third.ID+"/stop", nil, http.StatusOK, &stopped)
+	if stopped.Status != "manually_cancelled" {
+		t.Fatalf("a queued job stopped: %s", stopped.Status)
+	}
+	acme.fails(http.MethodPost, "/api/v2/jobs/"+third.ID+"/stop", nil, http.StatusConflict, "not_cancellable")
+	c.team("rival").fails(http.MethodPost, "/api/v2/jobs/"+queued.ID+"/stop", nil, http.StatusNotFound, "not_found")
+	next.answer(renderReply{Result: "finish"})
+	c.waitJob(queued.ID, "finished")
+	select {
+	case extra := <-hook.received:
+		t.Fatalf("a second webhook: %s", extra.Body)
+	default:
+	}
+}
+
+// TestRetryAFailedJob: a job that failed, or was cancelled, is created again with its payload,
+// nested jobs included, tagged with its id; it keeps its own end; a finished job is refused.
+func TestRetryAFailedJob(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	b := renderJob(tplID, map[string]any{"type": "text", "layerName": "Title", "value": "Hello again"})
+	b["tags"] = []string{"campaign", "retry-of-01ARZ3NDEKTSV4RRFFQ69G5FAV"}
+	b["priority"] = 7
+	var failed created
+	acme.must(http.MethodPost, "/api/v2/jobs", b, http.StatusCreated, &failed)
+	c.control.next(t).answer(renderReply{Result: "fail", Message: "the engine refused it"})
+	c.waitJob(failed.ID, "error")
+
+	var again created
+	acme.must(http.MethodPost, "/api/v2/jobs/"+failed.ID+"/retry", nil, http.StatusCreated, &again)
+	call := c.control.next(t)
+	if call.JobID != again.ID || len(call.Assets) != 1 || call.Assets[0].Value != `"Hello again"` {
+		t.Fatalf("the retry renders %+v", call)
+	}
+	call.answer(renderReply{Result: "finish"})
+	c.waitJob(again.ID, "finished")
+	retried := acme.job(again.ID)
+	if !slices.Equal(retried.Tags, []string{"campaign", "retry-of-" + failed.ID}) || retried.Priority != 7 {
+		t.Fatalf("the retry's tags %v, priority %d", retried.Tags, retried.Priority)
+	}
+	if j := acme.job(failed.ID); j.Status != "error" {
+		t.Fatalf("the retried job is now %s", j.Status)
+	}
+	acme.fails(http.MethodPost, "/api/v2/jobs/"+again.ID+"/retry", nil, http.StatusConflict, "conflict")
+	c.team("rival").fails(http.MethodPost, "/api/v2/jobs/"+failed.ID+"/retry", nil, http.StatusNotFound, "not_found")
+
+	// A cancelled job with a nested job: both come again.
+	c.control.answerAll(nil)
+	var holder created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &holder)
+	hold := c.control.next(t)
+	nested := renderJob(tplID, map[string]any{"type": "job", "layerName": "Photo", "template": map[string]any{"id": tplID, "composition": "outro"}})
+	var parent created
+	acme.must(http.MethodPost, "/api/v2/jobs", nested, http.StatusCreated, &parent)
+	acme.must(http.MethodPatch, "/api/v2/jobs/"+parent.ID+"/cancel", nil, http.StatusOK, nil)
+	var parentAgain created
+	acme.must(http.MethodPost, "/api/v2/jobs/"+parent.ID+"/retry", nil, http.StatusCreated, &parentAgain)
+	if parentAgain.Status != "pending" || len(parentAgain.Children) != 1 || parentAgain.Children[0].ID == parent.Children[0].ID {
+		t.Fatalf("the retried parent %+v (was %+v)", parentAgain, parent)
+	}
+	c.control.answerAll(finishAll)
+	hold.answer(renderReply{Result: "finish"})
+	c.waitJob(parentAgain.ID, "finished")
+}

@@ -185,6 +185,9 @@ func (d *onDuty) CreateJobs(jobs []*persistence.Job, remember *persistence.Answe
 func (d *onDuty) CreateBatch(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error {
 	return tell(d, func(c *actors.Coordinator) error { return c.CreateBatch(b, jobs, remember) })
 }
+func (d *onDuty) StopJob(jobID ulid.ULID, by string) (*persistence.Job, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Job, error) { return c.StopJob(jobID, by) })
+}
 func (d *onDuty) CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (*actors.CancelOutcome, error) { return c.CancelJobs(ids) })
 }

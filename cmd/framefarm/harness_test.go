@@ -731,7 +731,7 @@ type renderControl struct {
 func newRenderControl(t testing.TB) *renderControl {
 	rc := &renderControl{calls: make(chan *renderCall, 1000)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		call := &renderCall{reply: make(chan renderReply, 1)}
+		call := &renderCall{reply: make(chan renderReply, 1), gone: make(chan struct{})}
 		if err := json.NewDecoder(r.Body).Decode(call); err != nil {
 			http.Error(w, err.Error(), 400)
 			return
@@ -747,6 +747,7 @@ func newRenderControl(t testing.TB) *renderControl {
 			select {
 			case reply = <-call.reply:
 			case <-r.Context().Done():
+				close(call.gone)
 				return
 			}
 		}

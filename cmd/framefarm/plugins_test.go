@@ -168,8 +168,10 @@ type renderCall struct {
 	TemplateSHA string            `json:"templateSha"`
 	Assets      []stagedAsset     `json:"assets"`
 	Fonts       []stagedAsset     `json:"fonts"`
-	// reply is set in the test process only.
+	// reply and gone are set in the test process only; gone is closed when the render stopped
+	// asking before it was answered (its node abandoned it).
 	reply chan renderReply
+	gone  chan struct{}
 }
 
 type stagedAsset struct {

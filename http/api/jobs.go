@@ -11,6 +11,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -314,6 +315,79 @@ func (s *Server) cancelJob(r *request) {
 		return
 	}
 	r.json(http.StatusOK, s.views.jobViews(outcome.Cancelled))
+}
+
+// stopJob stops a job whatever it is doing (an extension: the v2 cancel refuses a rendering job,
+// as the interface says): a rendering job's node is told to abandon the render; a queued or
+// pending job is cancelled, with the cancel's cascade.
+func (s *Server) stopJob(r *request) {
+	j, ok := s.loadJob(r)
+	if !ok {
+		return
+	}
+	var stopped *persistence.Job
+	var err error
+	if j.State.Cancellable() {
+		var outcome *actors.CancelOutcome
+		if outcome, err = s.Coordinator.CancelJobs([]ulid.ULID{j.ID}); err == nil {
+			if stopped = outcome.Reached[j.ID]; stopped == nil || stopped.State != persistence.JobCancelled {
+				err = actors.ErrNotRendering // it started meanwhile, or ended
+			}
+		}
+	} else {
+		stopped, err = s.Coordinator.StopJob(j.ID, s.stopper(r))
+	}
+	if errors.Is(err, actors.ErrNotRendering) {
+		state := j.State
+		if stopped != nil {
+			state = stopped.State
+		}
+		r.fail(newError(http.StatusConflict, codeNotCancellable, "job %s is %s; there is nothing to stop", j.ID, state))
+		return
+	}
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.json(http.StatusOK, s.views.jobView(stopped))
+}
+
+// retryJob creates a new job with the payload of one that ended in error or was cancelled (an
+// extension: the v2 state machine keeps its ends), its nested jobs too, tagged retry-of-ID.
+func (s *Server) retryJob(r *request) {
+	j, ok := s.loadJob(r)
+	if !ok {
+		return
+	}
+	if j.State != persistence.JobFailed && j.State != persistence.JobCancelled {
+		r.fail(newError(http.StatusConflict, codeConflict, "job %s is %s; only a job that ended in error or was cancelled can be retried", j.ID, j.State))
+		return
+	}
+	body, e := r.body(s.cfg.MaxBodyBytes)
+	if e != nil {
+		r.fail(e)
+		return
+	}
+	q, err := s.Store.RetryRequest(r.team, j.ID)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	var records []*persistence.Job
+	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) { records = q.Records(r.team, ulid.ULID{}, 0, next) })
+	r.createOnce(body, http.StatusCreated, s.created(records), func(remember *persistence.Answer) error {
+		return s.Coordinator.CreateJobs(records, remember)
+	})
+}
+
+// stopper names who stopped a job, for its log: the team, and the token's id (what
+// `framefarm token list` shows).
+func (s *Server) stopper(r *request) string {
+	name := r.team.String()
+	if team, err := s.Store.Team(r.team); err == nil {
+		name = team.Name
+	}
+	return fmt.Sprintf("team %s (token %s) through the API", name, (&persistence.Token{Hash: r.holder.Token}).ID())
 }
 
 func (s *Server) cancelJobs(r *request) {

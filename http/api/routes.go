@@ -54,6 +54,8 @@ func (s *Server) routesV2() {
 	v2(http.MethodGet, "/jobs/{id}", authTeam, s.getJob)
 	v2(http.MethodGet, "/jobs/{id}/logs", authTeam, s.jobLogs)
 	v2(http.MethodPatch, "/jobs/{id}/cancel", authTeam, s.cancelJob)
+	v2(http.MethodPost, "/jobs/{id}/stop", authTeam, s.stopJob)
+	v2(http.MethodPost, "/jobs/{id}/retry", authTeam, s.retryJob)
 	v2(http.MethodPost, "/jobs/cancel", authTeam, s.cancelJobs)
 	v2(http.MethodPost, "/jobs/join", authTeam, s.joinJobs)
 

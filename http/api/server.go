@@ -115,6 +115,7 @@ type Coordinator interface {
 	CreateJobs(jobs []*persistence.Job, remember *persistence.Answer) error
 	CreateBatch(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error
 	CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error)
+	StopJob(jobID ulid.ULID, by string) (*persistence.Job, error)
 	CancelBatch(id ulid.ULID) (*actors.BatchCancelOutcome, error)
 	CreateTemplate(tpl *persistence.Template) error
 	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)
@@ -152,6 +153,7 @@ type Store interface {
 	Secrets(teamID ulid.ULID) ([]*persistence.Secret, error)
 	Team(teamID ulid.ULID) (persistence.Team, error)
 	Token(hash [32]byte) (*persistence.Token, error)
+	RetryRequest(teamID, jobID ulid.ULID) (*persistence.JobRequest, error)
 	Revocations() uint64
 	Tokens() ([]persistence.TeamToken, error)
 	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
