@@ -116,21 +116,36 @@ func (cw *cancelWalks) start(roots []ulid.ULID, replyTo *actor.PID) {
 	}))
 }
 
-// ErrNotRendering refuses to stop a job that is not rendering.
-var ErrNotRendering = errors.New("not rendering")
+// ErrNotRendering refuses to stop a job that is not rendering; ErrNotWaiting to change the
+// priority or tags of one that is not queued or pending.
+var (
+	ErrNotRendering = errors.New("not rendering")
+	ErrNotWaiting   = errors.New("not queued or pending")
+)
 
 // StopJob stops a rendering job (which the caller checked exists and belongs to the team); by
 // says who, for its log. It answers the job once its end is durable.
 func (c *Coordinator) StopJob(jobID ulid.ULID, by string) (*persistence.Job, error) {
+	return c.askJob(jobID, &stopRequest{by: by})
+}
+
+// RetagJob gives a queued or pending job (which the caller checked exists and belongs to the
+// team) another priority and tags (nil: as they are); by says who, for its log.
+func (c *Coordinator) RetagJob(jobID ulid.ULID, priority *int, tags *[]string, by string) (*persistence.Job, error) {
+	return c.askJob(jobID, &retagRequest{priority: priority, tags: tags, by: by})
+}
+
+// askJob asks a job's actor something answered with a jobAnswer.
+func (c *Coordinator) askJob(jobID ulid.ULID, msg any) (*persistence.Job, error) {
 	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
-	if err := c.jobs.deliver(jobID, &stopRequest{by: by}, future.PID()); err != nil {
+	if err := c.jobs.deliver(jobID, msg, future.PID()); err != nil {
 		return nil, err
 	}
 	res, err := future.Result()
 	if err != nil {
 		return nil, ErrUnavailable
 	}
-	r := res.(*stopResult)
+	r := res.(*jobAnswer)
 	return r.job, r.err
 }
 

@@ -152,6 +152,8 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		a.onCancel(ctx, sender)
 	case *stopRequest:
 		a.onStop(ctx, msg, sender)
+	case *retagRequest:
+		a.onRetag(ctx, msg, sender)
 	case *childFinished:
 		a.onChildFinished(ctx, msg)
 	case *childFailed:
@@ -583,7 +585,7 @@ func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
 // and the job's relatives are cancelled as a cancel's cascade would.
 func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) {
 	if a.job.State != persistence.JobRendering {
-		ctx.Send(sender, &stopResult{job: a.job, err: fmt.Errorf("%w: the job is %s, not rendering", ErrNotRendering, a.job.State)})
+		ctx.Send(sender, &jobAnswer{job: a.job, err: fmt.Errorf("%w: the job is %s, not rendering", ErrNotRendering, a.job.State)})
 		return
 	}
 	now := a.w.clock.Now()
@@ -594,7 +596,7 @@ func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) 
 	}, []string{fmt.Sprintf("stopped by %s while rendering on node %s (attempt %d)", m.by, node, attempt)}, func(err error) {
 		if err != nil {
 			a.log().Error("cannot persist a stop", "err", err)
-			ctx.Send(sender, &stopResult{err: err})
+			ctx.Send(sender, &jobAnswer{err: err})
 			return
 		}
 		if pid := a.w.nodes.pid(node); pid != nil {
@@ -610,11 +612,46 @@ func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) 
 		if rel := a.relatives(); len(rel) > 0 {
 			a.w.walks.start(rel, nil)
 		}
-		ctx.Send(sender, &stopResult{job: a.job})
+		ctx.Send(sender, &jobAnswer{job: a.job})
 	})
 	if err != nil {
-		ctx.Send(sender, &stopResult{err: err})
+		ctx.Send(sender, &jobAnswer{err: err})
 	}
+}
+
+// onRetag gives a queued or pending job another priority and tags; a queued one takes its new
+// place in the scheduler's queue once that is durable.
+func (a *jobActor) onRetag(ctx actor.Context, m *retagRequest, sender *actor.PID) {
+	if !a.job.State.Cancellable() {
+		ctx.Send(sender, &jobAnswer{job: a.job, err: fmt.Errorf("%w: the job is %s", ErrNotWaiting, a.job.State)})
+		return
+	}
+	change := &persistence.RetagJob{At: a.w.clock.Now(), JobID: a.job.ID, Priority: a.job.Priority, Tags: a.job.Tags}
+	if m.priority != nil {
+		change.Priority = *m.priority
+	}
+	if m.tags != nil {
+		change.Tags = *m.tags
+	}
+	change.Line = fmt.Sprintf("priority %d and tags [%s] set by %s", change.Priority, strings.Join(change.Tags, ","), m.by)
+	a.held.busy = true
+	self, prev := ctx.Self(), a.job
+	a.w.store.ApplyAsync(change, func(err error) {
+		if err == nil && change.Job == nil {
+			err = fmt.Errorf("%w: the job was no longer waiting", ErrNotWaiting)
+		}
+		next := change.Job
+		if err != nil {
+			next = prev
+		}
+		a.w.root.Send(self, &writeDone{err: err, next: next, then: func(err error) {
+			if err == nil && a.job.State == persistence.JobQueued {
+				ctx.Send(a.w.addr.scheduler, &jobWithdrawn{jobID: a.job.ID})
+				ctx.Send(a.w.addr.scheduler, &jobsQueued{entries: []persistence.QueueEntry{a.job.QueueEntry()}})
+			}
+			ctx.Send(sender, &jobAnswer{job: a.job, err: err})
+		}})
+	})
 }
 
 func (a *jobActor) relatives() []ulid.ULID {

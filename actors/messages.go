@@ -66,9 +66,15 @@ type (
 		// relatives are the parent and children to reach next in a cascade.
 		relatives []ulid.ULID
 	}
-	// stopRequest asks a rendering job to stop; it answers with a stopResult.
-	stopRequest struct{ by string }
-	stopResult  struct {
+	// stopRequest asks a rendering job to stop; retagRequest a queued or pending one to take
+	// another priority and tags (nil: as they are). Both answer a jobAnswer.
+	stopRequest  struct{ by string }
+	retagRequest struct {
+		priority *int
+		tags     *[]string
+		by       string
+	}
+	jobAnswer struct {
 		job *persistence.Job
 		err error
 	}

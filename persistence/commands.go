@@ -48,6 +48,17 @@ type (
 		LogAt    []time.Time `json:"logAt,omitempty"`
 		Delivery *Delivery   `json:"delivery,omitempty"`
 	}
+	// RetagJob gives a queued or pending job another priority and other tags, its indexes with
+	// them, and a line in its log; a job in another state (or none) is left as it is, and Job
+	// is then nil.
+	RetagJob struct {
+		At       time.Time `json:"at"`
+		JobID    ulid.ULID `json:"jobId"`
+		Priority int       `json:"priority"`
+		Tags     []string  `json:"tags"`
+		Line     string    `json:"line"`
+		Job      *Job      `json:"-"`
+	}
 	// RecordWaits records changes of why an engine's queued jobs cannot start.
 	RecordWaits struct {
 		At      time.Time    `json:"at"`
@@ -153,6 +164,7 @@ func (*CreateJobs) command()     {}
 func (*ChangeJob) command()      {}
 func (*AppendJobLog) command()   {}
 func (*RecordWaits) command()    {}
+func (*RetagJob) command()       {}
 func (*RecordDelivery) command() {}
 func (*SetMeta) command()        {}
 func (*PutTemplate) command()    {}
@@ -236,6 +248,10 @@ func (t *txn) apply(c Command) error {
 		return t.appendLog(c.JobID, c.At, c.Lines...)
 	case *RecordWaits:
 		return t.recordWaits(c.At, c.Changes)
+	case *RetagJob:
+		j, err := t.retagJob(c)
+		c.Job = j
+		return err
 	case *RecordDelivery:
 		if c.Line != "" {
 			if err := t.appendLog(c.JobID, c.At, c.Line); err != nil {
@@ -305,7 +321,7 @@ var commandKinds = map[string]reflect.Type{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}} {
+		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}, &RetagJob{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 }

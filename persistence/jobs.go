@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,6 +57,30 @@ func (t *txn) updateJob(prev JobState, j *Job, at time.Time) error {
 		return err
 	}
 	return t.writeJobIndexes(j, j.State)
+}
+
+// retagJob is RetagJob: the job's index entries and counts go with its old priority and tags,
+// and come back with the new.
+func (t *txn) retagJob(c *RetagJob) (*Job, error) {
+	old, err := t.Job(c.JobID)
+	if errors.Is(err, ErrNotFound) || (err == nil && old.State != JobQueued && old.State != JobPending) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	next := old.Clone()
+	next.Priority, next.Tags = c.Priority, c.Tags
+	if err := t.deleteJobIndexes(old, old.State); err != nil {
+		return nil, err
+	}
+	if err := t.putJob(next, c.At); err != nil {
+		return nil, err
+	}
+	if err := t.writeJobIndexes(next, next.State); err != nil {
+		return nil, err
+	}
+	return next, t.appendLog(next.ID, c.At, c.Line)
 }
 
 // Job loads a job by id.

@@ -197,7 +197,9 @@ func TestListJobsMatchesReference(t *testing.T) {
 }
 
 // referenceJobs stores 600 random jobs of two teams, created over 1,500 steps, with random states,
-// priorities (half of them shared, half nearly each its own) and tags, 200 of them moved to another state afterwards, so indexes see updates too.
+// priorities (half of them shared, half nearly each its own) and tags, 200 of them moved to
+// another state afterwards and the queued and pending among 100 more given other priorities and
+// tags, so indexes see updates too.
 func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.ULID, base time.Time, tags []string, all []*Job) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ids := NewIDs()
@@ -229,6 +231,20 @@ func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.U
 			j.State = AllJobStates[rng.IntN(len(AllJobStates))]
 			if err := tx.updateJob(prev, j, testNow); err != nil {
 				return err
+			}
+		}
+		// Queued and pending jobs given other priorities and tags (RetagJob).
+		for i, j := range all[200:300] {
+			retag := &RetagJob{At: testNow, JobID: j.ID, Priority: rng.IntN(5) - 2, Tags: slices.Clone(tags[rng.IntN(len(tags)):]), Line: "retagged"}
+			changed, err := tx.retagJob(retag)
+			if err != nil {
+				return err
+			}
+			if (changed != nil) != (j.State == JobQueued || j.State == JobPending) {
+				return fmt.Errorf("a %s job retagged: %v", j.State, changed != nil)
+			}
+			if changed != nil {
+				all[200+i] = changed
 			}
 		}
 		return nil

@@ -512,3 +512,43 @@ func TestRetryAFailedJob(t *testing.T) {
 	hold.answer(renderReply{Result: "finish"})
 	c.waitJob(parentAgain.ID, "finished")
 }
+
+// TestChangeAQueuedJobsPriorityAndTags: a queued job given a higher priority renders first;
+// new tags find it in listings; a rendering job's are refused, and so is a body out of bounds.
+func TestChangeAQueuedJobsPriorityAndTags(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var holder, first, second created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &holder)
+	hold := c.control.next(t)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &first)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &second)
+
+	var changed job
+	acme.must(http.MethodPatch, "/api/v2/jobs/"+second.ID, map[string]any{"priority": 10, "tags": "urgent,client-7"}, http.StatusOK, &changed)
+	if changed.Priority != 10 || !slices.Equal(changed.Tags, []string{"urgent", "client-7"}) || changed.Status != "queued" {
+		t.Fatalf("changed %+v", changed)
+	}
+	var tagged []job
+	acme.must(http.MethodGet, "/api/v2/jobs?tags=urgent", nil, http.StatusOK, &tagged)
+	if len(tagged) != 1 || tagged[0].ID != second.ID {
+		t.Fatalf("listed by the new tag: %+v", tagged)
+	}
+	if log := acme.logs(second.ID); !strings.Contains(log, "priority 10 and tags [urgent,client-7] set by team acme (token ") {
+		t.Fatalf("the changed job's log:\n%s", log)
+	}
+	acme.fails(http.MethodPatch, "/api/v2/jobs/"+holder.ID, map[string]any{"priority": 1}, http.StatusConflict, "conflict")
+	acme.fails(http.MethodPatch, "/api/v2/jobs/"+first.ID, map[string]any{"priority": 1.5}, http.StatusBadRequest, "validation_error")
+	acme.fails(http.MethodPatch, "/api/v2/jobs/"+first.ID, map[string]any{}, http.StatusBadRequest, "validation_error")
+	c.team("rival").fails(http.MethodPatch, "/api/v2/jobs/"+first.ID, map[string]any{"priority": 1}, http.StatusNotFound, "not_found")
+
+	hold.answer(renderReply{Result: "finish"})
+	next := c.control.next(t)
+	if next.JobID != second.ID {
+		t.Fatalf("after the change, %s renders before the job given priority 10", next.JobID)
+	}
+	c.control.answerAll(finishAll)
+	next.answer(renderReply{Result: "finish"})
+	c.waitJob(first.ID, "finished")
+}

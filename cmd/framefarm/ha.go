@@ -188,6 +188,9 @@ func (d *onDuty) CreateBatch(b *persistence.Batch, jobs []*persistence.Job, reme
 func (d *onDuty) StopJob(jobID ulid.ULID, by string) (*persistence.Job, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Job, error) { return c.StopJob(jobID, by) })
 }
+func (d *onDuty) RetagJob(jobID ulid.ULID, priority *int, tags *[]string, by string) (*persistence.Job, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Job, error) { return c.RetagJob(jobID, priority, tags, by) })
+}
 func (d *onDuty) CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (*actors.CancelOutcome, error) { return c.CancelJobs(ids) })
 }

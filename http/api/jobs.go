@@ -335,7 +335,7 @@ func (s *Server) stopJob(r *request) {
 			}
 		}
 	} else {
-		stopped, err = s.Coordinator.StopJob(j.ID, s.stopper(r))
+		stopped, err = s.Coordinator.StopJob(j.ID, s.actingTeam(r))
 	}
 	if errors.Is(err, actors.ErrNotRendering) {
 		state := j.State
@@ -380,9 +380,37 @@ func (s *Server) retryJob(r *request) {
 	})
 }
 
-// stopper names who stopped a job, for its log: the team, and the token's id (what
+// retagJob changes a queued or pending job's priority and tags (an extension).
+func (s *Server) retagJob(r *request) {
+	j, ok := s.loadJob(r)
+	if !ok {
+		return
+	}
+	body, e := r.body(s.cfg.MaxBodyBytes)
+	if e != nil {
+		r.fail(e)
+		return
+	}
+	change, verr := validate.ParseRetag(body)
+	if verr != nil {
+		r.fail(fromValidation(verr))
+		return
+	}
+	changed, err := s.Coordinator.RetagJob(j.ID, change.Priority, change.Tags, s.actingTeam(r))
+	if errors.Is(err, actors.ErrNotWaiting) {
+		r.fail(newError(http.StatusConflict, codeConflict, "job %s is %s; only a queued or pending job's priority and tags can change", j.ID, changed.State))
+		return
+	}
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.json(http.StatusOK, s.views.jobView(changed))
+}
+
+// actingTeam names who changed or stopped a job, for its log: the team, and the token's id (what
 // `framefarm token list` shows).
-func (s *Server) stopper(r *request) string {
+func (s *Server) actingTeam(r *request) string {
 	name := r.team.String()
 	if team, err := s.Store.Team(r.team); err == nil {
 		name = team.Name

@@ -52,6 +52,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodPost, "/jobs", authTeam, s.createJob)
 	v2(http.MethodGet, "/jobs", authTeam, s.listJobs)
 	v2(http.MethodGet, "/jobs/{id}", authTeam, s.getJob)
+	v2(http.MethodPatch, "/jobs/{id}", authTeam, s.retagJob)
 	v2(http.MethodGet, "/jobs/{id}/logs", authTeam, s.jobLogs)
 	v2(http.MethodPatch, "/jobs/{id}/cancel", authTeam, s.cancelJob)
 	v2(http.MethodPost, "/jobs/{id}/stop", authTeam, s.stopJob)

@@ -116,6 +116,7 @@ type Coordinator interface {
 	CreateBatch(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error
 	CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error)
 	StopJob(jobID ulid.ULID, by string) (*persistence.Job, error)
+	RetagJob(jobID ulid.ULID, priority *int, tags *[]string, by string) (*persistence.Job, error)
 	CancelBatch(id ulid.ULID) (*actors.BatchCancelOutcome, error)
 	CreateTemplate(tpl *persistence.Template) error
 	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)

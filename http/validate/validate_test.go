@@ -485,3 +485,37 @@ func TestAssetFieldNames(t *testing.T) {
 		}
 	}
 }
+
+func TestRetagBodies(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"priority": 5}`:                     "5 <nil>",
+		`{"tags": "a,b"}`:                     "<nil> [a b]",
+		`{"priority": -3, "tags": ["x"]}`:     "-3 [x]",
+		`{"tags": []}`:                        "<nil> []",
+		`{"tags": ""}`:                        "",
+		`{}`:                                  "",
+		`{"priority": 1.5}`:                   "",
+		`{"priority": 2000000}`:               "",
+		`{"tags": ["bad tag"]}`:               "",
+		`{"priority": 1, "composition": "x"}`: "",
+		`[1]`:                                 "",
+	} {
+		r, err := ParseRetag([]byte(body))
+		got := ""
+		if err == nil {
+			p, tags := "<nil>", "<nil>"
+			if r.Priority != nil {
+				p = fmt.Sprint(*r.Priority)
+			}
+			if r.Tags != nil {
+				tags = fmt.Sprint(*r.Tags)
+			}
+			got = p + " " + tags
+		} else if err.Code == "" || err.Message == "" {
+			t.Errorf("%s: an error without code or message: %+v", body, err)
+		}
+		if got != want {
+			t.Errorf("%s: %q, want %q (error %v)", body, got, want, err)
+		}
+	}
+}
