@@ -216,11 +216,15 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.Navigate(c.url+"/ui/batches/"+batch.BatchID),
 		chromedp.WaitVisible(`.stack .seg.rendering`),
 		chromedp.Click(`//button[normalize-space(.)="Cancel the batch"]`),
-		chromedp.WaitVisible(`.stack .seg.cancelled`))
+		chromedp.WaitVisible(`.stack .seg.cancelled`),
+		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`)) // not a red "error"
 	screenshot(t, tab, "batch")
-	var status struct{ Stats struct{ Cancelled int } }
+	var status struct {
+		Status string
+		Stats  struct{ Cancelled int }
+	}
 	acme.must(http.MethodGet, "/api/v2/batches/"+batch.BatchID, nil, http.StatusOK, &status)
-	if status.Stats.Cancelled != 3 {
+	if status.Stats.Cancelled != 3 || status.Status != "finished" { // error only when every job failed
 		t.Fatalf("the page's batch cancel: %+v", status)
 	}
 	c.control.answerAll(finishAll)
@@ -396,4 +400,92 @@ func TestDashboardPlaysARealRender(t *testing.T) {
 	if len(jobs) != 2 || jobs[0].Status != "finished" || len(jobs[0].Assets) != 1 || jobs[0].Assets[0]["value"] != "From the dashboard" {
 		t.Fatalf("the job the page made: %+v", jobs)
 	}
+}
+
+// TestDashboardActsOnJobs: a waiting job's priority and tags change from its page; a rendering
+// job is stopped (after a confirmation) and retried; the list keeps its filters in the address
+// and finds a job by its id; the admin's Jobs screen names the teams; a template that failed
+// inspection is deleted from its page; the browser itself checks a secret's name.
+func TestDashboardActsOnJobs(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	tab := browserTab(t)
+	var rendering, queued created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &rendering)
+	call := c.control.next(t)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &queued)
+
+	browse(t, tab, "a queued job",
+		chromedp.Navigate(c.url+"/ui/jobs/"+queued.ID+"#token="+acme.token),
+		chromedp.WaitVisible(`#retag`))
+	if text := value(t, tab, "the job's page", chromedp.Text(`main`)); strings.Contains(text, "null") {
+		t.Errorf("the page of a job without output shows null:\n%s", text)
+	}
+	browse(t, tab, "priority and tags",
+		chromedp.SetValue(`#job-priority`, "9"),
+		chromedp.SetValue(`#job-tags`, "urgent, client-7"),
+		chromedp.Click(`#retag button[type=submit]`),
+		chromedp.WaitVisible(`//dt[.="Tags"]/following-sibling::dd[1][.="urgent, client-7"]`))
+	if j := acme.job(queued.ID); j.Priority != 9 || strings.Join(j.Tags, ",") != "urgent,client-7" {
+		t.Fatalf("after the page's change: priority %d, tags %v", j.Priority, j.Tags)
+	}
+	screenshot(t, tab, "job-queued")
+
+	c.control.answerAll(nil)
+	browse(t, tab, "stop a render",
+		chromedp.Navigate(c.url+"/ui/jobs/"+rendering.ID),
+		chromedp.Click(`//h1//button[normalize-space(.)="Stop"]`),
+		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`))
+	select {
+	case <-call.gone:
+	case <-time.After(waitLimit):
+		t.Fatal("the render stopped from the page went on")
+	}
+	browse(t, tab, "retry it",
+		chromedp.Click(`//h1//button[normalize-space(.)="Retry"]`),
+		chromedp.WaitVisible(`//dt[.="Tags"]/following-sibling::dd[1][contains(., "retry-of-`+rendering.ID+`")]`))
+
+	browse(t, tab, "a filter in the address",
+		chromedp.Navigate(c.url+"/ui/jobs?tags=urgent"),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"]`, queued.ID)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"]`, queued.ID)))
+	if rows := value(t, tab, "rows", chromedp.Evaluate[int](`document.querySelectorAll("tr[data-job]").length`)); rows != 1 {
+		t.Errorf("the list filtered by tag urgent shows %d jobs", rows)
+	}
+	if kept := value(t, tab, "the search box", chromedp.Evaluate[string](`document.getElementById("job-search").value`)); kept != "urgent" {
+		t.Errorf("after a reload the search box holds %q", kept)
+	}
+	browse(t, tab, "search by id",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("job-search").value = ""`),
+		chromedp.SendKeys(`#job-search`, rendering.ID+"\r"),
+		chromedp.WaitVisible(`//h1//span[contains(., "`+rendering.ID+`")]`))
+
+	var broken templateAnswer
+	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Broken"}, http.StatusCreated, &broken)
+	acme.put(broken.UploadInfo.URL, []byte("not a zip"), http.StatusOK)
+	browse(t, tab, "delete a template in error",
+		chromedp.Navigate(c.url+"/ui/templates/"+broken.ID),
+		chromedp.WaitVisible(`h1 .badge[data-status="error"]`),
+		chromedp.Click(`//h1//button[normalize-space(.)="Delete"]`),
+		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Templates")]`))
+	acme.fails(http.MethodGet, "/api/v2/templates/"+broken.ID, nil, http.StatusNotFound, "template_not_found")
+
+	browse(t, tab, "a secret's name",
+		chromedp.Navigate(c.url+"/ui/library"),
+		chromedp.SendKeys(`#secret-name`, "bad name"))
+	if mismatch := value(t, tab, "the name's validity", chromedp.Evaluate[bool](`document.getElementById("secret-name").validity.patternMismatch`)); !mismatch {
+		t.Error("the browser does not check the secret name's pattern")
+	}
+
+	admin := newTab(t, tab)
+	browse(t, admin, "the admin's jobs screen",
+		chromedp.Navigate(c.url+"/ui/jobs#token="+adminToken),
+		chromedp.WaitVisible(`tr[data-team="acme"]`))
+	if text := value(t, admin, "the admin's page", chromedp.Text(`main`)); strings.Contains(text, "HTTP") {
+		t.Errorf("the admin's jobs screen shows a raw status:\n%s", text)
+	}
+	screenshot(t, admin, "admin-jobs")
+	c.control.answerAll(finishAll)
 }

@@ -166,10 +166,12 @@ func (s *Server) getBatch(r *request) {
 		out.Jobs = append(out.Jobs, batchJobStatus{Index: m.Index, ID: j.ID.String(), Status: j.State.String(),
 			OutputURL: s.views.outputURL(j), Stats: s.views.jobStats(j)})
 	}
+	// Done when no job waits; error only when every job failed (a batch its owner cancelled
+	// did not fail).
 	switch {
 	case out.Stats.Pending > 0:
 		out.Status = "processing"
-	case out.Stats.Finished == 0:
+	case out.Stats.Error == out.Stats.Total:
 		out.Status = "error"
 	default:
 		out.Status = "finished"

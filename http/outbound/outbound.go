@@ -6,8 +6,10 @@
 package outbound
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -44,7 +46,7 @@ func NewClient(opts Options) *http.Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 30 * time.Second,
 	}
-	client := &http.Client{Transport: transport, Timeout: opts.Timeout}
+	client := &http.Client{Transport: plainTransport{transport}, Timeout: opts.Timeout}
 	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if !opts.FollowRedirects {
 			return http.ErrUseLastResponse
@@ -81,4 +83,51 @@ func Internal(addr netip.Addr) bool {
 	return addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
 		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() ||
 		sharedAddressSpace.Contains(addr) || thisNetwork.Contains(addr)
+}
+
+// plainTransport says why a request failed in plain words: Go's network errors name the resolver
+// the farm uses and the system call that failed, which tell a user nothing of their URL and an
+// attacker something of the farm's network.
+type plainTransport struct{ next http.RoundTripper }
+
+func (t plainTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, plainError{err}
+	}
+	return resp, nil
+}
+
+// plainError is a failed request's error, said plainly; errors.Is and errors.As still reach the
+// cause.
+type plainError struct{ err error }
+
+func (e plainError) Unwrap() error { return e.err }
+
+func (e plainError) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.err, &t) && t.Timeout()
+}
+
+func (e plainError) Error() string {
+	var dns *net.DNSError
+	switch {
+	case errors.Is(e.err, ErrPrivateAddress):
+		return e.err.Error()
+	case errors.As(e.err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("the host %s was not found", dns.Name)
+	case errors.As(e.err, &dns) && dns.IsTimeout:
+		return fmt.Sprintf("looking up the host %s took too long", dns.Name)
+	case errors.As(e.err, &dns):
+		return fmt.Sprintf("the host %s could not be looked up", dns.Name)
+	case errors.Is(e.err, syscall.ECONNREFUSED):
+		return "the server refused the connection"
+	case errors.Is(e.err, syscall.ECONNRESET), errors.Is(e.err, io.EOF), errors.Is(e.err, io.ErrUnexpectedEOF):
+		return "the server closed the connection"
+	case errors.Is(e.err, context.Canceled):
+		return "the request was cancelled"
+	case errors.Is(e.err, context.DeadlineExceeded), e.Timeout():
+		return "the server did not answer in time"
+	}
+	return e.err.Error()
 }

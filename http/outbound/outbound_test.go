@@ -2,9 +2,12 @@ package outbound
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -49,5 +52,34 @@ func TestDoesNotFollowRedirectsByDefault(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusFound {
 		t.Fatalf("status %d, want the redirect itself", resp.StatusCode)
+	}
+}
+
+// TestFailuresAreSaidPlainly: what a user reads of a failed request names their host, never the
+// farm's resolver or a system call.
+func TestFailuresAreSaidPlainly(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&net.OpError{Op: "dial", Err: &net.DNSError{Err: "no such host", Name: "cdn.example", Server: "10.0.0.2:53", IsNotFound: true}}, "the host cdn.example was not found"},
+		{&net.DNSError{Err: "i/o timeout", Name: "cdn.example", Server: "10.0.0.2:53", IsTimeout: true}, "looking up the host cdn.example took too long"},
+		{&net.DNSError{Err: "server misbehaving", Name: "cdn.example", Server: "10.0.0.2:53"}, "the host cdn.example could not be looked up"},
+	} {
+		got := plainError{tc.err}.Error()
+		if got != tc.want || strings.Contains(got, "10.0.0.2") {
+			t.Errorf("%v: %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	// A real refusal, through the client.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = NewClient(Options{AllowPrivate: true}).Get("http://" + addr + "/x")
+	if err == nil || !strings.HasSuffix(err.Error(), ": the server refused the connection") || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a refused connection: %v", err)
 	}
 }

@@ -182,6 +182,8 @@ async function signIn(candidate) {
   localStorage.setItem(TOKEN_KEY, token);
   document.getElementById("who").textContent = me.kind === "team" ? `team ${me.name}` : "farm admin";
   document.getElementById("nav").hidden = false;
+  // The admin's token reads no team's templates or library: those screens are a team's.
+  for (const screen of ["templates", "library"]) document.querySelector(`nav a[data-screen="${screen}"]`).hidden = me.kind === "admin";
   document.getElementById("signout").hidden = false;
   runEvents();
 }
@@ -241,11 +243,15 @@ let leaveScreen = () => {};
 
 const JOB_STATES = ["queued", "pending", "render:dorender", "finished", "error", "manually_cancelled"];
 
+const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/i;
+
 function jobsScreen() {
+  // The filters live in the address, so a reload or a shared link shows the same list.
+  const query = new URLSearchParams(location.search);
   const selected = new Set();
   const rows = new Map();
-  const states = new Set();
-  let sort = "newest_first";
+  const states = new Set((query.get("states") || "").split(",").filter((s) => JOB_STATES.includes(s)));
+  let sort = ["newest_first", "oldest_first", "priority"].includes(query.get("sort")) ? query.get("sort") : "newest_first";
   let loaded = 0;
   const pageSize = 50;
   const tbody = h("tbody");
@@ -253,12 +259,29 @@ function jobsScreen() {
   let names = new Map();
   const cancelButton = h("button", { class: "danger", disabled: true, onclick: cancelSelected }, "Cancel selected");
   const more = h("button", { class: "quiet", hidden: true, onclick: () => load(false) }, "Load more");
-  const tagsInput = h("input", { type: "text", placeholder: "tags, comma separated", "aria-label": "tags", onchange: () => load(true) });
-  const fromInput = h("input", { type: "datetime-local", "aria-label": "created from", title: "created from", onchange: () => load(true) });
-  const toInput = h("input", { type: "datetime-local", "aria-label": "created before", title: "created before", onchange: () => load(true) });
+  // One box finds a job by its id, or filters by tags.
+  const tagsInput = h("input", { type: "search", id: "job-search", placeholder: "job id, or tags (comma separated)", "aria-label": "search by job id or tags",
+    value: query.get("tags") || "", onchange: () => {
+      const text = tagsInput.value.trim();
+      if (ULID_PATTERN.test(text)) { navigate(`/ui/jobs/${text.toUpperCase()}`); return; }
+      load(true);
+    } });
+  const fromInput = h("input", { type: "datetime-local", "aria-label": "created from", title: "created from", value: query.get("from") || "", onchange: () => load(true) });
+  const toInput = h("input", { type: "datetime-local", "aria-label": "created before", title: "created before", value: query.get("to") || "", onchange: () => load(true) });
+
+  function remember() {
+    const q = new URLSearchParams();
+    if (states.size) q.set("states", [...states].join(","));
+    if (sort !== "newest_first") q.set("sort", sort);
+    if (tagsInput.value.trim()) q.set("tags", tagsInput.value.trim());
+    if (fromInput.value) q.set("from", fromInput.value);
+    if (toInput.value) q.set("to", toInput.value);
+    const search = q.toString();
+    history.replaceState(null, "", location.pathname + (search ? `?${search}` : ""));
+  }
 
   async function load(reset) {
-    if (reset) names = await templateNames();
+    if (reset) { names = await templateNames(); remember(); }
     const params = new URLSearchParams({ limit: String(pageSize), sort, minimal: "false", from: String(reset ? 0 : loaded) });
     if (states.size) params.set("states", [...states].join(","));
     if (tagsInput.value.trim()) params.set("tags", tagsInput.value.trim());
@@ -266,7 +289,12 @@ function jobsScreen() {
       if (input.value) params.set(name, new Date(input.value).toISOString());
     }
     const resp = await fetch(`/api/v2/jobs?${params}`, { headers: { Authorization: `Bearer ${token}` } });
-    if (!resp.ok) { toast(`jobs: HTTP ${resp.status}`); return; }
+    if (!resp.ok) {
+      let reason = `the jobs could not be listed (HTTP ${resp.status})`;
+      try { reason = (await resp.json()).error || reason; } catch { /* not JSON */ }
+      toast(reason);
+      return;
+    }
     const jobs = await resp.json();
     const total = Number(resp.headers.get("X-Total-Count") || jobs.length);
     if (reset) { tbody.replaceChildren(); rows.clear(); loaded = 0; }
@@ -286,17 +314,26 @@ function jobsScreen() {
       onchange: (e) => { e.target.checked ? selected.add(j.id) : selected.delete(j.id); cancelButton.disabled = !selected.size; } });
     const statusCell = h("td", {}, badge(j.status));
     const progressCell = h("td", {}, progressBar(j.status, j.progress), h("span", { class: "pct" }, `${Math.round(j.progress || 0)}%`));
+    const nodeCell = h("td", { class: "name mono" }, j.node || "");
+    const created = j.stats && j.stats.createdAt;
+    const ageCell = h("td", { class: "muted age", title: when(created) }, age(created));
+    let status = j.status;
     const tr = h("tr", { "data-job": j.id },
       h("td", {}, box),
       h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
       statusCell, progressCell,
       h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—"),
         j.composition ? h("div", { class: "muted" }, j.composition) : null),
-      h("td", { class: "name mono" }, j.node || ""),
-      h("td", { class: "muted", title: when(j.stats && j.stats.createdAt) }, age(j.stats && j.stats.createdAt)));
+      nodeCell, ageCell);
     return {
       tr,
+      tick() { ageCell.textContent = age(created); },
       update(ev) {
+        if (ev.status && ev.status !== status) {
+          status = ev.status;
+          // Events carry no node: the job says where it renders now.
+          api("GET", `/api/v2/jobs/${j.id}`).then((now) => { nodeCell.textContent = now.node || ""; }).catch(() => {});
+        }
         statusCell.replaceChildren(badge(ev.status));
         progressCell.replaceChildren(progressBar(ev.status, ev.progress), h("span", { class: "pct" }, `${Math.round(ev.progress || 0)}%`));
         box.disabled = !["queued", "pending"].includes(ev.status);
@@ -307,6 +344,7 @@ function jobsScreen() {
 
   async function cancelSelected() {
     const ids = [...selected];
+    if (!confirm(`Cancel ${ids.length} job${ids.length === 1 ? "" : "s"}, with their related jobs still waiting?`)) return;
     try {
       const cancelled = await api("POST", "/api/v2/jobs/cancel", { jobs: ids });
       toast(`${cancelled.length} job${cancelled.length === 1 ? "" : "s"} cancelled (with their related jobs)`);
@@ -318,18 +356,19 @@ function jobsScreen() {
 
   let reloadTimer = null;
   const reloadSoon = () => { clearTimeout(reloadTimer); reloadTimer = setTimeout(() => load(true), 300); };
-  leaveScreen = onEvents((ev) => {
+  const stopEvents = onEvents((ev) => {
     if (ev.type === "refresh") { reloadSoon(); return; }
     const row = rows.get(ev.id);
     if (row) row.update(ev);
     else if (sort === "newest_first" && (!states.size || states.has(ev.status))) reloadSoon(); // a new job
   });
+  const ticker = setInterval(() => { for (const row of rows.values()) row.tick(); }, 15000); // ages move on
+  leaveScreen = () => { stopEvents(); clearInterval(ticker); };
 
   const chips = JOB_STATES.map((s) => h("label", { class: "chip" },
-    h("input", { type: "checkbox", onchange: (e) => { e.target.checked ? states.add(s) : states.delete(s); load(true); } }), statusText(s)));
+    h("input", { type: "checkbox", checked: states.has(s), onchange: (e) => { e.target.checked ? states.add(s) : states.delete(s); load(true); } }), statusText(s)));
   const sortSelect = h("select", { "aria-label": "sort", onchange: (e) => { sort = e.target.value; load(true); } },
-    h("option", { value: "newest_first" }, "newest first"), h("option", { value: "oldest_first" }, "oldest first"),
-    h("option", { value: "priority" }, "pickup order"));
+    ...[["newest_first", "newest first"], ["oldest_first", "oldest first"], ["priority", "pickup order"]].map(([v, text]) => h("option", { value: v, selected: v === sort }, text)));
   load(true);
   return [
     h("h1", {}, "Jobs", liveBadge(), count),
@@ -413,8 +452,10 @@ function jobScreen(id) {
       return;
     }
     const stats = job.stats || {};
-    const cancel = ["queued", "pending"].includes(job.status)
+    const waiting = ["queued", "pending"].includes(job.status);
+    const cancel = waiting
       ? h("button", { class: "danger", onclick: async () => {
+        if (!confirm(`Cancel the job ${job.id}, with its related jobs still waiting?`)) return;
         try {
           const cancelled = await api("PATCH", `/api/v2/jobs/${id}/cancel`);
           toast(`cancelled: ${cancelled.map((j) => j.id).join(", ")}`);
@@ -422,8 +463,23 @@ function jobScreen(id) {
         } catch (e) { toast(`not cancelled: ${e.message}`); }
       } }, "Cancel")
       : null;
-    container.replaceChildren(
-      h("h1", {}, "Job ", h("span", { class: "mono" }, job.id), badge(job.status), liveBadge(), h("span", { class: "actions" }, cancel)),
+    const stop = job.status === "render:dorender"
+      ? h("button", { class: "danger", onclick: async () => {
+        if (!confirm(`Stop the render of ${job.id} on node ${job.node || "?"}? What it rendered so far is discarded.`)) return;
+        try { await api("POST", `/api/v2/jobs/${id}/stop`); toast("render stopped"); load(); } catch (e) { toast(`not stopped: ${e.message}`); }
+      } }, "Stop")
+      : null;
+    const retry = ["error", "manually_cancelled"].includes(job.status)
+      ? h("button", { onclick: async () => {
+        try {
+          const again = await api("POST", `/api/v2/jobs/${id}/retry`);
+          toast(`retried as ${again.id}`);
+          navigate(`/ui/jobs/${again.id}`);
+        } catch (e) { toast(`not retried: ${e.message}`); }
+      } }, "Retry")
+      : null;
+    container.replaceChildren(...[
+      h("h1", {}, "Job ", h("span", { class: "mono" }, job.id), badge(job.status), liveBadge(), h("span", { class: "actions" }, cancel, stop, retry)),
       h("section", { class: "panel" },
         progressBar(job.status, job.progress),
         h("dl", { class: "facts" },
@@ -435,18 +491,21 @@ function jobScreen(id) {
           h("dt", {}, "Started"), h("dd", {}, when(stats.startedAt)),
           h("dt", {}, job.status === "error" ? "Failed" : "Finished"), h("dd", {}, when(stats.finishedAt || stats.errorAt)),
           h("dt", {}, "Attempts"), h("dd", {}, String(job.attempts || 0)),
+          h("dt", {}, "Priority"), h("dd", {}, String(job.priority || 0)),
+          h("dt", {}, "Tags"), h("dd", {}, (job.tags || []).length ? job.tags.join(", ") : "—"),
           job.node ? [h("dt", {}, "Node"), h("dd", {}, job.node)] : null,
           stats.error ? [h("dt", {}, "Error"), h("dd", {}, stats.error)] : null,
           stats.waitingFor ? [h("dt", {}, "Waiting for"), h("dd", {}, stats.waitingFor)] : null,
           job.parentId ? [h("dt", {}, "Parent"), h("dd", {}, h("a", { href: `/ui/jobs/${job.parentId}`, "data-link": true }, job.parentId))] : null,
           job.children && job.children.length ? [h("dt", {}, "Children"), h("dd", {}, ...job.children.map((c) => h("div", {}, h("a", { href: `/ui/jobs/${c}`, "data-link": true }, c))))] : null,
           job.batchId ? [h("dt", {}, "Batch"), h("dd", {}, h("a", { href: `/ui/batches/${job.batchId}`, "data-link": true, class: "mono" }, job.batchId))] : null)),
+      waiting ? retagForm(job, load) : null,
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
         job.assets && job.assets.length ? h("ul", {}, ...job.assets.map((a) => h("li", {}, `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`))) : h("p", { class: "muted" }, "none")),
       h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline),
       deliveries,
-      h("section", { class: "panel" }, h("h2", {}, "Log"), logPre));
+      h("section", { class: "panel" }, h("h2", {}, "Log"), logPre)].filter(Boolean));
     try {
       const resp = await fetch(`/api/v2/jobs/${id}/logs`, { headers: { Authorization: `Bearer ${token}` } });
       const text = resp.ok ? await resp.text() : `HTTP ${resp.status}`;
@@ -464,6 +523,21 @@ function jobScreen(id) {
   });
   load();
   return [container];
+}
+
+// retagForm changes a waiting job's priority and tags: its place in the queue.
+function retagForm(job, reload) {
+  const priority = h("input", { type: "number", id: "job-priority", min: "-1000000", max: "1000000", step: "1", value: String(job.priority || 0), "aria-label": "priority" });
+  const tags = h("input", { type: "text", id: "job-tags", value: (job.tags || []).join(", "), placeholder: "tags, comma separated", "aria-label": "tags" });
+  return h("form", { class: "panel toolbar", id: "retag", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await api("PATCH", `/api/v2/jobs/${job.id}`, { priority: Number(priority.value), tags: tags.value.split(",").map((t) => t.trim()).filter(Boolean) });
+      toast("priority and tags saved");
+      reload();
+    } catch (err) { toast(`not saved: ${err.message}`); }
+  } }, h("label", { for: "job-priority" }, "Priority"), priority, h("label", { for: "job-tags" }, "Tags"), tags,
+  h("button", { type: "submit" }, "Save"), h("span", { class: "muted" }, "Higher priorities render first; a waiting job can change both."));
 }
 
 function templatesScreen() {
@@ -615,15 +689,6 @@ function templateScreen(id) {
   async function load() {
     const tpl = await api("GET", `/api/v3/templates/${id}`);
     const head = h("h1", {}, tpl.displayName, badge(tpl.status));
-    if (tpl.status !== "uploaded") {
-      container.replaceChildren(head, h("p", { class: "muted" }, tpl.error || "Inspecting the file…"));
-      return; // its next status arrives as an event
-    }
-    const comps = await api("GET", `/api/v3/templates/${id}/compositions?limit=1000`);
-    const layers = await api("GET", `/api/v3/templates/${id}/layers?limit=1000`);
-    const byComp = new Map(comps.map((c) => [c.aeid, []]));
-    for (const l of layers) (byComp.get(String(l.composition_id)) || []).push(l);
-    const nameOf = new Map(comps.map((c) => [c.aeid, c.name]));
     const rename = h("button", { class: "quiet", onclick: async () => {
       const name = prompt("New name", tpl.displayName);
       if (!name) return;
@@ -640,6 +705,15 @@ function templateScreen(id) {
       } catch (e) { toast(e.message); }
     } }, "Delete");
     head.append(h("span", { class: "actions" }, rename, remove));
+    if (tpl.status !== "uploaded") {
+      container.replaceChildren(head, h("p", { class: tpl.status === "error" ? "problem" : "muted" }, tpl.error || "Inspecting the file…"));
+      return; // its next status arrives as an event
+    }
+    const comps = await api("GET", `/api/v3/templates/${id}/compositions?limit=1000`);
+    const layers = await api("GET", `/api/v3/templates/${id}/layers?limit=1000`);
+    const byComp = new Map(comps.map((c) => [c.aeid, []]));
+    for (const l of layers) (byComp.get(String(l.composition_id)) || []).push(l);
+    const nameOf = new Map(comps.map((c) => [c.aeid, c.name]));
     poster = comps.length ? posterPanel(tpl, comps, byComp) : null;
     const form = renderForm(tpl, comps, byComp);
     container.replaceChildren(head, poster ? h("div", { class: "split" }, poster.panel, form) : form,
@@ -678,8 +752,9 @@ function batchScreen(id) {
     }
     const cancellable = b.jobs.some((j) => ["queued", "pending"].includes(j.status));
     container.replaceChildren(
-      h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(b.status), liveBadge(),
+      h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(st.cancelled === st.total ? "manually_cancelled" : b.status), liveBadge(),
         cancellable ? h("button", { class: "danger actions", onclick: async () => {
+          if (!confirm(`Cancel every job of the batch still waiting (${st.pending})?`)) return;
           try {
             const r = await api("POST", `/api/v2/batches/${id}/cancel`);
             toast(`${r.cancelledCount} cancelled, ${r.skippedCount} skipped`);
@@ -735,7 +810,7 @@ function libraryScreen() {
     e.target.value = "";
     load();
   } });
-  const name = h("input", { type: "text", id: "secret-name", placeholder: "NAME", "aria-label": "secret name", pattern: "[A-Za-z0-9_-]{1,128}", required: true });
+  const name = h("input", { type: "text", id: "secret-name", placeholder: "NAME", "aria-label": "secret name", pattern: "[A-Za-z0-9_\\-]{1,128}", title: "letters, digits, _ and -, up to 128", required: true });
   const secretValue = h("input", { type: "password", id: "secret-value", placeholder: "value", "aria-label": "secret value", autocomplete: "off", required: true });
   const form = h("form", { class: "toolbar", onsubmit: async (e) => {
     e.preventDefault();
@@ -877,9 +952,33 @@ function farmScreen() {
 
 // ---- routing ----
 
+// adminJobsScreen: jobs belong to teams, and the admin token reads none of them; the admin is
+// shown the teams and how to see one's work, never an empty list.
+function adminJobsScreen() {
+  const tbody = h("tbody", {}, h("tr", {}, h("td", { colspan: "3", class: "muted" }, "…")));
+  api("GET", "/api/v2/admin/tokens").then((tokens) => {
+    const teams = new Map();
+    for (const t of tokens) {
+      const team = teams.get(t.team.id) || { name: t.team.name, tokens: 0, expired: 0 };
+      team.tokens++;
+      if (t.expired) team.expired++;
+      teams.set(t.team.id, team);
+    }
+    tbody.replaceChildren(...(teams.size ? [...teams.values()].sort((a, b) => a.name.localeCompare(b.name)).map((t) => h("tr", { "data-team": t.name },
+      h("td", { class: "name" }, t.name), h("td", {}, String(t.tokens - t.expired)), h("td", { class: "muted" }, t.expired ? `${t.expired} expired` : "")))
+      : [h("tr", {}, h("td", { colspan: "3", class: "empty" }, "No team yet: framefarm token create --team NAME makes one."))]));
+  }).catch((e) => toast(e.message));
+  return [h("h1", {}, "Jobs"),
+    h("section", { class: "panel" }, h("p", {}, "Jobs, templates and fonts belong to teams: the farm admin's token reads none of them. ",
+      "To see a team's work, sign in with one of its tokens (framefarm token create --team NAME prints one, with a link that signs you in). ",
+      "The farm's load, its render nodes and its replicas are on the ", h("a", { href: "/ui/farm", "data-link": true }, "Farm"), " screen.")),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Team"), h("th", {}, "Tokens"), h("th", {}, ""))), tbody))];
+}
+
 function screenFor(path) {
   const parts = path.replace(/^\/ui\/?/, "").split("/").filter(Boolean);
   if (!me) return ["signin", signInScreen()];
+  if (me.kind === "admin" && ["jobs", "templates", "library", "batches"].includes(parts[0])) return ["jobs", adminJobsScreen()];
   switch (parts[0]) {
     case "jobs": return parts[1] ? ["jobs", jobScreen(parts[1])] : ["jobs", jobsScreen()];
     case "templates": return parts[1] ? ["templates", templateScreen(parts[1])] : ["templates", templatesScreen()];
