@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -551,4 +553,52 @@ func TestChangeAQueuedJobsPriorityAndTags(t *testing.T) {
 	c.control.answerAll(finishAll)
 	next.answer(renderReply{Result: "finish"})
 	c.waitJob(first.ID, "finished")
+}
+
+// TestTheAdminTokenIsKeptAndFound: the farm admin's token of a data folder survives restarts;
+// `token admin` prints it with a link that signs the dashboard in; `node list` on the machine
+// finds it without being given one; the first start says how to get both, by commands that name
+// this binary and the data folder by absolute paths.
+func TestTheAdminTokenIsKeptAndFound(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	adminToken := func() string {
+		t.Helper()
+		out, err := framefarm("token", "admin", "--data-dir", c.dataDir())
+		_, rest, found := strings.Cut(string(out), "/ui/#token=")
+		if err != nil || !found || !strings.Contains(string(out), c.url+"/ui/#token=") {
+			t.Fatalf("token admin: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(rest)
+	}
+	first := adminToken()
+	(&client{c: c, token: first}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, nil)
+	if out, err := framefarm("node", "list", "--data-dir", c.dataDir()); err != nil || !strings.Contains(string(out), "embedded-") {
+		t.Fatalf("node list without a token: %v\n%s", err, out)
+	}
+	greeting := c.stdout.String()
+	abs, _ := filepath.Abs(c.dataDir())
+	for _, line := range strings.Split(greeting, "\n") {
+		if fields := strings.Fields(line); len(fields) > 3 && slices.Contains(fields, "token") && slices.Contains(fields, "--data-dir") {
+			self := fields[slices.Index(fields, "token")-1]
+			if !filepath.IsAbs(self) || fields[slices.Index(fields, "--data-dir")+1] != abs {
+				t.Errorf("a first-start command that does not run as written from another folder: %q", line)
+			}
+			if _, err := os.Stat(self); err != nil {
+				t.Errorf("the first-start command names %s: %v", self, err)
+			}
+		}
+	}
+	if !strings.Contains(greeting, "token admin --data-dir "+abs) || !strings.Contains(greeting, "token create --data-dir "+abs+" --team NAME") {
+		t.Fatalf("the first start says:\n%s", greeting)
+	}
+	c.stop()
+	c.restart()
+	if again := adminToken(); again != first {
+		t.Fatalf("the admin token changed with a restart: %s, then %s", first, again)
+	}
+	(&client{c: c, token: first}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, nil)
+	t.Setenv(envAdminToken, "")
+	if out, err := framefarm("node", "list", "--data-dir", t.TempDir()); err == nil || !strings.Contains(string(out), "no admin token") {
+		t.Fatalf("node list with no token to find: %v\n%s", err, out)
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -397,8 +396,7 @@ func haCommand(args []string, stdout, stderr io.Writer) error {
 		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, or remove ID")
 	}
 	fs := commandFlags("ha " + args[0])
-	base := fs.String("url", "http://127.0.0.1:8080", "a replica's API base URL")
-	token := fs.String("admin-token", "", "admin token (default $"+envAdminToken+")")
+	admin := addAdminFlags(fs)
 	id := fs.String("id", "", "join: the new replica's id ([ha] id in its configuration)")
 	address := fs.String("address", "", "join: the new replica's host:port ([ha] advertise, or bind)")
 	rest := args[1:]
@@ -408,9 +406,6 @@ func haCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := parseFlags(fs, stdout, rest); err != nil {
 		return err
-	}
-	if *token == "" {
-		*token = os.Getenv(envAdminToken)
 	}
 	method, path, body := http.MethodGet, "/api/v2/admin/cluster", []byte(nil)
 	switch args[0] {
@@ -426,7 +421,11 @@ func haCommand(args []string, stdout, stderr io.Writer) error {
 		}
 		method, path = http.MethodDelete, "/api/v2/admin/cluster/replicas/"+url.PathEscape(removed)
 	}
-	_, answer, err := adminRequest(method, *base, path, *token, body)
+	base, token, err := admin.resolve()
+	if err != nil {
+		return err
+	}
+	_, answer, err := adminRequest(method, base, path, token, body)
 	if err != nil {
 		return err
 	}

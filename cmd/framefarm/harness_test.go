@@ -429,7 +429,7 @@ func (c *coordinator) stop() {
 func (c *coordinator) restart() {
 	c.t.Helper()
 	c.Note(func() {
-		for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced, &c.duties} {
+		for _, m := range []*map[string]map[string]bool{&c.jobs, &c.templates, &c.webhooks, &c.progress, &c.nodes, &c.fenced, &c.duties, &c.waits} {
 			*m = map[string]map[string]bool{}
 		}
 	})

@@ -5,29 +5,38 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 )
 
 // localAdminFile, in the data folder, lets commands run on the coordinator's machine reach its
-// admin routes while it runs (the database is then locked): whoever may read the data folder
-// may read the database anyway. It holds where the server listens and a token made at each
-// start; the file is readable by its owner only.
+// admin routes while it runs (the database is then locked), and gives the farm's operator an
+// admin token for the dashboard (`framefarm token admin`): whoever may read the data folder may
+// read the database anyway. It holds where the server listens and a token made at the first
+// start and kept across restarts; the file is readable by its owner only.
 const localAdminFile = "local-admin.json"
 
 type localAdmin struct {
 	URL   string `json:"url"`
 	Token string `json:"token"`
+	// Dashboard is the dashboard's address as the server hands it out (its public URL).
+	Dashboard string `json:"dashboard,omitempty"`
 }
 
-// writeLocalAdmin makes a fresh local admin token for a server listening at url.
-func writeLocalAdmin(dataDir, url string) (localAdmin, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return localAdmin{}, err
+// writeLocalAdmin records where a server listens and its dashboard is, with the local admin
+// token it had (a new one the first time, or when the file is damaged).
+func writeLocalAdmin(dataDir, url, dashboard string) (localAdmin, error) {
+	la, err := readLocalAdmin(dataDir)
+	if err != nil {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return localAdmin{}, err
+		}
+		la.Token = "ffl_" + hex.EncodeToString(b[:])
 	}
-	la := localAdmin{URL: url, Token: "ffl_" + hex.EncodeToString(b[:])}
+	la.URL, la.Dashboard = url, dashboard
 	raw, err := json.Marshal(la)
 	if err != nil {
 		return localAdmin{}, err
@@ -54,4 +63,49 @@ func readLocalAdmin(dataDir string) (localAdmin, error) {
 		return localAdmin{}, fmt.Errorf("%s in %s is damaged; restart the server to write it again", localAdminFile, dataDir)
 	}
 	return la, nil
+}
+
+// adminFlags are how the admin commands (node, ha) reach a coordinator: its URL and an admin
+// token, which default to $FRAMEFARM_ADMIN_TOKEN, then to what the coordinator of a data folder
+// on this machine wrote (--data-dir, or the configuration's data_dir).
+type adminFlags struct {
+	url, token, dataDir, config *string
+}
+
+func addAdminFlags(fs *flag.FlagSet) adminFlags {
+	return adminFlags{
+		url:     fs.String("url", "", "the coordinator's API base URL (default: the one the data folder's coordinator wrote, else http://127.0.0.1:8080)"),
+		token:   fs.String("admin-token", "", "admin token (default $"+envAdminToken+", else the local admin token of the data folder)"),
+		dataDir: fs.String("data-dir", "", "data folder of a coordinator on this machine, for its URL and local admin token"),
+		config:  fs.String("config", "", "configuration file (TOML), for its data_dir"),
+	}
+}
+
+// resolve returns the URL and token to use, saying what is missing when no token is found.
+func (a adminFlags) resolve() (base, token string, err error) {
+	base, token = *a.url, *a.token
+	if token == "" {
+		token = os.Getenv(envAdminToken)
+	}
+	if token == "" || base == "" {
+		cfg, cfgErr := loadConfig(*a.config)
+		dir := *a.dataDir
+		if dir == "" && cfgErr == nil {
+			dir = cfg.Server.DataDir
+		}
+		if la, err := readLocalAdmin(dir); err == nil {
+			if token == "" {
+				token = la.Token
+				if base == "" {
+					base = la.URL
+				}
+			}
+		} else if token == "" {
+			return "", "", fmt.Errorf("no admin token: give --admin-token or $%s, or run this on the coordinator's machine (%v)", envAdminToken, err)
+		}
+	}
+	if base == "" {
+		base = "http://127.0.0.1:8080"
+	}
+	return base, token, nil
 }

@@ -1,6 +1,6 @@
 // Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
 // runs a render node that joins it, `framefarm cluster tls` makes the farm's certificates,
-// `framefarm token create|list|revoke` manages API tokens, `framefarm objects copy --to s3` moves
+// `framefarm token create|list|revoke|admin` manages API tokens, `framefarm objects copy --to s3` moves
 // a farm's files into a bucket, `framefarm ha status` shows a coordinator's replicas,
 // `framefarm version` tells the build.
 package main
@@ -55,13 +55,14 @@ const usage = `usage:
                  [--slots N] [--bind HOST:PORT] [--advertise HOST:PORT] [--actors-bind HOST:PORT]
                  [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--label K=V]
                  [--key KEY] [--tls-cert FILE --tls-key FILE --tls-ca FILE | --insecure]
-  framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN]
+  framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm cluster tls ca create [--dir DIR] [--days N]
   framefarm cluster tls cert create (--coordinator | --node ID | --any-node) [--dir DIR] [--days N]
   framefarm token create --team NAME [--expires 720h] [--data-dir DIR] [--config FILE]
   framefarm token list [--data-dir DIR] [--config FILE]
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
-  framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN]
+  framefarm token admin [--data-dir DIR] [--config FILE]
+  framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
   framefarm COMMAND --help

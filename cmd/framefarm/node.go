@@ -283,8 +283,7 @@ func pickEngines(all []renderer.Renderer, want []string) ([]renderer.Renderer, e
 // nodeAdmin runs `framefarm node list|drain ID|clear ID|forget ID` against a coordinator's API.
 func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	fs := commandFlags("node " + verb)
-	base := fs.String("url", "http://127.0.0.1:8080", "the coordinator's API base URL")
-	token := fs.String("admin-token", "", "admin token (default $"+envAdminToken+")")
+	admin := addAdminFlags(fs)
 	if err := parseFlags(fs, stdout, args); err != nil {
 		return err
 	}
@@ -295,9 +294,6 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 		if err := parseFlags(fs, stdout, fs.Args()[1:]); err != nil {
 			return err
 		}
-	}
-	if *token == "" {
-		*token = os.Getenv(envAdminToken)
 	}
 	method, path := http.MethodGet, "/api/v2/nodes"
 	switch {
@@ -310,7 +306,11 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 	case verb != "list":
 		method, path = http.MethodPost, "/api/v2/nodes/"+url.PathEscape(nodeID)+"/"+verb
 	}
-	status, body, err := adminRequest(method, *base, path, *token, nil)
+	base, token, err := admin.resolve()
+	if err != nil {
+		return err
+	}
+	status, body, err := adminRequest(method, base, path, token, nil)
 	if err != nil {
 		return err
 	}

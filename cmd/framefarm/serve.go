@@ -172,13 +172,13 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	f.listener = countedListener{Listener: listener, t: f.metrics.Network("api")}
 	opened = append(opened, f.listener)
 	localURL := "http://" + loopbackAddr(f.listener.Addr().String())
-	local, err := writeLocalAdmin(dataDir, localURL)
-	if err != nil {
-		return nil, fmt.Errorf("local admin token: %w", err)
-	}
 	f.publicURL = cfg.publicURL()
 	if cfg.Server.PublicURL == "" {
 		f.publicURL = localURL
+	}
+	local, err := writeLocalAdmin(dataDir, localURL, f.publicURL+"/ui/")
+	if err != nil {
+		return nil, fmt.Errorf("local admin token: %w", err)
 	}
 	publicURLs := blobs.NewSigner(f.publicURL, urlKey)
 
@@ -438,9 +438,16 @@ func (f *farm) greet(stdout io.Writer) {
 		"embedded_node_slots", f.cfg.Node.LocalSlots)
 	fmt.Fprintf(stdout, "framefarm listening on %s\n", f.listener.Addr().String())
 	fmt.Fprintf(stdout, "dashboard: %s/ui/ (sign in with an API token)\n", f.publicURL)
+	// The commands are printed to run as written from any folder: this binary's own path, and
+	// the data folder's.
+	self, err := os.Executable()
+	if err != nil {
+		self = "framefarm"
+	}
+	abs, _ := filepath.Abs(f.cfg.Server.DataDir)
+	fmt.Fprintf(stdout, "farm admin: %s token admin --data-dir %s   (prints the admin token and a sign-in link)\n", self, abs)
 	if !f.store.HasTeams() {
-		abs, _ := filepath.Abs(f.cfg.Server.DataDir)
-		fmt.Fprintf(stdout, "no team yet: for a first API token, run in another terminal on this machine\n  framefarm token create --data-dir %s --team NAME\n", abs)
+		fmt.Fprintf(stdout, "no team yet: for a first API token, run in another terminal on this machine\n  %s token create --data-dir %s --team NAME\n", self, abs)
 	}
 }
 

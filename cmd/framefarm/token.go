@@ -35,7 +35,7 @@ type tokenInfo struct {
 // wrote in the data folder.
 func tokenCommand(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("token needs a command: create, list or revoke")
+		return errors.New("token needs a command: create, list, revoke or admin")
 	}
 	fs := commandFlags("token " + args[0])
 	configPath := fs.String("config", "", "configuration file (TOML), for its data_dir")
@@ -58,13 +58,31 @@ func tokenCommand(args []string, stdout, stderr io.Writer) error {
 		return t.create(strings.TrimSpace(*team), *expires)
 	case "list":
 		return t.list()
+	case "admin":
+		return t.admin()
 	case "revoke":
 		if fs.NArg() != 1 {
 			return errors.New("token revoke needs the token's id (from token list)")
 		}
 		return t.revoke(fs.Arg(0))
 	}
-	return fmt.Errorf("unknown token command %q: create, list or revoke", args[0])
+	return fmt.Errorf("unknown token command %q: create, list, revoke or admin", args[0])
+}
+
+// admin prints the farm's admin token for this data folder, kept across restarts, and a link
+// that signs the dashboard in as the farm's admin.
+func (t tokenTool) admin() error {
+	la, err := readLocalAdmin(t.dataDir)
+	if err != nil {
+		return fmt.Errorf("%w (the coordinator writes its admin token at its first start)", err)
+	}
+	fmt.Fprintf(t.stdout, "admin token (kept across restarts; framefarm node and ha commands on this machine find it by themselves):\n  %s\n", la.Token)
+	dashboard := la.Dashboard
+	if dashboard == "" {
+		dashboard = t.dashboard
+	}
+	fmt.Fprintf(t.stdout, "sign in to the dashboard as the farm's admin:\n  %s#token=%s\n", dashboard, la.Token)
+	return nil
 }
 
 type tokenTool struct {
