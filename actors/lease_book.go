@@ -583,6 +583,7 @@ func (b *leaseBook) info() NodeInfo {
 		State:         b.state,
 		Reason:        b.why,
 		Version:       b.hello.Version,
+		Machine:       b.hello.Machine,
 		Labels:        b.hello.Labels,
 		RequireTags:   b.hello.RequireTags,
 		CurrentJobs:   jobs,

@@ -328,4 +328,6 @@ type NodeInfo struct {
 	LastHeartbeat time.Time         `json:"lastHeartbeat"`
 	// FailStreak counts the different jobs that failed on the node since its last success.
 	FailStreak int `json:"failStreak"`
+	// Machine is what the node runs on, as it said.
+	Machine *protocol.Machine `json:"machine,omitempty"`
 }

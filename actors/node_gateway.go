@@ -145,6 +145,8 @@ func checkHello(h *protocol.Hello, key []byte) string {
 		return "the hello names no agent actor or incarnation"
 	case !protocol.CheckHelloProof(key, h):
 		return "the node does not hold this cluster's key"
+	case h.Machine != nil && (len(h.Machine.OS) > 32 || len(h.Machine.Arch) > 32 || h.Machine.CPUs < 0 || h.Machine.MemoryBytes < 0):
+		return "the hello's machine description is out of bounds"
 	}
 	return ""
 }

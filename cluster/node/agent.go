@@ -148,7 +148,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	sort.Strings(engines)
 	incarnation := ulid.Make().String()
 	base := protocol.Hello{NodeID: cfg.NodeID, Incarnation: incarnation, Engines: engines, Slots: cfg.Slots,
-		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags}
+		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags, Machine: thisMachine()}
 	ctx, shutdown := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),

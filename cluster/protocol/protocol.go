@@ -54,6 +54,17 @@ type Hello struct {
 	Nonce    string `json:"nonce,omitempty"`
 	KeyProof string `json:"keyProof,omitempty"`
 	Draining bool   `json:"draining,omitempty"`
+	// Machine says what the node runs on, for its operators (nodes before it send none).
+	Machine *Machine `json:"machine,omitempty"`
+}
+
+// Machine is what a render node runs on: its system, and the processors and memory it has
+// (0 where the system does not say).
+type Machine struct {
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+	CPUs        int    `json:"cpus"`
+	MemoryBytes int64  `json:"memoryBytes,omitempty"`
 }
 
 // Challenge answers a hello without a nonce: the node says hello again with this nonce and a

@@ -284,6 +284,12 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.Click(`//tr[@data-node]//button[normalize-space(.)="drain"]`),
 		chromedp.WaitVisible(`tr[data-node] .badge[data-status="draining"]`))
 	screenshot(t, adminTab, "farm")
+	if machine := value(t, adminTab, "the node's machine", chromedp.Text(`tr[data-node] td.machine`)); !strings.Contains(machine, " CPUs") {
+		t.Errorf("the node's machine shows %q", machine)
+	}
+	if axis := value(t, adminTab, "a chart's time axis", chromedp.Text(`.chart-panel .axis-x`)); !strings.Contains(axis, "now") {
+		t.Errorf("a chart's time axis shows %q", axis)
+	}
 	var nodes []struct{ State string }
 	(&client{c: c, token: adminToken}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, &nodes)
 	if len(nodes) != 1 || nodes[0].State != "draining" {
@@ -457,6 +463,13 @@ func TestDashboardActsOnJobs(t *testing.T) {
 	if kept := value(t, tab, "the search box", chromedp.Evaluate[string](`document.getElementById("job-search").value`)); kept != "urgent" {
 		t.Errorf("after a reload the search box holds %q", kept)
 	}
+	browse(t, tab, "the keyboard opens the first job",
+		chromedp.Evaluate[chromedp.Void](`document.activeElement.blur()`),
+		chromedp.KeyEvent("j"),
+		chromedp.WaitVisible(`tr.cursor[data-job]`),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(`//h1//span[contains(., "`+queued.ID+`")]`))
+	browse(t, tab, "back to the list", chromedp.NavigateBack(), chromedp.WaitVisible(`#job-search`))
 	browse(t, tab, "search by id",
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("job-search").value = ""`),
 		chromedp.SendKeys(`#job-search`, rendering.ID+"\r"),

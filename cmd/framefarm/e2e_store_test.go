@@ -227,8 +227,8 @@ func TestOutputURLFromCreationServesTheOutput(t *testing.T) {
 // token create` then works in another terminal, through the running server.
 func TestTokenCreateWhileTheServerRuns(t *testing.T) {
 	c := startCoordinator(t, options{slots: 0})
-	c.stdout.waitFor(waitLimit, "framefarm token create --data-dir "+c.dataDir())
-	if out := c.stdout.String(); !strings.Contains(out, "no team yet") || !strings.Contains(out, "framefarm token create --data-dir "+c.dataDir()) {
+	c.stdout.waitFor(waitLimit, " token create --data-dir "+c.dataDir())
+	if out := c.stdout.String(); !strings.Contains(out, "no team yet") || !strings.Contains(out, " token create --data-dir "+c.dataDir()) {
 		t.Fatalf("first start printed:\n%s", out)
 	}
 	out, err := framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "first")

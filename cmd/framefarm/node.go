@@ -28,6 +28,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/http/outbound"
 	"github.com/framefarm/framefarm/renderer"
@@ -330,12 +331,24 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected answer: %w", err)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tSTATE\tENGINES\tSLOTS\tJOBS\tLAST HEARTBEAT\tREASON")
+	fmt.Fprintln(w, "NODE\tSTATE\tENGINES\tSLOTS\tJOBS\tMACHINE\tVERSION\tLAST HEARTBEAT\tREASON")
 	for _, n := range nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.ID, n.State, strings.Join(n.Engines, ","), n.Slots,
-			len(n.CurrentJobs), n.LastHeartbeat.Format(time.RFC3339), n.Reason)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.ID, n.State, strings.Join(n.Engines, ","), n.Slots,
+			len(n.CurrentJobs), machineText(n.Machine), n.Version, n.LastHeartbeat.Format(time.RFC3339), n.Reason)
 	}
 	return w.Flush()
+}
+
+// machineText says what a node runs on: "linux/amd64, 8 CPUs, 31.3 GiB".
+func machineText(m *protocol.Machine) string {
+	if m == nil {
+		return "-"
+	}
+	text := fmt.Sprintf("%s/%s, %d CPUs", m.OS, m.Arch, m.CPUs)
+	if m.MemoryBytes > 0 {
+		text += fmt.Sprintf(", %.1f GiB", float64(m.MemoryBytes)/(1<<30))
+	}
+	return text
 }
 
 // adminRequest makes one request of a coordinator's admin routes, with a JSON body when one is

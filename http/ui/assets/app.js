@@ -363,7 +363,8 @@ function jobsScreen() {
     else if (sort === "newest_first" && (!states.size || states.has(ev.status))) reloadSoon(); // a new job
   });
   const ticker = setInterval(() => { for (const row of rows.values()) row.tick(); }, 15000); // ages move on
-  leaveScreen = () => { stopEvents(); clearInterval(ticker); };
+  const stopKeys = listKeys(tbody, tagsInput);
+  leaveScreen = () => { stopEvents(); clearInterval(ticker); stopKeys(); };
 
   const chips = JOB_STATES.map((s) => h("label", { class: "chip" },
     h("input", { type: "checkbox", checked: states.has(s), onchange: (e) => { e.target.checked ? states.add(s) : states.delete(s); load(true); } }), statusText(s)));
@@ -373,12 +374,41 @@ function jobsScreen() {
   return [
     h("h1", {}, "Jobs", liveBadge(), count),
     h("div", { class: "toolbar" }, ...chips, sortSelect, cancelButton),
-    h("div", { class: "toolbar" }, tagsInput, h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput),
+    h("div", { class: "toolbar" }, tagsInput, h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput,
+      h("span", { class: "muted keys" }, "keys: j k move, Enter opens, x selects, / searches")),
     h("div", { class: "table-wrap" }, h("table", {},
       h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Progress"), h("th", {}, "Template"), h("th", {}, "Node"), h("th", {}, "Created"))),
       tbody)),
     h("div", { class: "toolbar" }, more),
   ];
+}
+
+// listKeys lets the keyboard walk a list: j and k move between rows, Enter (or o) opens the row's
+// link, x ticks its box, / goes to the search box. Keys typed into a field are the field's.
+function listKeys(tbody, search) {
+  let at = -1;
+  const onKey = (e) => {
+    if (e.metaKey || e.ctrlKey || e.altKey || e.target.closest("input, select, textarea, button")) return;
+    const trs = [...tbody.querySelectorAll("tr[data-job]")];
+    const move = (to) => {
+      if (!trs.length) return;
+      at = Math.max(0, Math.min(trs.length - 1, to));
+      trs.forEach((tr, i) => tr.classList.toggle("cursor", i === at));
+      trs[at].scrollIntoView({ block: "nearest" });
+    };
+    const current = trs[at];
+    switch (e.key) {
+      case "j": move(at + 1); break;
+      case "k": move(at - 1); break;
+      case "Enter": case "o": if (current) navigate(current.querySelector("a[data-link]").getAttribute("href")); break;
+      case "x": if (current) { const box = current.querySelector("input[type=checkbox]"); if (!box.disabled) box.click(); } break;
+      case "/": search.focus(); break;
+      default: return;
+    }
+    e.preventDefault();
+  };
+  document.addEventListener("keydown", onKey);
+  return () => document.removeEventListener("keydown", onKey);
 }
 
 // settingsText says what a job renders to: its type, frames, codec, quality and engine.
@@ -843,9 +873,9 @@ function svg(tag, attrs = {}) {
   return el;
 }
 
-// chart draws series over the minutes: bars (stacked, in order) or lines; latest says what the
-// last minute held.
-function chart(title, minutes, series, { kind = "line", unit = "" } = {}) {
+// chart draws series over the minutes: bars (stacked, in order) or lines, with the scale of its
+// values (axis, in what they count) and of time; its legend says what the last minute held.
+function chart(title, minutes, series, { kind = "line", unit = "", axis = "" } = {}) {
   const W = 600, H = 120, pad = 4;
   const n = minutes.length;
   const values = series.map((s) => minutes.map(s.value));
@@ -877,18 +907,22 @@ function chart(title, minutes, series, { kind = "line", unit = "" } = {}) {
     const v = kind === "bars" ? totalOf(k) : lastOf(k);
     return h("span", {}, h("span", { class: `dot ${s.class}` }), ` ${s.label} `, h("b", {}, v === null ? "—" : `${Math.round(v * 10) / 10}${unit}`));
   });
-  return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, "last hour")), el, h("p", { class: "legend" }, ...legend));
+  const scale = (v) => `${Math.round(v * 10) / 10} ${axis}`.trim();
+  return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, "last hour")),
+    h("div", { class: "plot" }, h("div", { class: "axis-y", "aria-hidden": "true" }, h("span", {}, scale(top)), h("span", {}, scale(top / 2)), h("span", {}, scale(0))),
+      h("div", {}, el, h("div", { class: "axis-x", "aria-hidden": "true" }, h("span", {}, `${n} min ago`), h("span", {}, `${Math.round(n / 2)} min ago`), h("span", {}, "now")))),
+    h("p", { class: "legend" }, ...legend));
 }
 
 function farmCharts(minutes) {
   return h("div", { class: "charts" },
     chart("Jobs per minute", minutes,
-      [{ label: "finished", class: "finished", value: (m) => m.finished }, { label: "failed", class: "error", value: (m) => m.failed }], { kind: "bars" }),
-    chart("Queue", minutes, [{ label: "queued", class: "rendering", value: (m) => m.queued },
-      { label: "oldest (s)", class: "cancelled", value: (m) => m.oldestQueuedSeconds }]),
-    chart("Slots", minutes, [{ label: "busy", class: "rendering", value: (m) => m.slotsBusy }, { label: "total", class: "total", value: (m) => m.slots }]),
+      [{ label: "finished", class: "finished", value: (m) => m.finished }, { label: "failed", class: "error", value: (m) => m.failed }], { kind: "bars", axis: "jobs" }),
+    chart("Queue", minutes, [{ label: "queued (jobs)", class: "rendering", value: (m) => m.queued },
+      { label: "oldest waiting (s)", class: "cancelled", value: (m) => m.oldestQueuedSeconds }], { axis: "jobs or s" }),
+    chart("Slots", minutes, [{ label: "busy", class: "rendering", value: (m) => m.slotsBusy }, { label: "total", class: "total", value: (m) => m.slots }], { axis: "slots" }),
     chart("Render time", minutes, [{ label: "p50", class: "finished", value: (m) => m.renderP50 },
-      { label: "p90", class: "cancelled", value: (m) => m.renderP90 }, { label: "p99", class: "error", value: (m) => m.renderP99 }], { unit: " s" }));
+      { label: "p90", class: "cancelled", value: (m) => m.renderP90 }, { label: "p99", class: "error", value: (m) => m.renderP99 }], { unit: " s", axis: "s" }));
 }
 
 // replicasPanel shows the coordinator's replicas (with [ha]); a coordinator alone shows none.
@@ -927,14 +961,17 @@ function farmScreen() {
         try { await api("POST", `/api/v2/nodes/${encodeURIComponent(n.id)}/${what}`); load(); } catch (e) { toast(e.message); }
       } }, what);
       const labels = Object.entries(n.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ");
+      const m = n.machine;
+      const machine = m ? `${m.os}/${m.arch}, ${m.cpus} CPUs${m.memoryBytes ? `, ${(m.memoryBytes / 2 ** 30).toFixed(1)} GiB` : ""}` : "—";
       return h("tr", { "data-node": n.id },
-        h("td", { class: "name mono", title: n.reason || "" }, n.id), h("td", {}, badge(n.state)),
+        h("td", { class: "name mono", title: n.reason || "" }, n.id, n.reason ? h("div", { class: "muted" }, n.reason) : null), h("td", {}, badge(n.state)),
+        h("td", { class: "machine" }, machine, h("div", { class: "muted" }, n.version || "")),
         h("td", {}, (n.engines || []).join(", ")), h("td", {}, `${busy} of ${n.slots}`),
         h("td", { class: "name" }, ...(n.currentJobs || []).map((j) => h("div", { class: "mono" }, j))),
         h("td", { class: "muted" }, labels),
         h("td", { class: "muted" }, n.lastHeartbeat ? age(n.lastHeartbeat) : ""),
         h("td", {}, ["lost", "left"].includes(n.state) ? forget(n) : n.state === "draining" || n.state === "quarantined" ? act("clear") : act("drain")));
-    }) : [h("tr", {}, h("td", { colspan: "8", class: "empty" }, "No render node has joined."))]));
+    }) : [h("tr", {}, h("td", { colspan: "9", class: "empty" }, "No render node has joined."))]));
   }
   load().catch((e) => toast(e.message));
   // Node changes arrive as events; the charts and heartbeat ages are read again each 30 s.
@@ -946,7 +983,7 @@ function farmScreen() {
   leaveScreen = () => { clearInterval(timer); stopEvents(); };
   return [h("h1", {}, "Farm", liveBadge()), charts, replicas,
     h("h2", {}, "Render nodes"),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Machine"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
       h("th", {}, "Rendering"), h("th", {}, "Labels"), h("th", {}, "Heartbeat"), h("th", {}, ""))), tbody))];
 }
 
