@@ -212,6 +212,9 @@ func (t *txn) apply(c Command) error {
 			if err := t.putJSON(bucketBatches, id(c.Batch.ID), c.Batch); err != nil {
 				return err
 			}
+			if err := t.bucket(bucketBatchesByTeam).Put(key(id(c.Batch.TeamID), id(c.Batch.ID)), []byte{}); err != nil {
+				return err
+			}
 		}
 		if c.prepared == nil {
 			c.prepare()

@@ -59,10 +59,12 @@ var (
 	bucketPriorityCounts = []byte("priority_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
-	bucketLogs    = []byte("logs")    // job id + sequence -> log line
-	bucketOutbox  = []byte("outbox")  // delivery id -> Delivery
-	bucketMeta    = []byte("meta")    // name -> value: facts about the store itself
-	bucketAnswers = []byte("answers") // team + sha256(idempotency key) -> Answer
+	// bucketBatchesByTeam lists each team's batches: team + batch id -> nothing.
+	bucketBatchesByTeam = []byte("batches_by_team")
+	bucketLogs          = []byte("logs")    // job id + sequence -> log line
+	bucketOutbox        = []byte("outbox")  // delivery id -> Delivery
+	bucketMeta          = []byte("meta")    // name -> value: facts about the store itself
+	bucketAnswers       = []byte("answers") // team + sha256(idempotency key) -> Answer
 	// bucketObjectDeletes holds the objects nothing refers to any more until the object store
 	// deleted them: key (a folder when it ends in "/") -> nothing.
 	bucketObjectDeletes = []byte("object_deletes")
@@ -79,7 +81,7 @@ var allBuckets = [][]byte{
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeamState, bucketJobsByTeamTag,
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
-	bucketPriorityCounts, bucketBatches,
+	bucketPriorityCounts, bucketBatches, bucketBatchesByTeam,
 	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits,
 }
 

@@ -132,5 +132,8 @@ func (t *txn) removeJob(j *Job) (bool, error) {
 	if j.BatchID == (ulid.ULID{}) || j.ParentID != (ulid.ULID{}) || len(t.BatchJobs(j.BatchID)) > 0 {
 		return false, nil
 	}
+	if err := t.bucket(bucketBatchesByTeam).Delete(key(id(j.TeamID), id(j.BatchID))); err != nil {
+		return false, err
+	}
 	return true, t.bucket(bucketBatches).Delete(id(j.BatchID))
 }

@@ -3,6 +3,7 @@ package persistence
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,7 +26,8 @@ import (
 //	   them), and counters back at zero are removed; tags' jobs are counted by creation time
 //	4  jobs with a priority of their own are counted per team and tag by priority, and by
 //	   creation time in all and per priority (listings in priority order by rank)
-const SchemaVersion = 4
+//	5  each team's batches are listed in an index of their own (GET /api/v2/batches)
+const SchemaVersion = 5
 
 const metaSchemaVersion = "schema_version"
 
@@ -39,6 +41,7 @@ var migrations = map[int]func(db *bolt.DB) error{
 	1: upgradeTo2,
 	2: upgradeTo3,
 	3: upgradeTo4,
+	4: upgradeTo5,
 }
 
 // Buckets of earlier schemas.
@@ -278,6 +281,27 @@ func upgradeTo4(db *bolt.DB) error {
 		}
 		if err := tx.finish(); err != nil {
 			return nil, false, err
+		}
+		return last, n < migrationChunk, nil
+	})
+}
+
+// upgradeTo5 files every batch in its team's list.
+func upgradeTo5(db *bolt.DB) error {
+	return migrateInChunks(db, 5, [][]byte{bucketBatchesByTeam}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		byTeam := btx.Bucket(bucketBatchesByTeam)
+		c := btx.Bucket(bucketBatches).Cursor()
+		n := 0
+		var last []byte
+		for k, v := firstAfter(c, after); k != nil && n < migrationChunk; k, v = c.Next() {
+			var b Batch
+			if err := json.Unmarshal(v, &b); err != nil {
+				return nil, false, fmt.Errorf("batch %s: %w", ulidAt(k), err)
+			}
+			if err := byTeam.Put(key(id(b.TeamID), id(b.ID)), []byte{}); err != nil {
+				return nil, false, err
+			}
+			last, n = bytes.Clone(k), n+1
 		}
 		return last, n < migrationChunk, nil
 	})

@@ -362,3 +362,43 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 	}
 	acme.fails(http.MethodGet, "/api/v2/batches/01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, http.StatusNotFound, "not_found")
 }
+
+// TestTheTeamsBatchesAreListed: GET /api/v2/batches lists a team's batches newest first, page by
+// page, with their jobs counted by state; another team sees none; a bad page is a 400.
+func TestTheTeamsBatchesAreListed(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var made []string
+	for range 3 {
+		var b struct {
+			BatchID string `json:"batchId"`
+		}
+		acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), renderJob(tplID)}}, http.StatusCreated, &b)
+		made = append([]string{b.BatchID}, made...)
+	}
+	acme.must(http.MethodPost, "/api/v2/batches/"+made[0]+"/cancel", nil, http.StatusOK, nil)
+	type listed struct {
+		BatchID string `json:"batchId"`
+		Status  string `json:"status"`
+		Stats   struct{ Total, Pending, Cancelled int }
+	}
+	var first, second []listed
+	acme.must(http.MethodGet, "/api/v2/batches?limit=2", nil, http.StatusOK, &first)
+	acme.must(http.MethodGet, "/api/v2/batches?limit=2&from=2", nil, http.StatusOK, &second)
+	all := append(first, second...)
+	if len(all) != 3 || all[0].BatchID != made[0] || all[1].BatchID != made[1] || all[2].BatchID != made[2] {
+		t.Fatalf("listed %+v, want %v", all, made)
+	}
+	if all[0].Status != "finished" || all[0].Stats.Cancelled != 2 || all[1].Status != "processing" || all[1].Stats.Pending != 2 || all[1].Stats.Total != 2 {
+		t.Fatalf("counts %+v", all)
+	}
+	var none []listed
+	c.team("rival").must(http.MethodGet, "/api/v2/batches", nil, http.StatusOK, &none)
+	if len(none) != 0 {
+		t.Fatalf("another team lists %+v", none)
+	}
+	for _, q := range []string{"limit=0", "limit=101", "from=-1", "offset=3"} {
+		acme.fails(http.MethodGet, "/api/v2/batches?"+q, nil, http.StatusBadRequest, "validation_error")
+	}
+}

@@ -475,6 +475,16 @@ func TestDashboardActsOnJobs(t *testing.T) {
 		chromedp.SendKeys(`#job-search`, rendering.ID+"\r"),
 		chromedp.WaitVisible(`//h1//span[contains(., "`+rendering.ID+`")]`))
 
+	var batch struct {
+		BatchID string `json:"batchId"`
+	}
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), renderJob(tplID)}}, http.StatusCreated, &batch)
+	browse(t, tab, "the list of batches",
+		chromedp.Navigate(c.url+"/ui/batches"),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-batch="%s"] .stack`, batch.BatchID)),
+		chromedp.Click(fmt.Sprintf(`tr[data-batch="%s"] a`, batch.BatchID)),
+		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Batch")]//span[.="`+batch.BatchID+`"]`))
+
 	var broken templateAnswer
 	acme.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Broken"}, http.StatusCreated, &broken)
 	acme.put(broken.UploadInfo.URL, []byte("not a zip"), http.StatusOK)

@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -168,13 +170,48 @@ func (s *Server) getBatch(r *request) {
 	}
 	// Done when no job waits; error only when every job failed (a batch its owner cancelled
 	// did not fail).
+	out.Status = out.Stats.status()
+	r.json(http.StatusOK, out)
+}
+
+// status is a batch's: done when no job waits; error only when every job failed (a batch its
+// owner cancelled did not fail).
+func (st batchStats) status() string {
 	switch {
-	case out.Stats.Pending > 0:
-		out.Status = "processing"
-	case out.Stats.Error == out.Stats.Total:
-		out.Status = "error"
-	default:
-		out.Status = "finished"
+	case st.Pending > 0:
+		return "processing"
+	case st.Error == st.Total:
+		return "error"
+	}
+	return "finished"
+}
+
+// batchListed is a batch in the team's list of batches (an extension).
+type batchListed struct {
+	BatchID   string     `json:"batchId"`
+	Status    string     `json:"status"`
+	CreatedAt time.Time  `json:"createdAt"`
+	Stats     batchStats `json:"stats"`
+}
+
+// listBatches lists the team's batches, newest first: ?from (offset) and ?limit (1 to 100, 20).
+func (s *Server) listBatches(r *request) {
+	from, limit, e := pageParams(r, 20, 100)
+	if e != nil {
+		r.fail(e)
+		return
+	}
+	page, err := s.Store.TeamBatches(r.team, from, limit)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	out := make([]batchListed, len(page))
+	for i, b := range page {
+		st := batchStats{Total: b.Jobs, Finished: b.States[persistence.JobFinished], Error: b.States[persistence.JobFailed],
+			Cancelled: b.States[persistence.JobCancelled]}
+		st.Pending = st.Total - st.Finished - st.Error - st.Cancelled
+		out[i] = batchListed{BatchID: b.ID.String(), CreatedAt: b.CreatedAt, Stats: st, Status: st.status()}
 	}
 	r.json(http.StatusOK, out)
 }
@@ -231,4 +268,28 @@ func (s *Server) cancelBatch(r *request) {
 		out.Status = "partial"
 	}
 	r.json(http.StatusOK, out)
+}
+
+// pageParams reads ?from (an offset, 0 on) and ?limit (1 to most, def when absent); any other
+// parameter is refused, so a misspelt one is not silently ignored.
+func pageParams(r *request, def, most int) (from, limit int, e *apiError) {
+	limit = def
+	for k, v := range r.ctx.QueryArgs().All() {
+		n, err := strconv.Atoi(string(v))
+		switch string(k) {
+		case "from":
+			if err != nil || n < 0 {
+				return 0, 0, badField("from", "must be an integer of at least 0")
+			}
+			from = n
+		case "limit":
+			if err != nil || n < 1 || n > most {
+				return 0, 0, badField("limit", fmt.Sprintf("must be an integer from 1 to %d", most))
+			}
+			limit = n
+		default:
+			return 0, 0, badField(string(k), "unknown query parameter")
+		}
+	}
+	return from, limit, nil
 }

@@ -61,6 +61,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodPost, "/jobs/join", authTeam, s.joinJobs)
 
 	v2(http.MethodPost, "/batches", authTeam, s.createBatch)
+	v2(http.MethodGet, "/batches", authTeam, s.listBatches)
 	v2(http.MethodGet, "/batches/{id}", authTeam, s.getBatch)
 	v2(http.MethodPost, "/batches/{id}/cancel", authTeam, s.cancelBatch)
 

@@ -145,6 +145,7 @@ type Store interface {
 	ListJobs(q persistence.JobQuery) ([]*persistence.Job, int, error)
 	JobLog(j *persistence.Job, now time.Time) string
 	TeamBatch(teamID, batchID ulid.ULID) (*persistence.Batch, error)
+	TeamBatches(teamID ulid.ULID, offset, limit int) ([]persistence.BatchSummary, error)
 	BatchMembers(batchID ulid.ULID) ([]persistence.BatchMember, error)
 	Template(teamID, templateID ulid.ULID) (*persistence.Template, error)
 	Templates(teamID ulid.ULID) ([]*persistence.Template, error)

@@ -183,7 +183,7 @@ async function signIn(candidate) {
   document.getElementById("who").textContent = me.kind === "team" ? `team ${me.name}` : "farm admin";
   document.getElementById("nav").hidden = false;
   // The admin's token reads no team's templates or library: those screens are a team's.
-  for (const screen of ["templates", "library"]) document.querySelector(`nav a[data-screen="${screen}"]`).hidden = me.kind === "admin";
+  for (const screen of ["batches", "templates", "library"]) document.querySelector(`nav a[data-screen="${screen}"]`).hidden = me.kind === "admin";
   document.getElementById("signout").hidden = false;
   runEvents();
 }
@@ -763,6 +763,52 @@ function templateScreen(id) {
   return [container];
 }
 
+// batchesScreen lists the team's batches, newest first, each with its counts as a bar.
+function batchesScreen() {
+  const tbody = h("tbody");
+  const more = h("button", { class: "quiet", hidden: true, onclick: () => load(false) }, "Load more");
+  const pageSize = 20;
+  let loaded = 0;
+  async function load(reset) {
+    const page = await api("GET", `/api/v2/batches?limit=${pageSize}&from=${reset ? 0 : loaded}`);
+    if (reset) { tbody.replaceChildren(); loaded = 0; }
+    for (const b of page) {
+      const st = b.stats;
+      tbody.append(h("tr", { "data-batch": b.batchId },
+        h("td", { class: "id" }, h("a", { href: `/ui/batches/${b.batchId}`, "data-link": true }, b.batchId)),
+        h("td", {}, badge(st.cancelled === st.total ? "manually_cancelled" : b.status)),
+        h("td", {}, countsBar(st)),
+        h("td", {}, `${st.finished} finished, ${st.error} failed, ${st.pending} pending, ${st.cancelled} cancelled of ${st.total}`),
+        h("td", { class: "muted", title: when(b.createdAt) }, age(b.createdAt))));
+    }
+    loaded += page.length;
+    more.hidden = page.length < pageSize;
+    if (!loaded) tbody.append(h("tr", {}, h("td", { colspan: "5", class: "empty" }, "No batches yet: POST /api/v2/batches creates up to 1000 jobs at once.")));
+  }
+  let timer = null;
+  leaveScreen = onEvents((ev) => {
+    if (ev.batchId || ev.type === "refresh") { clearTimeout(timer); timer = setTimeout(() => load(true).catch(() => {}), 500); }
+  });
+  load(true).catch((e) => toast(e.message));
+  return [h("h1", {}, "Batches", liveBadge()),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Batch"), h("th", {}, "Status"), h("th", {}, "Jobs"),
+      h("th", {}, ""), h("th", {}, "Created"))), tbody)),
+    h("div", { class: "toolbar" }, more)];
+}
+
+// countsBar draws a batch's jobs by state as one stacked bar.
+function countsBar(st) {
+  const parts = [["finished", st.finished], ["error", st.error], ["rendering", st.pending], ["cancelled", st.cancelled]];
+  const bar = h("div", { class: "stack", role: "img", "aria-label": parts.map(([k, v]) => `${v} ${k}`).join(", ") });
+  for (const [kind, n] of parts) {
+    if (!n) continue;
+    const seg = h("span", { class: `seg ${kind}`, title: `${n} ${kind}` });
+    seg.style.flexGrow = String(n);
+    bar.append(seg);
+  }
+  return bar;
+}
+
 function batchScreen(id) {
   const container = h("div", {}, h("p", { class: "muted" }, "…"));
   async function load() {
@@ -773,13 +819,7 @@ function batchScreen(id) {
     }
     const st = b.stats;
     const parts = [["finished", st.finished], ["error", st.error], ["rendering", st.pending], ["cancelled", st.cancelled]];
-    const bar = h("div", { class: "stack", role: "img", "aria-label": parts.map(([k, v]) => `${v} ${k}`).join(", ") });
-    for (const [kind, n] of parts) {
-      if (!n) continue;
-      const seg = h("span", { class: `seg ${kind}`, title: `${n} ${kind}` });
-      seg.style.flexGrow = String(n);
-      bar.append(seg);
-    }
+    const bar = countsBar(st);
     const cancellable = b.jobs.some((j) => ["queued", "pending"].includes(j.status));
     container.replaceChildren(
       h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(st.cancelled === st.total ? "manually_cancelled" : b.status), liveBadge(),
@@ -910,7 +950,7 @@ function chart(title, minutes, series, { kind = "line", unit = "", axis = "" } =
   const scale = (v) => `${Math.round(v * 10) / 10} ${axis}`.trim();
   return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, "last hour")),
     h("div", { class: "plot" }, h("div", { class: "axis-y", "aria-hidden": "true" }, h("span", {}, scale(top)), h("span", {}, scale(top / 2)), h("span", {}, scale(0))),
-      h("div", {}, el, h("div", { class: "axis-x", "aria-hidden": "true" }, h("span", {}, `${n} min ago`), h("span", {}, `${Math.round(n / 2)} min ago`), h("span", {}, "now")))),
+      el, h("span"), h("div", { class: "axis-x", "aria-hidden": "true" }, h("span", {}, `${n} min ago`), h("span", {}, `${Math.round(n / 2)} min ago`), h("span", {}, "now"))),
     h("p", { class: "legend" }, ...legend));
 }
 
@@ -1019,7 +1059,7 @@ function screenFor(path) {
   switch (parts[0]) {
     case "jobs": return parts[1] ? ["jobs", jobScreen(parts[1])] : ["jobs", jobsScreen()];
     case "templates": return parts[1] ? ["templates", templateScreen(parts[1])] : ["templates", templatesScreen()];
-    case "batches": return ["jobs", batchScreen(parts[1] || "")];
+    case "batches": return parts[1] ? ["batches", batchScreen(parts[1])] : ["batches", batchesScreen()];
     case "library": return ["library", libraryScreen()];
     case "farm": return ["farm", farmScreen()];
     default: return me.kind === "admin" ? ["farm", farmScreen()] : ["jobs", jobsScreen()];
