@@ -92,3 +92,37 @@ func TestUpgradeFromSchema4SurvivesAKillHalfway(t *testing.T) {
 		t.Fatalf("schema version %q", v)
 	}
 }
+
+// TestUpgradeFromSchema5SurvivesAKillHalfway: every job with a template is filed under it, in
+// chunks, and a listing of one template's jobs finds them.
+func TestUpgradeFromSchema5SurvivesAKillHalfway(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	s := openTestStore(t, path)
+	ids := NewIDs()
+	team, tpl := ids.New(testNow), ids.New(testNow)
+	var jobs []*Job
+	for i := range 13 {
+		j := &Job{ID: ids.New(testNow.Add(time.Duration(i) * time.Second)), TeamID: team, State: []JobState{JobQueued, JobFinished}[i%2]}
+		if i%4 != 0 {
+			j.TemplateID = tpl
+		}
+		jobs = append(jobs, j)
+	}
+	storeJobs(t, s, jobs)
+	s.Close()
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketJobsByTeamTemplate); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("5"))
+	})
+	s = openAfterAKill(t, path, 4, "5")
+	q := JobQuery{TeamID: team, Template: tpl, Limit: 100, Sort: SortNewestFirst, States: []JobState{JobQueued}}
+	var got []*Job
+	if err := s.view(func(tx *txn) (err error) { got, _, err = tx.ListJobs(q); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if want := referenceList(jobs, q); !slices.EqualFunc(got, want, func(a, b *Job) bool { return a.ID == b.ID }) || len(want) == 0 {
+		t.Fatalf("the template's queued jobs after the upgrade: %v, want %v", jobIDsOf(got), jobIDsOf(want))
+	}
+}

@@ -36,6 +36,9 @@ type JobQuery struct {
 	// Tags: a job matches when it carries any of them; empty means no tag filter.
 	Tags []string
 	Sort JobSort
+	// Template, when set, lists that template's jobs alone (oldest or newest first, not with
+	// Tags); they are read from the template's index, so the page costs the template's jobs.
+	Template ulid.ULID
 }
 
 // ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
@@ -46,7 +49,9 @@ func (t *txn) ListJobs(q JobQuery) ([]*Job, int, error) {
 	lo, hi := idBounds(q.CreatedFrom, q.CreatedTo)
 	var ids []ulid.ULID
 	total := 0
-	if scopes := t.heldScopes(q, stateSet(q.States)); len(scopes) > 0 {
+	if q.Template != (ulid.ULID{}) {
+		ids, total = t.templateList(q, lo, hi)
+	} else if scopes := t.heldScopes(q, stateSet(q.States)); len(scopes) > 0 {
 		if q.Sort == SortPriority {
 			ids, total = t.priorityList(q, scopes, lo, hi)
 		} else {
@@ -418,4 +423,33 @@ func prefixEnd(prefix []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// templateList walks a template's index in creation order (newest first when asked), counting
+// the jobs in q's states created within [lo, hi) and keeping the page's.
+func (t *txn) templateList(q JobQuery, lo, hi []byte) (ids []ulid.ULID, total int) {
+	prefix := key(id(q.TeamID), id(q.Template))
+	allowed := stateSet(q.States)
+	c := t.bucket(bucketJobsByTeamTemplate).Cursor()
+	k, v := c.Seek(prefix)
+	next := c.Next
+	if q.Sort == SortNewestFirst {
+		if k, v = c.Seek(prefixEnd(prefix)); k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev()
+		}
+		next = c.Prev
+	}
+	for ; k != nil && hasPrefix(k, prefix); k, v = next() {
+		jobID := k[len(prefix):]
+		if (lo != nil && bytes.Compare(jobID, lo) < 0) || (hi != nil && bytes.Compare(jobID, hi) >= 0) || len(v) == 0 || !allowed[JobState(v[0])] {
+			continue
+		}
+		if total >= q.Offset && len(ids) < q.Limit {
+			ids = append(ids, ulidAt(jobID))
+		}
+		total++
+	}
+	return ids, total
 }

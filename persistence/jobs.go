@@ -263,6 +263,9 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	for _, tag := range j.Tags {
 		entries = append(entries, jobIndexEntry{bucketJobsByTeamTag, key(team, tagKey(tag), jid), st})
 	}
+	if j.TemplateID != (ulid.ULID{}) {
+		entries = append(entries, jobIndexEntry{bucketJobsByTeamTemplate, key(team, id(j.TemplateID), jid), st})
+	}
 	if !s.Terminal() {
 		var entry []byte
 		if s == JobQueued {

@@ -59,6 +59,9 @@ var (
 	bucketPriorityCounts = []byte("priority_counts")
 
 	bucketBatches = []byte("batches") // batch id -> Batch
+	// bucketJobsByTeamTemplate files each job under its template: team + template id + job id
+	// -> state (listings of one template's jobs).
+	bucketJobsByTeamTemplate = []byte("jobs_by_team_template")
 	// bucketBatchesByTeam lists each team's batches: team + batch id -> nothing.
 	bucketBatchesByTeam = []byte("batches_by_team")
 	bucketLogs          = []byte("logs")    // job id + sequence -> log line
@@ -81,7 +84,7 @@ var allBuckets = [][]byte{
 	bucketSecrets, bucketSecretNames, bucketJobs, bucketJobsByTeamState, bucketJobsByTeamTag,
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
-	bucketPriorityCounts, bucketBatches, bucketBatchesByTeam,
+	bucketPriorityCounts, bucketBatches, bucketBatchesByTeam, bucketJobsByTeamTemplate,
 	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits,
 }
 

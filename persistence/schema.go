@@ -27,7 +27,8 @@ import (
 //	4  jobs with a priority of their own are counted per team and tag by priority, and by
 //	   creation time in all and per priority (listings in priority order by rank)
 //	5  each team's batches are listed in an index of their own (GET /api/v2/batches)
-const SchemaVersion = 5
+//	6  jobs are filed under their template (listings of one template's jobs)
+const SchemaVersion = 6
 
 const metaSchemaVersion = "schema_version"
 
@@ -42,6 +43,7 @@ var migrations = map[int]func(db *bolt.DB) error{
 	2: upgradeTo3,
 	3: upgradeTo4,
 	4: upgradeTo5,
+	5: upgradeTo6,
 }
 
 // Buckets of earlier schemas.
@@ -300,6 +302,29 @@ func upgradeTo5(db *bolt.DB) error {
 			}
 			if err := byTeam.Put(key(id(b.TeamID), id(b.ID)), []byte{}); err != nil {
 				return nil, false, err
+			}
+			last, n = bytes.Clone(k), n+1
+		}
+		return last, n < migrationChunk, nil
+	})
+}
+
+// upgradeTo6 files every job that has a template under it, with its state.
+func upgradeTo6(db *bolt.DB) error {
+	return migrateInChunks(db, 6, [][]byte{bucketJobsByTeamTemplate}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		byTemplate := btx.Bucket(bucketJobsByTeamTemplate)
+		c := btx.Bucket(bucketJobs).Cursor()
+		n := 0
+		var last []byte
+		for k, v := firstAfter(c, after); k != nil && n < migrationChunk; k, v = c.Next() {
+			j, err := decodeJob(v)
+			if err != nil {
+				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k), err)
+			}
+			if j.TemplateID != (ulid.ULID{}) {
+				if err := byTemplate.Put(key(id(j.TeamID), id(j.TemplateID), id(j.ID)), stateKey(j.State)); err != nil {
+					return nil, false, err
+				}
 			}
 			last, n = bytes.Clone(k), n+1
 		}

@@ -196,6 +196,9 @@ func TestListJobsMatchesReference(t *testing.T) {
 	}
 }
 
+// referenceTemplates are the templates of the reference jobs (the zero id: a join, no template).
+var referenceTemplates = []ulid.ULID{{}, {1}, {2}}
+
 // referenceJobs stores 600 random jobs of two teams, created over 1,500 steps, with random states,
 // priorities (half of them shared, half nearly each its own) and tags, 200 of them moved to
 // another state afterwards and the queued and pending among 100 more given other priorities and
@@ -210,11 +213,12 @@ func referenceJobs(tb testing.TB, s *Store, step time.Duration) (teams [2]ulid.U
 		for i := range 600 {
 			created := base.Add(time.Duration(rng.IntN(1500))*step + time.Duration(rng.IntN(int(step/time.Millisecond)))*time.Millisecond)
 			j := &Job{
-				ID:        ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
-				TeamID:    teams[i%2],
-				State:     AllJobStates[rng.IntN(len(AllJobStates))],
-				Priority:  []int{rng.IntN(5) - 2, rng.IntN(20001) - 10000}[rng.IntN(2)], // few priorities, and many over blocks of them
-				CreatedAt: time.UnixMilli(int64(ulid.Timestamp(created))).UTC(),
+				ID:         ulid.MustNew(ulid.Timestamp(created), ulid.DefaultEntropy()),
+				TeamID:     teams[i%2],
+				TemplateID: referenceTemplates[rng.IntN(len(referenceTemplates)+1)%len(referenceTemplates)],
+				State:      AllJobStates[rng.IntN(len(AllJobStates))],
+				Priority:   []int{rng.IntN(5) - 2, rng.IntN(20001) - 10000}[rng.IntN(2)], // few priorities, and many over blocks of them
+				CreatedAt:  time.UnixMilli(int64(ulid.Timestamp(created))).UTC(),
 			}
 			for _, tag := range tags {
 				if rng.IntN(3) == 0 {
@@ -282,6 +286,18 @@ func listJobsMatchesReference(t *testing.T, step time.Duration) {
 		for q.Offset = 0; q.Offset <= len(all)/2; q.Offset++ {
 			checkListing(t, s, all, q)
 		}
+	}
+	// One template's jobs, in creation order either way, with states and times.
+	for range 100 {
+		q := JobQuery{TeamID: teamB, Template: referenceTemplates[1+rng.IntN(2)], Offset: rng.IntN(120), Limit: 1 + rng.IntN(40),
+			Sort: []JobSort{SortOldestFirst, SortNewestFirst}[rng.IntN(2)]}
+		if rng.IntN(2) == 0 {
+			q.States = []JobState{JobQueued, AllJobStates[rng.IntN(len(AllJobStates))]}
+		}
+		if rng.IntN(2) == 0 {
+			q.CreatedFrom = base.Add(time.Duration(rng.IntN(1500)) * step)
+		}
+		checkListing(t, s, all, q)
 	}
 	for range 400 {
 		// Offsets up to past the team's jobs: into every priority's segment.
@@ -366,6 +382,9 @@ func referenceList(all []*Job, q JobQuery) []*Job {
 			continue
 		}
 		if len(q.Tags) > 0 && !slices.ContainsFunc(j.Tags, func(tag string) bool { return slices.Contains(q.Tags, tag) }) {
+			continue
+		}
+		if q.Template != (ulid.ULID{}) && j.TemplateID != q.Template {
 			continue
 		}
 		out = append(out, j)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -470,6 +471,17 @@ func TestDashboardActsOnJobs(t *testing.T) {
 		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(`//h1//span[contains(., "`+queued.ID+`")]`))
 	browse(t, tab, "back to the list", chromedp.NavigateBack(), chromedp.WaitVisible(`#job-search`))
+	var other created
+	otherTpl := acme.uploadTemplate(inspection()) // named "Test" too: the first of that name is found
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(otherTpl), http.StatusCreated, &other)
+	browse(t, tab, "search by template name",
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("job-search").value = ""`),
+		chromedp.SendKeys(`#job-search`, "test\r"),
+		chromedp.WaitVisible(`#template-filter`))
+	shown := value(t, tab, "rows of one template", chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr[data-job]")].map((tr) => tr.dataset.job)`))
+	if len(shown) == 0 || (slices.Contains(shown, other.ID) && slices.Contains(shown, queued.ID)) {
+		t.Errorf("the jobs listed for one template: %v (one of %s, %s)", shown, queued.ID, other.ID)
+	}
 	browse(t, tab, "search by id",
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("job-search").value = ""`),
 		chromedp.SendKeys(`#job-search`, rendering.ID+"\r"),

@@ -602,3 +602,50 @@ func TestTheAdminTokenIsKeptAndFound(t *testing.T) {
 		t.Fatalf("node list with no token to find: %v\n%s", err, out)
 	}
 }
+
+// TestListingOneTemplatesJobs: ?template= lists one template's jobs, newest or oldest first,
+// with states and paging; it is refused with tags or another order, or a malformed id.
+func TestListingOneTemplatesJobs(t *testing.T) {
+	c := startCoordinator(t, options{slots: 0})
+	acme := c.team("acme")
+	promo, outro := acme.uploadTemplate(inspection()), acme.uploadTemplate(inspection())
+	var promoJobs []string
+	for i := range 5 {
+		var cr created
+		acme.must(http.MethodPost, "/api/v2/jobs", renderJob([]string{promo, outro}[i%2]), http.StatusCreated, &cr)
+		if i%2 == 0 {
+			promoJobs = append(promoJobs, cr.ID)
+		}
+	}
+	acme.must(http.MethodPatch, "/api/v2/jobs/"+promoJobs[1]+"/cancel", nil, http.StatusOK, nil)
+	ids := func(q string) []string {
+		t.Helper()
+		var jobs []job
+		acme.must(http.MethodGet, "/api/v2/jobs?"+q, nil, http.StatusOK, &jobs)
+		var out []string
+		for _, j := range jobs {
+			out = append(out, j.ID)
+		}
+		return out
+	}
+	if got := ids("template=" + promo + "&sort=newest_first"); !slices.Equal(got, []string{promoJobs[2], promoJobs[1], promoJobs[0]}) {
+		t.Fatalf("newest first %v, want the reverse of %v", got, promoJobs)
+	}
+	if got := ids("template=" + promo + "&states=queued&limit=1&from=1"); !slices.Equal(got, []string{promoJobs[2]}) {
+		t.Fatalf("queued, second page of one: %v", got)
+	}
+	if got := ids("template=" + outro + "&states=manually_cancelled"); len(got) != 0 {
+		t.Fatalf("another template's cancelled jobs: %v", got)
+	}
+	if got := ids("template=01ARZ3NDEKTSV4RRFFQ69G5FAV"); len(got) != 0 {
+		t.Fatalf("an unknown template's jobs: %v", got)
+	}
+	for _, q := range []string{"template=x", "template=" + promo + "&tags=a", "template=" + promo + "&sort=priority"} {
+		acme.fails(http.MethodGet, "/api/v2/jobs?"+q, nil, http.StatusBadRequest, "validation_error")
+	}
+	var rival []job
+	c.team("rival").must(http.MethodGet, "/api/v2/jobs?template="+promo, nil, http.StatusOK, &rival)
+	if len(rival) != 0 {
+		t.Fatalf("another team lists %d of acme's jobs", len(rival))
+	}
+}

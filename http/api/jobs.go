@@ -202,7 +202,7 @@ func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
 			Details: []validate.FieldError{{Field: field, Message: msg}}}
 	}
 	known := map[string]bool{"minimal": true, "from": true, "limit": true, "from_date": true, "to_date": true,
-		"states": true, "exclude_states": true, "sort": true, "tags": true}
+		"states": true, "exclude_states": true, "sort": true, "tags": true, "template": true}
 	var unknown string
 	for k := range args.All() {
 		if !known[string(k)] {
@@ -277,6 +277,19 @@ func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
 			}
 			q.Tags = append(q.Tags, tag)
 		}
+	}
+	// template (an extension) lists one template's jobs, in creation order.
+	if v := string(args.Peek("template")); v != "" {
+		id, ok := persistence.ParseID(v)
+		switch {
+		case !ok:
+			return q, false, bad("template", "must be a template id")
+		case len(q.Tags) > 0:
+			return q, false, bad("template", "cannot be combined with tags")
+		case q.Sort != persistence.SortOldestFirst && q.Sort != persistence.SortNewestFirst:
+			return q, false, bad("template", "lists in creation order: sort newest_first or oldest_first")
+		}
+		q.Template = id
 	}
 	return q, minimal, nil
 }

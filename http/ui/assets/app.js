@@ -259,13 +259,22 @@ function jobsScreen() {
   let names = new Map();
   const cancelButton = h("button", { class: "danger", disabled: true, onclick: cancelSelected }, "Cancel selected");
   const more = h("button", { class: "quiet", hidden: true, onclick: () => load(false) }, "Load more");
-  // One box finds a job by its id, or filters by tags.
-  const tagsInput = h("input", { type: "search", id: "job-search", placeholder: "job id, or tags (comma separated)", "aria-label": "search by job id or tags",
-    value: query.get("tags") || "", onchange: () => {
+  // One box finds a job by its id, a template's jobs by its name, or filters by tags.
+  let template = query.get("template") || "";
+  const tagsInput = h("input", { type: "search", id: "job-search", placeholder: "job id, template name, or tags (comma separated)",
+    "aria-label": "search by job id, template name or tags", value: query.get("tags") || "", onchange: () => {
       const text = tagsInput.value.trim();
       if (ULID_PATTERN.test(text)) { navigate(`/ui/jobs/${text.toUpperCase()}`); return; }
+      const named = [...names].find(([, name]) => name.toLowerCase() === text.toLowerCase());
+      if (named) {
+        template = named[0];
+        tagsInput.value = "";
+        if (!["newest_first", "oldest_first"].includes(sort)) sortSelect.value = sort = "newest_first"; // a template's jobs list in creation order
+      }
+      else if (text) template = "";
       load(true);
     } });
+  const templateChip = h("span", { class: "toolbar" });
   const fromInput = h("input", { type: "datetime-local", "aria-label": "created from", title: "created from", value: query.get("from") || "", onchange: () => load(true) });
   const toInput = h("input", { type: "datetime-local", "aria-label": "created before", title: "created before", value: query.get("to") || "", onchange: () => load(true) });
 
@@ -274,6 +283,7 @@ function jobsScreen() {
     if (states.size) q.set("states", [...states].join(","));
     if (sort !== "newest_first") q.set("sort", sort);
     if (tagsInput.value.trim()) q.set("tags", tagsInput.value.trim());
+    if (template) q.set("template", template);
     if (fromInput.value) q.set("from", fromInput.value);
     if (toInput.value) q.set("to", toInput.value);
     const search = q.toString();
@@ -285,6 +295,9 @@ function jobsScreen() {
     const params = new URLSearchParams({ limit: String(pageSize), sort, minimal: "false", from: String(reset ? 0 : loaded) });
     if (states.size) params.set("states", [...states].join(","));
     if (tagsInput.value.trim()) params.set("tags", tagsInput.value.trim());
+    if (template) params.set("template", template);
+    templateChip.replaceChildren(...(template ? [h("span", { class: "chip", id: "template-filter" }, `template ${names.get(template) || template}`,
+      h("button", { class: "quiet", "aria-label": "show every template's jobs", onclick: () => { template = ""; load(true); } }, "×"))] : []));
     for (const [name, input] of [["from_date", fromInput], ["to_date", toInput]]) {
       if (input.value) params.set(name, new Date(input.value).toISOString());
     }
@@ -368,13 +381,13 @@ function jobsScreen() {
 
   const chips = JOB_STATES.map((s) => h("label", { class: "chip" },
     h("input", { type: "checkbox", checked: states.has(s), onchange: (e) => { e.target.checked ? states.add(s) : states.delete(s); load(true); } }), statusText(s)));
-  const sortSelect = h("select", { "aria-label": "sort", onchange: (e) => { sort = e.target.value; load(true); } },
+  const sortSelect = h("select", { "aria-label": "sort", id: "job-sort", onchange: (e) => { sort = e.target.value; load(true); } },
     ...[["newest_first", "newest first"], ["oldest_first", "oldest first"], ["priority", "pickup order"]].map(([v, text]) => h("option", { value: v, selected: v === sort }, text)));
   load(true);
   return [
     h("h1", {}, "Jobs", liveBadge(), count),
     h("div", { class: "toolbar" }, ...chips, sortSelect, cancelButton),
-    h("div", { class: "toolbar" }, tagsInput, h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput,
+    h("div", { class: "toolbar" }, tagsInput, templateChip, h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput,
       h("span", { class: "muted keys" }, "keys: j k move, Enter opens, x selects, / searches")),
     h("div", { class: "table-wrap" }, h("table", {},
       h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Progress"), h("th", {}, "Template"), h("th", {}, "Node"), h("th", {}, "Created"))),
