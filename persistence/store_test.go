@@ -564,6 +564,7 @@ func FuzzListJobs(f *testing.F) {
 	sorts := []JobSort{SortOldestFirst, SortNewestFirst, SortPriority}
 	f.Add(uint16(0), uint8(20), uint8(2), uint16(0), uint16(0), uint16(0), uint8(0))
 	f.Add(uint16(120), uint8(7), uint8(2), uint16(300), uint16(1200), uint16(0x3f), uint8(0b10101))
+	f.Add(uint16(3), uint8(9), uint8(1), uint16(200), uint16(0), uint16(0x5), uint8(0xc0))
 	f.Fuzz(func(t *testing.T, offset uint16, limit, sort uint8, from, to, states uint16, tagSet uint8) {
 		q := JobQuery{TeamID: teams[int(sort>>4)%2], Offset: int(offset % 400), Limit: int(limit), Sort: sorts[int(sort)%len(sorts)]}
 		if from > 0 {
@@ -581,6 +582,10 @@ func FuzzListJobs(f *testing.F) {
 			if tagSet&(1<<i) != 0 {
 				q.Tags = append(q.Tags, tag)
 			}
+		}
+		// The top bit lists one template's jobs instead (in creation order, without tags).
+		if tagSet&0x80 != 0 && q.Sort != SortPriority {
+			q.Tags, q.Template = nil, referenceTemplates[1+int(tagSet>>6&1)]
 		}
 		checkListing(t, s, all, q)
 	})

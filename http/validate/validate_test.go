@@ -519,3 +519,34 @@ func TestRetagBodies(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseRetag(f *testing.F) {
+	for _, seed := range []string{`{"priority": 5}`, `{"tags": "a,b"}`, `{"priority": -3, "tags": ["x"]}`, `{"tags": []}`, `{}`, `[1]`, `{"priority": 1e400}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := ParseRetag(body)
+		if (r == nil) == (err == nil) {
+			t.Fatalf("%q: a change %v and an error %v", body, r, err)
+		}
+		if err != nil {
+			return
+		}
+		if r.Priority == nil && r.Tags == nil {
+			t.Fatalf("%q: accepted a change of nothing", body)
+		}
+		if r.Priority != nil && (*r.Priority > maxPriority || *r.Priority < -maxPriority) {
+			t.Fatalf("%q: priority %d out of bounds", body, *r.Priority)
+		}
+		if r.Tags != nil {
+			if len(*r.Tags) > 20 {
+				t.Fatalf("%q: %d tags", body, len(*r.Tags))
+			}
+			for _, tag := range *r.Tags {
+				if !ValidTag(tag) {
+					t.Fatalf("%q: accepted tag %q", body, tag)
+				}
+			}
+		}
+	})
+}
