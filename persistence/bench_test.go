@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -168,5 +169,41 @@ func benchListing(b *testing.B, s *Store, q JobQuery) {
 		}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkUpgradeMillionJobs: the one-time upgrade of a store of schema 4, the previous
+// release's, holding 1,000,000 jobs (one template) in 1,000 batches: every batch filed in its
+// team's list and every job under its template, in chunks; reported as the whole Open.
+func BenchmarkUpgradeMillionJobs(b *testing.B) {
+	bt := newBenchTeam(b)
+	bt.store(b, 1000, func(batch, i int, j *Job) {})
+	for range 1000 {
+		now := time.Now()
+		id := bt.ids.New(now)
+		j := bt.job(now)
+		j.BatchID = id
+		if err := bt.s.Apply(&CreateJobs{At: now, Batch: &Batch{ID: id, TeamID: bt.team, Total: 1, Jobs: []BatchEntry{{0, j.ID}}, CreatedAt: now}, Jobs: []*Job{j}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	path := bt.s.path
+	bt.s.Close()
+	for range b.N {
+		rawUpdate(&testing.T{}, path, func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketBatchesByTeam, bucketJobsByTeamTemplate} {
+				if err := tx.DeleteBucket(name); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("4"))
+		})
+		started := time.Now()
+		s, err := Open(path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(time.Since(started).Seconds(), "upgrade-s")
+		s.Close()
 	}
 }
