@@ -62,6 +62,8 @@ type IssuedToken struct {
 	Token  string
 	Record *persistence.Token
 	Team   persistence.Team
+	// TeamCreated is set when the team was made for this token.
+	TeamCreated bool
 }
 
 // IssueToken makes a token for the team of that name, creating the team (with its webhook
@@ -77,7 +79,7 @@ func (c *Coordinator) IssueToken(teamName string, expires time.Time) (IssuedToke
 	if err := c.deps.Store.Apply(issued); err != nil {
 		return IssuedToken{}, err
 	}
-	return IssuedToken{Token: token, Team: issued.Team,
+	return IssuedToken{Token: token, Team: issued.Team, TeamCreated: issued.Created,
 		Record: &persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Hash: hash}}, nil
 }
 

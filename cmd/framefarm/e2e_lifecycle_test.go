@@ -315,7 +315,12 @@ func TestTokenCreateCommand(t *testing.T) {
 	c.launch("127.0.0.1:0")
 	(&client{c: c, token: token}).must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, nil)
 	out, err = framefarm("token", "create", "--data-dir", c.dataDir(), "--team", "studio")
-	if err != nil || !strings.Contains(string(out), `team "studio"`) || !strings.Contains(string(out), "through the server") {
+	var team struct{ WebhookSigningSecret string }
+	(&client{c: c, token: token}).must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &team)
+	// The same lines as without a server: the team's webhook signing secret among them.
+	if err != nil || !strings.Contains(string(out), `team "studio"`) || !strings.Contains(string(out), "through the server") ||
+		team.WebhookSigningSecret == "" || !strings.Contains(string(out), "webhook signing secret: "+team.WebhookSigningSecret+"\n") ||
+		!strings.Contains(string(out), c.url+"/ui/#token=") {
 		t.Fatalf("token create beside a running server: %v\n%s", err, out)
 	}
 	if out, err := framefarm("token", "create", "--data-dir", dir); err == nil {

@@ -25,9 +25,11 @@ type tokenInfo struct {
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt"`
 	Expired   bool       `json:"expired"`
-	// Token is set only in a creation's answer.
-	Token string `json:"token,omitempty"`
-	Error string `json:"error,omitempty"`
+	// Token, TeamCreated and WebhookSigningSecret are set only in a creation's answer.
+	Token                string `json:"token,omitempty"`
+	TeamCreated          bool   `json:"teamCreated,omitempty"`
+	WebhookSigningSecret string `json:"webhookSigningSecret,omitempty"`
+	Error                string `json:"error,omitempty"`
 }
 
 // tokenCommand runs `framefarm token create|list|revoke`: straight in the database, or, while a
@@ -158,13 +160,7 @@ func (t tokenTool) create(name string, expires time.Duration) error {
 		if err := store.Apply(issued); err != nil {
 			return err
 		}
-		team := issued.Team
-		if issued.Created {
-			fmt.Fprintf(t.stdout, "created team %q (%s)\n", team.Name, team.ID)
-		} else {
-			fmt.Fprintf(t.stdout, "team %q (%s)\n", team.Name, team.ID)
-		}
-		fmt.Fprintf(t.stdout, "webhook signing secret: %s\n", team.WebhookSecret)
+		t.printTeam(issued.Created, issued.Team.Name, issued.Team.ID.String(), issued.Team.WebhookSecret)
 		info := persistence.Token{Hash: hash, ExpiresAt: expiresAt}
 		t.printCreated(info.ID(), expiresAt, token)
 		return nil
@@ -177,11 +173,24 @@ func (t tokenTool) create(name string, expires time.Duration) error {
 		if err := ask(la, http.MethodPost, "/api/v2/admin/tokens", body, http.StatusCreated, &answer); err != nil {
 			return err
 		}
-		fmt.Fprintf(t.stdout, "team %q (%s), through the server at %s\n", answer.Team.Name, answer.Team.ID, la.URL)
-		t.dashboard = la.URL + "/ui/"
+		t.printTeam(answer.TeamCreated, answer.Team.Name, answer.Team.ID, answer.WebhookSigningSecret)
+		fmt.Fprintf(t.stdout, "(made through the server at %s)\n", la.URL)
+		if la.Dashboard != "" {
+			t.dashboard = la.Dashboard
+		}
 		t.printCreated(answer.ID, expiresAt, answer.Token)
 		return nil
 	})
+}
+
+// printTeam begins a creation's output: the team, and its webhook signing secret.
+func (t tokenTool) printTeam(created bool, name, id, webhookSecret string) {
+	if created {
+		fmt.Fprintf(t.stdout, "created team %q (%s)\n", name, id)
+	} else {
+		fmt.Fprintf(t.stdout, "team %q (%s)\n", name, id)
+	}
+	fmt.Fprintf(t.stdout, "webhook signing secret: %s\n", webhookSecret)
 }
 
 // printCreated ends a creation's output; the token is the last line.

@@ -189,10 +189,14 @@ func (s *Server) createToken(r *request) {
 	}
 	view := tokenViewOf(issued.Record, issued.Team, s.Clock.Now())
 	r.logger().Info("token created", "for_team", issued.Team.ID.String(), "token_id", view.ID)
+	// The admin who makes a team's token is told the team's webhook signing secret with it, as
+	// `framefarm token create` prints it.
 	r.json(http.StatusCreated, struct {
 		tokenView
-		Token string `json:"token"`
-	}{view, issued.Token})
+		Token                string `json:"token"`
+		TeamCreated          bool   `json:"teamCreated"`
+		WebhookSigningSecret string `json:"webhookSigningSecret"`
+	}{view, issued.Token, issued.TeamCreated, issued.Team.WebhookSecret})
 }
 
 // tokenView describes a token without revealing it: its id is the start of its hash.
