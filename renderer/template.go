@@ -15,8 +15,9 @@ const (
 
 // InspectionVersion is the version of what inspection reads from a file. Templates inspected by
 // an older version are inspected again at start, so what later versions add (ids, times, nesting)
-// is known for every template. Version 3 adds the bounds of After Effects layers.
-const InspectionVersion = 3
+// is known for every template. Version 3 adds the bounds of After Effects layers, version 4 the
+// fonts a template bundles.
+const InspectionVersion = 4
 
 // Inspection is what a template file contains, as far as jobs need to know.
 type Inspection struct {
@@ -27,6 +28,9 @@ type Inspection struct {
 	Engines []string `json:"engines"`
 	// Fonts are the font names the template uses.
 	Fonts []string `json:"fonts,omitempty"`
+	// BundledFonts are the names the font files inside the template give (file name without
+	// its extension, family, PostScript name): fonts the template brings along.
+	BundledFonts []string `json:"bundledFonts,omitempty"`
 }
 
 // FontKey makes "Comic Neue", "ComicNeue" and "comic-neue" the same font name: templates,

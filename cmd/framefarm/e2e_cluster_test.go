@@ -485,8 +485,8 @@ func TestClusterNodeRendersWithTheRealEngine(t *testing.T) {
 		"template": map[string]any{"id": tpl.ID, "composition": "Name"},
 		"assets":   []any{map[string]any{"type": "text", "layerName": "NAME", "value": "Hello"}},
 	})
-	if j.Node != "lottie-node" {
-		t.Fatalf("rendered on %q", j.Node)
+	if j.Node != "lottie-node" || len(j.MissingFonts) != 0 {
+		t.Fatalf("rendered on %q, missing fonts %v (the template brings its Comic Neue)", j.Node, j.MissingFonts)
 	}
 	if m := probe(t, video, ".mp4"); m.Codec != "h264" || m.Width != 150 || m.Height != 150 {
 		t.Fatalf("video %+v", m)

@@ -165,7 +165,7 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	job.Engine = c.engine(tpl, job.Spec.Settings, at(path, "settings.engine"))
 	job.Spec.Fonts, job.MissingFonts = c.fonts(raw.Fonts, at(path, "fonts"))
 	if tpl != nil && tpl.Inspection != nil {
-		job.MissingFonts = append(job.MissingFonts, c.templateFontsMissing(tpl.Inspection.Fonts, job.Spec.Fonts)...)
+		job.MissingFonts = append(job.MissingFonts, c.templateFontsMissing(tpl.Inspection.Fonts, tpl.Inspection.BundledFonts, job.Spec.Fonts)...)
 	}
 	job.Priority = c.priority(raw.Priority, at(path, "priority"))
 	job.Tags = c.tags(raw.Tags, at(path, "tags"))
@@ -381,18 +381,21 @@ func (c *checker) fonts(names []string, path string) (fonts, missing []string) {
 	return fonts, missing
 }
 
-// templateFontsMissing lists the template's own fonts (the names it uses) that neither a font
-// file the job names nor the team's library provides. A font provides a name that is its family
+// templateFontsMissing lists the template's own fonts (the names it uses) that neither the font
+// files it bundles, nor a font file the job names, nor the team's library provides. A font provides a name that is its family
 // name, its PostScript name (what After Effects projects use) or its file name without the
 // extension, compared as the Lottie engine compares them: case, spaces, hyphens and underscores
 // aside. It says only what the farm can know: a render node may still have the font installed.
-func (c *checker) templateFontsMissing(used, jobFonts []string) (missing []string) {
+func (c *checker) templateFontsMissing(used, bundled, jobFonts []string) (missing []string) {
 	if len(used) == 0 {
 		return nil
 	}
 	provided := map[string]bool{}
 	for _, fileName := range jobFonts {
 		provided[renderer.FontKey(strings.TrimSuffix(fileName, path.Ext(fileName)))] = true
+	}
+	for _, name := range bundled {
+		provided[renderer.FontKey(name)] = true
 	}
 	for _, f := range c.cat.Fonts() {
 		for _, name := range []string{f.FamilyName, f.PostScriptName, strings.TrimSuffix(f.FileName, path.Ext(f.FileName))} {

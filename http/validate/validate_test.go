@@ -144,6 +144,12 @@ func TestMissingFontsNameTheTemplatesOwnFonts(t *testing.T) {
 	if got := strings.Join(job.MissingFonts, ","); got != "comic_neue.ttf,Montserrat-Bold" {
 		t.Fatalf("missing fonts %q", got)
 	}
+	// A font the template brings along is not missing.
+	cat.templates[aeID].Inspection.BundledFonts = []string{"Montserrat Bold", "MontserratBold"}
+	if job, _ := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}}`), cat, Limits{}); strings.Join(job.MissingFonts, ",") != "Comic Neue" {
+		t.Fatalf("with Montserrat-Bold bundled: missing %v", job.MissingFonts)
+	}
+	cat.templates[aeID].Inspection.BundledFonts = nil
 	cat.library = append(cat.library, &persistence.Font{FileName: "m.ttf", FamilyName: "Montserrat", PostScriptName: "Montserrat-Bold"}, &persistence.Font{FileName: "comic_neue.ttf"})
 	if job, _ := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}, "fonts": ["comic_neue.ttf"]}`), cat, Limits{}); job.MissingFonts != nil {
 		t.Fatalf("with every font in the library: missing %v", job.MissingFonts)

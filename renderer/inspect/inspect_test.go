@@ -191,6 +191,10 @@ func TestLottieFixtures(t *testing.T) {
 	if strings.Join(in.Fonts, ",") != "Comic Neue" {
 		t.Errorf("fonts %v", in.Fonts)
 	}
+	// The font it uses is the one it brings: its file's name, family and PostScript name.
+	if strings.Join(in.BundledFonts, ",") != "Comic Neue,ComicNeue" {
+		t.Errorf("bundled fonts %v", in.BundledFonts)
+	}
 
 	in, err = inspectFile(t, renderer.TemplateZip, zipOf(t, dirFiles(t, filepath.Join(fixtures, "lottie", "synthetic"), "kenburns/")))
 	if err != nil {

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
+	"slices"
+	"strings"
 
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/fontfile"
 )
 
 // Inspector reads template files: After Effects projects (.aep, .aepx), zip archives holding one
@@ -74,11 +78,46 @@ func (in Inspector) inspect(ctx context.Context, p string) (*renderer.Inspection
 		if err != nil {
 			return nil, err
 		}
+		inspect := inspectAEPBytes
 		if kind == ProjectLottie {
-			return inspectLottie(data)
+			inspect = inspectLottie
 		}
-		return inspectAEPBytes(data)
+		in, err := inspect(data)
+		if err != nil {
+			return nil, err
+		}
+		in.BundledFonts = bundledFonts(a)
+		return in, nil
 	}
+}
+
+// maxBundledFontBytes bounds a bundled font file read for its names; a larger one is known by
+// its file name alone.
+const maxBundledFontBytes = 16 << 20
+
+// bundledFonts lists the names the archive's font files give: each file's name without its
+// extension, and the family and PostScript names a TrueType file holds.
+func bundledFonts(a *Archive) []string {
+	var names []string
+	add := func(name string) {
+		if name != "" && !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	for _, f := range a.Entries() {
+		ext := strings.ToLower(path.Ext(f.Name))
+		if ext != ".ttf" && ext != ".otf" {
+			continue
+		}
+		add(strings.TrimSuffix(path.Base(f.Name), path.Ext(f.Name)))
+		if data, err := a.Read(f, maxBundledFontBytes); err == nil {
+			if font, err := fontfile.Read(data); err == nil {
+				add(font.Family)
+				add(font.PostScript)
+			}
+		}
+	}
+	return names
 }
 
 // openCapped opens a project file no larger than limit.
