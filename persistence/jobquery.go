@@ -434,7 +434,7 @@ func (t *txn) templateList(q JobQuery, lo, hi []byte) (ids []ulid.ULID, total in
 	k, v := c.Seek(prefix)
 	next := c.Next
 	if q.Sort == SortNewestFirst {
-		if k, v = c.Seek(prefixEnd(prefix)); k == nil {
+		if k, _ = c.Seek(prefixEnd(prefix)); k == nil {
 			k, v = c.Last()
 		} else {
 			k, v = c.Prev()
