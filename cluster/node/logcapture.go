@@ -39,9 +39,16 @@ func (l *logCapture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// maxLineBytes cuts a line an engine wrote too long: a report carries up to max lines, and each
+// must stay a line (the coordinator keeps less of one anyway).
+const maxLineBytes = 8 << 10
+
 func (l *logCapture) add(text string) {
 	if text == "" {
 		return
+	}
+	if len(text) > maxLineBytes {
+		text = strings.ToValidUTF8(text[:maxLineBytes], "") + " ..."
 	}
 	line := logLine{text: text, at: l.now()}
 	if len(l.head) < l.max/2 {

@@ -2,8 +2,10 @@ package node
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/framefarm/framefarm/cluster/clock"
 )
@@ -45,5 +47,14 @@ func TestLogCaptureHandsEachLineOnce(t *testing.T) {
 	}
 	if lines, _ := log.Lines(); !slices.Equal(lines, []string{"uploading"}) {
 		t.Fatalf("the final report %q", lines)
+	}
+}
+
+func TestLogCaptureCutsAnOverlongLine(t *testing.T) {
+	log := newLogCapture(10, time.Now)
+	log.Write([]byte(strings.Repeat("é", maxLineBytes) + "\nshort\n"))
+	lines, _ := log.Finished()
+	if len(lines) != 2 || len(lines[0]) > maxLineBytes+4 || !strings.HasSuffix(lines[0], " ...") || !utf8.ValidString(lines[0]) || lines[1] != "short" {
+		t.Fatalf("lines %d, first %d bytes", len(lines), len(lines[0]))
 	}
 }
