@@ -230,6 +230,15 @@ func TestLeaseBook(t *testing.T) {
 			{event: command(true), want: []string{`hold "drained by an operator"`, "state ready->draining"}, state: NodeDraining},
 			{event: give("J3", 1), want: []string{"job J3 failed/1: the render node is draining [retry] [uncounted]", "free J3"}},
 		}},
+		{name: "an attempt its owner stopped is withdrawn: its slot comes back and the node abandons it, once; a stale attempt is not", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 2)},
+			{event: func(b *leaseBook, _ time.Time) effects { return b.onWithdraw(job("J1"), 1, "stopped") }, want: none},
+			{event: func(b *leaseBook, _ time.Time) effects { return b.onWithdraw(job("J1"), 2, "stopped by team acme") }, want: []string{
+				"free J1", "agent abandon J1/2 session=s1"}},
+			{event: func(b *leaseBook, _ time.Time) effects { return b.onWithdraw(job("J1"), 2, "stopped by team acme") }, want: none},
+			{at: s, event: beat("s1", 1, at("J1", 2, 40)), want: []string{"reply known abandon=J1/2"}},
+		}},
 		{name: "a task that could not be built fails its attempt", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
 			{event: func(b *leaseBook, now time.Time) effects {
