@@ -411,7 +411,11 @@ func (s *Server) retagJob(r *request) {
 	}
 	changed, err := s.Coordinator.RetagJob(j.ID, change.Priority, change.Tags, s.actingTeam(r))
 	if errors.Is(err, actors.ErrNotWaiting) {
-		r.fail(newError(http.StatusConflict, codeConflict, "job %s is %s; only a queued or pending job's priority and tags can change", j.ID, changed.State))
+		state := j.State
+		if changed != nil {
+			state = changed.State
+		}
+		r.fail(newError(http.StatusConflict, codeConflict, "job %s is %s; only a queued or pending job's priority and tags can change", j.ID, state))
 		return
 	}
 	if err != nil {
