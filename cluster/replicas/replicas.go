@@ -265,11 +265,13 @@ func (r *Replica) watchLeader() {
 }
 
 // watchDead has the leader remove a replica its heartbeats have not reached for RemoveDeadAfter.
+// A failure seen in an earlier term is forgotten when the leader changes: the heartbeats of a new
+// term start afresh, and a replica that answers them from the first never says it resumed.
 func (r *Replica) watchDead() {
 	failures := make(chan raft.Observation, 64)
 	r.raft.RegisterObserver(raft.NewObserver(failures, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation:
 			return true
 		}
 		return false
@@ -288,6 +290,8 @@ func (r *Replica) watchDead() {
 					silent[f.PeerID] = f.LastContact
 				case raft.ResumedHeartbeatObservation:
 					delete(silent, f.PeerID)
+				case raft.LeaderObservation:
+					clear(silent)
 				}
 			case <-tick.C:
 				if !r.Leading() {
