@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -522,5 +523,17 @@ func TestDashboardActsOnJobs(t *testing.T) {
 		t.Errorf("the admin's jobs screen shows a raw status:\n%s", text)
 	}
 	screenshot(t, admin, "admin-jobs")
+
+	// A system that asks for a dark theme gets one.
+	dark := newTab(t, tab)
+	if _, err := chromedp.Call(dark, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+		Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+		t.Fatal(err)
+	}
+	browse(t, dark, "dark", chromedp.Navigate(c.url+"/ui/batches#token="+acme.token), chromedp.WaitVisible(`tr[data-batch]`))
+	if bg := value(t, dark, "the page's background", chromedp.Evaluate[string](`getComputedStyle(document.documentElement).backgroundColor`)); bg != "rgb(14, 18, 27)" {
+		t.Errorf("in a dark system the page's background is %s", bg)
+	}
+	screenshot(t, dark, "batches-dark")
 	c.control.answerAll(finishAll)
 }
