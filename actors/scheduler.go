@@ -396,6 +396,7 @@ func (s *scheduler) release(n *schedNode, jobID ulid.ULID) {
 func (s *scheduler) pauseNode(nodeID string) {
 	if n := s.nodes[nodeID]; n != nil {
 		s.changeNode(n, func() { n.paused = true })
+		s.waits.touch(n.engines...)
 	}
 }
 
@@ -411,6 +412,7 @@ func (s *scheduler) dropNode(nodeID string) {
 	s.countNode(n, -1)
 	delete(s.nodes, nodeID)
 	delete(s.free, nodeID)
+	s.waits.touch(n.engines...)
 }
 
 func (s *scheduler) addNode(m *nodeReady) {
@@ -419,7 +421,9 @@ func (s *scheduler) addNode(m *nodeReady) {
 		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID)}
 		s.nodes[m.nodeID] = n
 	}
+	s.waits.touch(n.engines...) // those it offered, if it offers others now
 	s.changeNode(n, func() { s.takeNode(n, m) })
+	s.waits.touch(n.engines...)
 }
 
 // takeNode sets what a ready node offers and holds.
@@ -562,7 +566,6 @@ type Capacity struct {
 // countNode adds (sign 1) or takes away (sign -1) a node's share of the capacity: a paused
 // node has none. Added back after a change, the node is also filed as free or not.
 func (s *scheduler) countNode(n *schedNode, sign int) {
-	s.waits.touch(n.engines...)
 	if sign > 0 {
 		if n.free() > 0 {
 			s.free[n.id] = n

@@ -27,7 +27,8 @@ func newWaitBook(recorded map[string]string) *waitBook {
 	return &waitBook{recorded: recorded, dirty: map[string]bool{}}
 }
 
-// touch notes that an engine's reason may have changed.
+// touch notes that an engine's reason may have changed: a node offering it joined, paused or
+// left, or its first job queued. Slots taken and freed change no reason, and touch nothing.
 func (b *waitBook) touch(engines ...string) {
 	for _, e := range engines {
 		b.dirty[e] = true
