@@ -282,8 +282,9 @@ func (s *scheduler) Receive(ctx actor.Context) {
 	default:
 		return
 	}
-	s.dispatch()
+	// Reasons first: a job that starts in this dispatch started after its wait was over.
 	s.recordWaits()
+	s.dispatch()
 }
 
 func (s *scheduler) enqueue(e *persistence.QueueEntry) {
