@@ -121,6 +121,19 @@ func OutputExtension(s Settings) string {
 	}
 }
 
+// CodecLossless is the codec of a chunk's intermediate video (FFV1, alpha and all): chosen by
+// the farm for chunks, never by clients.
+const CodecLossless = "video_ffv1"
+
+// IntermediateExtension is the file extension of a chunk's output: a Matroska file of
+// CodecLossless for a video, the zip of its frames for an image sequence.
+func IntermediateExtension(s Settings) string {
+	if s.Type == OutputImage {
+		return ".zip"
+	}
+	return ".mkv"
+}
+
 // ContentType is the MIME type served for an output file extension.
 func ContentType(ext string) string {
 	switch ext {

@@ -21,6 +21,10 @@ const (
 // SelectableEngines are the values clients may put in settings.engine.
 var SelectableEngines = []string{EngineAE2025, EngineAE2026, EngineLottie}
 
+// SplitsFrames reports whether an engine renders a range of frames into a chunk and joins chunks
+// (Task.Chunk, Task.Chunks), so a long render can be spread over several nodes.
+func SplitsFrames(engine string) bool { return engine == EngineLottie }
+
 // Renderer turns one task into one output file. Implementations must honour ctx: when it is
 // cancelled (job withdrawn, node shutting down, render silent too long) they stop promptly and
 // return ctx.Err().
@@ -49,6 +53,13 @@ type Task struct {
 	Fonts []FontFile
 	// OutputPath is where the renderer writes its single output file.
 	OutputPath string
+	// Chunk asks for one chunk of a job split over the farm: the frames of Settings.Frames as a
+	// lossless intermediate (IntermediateExtension), without sound, instead of the job's output.
+	Chunk bool
+	// Chunks, when set, are the intermediates of a split job's chunks on local disk, in frame
+	// order: the renderer encodes them into the job's output once, with the sound over the whole
+	// length, instead of rendering frames.
+	Chunks []string
 	// Log receives the engine's own output; it is kept as the job's render log.
 	Log io.Writer
 }

@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,15 +46,50 @@ func orDefault(v, def string) string {
 }
 
 // Input is what an encoder reads: raw RGBA frames with premultiplied alpha arriving on a pipe
-// (Width, Height and FPS set), or a media file (Width zero) such as After Effects' render.
+// (Width, Height and FPS set); the lossless intermediates of a split job's chunks, played one
+// after the other as frames at FPS (Chunks set); or a media file (Width zero) such as After
+// Effects' render.
 type Input struct {
 	Path   string
 	Width  int
 	Height int
 	FPS    float64
+	// Chunks are CodecLossless files holding, in order, the frames to encode, as raw input would
+	// have brought them. Path is then where their list is written.
+	Chunks []string
 }
 
 func (in Input) raw() bool { return in.Width > 0 }
+
+// premultiplied says the input's alpha is premultiplied: raw frames, and intermediates made of them.
+func (in Input) premultiplied() bool { return in.raw() || len(in.Chunks) > 0 }
+
+// frames says the input is a sequence of frames at FPS, whose timing the encoder sets itself.
+func (in Input) frames() bool { return in.raw() || len(in.Chunks) > 0 }
+
+// args are the input options of in.
+func (in Input) args() ([]string, error) {
+	rate := strconv.FormatFloat(in.FPS, 'f', -1, 64)
+	switch {
+	case in.raw():
+		return []string{"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
+			"-framerate", rate, "-i", in.Path}, nil
+	case len(in.Chunks) > 0:
+		var list strings.Builder
+		for _, c := range in.Chunks {
+			abs, err := filepath.Abs(c)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(&list, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+		}
+		if err := os.WriteFile(in.Path, []byte(list.String()), 0o600); err != nil {
+			return nil, err
+		}
+		return []string{"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", in.Path}, nil
+	}
+	return []string{"-i", in.Path}, nil
+}
 
 // Encoder is a running ffmpeg that writes one job output.
 type Encoder struct {
@@ -63,16 +100,15 @@ type Encoder struct {
 
 // Start begins encoding in into out, as the job's settings ask. draft trades quality for speed.
 func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bool, out string, log io.Writer) (*Encoder, error) {
-	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y"}
-	if in.raw() {
-		args = append(args, "-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
-			"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64))
+	inputArgs, err := in.args()
+	if err != nil {
+		return nil, err
 	}
-	args = append(args, "-i", in.Path)
+	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y"}, inputArgs...)
 	e := &Encoder{out: out}
 	switch s.Type {
 	case renderer.OutputImage:
-		still := stillArgs(s.Codec, in.raw())
+		still := stillArgs(s.Codec, in.premultiplied())
 		if s.Frames != nil && s.Frames.Range {
 			e.frames = out + ".frames"
 			if err := os.MkdirAll(e.frames, 0o700); err != nil {
@@ -83,17 +119,7 @@ func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bo
 			args = append(append(args, still...), "-frames:v", "1", "-update", "1", out)
 		}
 	case renderer.OutputVideo, "":
-		filter, codecArgs := videoEncoding(s.Codec, draft, in.raw())
-		if filter != "" {
-			args = append(args, "-vf", filter)
-		}
-		args = append(args, codecArgs...)
-		if in.raw() {
-			args = append(args, "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64))
-		} else {
-			args = append(args, audioArgs(out)...)
-		}
-		args = append(args, out)
+		args = append(append(args, videoArgs(in, s, draft, out)...), out)
 	default:
 		return nil, fmt.Errorf("output type %q cannot be encoded by ffmpeg", s.Type)
 	}
@@ -103,6 +129,37 @@ func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bo
 		return nil, fmt.Errorf("ffmpeg cannot start: %w", err)
 	}
 	return e, nil
+}
+
+// videoArgs are the output options that encode in into a video file out as the settings ask.
+func videoArgs(in Input, s renderer.Settings, draft bool, out string) []string {
+	filter, args := videoEncoding(s.Codec, draft, in.premultiplied())
+	rate := strconv.FormatFloat(in.FPS, 'f', -1, 64)
+	if len(in.Chunks) > 0 {
+		// Frame n is at n/FPS exactly, as for raw frames, whatever the containers rounded.
+		filter = joinFilters(fmt.Sprintf("setpts=N/(%s*TB)", rate), filter)
+	}
+	if filter != "" {
+		args = append([]string{"-vf", filter}, args...)
+	}
+	if in.frames() {
+		return append(args, "-an", "-r", rate)
+	}
+	return append(args, audioArgs(out)...)
+}
+
+// EncodeChunks encodes the intermediates of a split job's chunks, in order, into the video out
+// as the settings ask: the file Start makes of the same frames arriving raw. list is where their
+// list is written; frames is how many they hold, for progress.
+func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, fps float64, frames int,
+	s renderer.Settings, draft bool, out string, log io.Writer, report func(float64)) error {
+	in := Input{Path: list, FPS: fps, Chunks: chunks}
+	args, err := in.args()
+	if err != nil {
+		return err
+	}
+	args = append(append(args, videoArgs(in, s, draft, out)...), "-progress", "pipe:1", out)
+	return run(ctx, t, args, float64(frames)/fps, log, report)
 }
 
 // Transcode encodes a media file into out as the settings ask, and waits for it.
@@ -134,6 +191,59 @@ func (e *Encoder) Wait() error {
 	return workfiles.Zip(e.frames, e.out, zip.Store)
 }
 
+// JoinFrameZips writes into out the frames of zips of frame ranges (as Start makes them), in
+// order and numbered on from one zip to the next, as one render of all their frames would have
+// numbered them. Frames are copied as they are, never encoded again.
+func JoinFrameZips(zips []string, out string) error {
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zw := zip.NewWriter(f)
+	frame := 0
+	for i, p := range zips {
+		if err := copyFrames(zw, p, &frame); err != nil {
+			return fmt.Errorf("chunk %d: %w", i+1, err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func copyFrames(zw *zip.Writer, zipPath string, frame *int) error {
+	zr, err := zip.OpenReader(zipPath)
+	if err != nil {
+		return err
+	}
+	defer zr.Close()
+	files := slices.Clone(zr.File)
+	slices.SortFunc(files, func(a, b *zip.File) int { return strings.Compare(a.Name, b.Name) })
+	for _, file := range files {
+		ext := path.Ext(file.Name)
+		if !strings.HasPrefix(file.Name, "frame_") || (ext != ".png" && ext != ".jpg") {
+			return fmt.Errorf("%q is not a frame", file.Name)
+		}
+		*frame++
+		header := file.FileHeader
+		header.Name = fmt.Sprintf("frame_%06d%s", *frame, ext)
+		raw, err := file.OpenRaw()
+		if err != nil {
+			return err
+		}
+		w, err := zw.CreateRaw(&header)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(w, raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Kill stops ffmpeg at once.
 func (e *Encoder) Kill() {
 	if e.cmd.Process != nil {
@@ -149,6 +259,10 @@ func videoEncoding(codec string, draft, premultiplied bool) (filter string, args
 		preset = "ultrafast"
 	}
 	switch codec {
+	case renderer.CodecLossless:
+		// Intra-only and lossless, alpha kept as it came: a chunk's frames reach the join as
+		// they left the engine.
+		return "", []string{"-c:v", "ffv1", "-level", "3", "-g", "1", "-slices", "4", "-pix_fmt", "bgra"}
 	case "video_prores_422":
 		return "", []string{"-c:v", "prores_ks", "-profile:v", "2", "-pix_fmt", "yuv422p10le", "-vendor", "apl0"}
 	case "video_prores_4444":
@@ -177,6 +291,13 @@ func videoEncoding(codec string, draft, premultiplied bool) (filter string, args
 			"-x264-params", "nal-hrd=cbr:force-cfr=1")
 	}
 	return filter, append(args, "-maxrate", fmt.Sprintf("%dM", n*3/2), "-bufsize", fmt.Sprintf("%dM", n*2))
+}
+
+func joinFilters(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "," + b
 }
 
 func stillArgs(codec string, premultiplied bool) []string {

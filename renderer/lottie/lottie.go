@@ -96,6 +96,19 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if to >= int(op-ip) || from > to {
 		return fmt.Errorf("frames %d to %d are outside the animation's %d frames", from, to, int(op-ip))
 	}
+	settings := task.Settings
+	switch {
+	case len(task.Chunks) > 0:
+		return r.joinChunks(ctx, task, doc, draft, from, to, report)
+	case task.Chunk:
+		// A chunk is part of the picture: the join encodes it and lays the sound once.
+		doc.audio = nil
+		if settings.Type != renderer.OutputImage {
+			settings.Codec = renderer.CodecLossless
+		}
+	case settings.Type == renderer.OutputImage:
+		doc.audio = nil // stills have no sound
+	}
 	file := filepath.Join(doc.dir, ".framefarm-render.json")
 	data, err := json.Marshal(doc.root)
 	if err != nil {
@@ -108,16 +121,9 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if err := makeFIFO(fifo); err != nil {
 		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrNodeFault, err)
 	}
-	// Stills have no sound.
-	if task.Settings.Type == renderer.OutputImage {
-		doc.audio = nil
-	}
-	video := task.OutputPath
-	if len(doc.audio) > 0 {
-		video = filepath.Join(task.WorkDir, "video"+filepath.Ext(task.OutputPath))
-	}
+	video := videoPath(task, doc)
 	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %g fps\n", from, to, width, height, doc.fps)
-	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, task.Settings, draft, video, task.Log)
+	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, settings, draft, video, task.Log)
 	if err != nil {
 		return err
 	}
@@ -146,6 +152,19 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	case renderErr != nil:
 		return renderErr
 	}
+	return r.addSound(ctx, task, doc, video, from, to)
+}
+
+// videoPath is where the picture is encoded: the output itself, or a file the sound is added to.
+func videoPath(task *renderer.Task, doc *document) string {
+	if len(doc.audio) == 0 {
+		return task.OutputPath
+	}
+	return filepath.Join(task.WorkDir, "video"+filepath.Ext(task.OutputPath))
+}
+
+// addSound mixes the animation's sound, from frame from on, into video as the output.
+func (r *Renderer) addSound(ctx context.Context, task *renderer.Task, doc *document, video string, from, to int) error {
 	if len(doc.audio) == 0 {
 		return nil
 	}
@@ -153,6 +172,25 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 		doc.audio[i].Start -= float64(from) / doc.fps
 	}
 	return ffmpeg.MuxAudio(ctx, r.tools, video, doc.audio, float64(to-from+1)/doc.fps, task.OutputPath, task.Log)
+}
+
+// joinChunks makes the job's output of its chunks' intermediates: frames zipped on in order, or
+// one encoding of every chunk's frames with the sound laid over the whole length.
+func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, draft bool, from, to int, report func(float64)) error {
+	fmt.Fprintf(task.Log, "joining %d chunks: frames %d to %d, %g fps\n", len(task.Chunks), from, to, doc.fps)
+	if task.Settings.Type == renderer.OutputImage {
+		if err := ffmpeg.JoinFrameZips(task.Chunks, task.OutputPath); err != nil {
+			return err
+		}
+		report(100)
+		return nil
+	}
+	video := videoPath(task, doc)
+	list := filepath.Join(task.WorkDir, "chunks.txt")
+	if err := ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, doc.fps, to-from+1, task.Settings, draft, video, task.Log, report); err != nil {
+		return err
+	}
+	return r.addSound(ctx, task, doc, video, from, to)
 }
 
 func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report func(float64)) error {

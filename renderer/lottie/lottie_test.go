@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -373,5 +374,110 @@ func TestAnimationReadingTheNodesFilesIsNotRendered(t *testing.T) {
 	err := r.Render(context.Background(), task, func(float64) {})
 	if err == nil || !strings.Contains(err.Error(), "absolute path") {
 		t.Fatalf("got %v, want a refusal of the absolute image path", err)
+	}
+}
+
+// A render split into chunks and joined makes the file one render makes: the same frames, the
+// same length, and the sound laid once over the whole.
+func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
+	r, tools := newTestRenderer(t)
+	template := zipDir(t, filepath.Join(fixtures, "synthetic"))
+	tone := filepath.Join(t.TempDir(), "tone.wav")
+	if out, err := exec.Command(tools.FFmpeg, "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=440:duration=3", tone).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	sound := renderer.Asset{Type: renderer.AssetAudio, LayerName: "Bar", LocalPath: tone}
+	for _, c := range []struct {
+		name     string
+		settings renderer.Settings
+	}{
+		{"video", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_vbr_5mbps", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}},
+		{"prores 4444", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_prores_4444", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}},
+		{"frames", renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 12, Range: true}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			whole := newTask(t, template, c.settings, sound)
+			if err := r.Render(context.Background(), whole, func(float64) {}); err != nil {
+				t.Fatalf("%v\n%s", err, whole.Log)
+			}
+			var chunks []string
+			f := c.settings.Frames
+			size := (f.End - f.Start + 3) / 3
+			for start := f.Start; start <= f.End; start += size {
+				s := c.settings
+				s.Frames = &renderer.Frames{Start: start, End: min(start+size-1, f.End), Range: true}
+				chunk := newTask(t, template, s, sound)
+				chunk.Chunk = true
+				chunk.OutputPath = filepath.Join(chunk.WorkDir, "chunk"+renderer.IntermediateExtension(s))
+				if err := r.Render(context.Background(), chunk, func(float64) {}); err != nil {
+					t.Fatalf("%v\n%s", err, chunk.Log)
+				}
+				chunks = append(chunks, chunk.OutputPath)
+			}
+			joined := newTask(t, template, c.settings, sound)
+			joined.Chunks = chunks
+			var last float64
+			if err := r.Render(context.Background(), joined, func(p float64) { last = p }); err != nil {
+				t.Fatalf("%v\n%s", err, joined.Log)
+			}
+			if last != 100 {
+				t.Errorf("the join's last progress is %v", last)
+			}
+			if c.settings.Type == renderer.OutputImage {
+				sameFrameZips(t, whole.OutputPath, joined.OutputPath, f.End-f.Start+1)
+				return
+			}
+			sameVideos(t, tools, whole.OutputPath, joined.OutputPath, f.End-f.Start+1)
+		})
+	}
+}
+
+func sameVideos(t *testing.T, tools ffmpeg.Tools, whole, joined string, frames int) {
+	t.Helper()
+	a, b, worst, err := framediff.Videos(tools.FFmpeg, tools.FFprobe, whole, joined)
+	if err != nil || a != frames || b != frames || worst > 0.5 {
+		t.Fatalf("one render has %d frames, the joined chunks %d (want %d); worst frame differs by %.3f; %v", a, b, frames, worst, err)
+	}
+	mw, err := ffmpeg.Probe(context.Background(), tools, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mj, err := ffmpeg.Probe(context.Background(), tools, joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mj.HasAudio || mj.Duration != mw.Duration || mj.FPS != mw.FPS || mj.Codec != mw.Codec || mj.Alpha != mw.Alpha {
+		t.Fatalf("one render %+v, joined chunks %+v", mw, mj)
+	}
+	for _, file := range []string{whole, joined} {
+		out, err := exec.Command(tools.FFprobe, "-v", "error", "-select_streams", "a:0", "-show_entries", "stream=duration", "-of", "csv=p=0", file).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := strconv.ParseFloat(strings.TrimSpace(string(out)), 64); math.Abs(d-mw.Duration) > 0.05 {
+			t.Fatalf("%s: the sound lasts %.3fs, the video %.3fs", filepath.Base(file), d, mw.Duration)
+		}
+	}
+}
+
+func sameFrameZips(t *testing.T, whole, joined string, frames int) {
+	t.Helper()
+	a, err := zip.OpenReader(whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := zip.OpenReader(joined)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if len(a.File) != frames || len(b.File) != frames {
+		t.Fatalf("one render has %d frames, the joined chunks %d; want %d", len(a.File), len(b.File), frames)
+	}
+	for i := range a.File {
+		if a.File[i].Name != b.File[i].Name || a.File[i].CRC32 != b.File[i].CRC32 {
+			t.Fatalf("frame %d: %s (crc %x) in one render, %s (crc %x) joined", i, a.File[i].Name, a.File[i].CRC32, b.File[i].Name, b.File[i].CRC32)
+		}
 	}
 }
