@@ -13,8 +13,8 @@ import (
 
 // CancelOutcome is the result of a cancellation and its cascade.
 type CancelOutcome struct {
-	// Cancelled lists every job the request cancelled, relatives included, each once: the
-	// requested jobs first in request order, then the cascaded ones in id order.
+	// Cancelled lists every job the request cancelled, relatives included but not chunks, each
+	// once: the requested jobs first in request order, then the cascaded ones in id order.
 	Cancelled []*persistence.Job
 	// Reached maps every job the walk reached to its state after the walk (nil: not found).
 	Reached map[ulid.ULID]*persistence.Job
@@ -86,7 +86,9 @@ func (w *cancelWalker) outcome() *CancelOutcome {
 	}
 	rest := make([]*persistence.Job, 0, len(w.cancelled))
 	for _, j := range w.cancelled {
-		rest = append(rest, j)
+		if j.Kind != persistence.KindChunk { // the farm's, not the client's: its job tells
+			rest = append(rest, j)
+		}
 	}
 	slices.SortFunc(rest, func(a, b *persistence.Job) int { return a.ID.Compare(b.ID) })
 	out.Cancelled = append(out.Cancelled, rest...)

@@ -35,8 +35,12 @@ type jobActor struct {
 	held holdQueue
 	// idle passivates the actor once nothing happened to the job for a while.
 	idle idleTimer
-	// waitingOn holds the children a pending parent still waits for.
+	// waitingOn holds the children a pending parent still waits for; chunks, of a split job,
+	// what its chunks rendered so far.
 	waitingOn map[ulid.ULID]bool
+	chunks    *chunkTally
+	// chunkSaveDue is set while a save of the chunks' progress is scheduled.
+	chunkSaveDue bool
 	// progressSavedAt is when progress was last persisted; progress is saved at most once per
 	// Config.ProgressInterval, state changes always.
 	progressSavedAt time.Time
@@ -156,9 +160,20 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		a.onRetag(ctx, msg, sender)
 	case *childFinished:
 		a.onChildFinished(ctx, msg)
+	case *chunkProgress:
+		a.onChunkProgress(ctx, msg)
+	case *chunkProgressDue:
+		a.chunkSaveDue = false
+		if a.job.State == persistence.JobPending && a.chunks != nil {
+			a.saveChunkProgress(ctx)
+		}
 	case *childFailed:
 		a.onChildFailed(ctx, msg)
 	case *relativeFailed:
+		if a.chunkRendering() {
+			a.abandonChunk(ctx, msg.reason, nil)
+			return
+		}
 		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil)
 	case *adoptionExpired:
 		a.onAdoptionExpired(ctx, msg)
@@ -267,6 +282,9 @@ func (a *jobActor) resumeWaiting(ctx actor.Context) {
 			a.waitingOn[child.ID] = true
 		}
 	}
+	if err == nil && a.job.Split() {
+		a.chunks = newChunkTally(children)
+	}
 	switch {
 	case err != nil:
 		a.log().Error("cannot load the children of a pending job", "err", err)
@@ -293,8 +311,10 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 	err := a.transition(ctx, EventDispatched, func(next *persistence.Job) {
 		next.Attempts++
 		next.Node = o.nodeID
-		next.StartedAt = now
-		next.Progress = 0
+		if !a.job.Split() || next.StartedAt.IsZero() { // a split job started with its first chunk
+			next.StartedAt = now
+		}
+		next.Progress = a.startingProgress()
 	}, []string{fmt.Sprintf("dispatched to node %s (attempt %d)", o.nodeID, a.job.Attempts+1)},
 		func(err error) {
 			if err != nil {
@@ -303,6 +323,7 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 			}
 			ctx.Send(a.w.addr.scheduler, &offerClaimed{jobID: a.job.ID})
 			ctx.Send(o.node, &assign{job: a.job, queuedAt: o.queuedAt})
+			a.tellChunkProgress(0)
 		})
 	if err != nil {
 		ctx.Send(a.w.addr.scheduler, &offerDeclined{jobID: a.job.ID})
@@ -358,6 +379,10 @@ func (a *jobActor) onProgress(ctx actor.Context, p *renderProgress) {
 	_, lines := a.scrubReport("", p.log)
 	a.keepLiveLog(p.attempt, lines, p.logAt)
 	percent := min(max(p.percent, 0), 100)
+	a.tellChunkProgress(percent)
+	if a.job.Split() { // the join, after the chunks
+		percent = chunksShare + percent*(100-chunksShare)/100
+	}
 	now := a.w.clock.Now()
 	if now.Sub(a.progressSavedAt) < a.w.cfg.ProgressInterval {
 		a.job = a.job.WithProgress(percent)
@@ -470,7 +495,7 @@ func (a *jobActor) finish(ctx actor.Context, d *renderDone) {
 		}
 		a.w.settled(d.settle, a.job.ID, d.attempt)
 		a.w.events.RenderFinished.Publish(RenderFinished{Engine: a.job.Engine, Took: d.duration})
-		a.notifyParent(ctx, &childFinished{child: a.job.ID})
+		a.finished(ctx)
 	})
 }
 
@@ -499,7 +524,7 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		}
 		a.transitionLogged(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
-			next.Progress = 0
+			next.Progress = a.startingProgress()
 		}, append(log, requeued), f.logAt, func(err error) {
 			if err != nil {
 				return
@@ -557,6 +582,12 @@ func (a *jobActor) onCancel(ctx actor.Context, sender *actor.PID) {
 		}
 		ctx.Send(sender, res)
 	}
+	if a.chunkRendering() {
+		a.abandonChunk(ctx, "its job was cancelled", func(err error) {
+			ctx.Send(sender, &cancelResult{jobID: a.job.ID, job: a.job, cancelled: err == nil, relatives: a.relatives()})
+		})
+		return
+	}
 	if !a.job.State.Cancellable() {
 		ctx.Send(sender, &cancelResult{jobID: a.job.ID, job: a.job})
 		return
@@ -588,26 +619,10 @@ func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) 
 		ctx.Send(sender, &jobAnswer{job: a.job, err: fmt.Errorf("%w: the job is %s, not rendering", ErrNotRendering, a.job.State)})
 		return
 	}
-	now := a.w.clock.Now()
-	attempt, node := a.job.Attempts, a.job.Node
-	err := a.transition(ctx, EventStop, func(next *persistence.Job) {
-		next.Error = "stopped by " + m.by
-		next.ErrorAt = now
-	}, []string{fmt.Sprintf("stopped by %s while rendering on node %s (attempt %d)", m.by, node, attempt)}, func(err error) {
+	err := a.withdraw(ctx, "stopped by "+m.by, func(err error) {
 		if err != nil {
-			a.log().Error("cannot persist a stop", "err", err)
 			ctx.Send(sender, &jobAnswer{err: err})
 			return
-		}
-		if pid := a.w.nodes.pid(node); pid != nil {
-			ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: "stopped by " + m.by})
-		}
-		if folder := a.job.OutputsToForget(); folder != "" {
-			a.w.store.ApplyAsync(&persistence.ForgetObjects{Keys: []string{folder}}, func(err error) {
-				if err != nil {
-					a.w.log.Warn("cannot queue a stopped render's output for deletion", "job", a.job.ID.String(), "err", err)
-				}
-			})
 		}
 		if rel := a.relatives(); len(rel) > 0 {
 			a.w.walks.start(rel, nil)
@@ -617,6 +632,42 @@ func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) 
 	if err != nil {
 		ctx.Send(sender, &jobAnswer{err: err})
 	}
+}
+
+// withdraw ends the job's render as cancelled (the stop event) for reason: once that is durable,
+// the node is told to abandon the attempt (its slot comes back) and what the attempt may have
+// stored is forgotten; then runs after.
+func (a *jobActor) withdraw(ctx actor.Context, reason string, then func(error)) error {
+	now := a.w.clock.Now()
+	attempt, node := a.job.Attempts, a.job.Node
+	return a.transition(ctx, EventStop, func(next *persistence.Job) {
+		next.Error = reason
+		next.ErrorAt = now
+	}, []string{fmt.Sprintf("%s while rendering on node %s (attempt %d)", reason, node, attempt)}, func(err error) {
+		if err != nil {
+			a.log().Error("cannot persist a stop", "err", err)
+			then(err)
+			return
+		}
+		if pid := a.w.nodes.pid(node); pid != nil {
+			ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: reason})
+		}
+		a.forget(a.job.OutputsToForget())
+		then(nil)
+	})
+}
+
+// forget queues the objects under the keys for deletion.
+func (a *jobActor) forget(keys ...string) {
+	keys = slices.DeleteFunc(keys, func(k string) bool { return k == "" })
+	if len(keys) == 0 {
+		return
+	}
+	a.w.store.ApplyAsync(&persistence.ForgetObjects{Keys: keys}, func(err error) {
+		if err != nil {
+			a.w.log.Warn("cannot queue a job's files for deletion", "job", a.job.ID.String(), "err", err)
+		}
+	})
 }
 
 // onRetag gives a queued or pending job another priority and tags; a queued one takes its new
@@ -667,14 +718,22 @@ func (a *jobActor) onChildFinished(ctx actor.Context, m *childFinished) {
 		return
 	}
 	delete(a.waitingOn, m.child)
-	if len(a.waitingOn) == 0 {
+	switch {
+	case len(a.waitingOn) == 0:
 		a.childrenFinished(ctx)
+	case a.chunks != nil:
+		a.chunks.set(m.child, 100)
+		a.saveChunkProgress(ctx)
 	}
 }
 
 func (a *jobActor) childrenFinished(ctx actor.Context) {
-	a.transition(ctx, EventChildrenFinished, nil,
-		[]string{fmt.Sprintf("all %d child jobs finished; their outputs go into this job", len(a.job.Children))},
+	line := fmt.Sprintf("all %d child jobs finished; their outputs go into this job", len(a.job.Children))
+	if a.job.Split() {
+		line = fmt.Sprintf("all %d chunks rendered; queued to join them", len(a.job.Children))
+	}
+	a.transition(ctx, EventChildrenFinished, func(next *persistence.Job) { next.Progress = a.startingProgress() },
+		[]string{line},
 		func(err error) {
 			if err == nil {
 				a.enqueue(ctx)
@@ -682,8 +741,101 @@ func (a *jobActor) childrenFinished(ctx actor.Context) {
 		})
 }
 
+// startingProgress is a job's progress when its render starts: a split job's chunks are done.
+func (a *jobActor) startingProgress() float64 {
+	if a.job.Split() {
+		return chunksShare
+	}
+	return 0
+}
+
+// onChunkProgress takes in how far one chunk of this split job rendered. The job's progress is
+// saved at once when its first chunk starts (its client sees it rendering from then on), then at
+// most once per Config.ProgressInterval, the last news of an interval saved at its end.
+func (a *jobActor) onChunkProgress(ctx actor.Context, m *chunkProgress) {
+	if a.job.State != persistence.JobPending || a.chunks == nil || !a.chunks.set(m.chunk, m.percent) {
+		return
+	}
+	wait := a.w.cfg.ProgressInterval - a.w.clock.Now().Sub(a.progressSavedAt)
+	switch {
+	case a.job.StartedAt.IsZero() || wait <= 0:
+		a.saveChunkProgress(ctx)
+	case !a.chunkSaveDue:
+		a.chunkSaveDue = true
+		jobID, jobs := a.job.ID, a.w.jobs
+		a.w.clock.AfterFunc(wait, func() { jobs.tell(jobID, &chunkProgressDue{}) })
+	}
+}
+
+func (a *jobActor) saveChunkProgress(ctx actor.Context) {
+	now := a.w.clock.Now()
+	a.progressSavedAt = now
+	next := a.job.WithProgress(a.chunks.progress())
+	if next.StartedAt.IsZero() {
+		next.StartedAt = now
+	}
+	a.persist(ctx, a.job.State, next, nil, nil, nil, func(err error) {
+		if err == nil {
+			a.w.events.JobProgressSaved.Publish(JobProgressSaved{Job: a.job.ID, Percent: next.Progress})
+		}
+	})
+}
+
+// tellChunkProgress tells a chunk's job how far the chunk rendered.
+func (a *jobActor) tellChunkProgress(percent float64) {
+	if a.job.Kind == persistence.KindChunk {
+		a.w.jobs.tell(a.job.ParentID, &chunkProgress{chunk: a.job.ID, percent: percent})
+	}
+}
+
+// chunkRendering reports whether this is a chunk rendering: the job it belongs to no longer wants
+// it once cancelled or failed, so it stops at once rather than render for nothing.
+func (a *jobActor) chunkRendering() bool {
+	return a.job.Kind == persistence.KindChunk && a.job.State == persistence.JobRendering
+}
+
+// abandonChunk stops a rendering chunk that its job no longer wants.
+func (a *jobActor) abandonChunk(ctx actor.Context, reason string, then func(error)) {
+	if then == nil {
+		then = func(error) {}
+	}
+	if err := a.withdraw(ctx, reason, then); err != nil {
+		then(err)
+	}
+}
+
+// finished tells whom a finished job concerns: its parent, after the parent's log says which node
+// rendered a chunk's frames; and a split job's chunks are deleted, its output holding them now.
+func (a *jobActor) finished(ctx actor.Context) {
+	if a.job.Kind == persistence.KindChunk {
+		j, parent, jobs := a.job, a.job.ParentID, a.w.jobs
+		f := j.Spec.Settings.Frames
+		line := fmt.Sprintf("frames %d to %d rendered on node %s in %s (attempt %d)", f.Start, f.End, j.Node,
+			j.RenderDuration.Round(time.Millisecond), j.Attempts)
+		a.w.store.ApplyAsync(&persistence.AppendJobLog{At: a.w.clock.Now(), JobID: parent, Lines: []string{line}}, func(err error) {
+			if err != nil {
+				a.w.log.Warn("cannot log a chunk's render in its job's log", "job", parent.String(), "err", err)
+			}
+			jobs.tell(parent, &childFinished{child: j.ID})
+		})
+		return
+	}
+	a.notifyParent(ctx, &childFinished{child: a.job.ID})
+	if !a.job.Split() {
+		return
+	}
+	keys := make([]string, len(a.job.Children))
+	for i, id := range a.job.Children {
+		keys[i] = (&persistence.Job{ID: id}).OutputsToForget()
+	}
+	a.forget(keys...)
+}
+
 func (a *jobActor) onChildFailed(ctx actor.Context, m *childFailed) {
 	reason := fmt.Sprintf("child job %s failed: %s", m.child, m.reason)
+	if a.chunks != nil {
+		reason = fmt.Sprintf("%s failed: %s", a.chunks.describe(m.child), m.reason)
+	}
 	a.failWaiting(ctx, EventChildFailed, reason, &m.child)
 }
 

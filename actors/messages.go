@@ -90,6 +90,13 @@ type (
 		child  ulid.ULID
 		reason string
 	}
+	// chunkProgress: a chunk of this split job started (0) or rendered this far.
+	chunkProgress struct {
+		chunk   ulid.ULID
+		percent float64
+	}
+	// chunkProgressDue: the split job's progress, held back since its last save, is due.
+	chunkProgressDue struct{}
 	// relativeFailed: this job's parent failed, so this job's output is no longer wanted.
 	relativeFailed struct{ reason string }
 	// adoptionExpired: no node reclaimed the attempt the coordinator's restart interrupted.

@@ -52,6 +52,7 @@ func (c *taskBuilder) build(job *persistence.Job) (protocol.Task, error) {
 		SilenceTimeout: c.cfg.SilenceTimeout,
 		MaxDuration:    c.cfg.MaxRenderTime,
 		Output:         protocol.Output{Name: job.OutputName},
+		Chunk:          job.Kind == persistence.KindChunk,
 	}
 	err := c.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
 		expand := func(s string) (string, error) { return c.secrets.expand(team, s) }
@@ -77,6 +78,9 @@ func (c *taskBuilder) build(job *persistence.Job) (protocol.Task, error) {
 				URL: c.urls.URL(http.MethodGet, f.File.Key, expires), SHA256: f.File.SHA256, Internal: true}})
 		}
 		if err := c.output(job, &task, expand, expires); err != nil {
+			return err
+		}
+		if err := c.chunks(team, job, &task, expires); err != nil {
 			return err
 		}
 		revealed, err := c.secrets.revealed(team, job)
@@ -108,6 +112,24 @@ func (c *taskBuilder) template(team persistence.TeamReads, job *persistence.Job,
 		return fmt.Errorf("template %s has no file (status %s)", tpl.ID, tpl.Status)
 	}
 	task.Template = &protocol.Source{URL: c.urls.URL(http.MethodGet, tpl.File.Key, expires), SHA256: tpl.File.SHA256, Internal: true}
+	return nil
+}
+
+// chunks hands the join of a split job its chunks' intermediates, in frame order.
+func (c *taskBuilder) chunks(team persistence.TeamReads, job *persistence.Job, task *protocol.Task, expires time.Time) error {
+	if !job.Split() {
+		return nil
+	}
+	for i, id := range job.Children {
+		chunk, err := team.Job(id)
+		if err != nil {
+			return fmt.Errorf("chunk %d: %w", i+1, err)
+		}
+		if chunk.State != persistence.JobFinished {
+			return fmt.Errorf("chunk %d is %s, not finished", i+1, chunk.State)
+		}
+		task.Chunks = append(task.Chunks, protocol.Source{URL: c.urls.URL(http.MethodGet, chunk.OutputKey(), expires), Internal: true})
+	}
 	return nil
 }
 

@@ -18,15 +18,15 @@ import (
 // lists length-prefixed, times as seconds and nanoseconds (UTC). It decodes in a fraction of
 // the time JSON takes, which listings (a hundred records a page) and intake feel first. The
 // first byte is the form's version; records written as JSON before it (they start with '{')
-// are still read.
-const jobCodecVersion = 1
+// are still read, and so are those of earlier forms.
+const jobCodecVersion = 2
 
 var errBadJobRecord = errors.New("malformed job record")
 
 func encodeJob(j *Job) []byte {
 	w := &recordWriter{b: make([]byte, 0, 512)}
 	w.b = append(w.b, jobCodecVersion)
-	jobFields(w, j)
+	jobFields(w, j, jobCodecVersion)
 	return w.b
 }
 
@@ -38,20 +38,21 @@ func decodeJob(raw []byte) (*Job, error) {
 		}
 		return j, nil
 	}
-	if len(raw) == 0 || raw[0] != jobCodecVersion {
-		return nil, fmt.Errorf("decode job: %w: its form is not %d", errBadJobRecord, jobCodecVersion)
+	if len(raw) == 0 || raw[0] < 1 || raw[0] > jobCodecVersion {
+		return nil, fmt.Errorf("decode job: %w: its form is not 1 to %d", errBadJobRecord, jobCodecVersion)
 	}
 	r := &recordReader{b: raw[1:], s: string(raw[1:])}
-	jobFields(r, j)
+	jobFields(r, j, raw[0])
 	if r.err != nil || len(r.b) != 0 {
 		return nil, fmt.Errorf("decode job: %w", errBadJobRecord)
 	}
 	return j, nil
 }
 
-// jobFields is the one description of a job record: every field in its stored order. The same
-// walk writes a record (recordWriter) and reads it back (recordReader).
-func jobFields(c fieldCodec, j *Job) {
+// jobFields is the one description of a job record: every field in its stored order, those a
+// later form added at the end. The same walk writes a record (recordWriter) and reads it back
+// (recordReader).
+func jobFields(c fieldCodec, j *Job, form byte) {
 	c.id(&j.ID)
 	c.id(&j.TeamID)
 	c.string((*string)(&j.Kind))
@@ -83,6 +84,10 @@ func jobFields(c fieldCodec, j *Job) {
 	}
 	c.int64((*int64)(&j.RenderDuration))
 	c.string(&j.Error)
+	if form >= 2 {
+		c.int(&j.ChunkFrames)
+		c.string(&j.Unsplit)
+	}
 }
 
 func specFields(c fieldCodec, s *JobSpec) {

@@ -26,8 +26,26 @@ func prepareJob(j *Job, at time.Time) preparedJob {
 	return preparedJob{
 		record:  encodeJob(j),
 		entries: jobIndexEntries(j, j.State),
-		logLine: logEntry(at, "created as "+j.State.String()),
+		logLine: logEntry(at, creationLine(j)),
 	}
+}
+
+// creationLine is the first line of a job's log.
+func creationLine(j *Job) string {
+	line := "created as " + j.State.String()
+	switch {
+	case j.Split():
+		f := j.Spec.Settings.Frames
+		line += fmt.Sprintf(", split into %d chunks of %d frames", len(j.Children), j.ChunkFrames)
+		if f != nil {
+			line += fmt.Sprintf(" (frames %d to %d)", f.Start, f.End)
+		}
+	case j.Kind == KindChunk:
+		line += fmt.Sprintf(", a chunk of job %s: frames %d to %d", j.ParentID, j.Spec.Settings.Frames.Start, j.Spec.Settings.Frames.End)
+	case j.Unsplit != "":
+		line += "; renders whole on one node: " + j.Unsplit
+	}
+	return line
 }
 
 // insertJob stores a prepared new job and its index entries.
@@ -101,6 +119,16 @@ func (t *txn) TeamJob(teamID, jobID ulid.ULID) (*Job, error) {
 	return j, err
 }
 
+// ClientJob loads a job of team as its client knows it: another team's job, and a chunk (the
+// farm's part of a split job), are ErrNotFound.
+func (t *txn) ClientJob(teamID, jobID ulid.ULID) (*Job, error) {
+	j, err := t.TeamJob(teamID, jobID)
+	if err == nil && j.Kind == KindChunk {
+		return nil, ErrNotFound
+	}
+	return j, err
+}
+
 func (t *txn) putJob(j *Job, at time.Time) error {
 	j.UpdatedAt = at
 	compactJSONValues(j)
@@ -169,6 +197,9 @@ func (t *txn) JobCountsByState() map[JobState]int {
 // addJobCounts moves the per-state counters of a job: overall, by creation time and per tag,
 // and its template's count of live jobs.
 func (t *txn) addJobCounts(j *Job, s JobState, delta int) error {
+	if j.Kind == KindChunk {
+		return nil
+	}
 	if err := t.addCount(bucketJobCounts, key(id(j.TeamID), stateKey(s)), delta); err != nil {
 		return err
 	}
@@ -252,26 +283,32 @@ type jobIndexEntry struct {
 	value  []byte
 }
 
-// jobIndexEntries lists every index entry a job has while in state s.
+// jobIndexEntries lists every index entry a job has while in state s. A chunk has its queue
+// entry only: its client sees it through its job.
 func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	team, jid, st := id(j.TeamID), id(j.ID), stateKey(s)
-	entries := []jobIndexEntry{{bucketJobsByTeamState, key(team, st, jid), nil}}
-	if j.Priority != 0 {
-		entries[0].value = ownPriorityMark
-		entries = append(entries, jobIndexEntry{bucketJobsByTeamPriority, key(team, invertedPriority(j.Priority), jid), st})
-	}
-	for _, tag := range j.Tags {
-		entries = append(entries, jobIndexEntry{bucketJobsByTeamTag, key(team, tagKey(tag), jid), st})
-	}
-	if j.TemplateID != (ulid.ULID{}) {
-		entries = append(entries, jobIndexEntry{bucketJobsByTeamTemplate, key(team, id(j.TemplateID), jid), st})
-	}
+	var entries []jobIndexEntry
 	if !s.Terminal() {
 		var entry []byte
 		if s == JobQueued {
 			entry = encodeQueueEntry(j.QueueEntry())
 		}
 		entries = append(entries, jobIndexEntry{bucketLiveJobs, key(st, jid), entry})
+	}
+	if j.Kind == KindChunk {
+		return entries
+	}
+	var teamState []byte
+	if j.Priority != 0 {
+		teamState = ownPriorityMark
+		entries = append(entries, jobIndexEntry{bucketJobsByTeamPriority, key(team, invertedPriority(j.Priority), jid), st})
+	}
+	entries = append(entries, jobIndexEntry{bucketJobsByTeamState, key(team, st, jid), teamState})
+	for _, tag := range j.Tags {
+		entries = append(entries, jobIndexEntry{bucketJobsByTeamTag, key(team, tagKey(tag), jid), st})
+	}
+	if j.TemplateID != (ulid.ULID{}) {
+		entries = append(entries, jobIndexEntry{bucketJobsByTeamTemplate, key(team, id(j.TemplateID), jid), st})
 	}
 	if s.Terminal() && j.ParentID == (ulid.ULID{}) {
 		entries = append(entries, jobIndexEntry{bucketJobsByEnd, endKey(j), nil})

@@ -17,9 +17,9 @@ func (s *Store) Job(jobID ulid.ULID) (j *Job, err error) {
 	return j, err
 }
 
-// TeamJob reads a job of a team; another team's is ErrNotFound.
+// TeamJob reads a job of a team as its client knows it (txn.ClientJob).
 func (s *Store) TeamJob(teamID, jobID ulid.ULID) (j *Job, err error) {
-	err = s.view(func(t *txn) error { j, err = t.TeamJob(teamID, jobID); return err })
+	err = s.view(func(t *txn) error { j, err = t.ClientJob(teamID, jobID); return err })
 	return j, err
 }
 
@@ -41,12 +41,12 @@ func (s *Store) Jobs(ids []ulid.ULID) ([]*Job, error) {
 	return out, err
 }
 
-// TeamJobsExist reports, for each id, whether the team has that job.
+// TeamJobsExist reports, for each id, whether the team's client knows that job.
 func (s *Store) TeamJobsExist(teamID ulid.ULID, ids []ulid.ULID) []bool {
 	out := make([]bool, len(ids))
 	s.view(func(t *txn) error {
 		for i, jobID := range ids {
-			_, err := t.TeamJob(teamID, jobID)
+			_, err := t.ClientJob(teamID, jobID)
 			out[i] = err == nil
 		}
 		return nil

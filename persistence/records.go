@@ -145,13 +145,17 @@ type StoredFile struct {
 	SHA256 string `json:"sha256"`
 }
 
-// JobKind tells render jobs from join (stitch) jobs.
+// JobKind tells render jobs from join (stitch) jobs and from the chunks of a split job.
 type JobKind string
 
 // Job kinds.
 const (
 	KindRender JobKind = "render"
 	KindJoin   JobKind = "join"
+	// KindChunk is a range of frames of a split job, rendered on its own node into a lossless
+	// intermediate. Chunks are the farm's, not their client's: no listing, count, batch or
+	// webhook knows them; their job shows them.
+	KindChunk JobKind = "chunk"
 )
 
 // JobSpec is the validated request that created a job.
@@ -208,6 +212,12 @@ type JobRequest struct {
 	// Children are the job's nested jobs; Children[i] renders into Spec.Assets[ChildAsset[i]].
 	Children   []*JobRequest
 	ChildAsset []int
+	// Chunks, when set, split the job: each range renders as a chunk of its own, and the job
+	// joins them. ChunkFrames is the frames each chunk has (the last may have more).
+	Chunks      []renderer.Frames
+	ChunkFrames int
+	// Unsplit says why a job that asked to be split renders whole.
+	Unsplit string
 }
 
 // Records makes the records of a team's request: the job first, then its descendants depth
@@ -220,7 +230,7 @@ func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Jo
 	id := next()
 	j := &Job{
 		ID: id, TeamID: team, Kind: q.Kind, TemplateID: q.TemplateID, Engine: q.Engine, Priority: q.Priority, Tags: q.Tags,
-		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued,
+		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
 		OutputName: id.String() + renderer.OutputExtension(q.Spec.Settings),
 	}
@@ -237,6 +247,15 @@ func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Jo
 		j.Spec.Assets = append([]renderer.Asset(nil), q.Spec.Assets...)
 	}
 	out := []*Job{j}
+	if len(q.Chunks) > 0 {
+		j.State, j.ChunkFrames = JobPending, q.ChunkFrames
+		for _, frames := range q.Chunks {
+			chunk := j.chunk(next(), frames)
+			j.Children = append(j.Children, chunk.ID)
+			out = append(out, chunk)
+		}
+		return out
+	}
 	for i, child := range q.Children {
 		descendants := child.records(team, batchID, 0, j, next)
 		j.Children = append(j.Children, descendants[0].ID)
@@ -244,6 +263,36 @@ func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Jo
 		out = append(out, descendants...)
 	}
 	return out
+}
+
+// chunk makes the record of one chunk of j: j's render of frames, without its delivery (an
+// output of the farm's, no webhook).
+func (j *Job) chunk(id ulid.ULID, frames renderer.Frames) *Job {
+	spec := j.Spec
+	spec.Settings.Frames = &frames
+	spec.Upload, spec.Webhook = nil, nil
+	return &Job{
+		ID: id, TeamID: j.TeamID, Kind: KindChunk, TemplateID: j.TemplateID, Engine: j.Engine, Priority: j.Priority,
+		Tags: j.Tags, Spec: spec, State: JobQueued, ParentID: j.ID, Depth: j.Depth + 1,
+		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
+		OutputName: id.String() + renderer.IntermediateExtension(spec.Settings),
+	}
+}
+
+// Split reports whether the job renders as chunks (its Children) that it joins.
+func (j *Job) Split() bool { return j.ChunkFrames > 0 }
+
+// Status is the job's status as its client sees it: its state, except that a split job waiting
+// on its chunks (pending) is queued until its first chunk starts, and renders (render:dorender)
+// from then until it has joined its chunks.
+func (j *Job) Status() string {
+	switch {
+	case !j.Split() || !j.State.Cancellable():
+		return j.State.String()
+	case j.StartedAt.IsZero():
+		return JobQueued.String()
+	}
+	return JobRendering.String()
 }
 
 // Job is one render (or stitch) instruction and everything known about its progress.
@@ -282,6 +331,11 @@ type Job struct {
 	ErrorAt        time.Time     `json:"errorAt,omitzero"`
 	RenderDuration time.Duration `json:"renderDuration,omitzero"`
 	Error          string        `json:"error,omitzero"`
+	// ChunkFrames, on a split job, is how many frames each of its chunks has (the last may have
+	// more); its Children are the chunks, in frame order.
+	ChunkFrames int `json:"chunkFrames,omitzero"`
+	// Unsplit says why a job that asked to be split renders whole.
+	Unsplit string `json:"unsplit,omitzero"`
 }
 
 // Clone returns a copy that can be changed without touching j: records handed out are shared

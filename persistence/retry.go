@@ -15,7 +15,7 @@ const RetryTagPrefix = "retry-of-"
 // retry-of-ID in place of any retry-of tag it carried.
 func (s *Store) RetryRequest(teamID, jobID ulid.ULID) (q *JobRequest, err error) {
 	err = s.view(func(t *txn) error {
-		j, err := t.TeamJob(teamID, jobID)
+		j, err := t.ClientJob(teamID, jobID)
 		if err != nil {
 			return err
 		}
@@ -29,10 +29,19 @@ func (s *Store) RetryRequest(teamID, jobID ulid.ULID) (q *JobRequest, err error)
 	return q, err
 }
 
-// requestOf is the request that made j, its nested jobs read from the store.
+// requestOf is the request that made j, its nested jobs and chunks read from the store.
 func (t *txn) requestOf(j *Job) (*JobRequest, error) {
 	q := &JobRequest{Kind: j.Kind, TemplateID: j.TemplateID, Engine: j.Engine, Spec: j.Spec, Priority: j.Priority,
-		Tags: j.Tags, MissingFonts: j.MissingFonts}
+		Tags: j.Tags, MissingFonts: j.MissingFonts, ChunkFrames: j.ChunkFrames, Unsplit: j.Unsplit}
+	if j.Split() {
+		for _, chunkID := range j.Children {
+			chunk, err := t.Job(chunkID)
+			if err != nil {
+				return nil, err
+			}
+			q.Chunks = append(q.Chunks, *chunk.Spec.Settings.Frames)
+		}
+	}
 	q.Spec.Assets = slices.Clone(j.Spec.Assets)
 	for i, a := range q.Spec.Assets {
 		if a.JobID == "" {

@@ -59,9 +59,12 @@ func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, 
 		TemplateType: m.Task.TemplateType, Composition: m.Task.Composition,
 		Settings: m.Task.Settings, Preview: m.Task.Preview,
 		OutputPath: filepath.Join(work, "output", safeName(m.Task.Output.Name)),
-		Log:        log,
+		Log:        log, Chunk: m.Task.Chunk,
 	}
-	for _, dir := range []string{"output", "fonts", "assets"} {
+	if (m.Task.Chunk || len(m.Task.Chunks) > 0) && !renderer.SplitsFrames(m.Task.Engine) {
+		return nil, fmt.Errorf("the %s engine does not render or join frame chunks", m.Task.Engine)
+	}
+	for _, dir := range []string{"output", "fonts", "assets", "chunks"} {
 		if err := os.MkdirAll(filepath.Join(work, dir), 0o700); err != nil {
 			return nil, fmt.Errorf("%w: %w", renderer.ErrNodeFault, err)
 		}
@@ -94,6 +97,17 @@ func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, 
 	}
 	if len(m.Task.Assets) > 0 {
 		log.Printf("%d assets staged", len(m.Task.Assets))
+	}
+	ext := renderer.IntermediateExtension(m.Task.Settings)
+	for i, src := range m.Task.Chunks {
+		dst := filepath.Join(work, "chunks", fmt.Sprintf("%06d%s", i+1, ext))
+		if err := f.fetch(ctx, src, dst); err != nil {
+			return nil, fmt.Errorf("chunk %d: %w", i+1, err)
+		}
+		task.Chunks = append(task.Chunks, dst)
+	}
+	if len(m.Task.Chunks) > 0 {
+		log.Printf("%d chunks staged", len(m.Task.Chunks))
 	}
 	return task, nil
 }
@@ -410,6 +424,11 @@ func checkInternalURLs(t *protocol.Task, base string) error {
 	for i, a := range t.Assets {
 		if a.Internal && !theirs(a.Src) {
 			return fmt.Errorf("asset %d is marked internal but is not one of the coordinator's files", i)
+		}
+	}
+	for i, c := range t.Chunks {
+		if !c.Internal || !theirs(c.URL) {
+			return fmt.Errorf("chunk %d is not one of the coordinator's files", i+1)
 		}
 	}
 	if t.Output.PutURL != "" && !theirs(t.Output.PutURL) {

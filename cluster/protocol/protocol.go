@@ -172,6 +172,11 @@ type Task struct {
 	// Redact maps the names of the secrets the task carries to their values: the node never
 	// reports them, and writes their references (${secret.NAME}) in their place.
 	Redact map[string]string `json:"redact,omitempty"`
+	// Chunk asks for one chunk of a split job: Settings.Frames as a lossless intermediate.
+	Chunk bool `json:"chunk,omitempty"`
+	// Chunks are a split job's finished chunks, in frame order, to join into its output; they
+	// are the coordinator's files.
+	Chunks []Source `json:"chunks,omitempty"`
 }
 
 // Asset is a job asset with its source resolved. Internal assets come from the coordinator's

@@ -203,6 +203,10 @@ type JobsConfig struct {
 	MaxNestingDepth  int      `toml:"max_nesting_depth"`
 	MaxAssets        int      `toml:"max_assets"`
 	ProgressInterval Duration `toml:"progress_interval"`
+	// ChunkFrames, when set, splits jobs that render at least ChunkAbove frames, and say nothing
+	// of chunks, into chunks of this many frames over the render nodes.
+	ChunkFrames int `toml:"chunk_frames"`
+	ChunkAbove  int `toml:"chunk_above"`
 	// Retention is how long finished, failed and cancelled jobs are kept after they ended; 0
 	// keeps them for ever.
 	Retention Duration `toml:"retention"`
@@ -397,6 +401,9 @@ func (c *Config) check() error {
 	}
 	if c.Jobs.MaxAttempts < 1 {
 		errs = append(errs, errors.New("jobs.max_attempts must be at least 1"))
+	}
+	if c.Jobs.ChunkFrames < 0 || c.Jobs.ChunkFrames == 1 || c.Jobs.ChunkAbove < 0 {
+		errs = append(errs, errors.New("jobs.chunk_frames must be 0 (off) or at least 2, and jobs.chunk_above at least 0"))
 	}
 	if len(c.Webhooks.RetryBackoff) == 0 {
 		errs = append(errs, errors.New("webhooks.retry_backoff needs at least one duration"))

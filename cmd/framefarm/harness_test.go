@@ -636,6 +636,19 @@ type (
 		Attempts     int              `json:"attempts"`
 		Node         string           `json:"node"`
 		Data         json.RawMessage  `json:"data"`
+		Chunks       []chunk          `json:"chunks"`
+		Unsplit      string           `json:"unsplit"`
+	}
+	chunk struct {
+		Index      int     `json:"index"`
+		Frames     []int   `json:"frames"`
+		Status     string  `json:"status"`
+		Progress   float64 `json:"progress"`
+		Node       string  `json:"node"`
+		Attempts   int     `json:"attempts"`
+		StartedAt  *string `json:"startedAt"`
+		FinishedAt *string `json:"finishedAt"`
+		Error      string  `json:"error"`
 	}
 )
 

@@ -168,6 +168,10 @@ type renderCall struct {
 	TemplateSHA string            `json:"templateSha"`
 	Assets      []stagedAsset     `json:"assets"`
 	Fonts       []stagedAsset     `json:"fonts"`
+	// Chunk is set on a chunk's render; Chunks, on a join of chunks, are the calls that made
+	// the chunks it was given, in order.
+	Chunk  bool         `json:"chunk,omitempty"`
+	Chunks []renderCall `json:"chunks,omitempty"`
 	// reply and gone are set in the test process only; gone is closed when the render stopped
 	// asking before it was answered (its node abandoned it).
 	reply chan renderReply
@@ -220,6 +224,15 @@ func (r *testRenderer) Render(ctx context.Context, task *renderer.Task, report f
 		s := stagedAsset{Name: f.FileName}
 		s.SHA256, s.Size = fileDigest(f.Path)
 		call.Fonts = append(call.Fonts, s)
+	}
+	call.Chunk = task.Chunk
+	for _, c := range task.Chunks {
+		var made renderCall
+		data, err := os.ReadFile(c)
+		if err != nil || json.Unmarshal(data, &made) != nil {
+			return fmt.Errorf("chunk %s is not a test render's output: %v", c, err)
+		}
+		call.Chunks = append(call.Chunks, made)
 	}
 	fmt.Fprintf(task.Log, "test renderer: %s attempt %d\n", task.JobID, task.Attempt)
 	for step := 0; ; step++ {

@@ -290,6 +290,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		LocalAdminToken:  local.Token,
 		Limits: validate.Limits{
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
+			ChunkFrames: cfg.Jobs.ChunkFrames, ChunkAbove: cfg.Jobs.ChunkAbove,
 		},
 	}, api.Deps{
 		Coordinator: coordinator, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,

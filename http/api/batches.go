@@ -165,7 +165,7 @@ func (s *Server) getBatch(r *request) {
 		default:
 			out.Stats.Pending++
 		}
-		out.Jobs = append(out.Jobs, batchJobStatus{Index: m.Index, ID: j.ID.String(), Status: j.State.String(),
+		out.Jobs = append(out.Jobs, batchJobStatus{Index: m.Index, ID: j.ID.String(), Status: j.Status(),
 			OutputURL: s.views.outputURL(j), Stats: s.views.jobStats(j)})
 	}
 	// Done when no job waits; error only when every job failed (a batch its owner cancelled
@@ -249,7 +249,7 @@ func (s *Server) cancelBatch(r *request) {
 		// Cancelled items carry a reason as skipped ones do (the official interface's shape).
 		entry := batchJobCancel{Index: jc.Index, ID: jc.JobID.String(), Result: "cancelled", Reason: "cancelled"}
 		if jc.Job != nil {
-			entry.Status = jc.Job.State.String()
+			entry.Status = jc.Job.Status()
 		}
 		if jc.Cancelled {
 			out.CancelledCount++

@@ -289,14 +289,14 @@ func (h *Hub) Flush() {
 	}
 	jobs, _ := h.Store.Jobs(ids)
 	for _, j := range jobs {
-		if j == nil {
-			continue // removed meanwhile
+		if j == nil || j.Kind == persistence.KindChunk {
+			continue // removed meanwhile; or a chunk, which its job's progress tells
 		}
 		if counts[j.TeamID]++; counts[j.TeamID] > limit {
 			continue
 		}
 		progress := j.Progress
-		ev := Event{Type: "job", ID: j.ID.String(), Status: j.State.String(), Progress: &progress}
+		ev := Event{Type: "job", ID: j.ID.String(), Status: j.Status(), Progress: &progress}
 		if j.BatchID != (ulid.ULID{}) {
 			ev.BatchID = j.BatchID.String()
 		}

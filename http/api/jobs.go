@@ -90,11 +90,14 @@ func (s *Server) created(records []*persistence.Job) *createdJob {
 	views := make(map[ulid.ULID]*createdJob, len(records))
 	var root *createdJob
 	for _, j := range records {
+		if j.Kind == persistence.KindChunk {
+			continue // the farm's part of its job
+		}
 		missing := j.MissingFonts
 		if missing == nil {
 			missing = []string{}
 		}
-		v := &createdJob{ID: j.ID.String(), Status: j.State.String(), OutputURL: s.views.outputURL(j), MissingFonts: missing}
+		v := &createdJob{ID: j.ID.String(), Status: j.Status(), OutputURL: s.views.outputURL(j), MissingFonts: missing}
 		views[j.ID] = v
 		if parent := views[j.ParentID]; parent != nil && j.ParentID != (ulid.ULID{}) {
 			parent.Children = append(parent.Children, v)
@@ -147,9 +150,19 @@ func (r *request) failCreate(err error) {
 
 func (s *Server) getJob(r *request) {
 	j, ok := s.loadJob(r)
-	if ok {
-		r.json(http.StatusOK, s.views.jobView(j))
+	if !ok {
+		return
 	}
+	v := s.views.jobView(j)
+	if j.Split() {
+		chunks, err := s.Store.Jobs(j.Children)
+		if err != nil {
+			r.failErr(err, nil)
+			return
+		}
+		v.Chunks = chunkViews(chunks)
+	}
+	r.json(http.StatusOK, v)
 }
 
 func (s *Server) loadJob(r *request) (*persistence.Job, bool) {

@@ -140,6 +140,7 @@ type Coordinator interface {
 // Store is what the API reads of the store: its named reads.
 type Store interface {
 	Job(jobID ulid.ULID) (*persistence.Job, error)
+	Jobs(ids []ulid.ULID) ([]*persistence.Job, error)
 	TeamJob(teamID, jobID ulid.ULID) (*persistence.Job, error)
 	TeamJobsExist(teamID ulid.ULID, ids []ulid.ULID) []bool
 	ListJobs(q persistence.JobQuery) ([]*persistence.Job, int, error)

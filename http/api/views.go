@@ -37,8 +37,38 @@ type jobView struct {
 	Node        string            `json:"node,omitempty"`
 	// MissingFonts are the fonts the job or its template names that the team's library lacks.
 	MissingFonts []string `json:"missingFonts,omitempty"`
+	// Chunks are a split job's chunks, in GET /jobs/{id}; Unsplit says why a job that asked to
+	// be split renders whole.
+	Chunks  []chunkView `json:"chunks,omitempty"`
+	Unsplit string      `json:"unsplit,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// chunkView is one chunk of a split job: the frames it renders and how far it is.
+type chunkView struct {
+	Index      int        `json:"index"`
+	Frames     []int      `json:"frames"`
+	Status     string     `json:"status"`
+	Progress   float64    `json:"progress"`
+	Node       string     `json:"node,omitempty"`
+	Attempts   int        `json:"attempts"`
+	StartedAt  *time.Time `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt"`
+	Error      string     `json:"error,omitempty"`
+}
+
+func chunkViews(chunks []*persistence.Job) []chunkView {
+	out := make([]chunkView, 0, len(chunks))
+	for i, c := range chunks {
+		if c == nil {
+			continue
+		}
+		f := c.Spec.Settings.Frames
+		out = append(out, chunkView{Index: i, Frames: []int{f.Start, f.End}, Status: c.State.String(), Progress: c.Progress,
+			Node: c.Node, Attempts: c.Attempts, StartedAt: optionalTime(c.StartedAt), FinishedAt: optionalTime(c.FinishedAt), Error: c.Error})
+	}
+	return out
 }
 
 type jobStats struct {
@@ -111,7 +141,7 @@ func (s *JobViews) jobView(j *persistence.Job) *jobView {
 	v := &jobView{
 		ID:           j.ID.String(),
 		TemplateID:   optionalID(j.TemplateID),
-		Status:       j.State.String(),
+		Status:       j.Status(),
 		Progress:     j.Progress,
 		OutputURL:    s.outputURL(j),
 		Assets:       j.Spec.Assets,
@@ -125,6 +155,7 @@ func (s *JobViews) jobView(j *persistence.Job) *jobView {
 		Attempts:     j.Attempts,
 		Node:         j.Node,
 		MissingFonts: j.MissingFonts,
+		Unsplit:      j.Unsplit,
 		Stats:        s.jobStats(j),
 	}
 	if v.Assets == nil {
@@ -132,6 +163,9 @@ func (s *JobViews) jobView(j *persistence.Job) *jobView {
 	}
 	if v.Tags == nil {
 		v.Tags = []string{}
+	}
+	if j.Split() {
+		return v // its children are its chunks, the farm's
 	}
 	for _, c := range j.Children {
 		v.Children = append(v.Children, c.String())
@@ -160,7 +194,7 @@ func (s *JobViews) jobStats(j *persistence.Job) *jobStats {
 
 func (s *JobViews) minimalJobView(j *persistence.Job) *minimalJobView {
 	return &minimalJobView{
-		ID: j.ID.String(), TemplateID: optionalID(j.TemplateID), Status: j.State.String(),
+		ID: j.ID.String(), TemplateID: optionalID(j.TemplateID), Status: j.Status(),
 		Progress: j.Progress, OutputURL: s.outputURL(j), Stats: minimalStats{CreatedAt: j.CreatedAt.UTC()},
 	}
 }
@@ -175,6 +209,10 @@ func (s *JobViews) WebhookBody(j *persistence.Job, data json.RawMessage) ([]byte
 // waitingFor explains why a job is not rendering yet.
 func (s *JobViews) waitingFor(j *persistence.Job) string {
 	switch {
+	case j.State == persistence.JobPending && j.Split():
+		return fmt.Sprintf("rendering in %d chunks on the render nodes", len(j.Children))
+	case j.State == persistence.JobQueued && j.Split() && !j.StartedAt.IsZero():
+		return fmt.Sprintf("its %d chunks are rendered; waiting for a render node to join them", len(j.Children))
 	case j.State == persistence.JobPending:
 		return fmt.Sprintf("waiting for %d child jobs to finish", len(j.Children))
 	case j.State == persistence.JobQueued && s.Capacities != nil:

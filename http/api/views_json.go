@@ -130,6 +130,16 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 	if len(v.MissingFonts) > 0 {
 		b = appendStrings(append(b, `,"missingFonts":`...), v.MissingFonts)
 	}
+	if len(v.Chunks) > 0 { // GET /jobs/{id} of a split job only
+		chunks, err := marshal(v.Chunks)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"chunks":`...), chunks...)
+	}
+	if v.Unsplit != "" {
+		b = appendString(append(b, `,"unsplit":`...), v.Unsplit)
+	}
 	if len(v.Data) > 0 {
 		if b, err = appendRaw(append(b, `,"data":`...), v.Data); err != nil {
 			return nil, err

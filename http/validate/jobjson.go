@@ -23,7 +23,7 @@ func decodeJobFast(body []byte) (*decodedJob, bool) {
 }
 
 var (
-	rawJobFields      = []string{"template", "assets", "preview", "fonts", "settings", "upload", "webhook", "priority", "tags"}
+	rawJobFields      = []string{"template", "assets", "preview", "fonts", "settings", "upload", "webhook", "priority", "tags", "chunks"}
 	rawAssetFields    = []string{"type", "layerName", "composition", "property", "value", "expression", "src", "name", "params", "template", "assets", "preview", "settings", "fonts"}
 	templateRefFields = []string{"id", "composition", "src"}
 )
@@ -50,8 +50,10 @@ func (r *jsonReader) jobField(job *decodedJob, field int) bool {
 		return r.raw(&job.Webhook)
 	case "priority":
 		return r.float(&job.Priority)
-	default: // tags
+	case "tags":
 		return r.raw(&job.Tags)
+	default: // chunks
+		return r.raw(&job.Chunks)
 	}
 }
 

@@ -34,6 +34,10 @@ type Limits struct {
 	MaxAssets int
 	// AllowPrivateURLs accepts URLs naming loopback or private addresses.
 	AllowPrivateURLs bool
+	// ChunkFrames, when set, splits jobs that do not say otherwise into chunks of this many
+	// frames, if they render at least ChunkAbove frames.
+	ChunkFrames int
+	ChunkAbove  int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -60,6 +64,8 @@ type rawJob struct {
 	Webhook  json.RawMessage   `json:"webhook"`
 	Priority *float64          `json:"priority"`
 	Tags     json.RawMessage   `json:"tags"`
+	// Chunks splits the job over several nodes (an extension).
+	Chunks json.RawMessage `json:"chunks"`
 	// decodedAssets are Assets already decoded (nil: not decoded, or none).
 	decodedAssets []rawAsset
 }
@@ -173,6 +179,9 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	job.Spec.Webhook = c.webhook(raw.Webhook, at(path, "webhook"))
 	// Only template is required: a job without assets renders the template as it is.
 	c.assets(job, raw, tpl, comp, path, depth)
+	if depth == 0 { // nested jobs render whole; their parent may be split
+		c.chunks(raw.Chunks, job, comp, at(path, "chunks"))
+	}
 	return job
 }
 

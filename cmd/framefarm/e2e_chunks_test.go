@@ -1,0 +1,255 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/framefarm/framefarm/actors"
+)
+
+// splitJob is a render of the test template's "main" composition (150 frames) split into chunks
+// of frames frames.
+func splitJob(templateID string, frames int) map[string]any {
+	j := renderJob(templateID)
+	j["chunks"] = map[string]any{"frames": frames}
+	return j
+}
+
+// chunkCalls takes the next n render calls, which must be chunks, by their first frame.
+func chunkCalls(t *testing.T, c *coordinator, n int) map[int]*renderCall {
+	t.Helper()
+	calls := map[int]*renderCall{}
+	for range n {
+		call := c.control.next(t)
+		if !call.Chunk || call.Settings.Frames == nil {
+			t.Fatalf("a render that is not a chunk: %+v", call)
+		}
+		calls[call.Settings.Frames.Start] = call
+	}
+	return calls
+}
+
+// TestASplitJobSpreadsOverNodesAndJoinsItsChunks: a job asking for 50-frame chunks of 150 frames
+// renders as three chunks on two nodes; to its client it stays one job, queued, then rendering
+// with a frame-weighted progress and its chunks in GET /jobs/{id}; its log says which node
+// rendered which frames; the join gets the chunks in frame order, and the job's output is the
+// join's.
+func TestASplitJobSpreadsOverNodesAndJoinsItsChunks(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	if made.Status != "queued" || len(made.Children) != 0 {
+		t.Fatalf("created %+v", made)
+	}
+	calls := chunkCalls(t, c, 2)
+	nodes := map[string]bool{}
+	for _, call := range calls {
+		nodes[call.Node] = true
+	}
+	if len(nodes) != 2 || calls[0] == nil || calls[50] == nil {
+		t.Fatalf("the first two chunks did not start on both nodes: %v", calls)
+	}
+	for start, call := range calls {
+		if f := call.Settings.Frames; f.End != start+49 || !f.Range {
+			t.Fatalf("chunk from %d renders %+v", start, f)
+		}
+	}
+	half := 50.0
+	calls[0].answer(renderReply{Progress: &half})
+	if calls[0] = c.control.next(t); calls[0].Settings.Frames.Start != 0 || calls[0].Step != 1 {
+		t.Fatalf("the first chunk's next step is %+v", calls[0])
+	}
+	var j job
+	c.waitUntil("the job's progress saved", func() bool { j = cl.job(made.ID); return j.Progress > 0 })
+	if want := 50.0 * 50 / 150 * 0.95; j.Progress < want-0.01 || j.Progress > want+0.01 {
+		t.Fatalf("progress %v with one chunk of three half done, want %v", j.Progress, want)
+	}
+	if j.Status != "render:dorender" || len(j.Chunks) != 3 || j.Stats.StartedAt == nil {
+		t.Fatalf("while its chunks render: %+v", j)
+	}
+	for i, ch := range j.Chunks {
+		want := []int{i * 50, i*50 + 49}
+		if ch.Index != i || !slices.Equal(ch.Frames, want) {
+			t.Fatalf("chunk %d: %+v, want frames %v", i, ch, want)
+		}
+	}
+	if j.Chunks[2].Status != "queued" || j.Chunks[0].Status != "render:dorender" || j.Chunks[0].Node == "" {
+		t.Fatalf("chunks %+v", j.Chunks)
+	}
+
+	// The listing, counts and lookups know the job only.
+	var list []job
+	h := cl.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, &list)
+	if h.Get("X-Total-Count") != "1" || len(list) != 1 || list[0].ID != made.ID || list[0].Status != "render:dorender" {
+		t.Fatalf("listing of %s jobs: %+v", h.Get("X-Total-Count"), list)
+	}
+	chunkID := calls[50].JobID
+	cl.fails(http.MethodGet, "/api/v2/jobs/"+chunkID, nil, http.StatusNotFound, "not_found")
+
+	calls[0].answer(renderReply{Result: "finish"})
+	calls[50].answer(renderReply{Result: "finish"})
+	last := chunkCalls(t, c, 1)[100]
+	if last == nil {
+		t.Fatal("the third chunk did not start")
+	}
+	last.answer(renderReply{Result: "finish"})
+	join := c.control.next(t)
+	if join.JobID != made.ID || join.Chunk || len(join.Chunks) != 3 {
+		t.Fatalf("the join: %+v", join)
+	}
+	for i, ch := range join.Chunks {
+		if ch.Settings.Frames.Start != i*50 || !ch.Chunk {
+			t.Fatalf("the join's chunk %d is %+v", i, ch)
+		}
+	}
+	join.answer(renderReply{Result: "finish"})
+	c.waitJob(made.ID, "finished")
+	j = cl.job(made.ID)
+	if j.Status != "finished" || j.Progress != 100 || len(j.Chunks) != 3 || j.Chunks[2].Status != "finished" {
+		t.Fatalf("finished: %+v", j)
+	}
+	if out := cl.renderOutput(made.ID); out.JobID != made.ID || len(out.Chunks) != 3 {
+		t.Fatalf("the output is not the join's: %+v", out)
+	}
+	log := cl.logs(made.ID)
+	for _, want := range []string{"split into 3 chunks of 50 frames", "frames 0 to 49 rendered on node " + calls[0].Node,
+		"frames 50 to 99 rendered on node " + calls[50].Node, "all 3 chunks rendered", "finished on node"} {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// TestASplitJobsKilledNodeRerunsOnlyItsChunk: the node rendering one chunk is killed; that chunk
+// renders again elsewhere as attempt 2, the others keep attempt 1, and the join gets all three.
+func TestASplitJobsKilledNodeRerunsOnlyItsChunk(t *testing.T) {
+	c, cl, nodes := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	calls := chunkCalls(t, c, 2)
+	var victim, survivor *renderCall
+	for _, call := range calls {
+		if call.Node == "n1" {
+			victim = call
+		} else {
+			survivor = call
+		}
+	}
+	nodes[0].kill()
+	c.waitNode("n1", actors.NodeLost)
+	survivor.answer(renderReply{Result: "finish"})
+	c.control.answerAll(finishAll)
+	c.waitJob(made.ID, "finished")
+	j := cl.job(made.ID)
+	for _, ch := range j.Chunks {
+		want := 1
+		if ch.Frames[0] == victim.Settings.Frames.Start {
+			want = 2
+		}
+		if ch.Attempts != want || ch.Status != "finished" || ch.Node != "n2" && want == 2 {
+			t.Fatalf("chunk %+v: want attempt %d (the killed node's chunk was frames %d on)", ch, want, victim.Settings.Frames.Start)
+		}
+	}
+	out := cl.renderOutput(made.ID)
+	for i, ch := range out.Chunks {
+		if ch.Settings.Frames.Start != i*50 {
+			t.Fatalf("the join's chunks are out of order: %+v", out.Chunks)
+		}
+	}
+	if !strings.Contains(cl.logs(made.ID), fmt.Sprintf("frames %d to %d rendered on node n2", victim.Settings.Frames.Start, victim.Settings.Frames.End)) {
+		t.Fatalf("log:\n%s", cl.logs(made.ID))
+	}
+}
+
+// TestCancellingASplitJobStopsEveryChunk: cancelled while two chunks render and one waits, the
+// job's chunks all stop, their nodes abandon them, and the job has no output.
+func TestCancellingASplitJobStopsEveryChunk(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	calls := chunkCalls(t, c, 2)
+	var cancelled []job
+	cl.must(http.MethodPatch, "/api/v2/jobs/"+made.ID+"/cancel", nil, http.StatusOK, &cancelled)
+	if len(cancelled) != 1 || cancelled[0].ID != made.ID || cancelled[0].Status != "manually_cancelled" {
+		t.Fatalf("the cancel answered %+v", cancelled)
+	}
+	for _, call := range calls {
+		<-call.gone // its node abandoned it
+	}
+	c.waitUntil("every chunk cancelled", func() bool {
+		for _, ch := range cl.job(made.ID).Chunks {
+			if ch.Status != "manually_cancelled" {
+				return false
+			}
+		}
+		return true
+	})
+	if status, _ := get(t, cl.job(made.ID).OutputURL); status != http.StatusNotFound {
+		t.Fatalf("a cancelled split job's output answered %d", status)
+	}
+	// The nodes are free again: another job renders.
+	c.control.answerAll(finishAll)
+	other := cl.createJobs(tpl, 1)
+	c.waitJob(other[0], "finished")
+}
+
+// TestAChunkFailingThreeTimesFailsItsJob: one chunk fails on every attempt; after the third the
+// job fails naming that chunk, and the chunk still rendering then stops.
+func TestAChunkFailingThreeTimesFailsItsJob(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	var held *renderCall
+	for failures := 0; failures < 3; {
+		switch call := c.control.next(t); call.Settings.Frames.Start {
+		case 50:
+			call.answer(renderReply{Result: "retry", Message: "the engine crashed"})
+			failures++
+		case 100:
+			held = call // rendering when the job fails
+		default:
+			call.answer(renderReply{Result: "finish"})
+		}
+	}
+	c.waitJob(made.ID, "error")
+	j := cl.job(made.ID)
+	if j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "chunk 2 of 3 (frames 50 to 99) failed: render failed after 3 attempts") {
+		t.Fatalf("the job's error: %v", j.Stats.Error)
+	}
+	if held == nil {
+		t.Fatal("the last chunk never started while the second was retried")
+	}
+	<-held.gone
+	c.waitUntil("the last chunk stopped", func() bool { return cl.job(made.ID).Chunks[2].Status == "manually_cancelled" })
+}
+
+// TestAJobThatCannotBeSplitRendersWhole: asked to split, a job whose shape cannot be split
+// renders whole and says why; a malformed chunks field is refused.
+func TestAJobThatCannotBeSplitRendersWhole(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 1)
+	tpl := cl.uploadTemplate(inspection())
+	still := renderJob(tpl)
+	still["settings"] = map[string]any{"type": "image", "frames": 10}
+	still["chunks"] = map[string]any{"count": 4}
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", still, http.StatusCreated, &made)
+	c.control.answerAll(finishAll)
+	c.waitJob(made.ID, "finished")
+	if j := cl.job(made.ID); j.Unsplit != "a single frame" || len(j.Chunks) != 0 || !strings.Contains(cl.logs(made.ID), "renders whole on one node: a single frame") {
+		t.Fatalf("%+v\n%s", j, cl.logs(made.ID))
+	}
+	for _, bad := range []any{map[string]any{}, map[string]any{"frames": 1}, map[string]any{"frames": 10, "count": 2}, map[string]any{"count": 0}, "60", map[string]any{"size": 3}} {
+		body := renderJob(tpl)
+		body["chunks"] = bad
+		if e := cl.fails(http.MethodPost, "/api/v2/jobs", body, http.StatusBadRequest, "validation_error"); !strings.Contains(e.Error, "chunks") {
+			t.Fatalf("chunks %v: %+v", bad, e)
+		}
+	}
+}
