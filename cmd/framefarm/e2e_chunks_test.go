@@ -1,13 +1,21 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/renderer/ffmpeg"
+	"github.com/framefarm/framefarm/renderer/framediff"
 )
 
 // splitJob is a render of the test template's "main" composition (150 frames) split into chunks
@@ -252,4 +260,114 @@ func TestAJobThatCannotBeSplitRendersWhole(t *testing.T) {
 			t.Fatalf("chunks %v: %+v", bad, e)
 		}
 	}
+}
+
+// TestASplitRenderIsTheUnsplitRender: the 300 frames of the 1080p Lottie fixture, with a sound
+// and a replaced image, rendered whole on one node and split into 60-frame chunks over two real
+// render nodes: the same frame count, every frame the same within H.264's tolerance (x264's
+// threads make two renders of one job differ a little), the same duration and sound. A ProRes
+// render (each frame encoded alone) split across chunk edges is the same frame for frame, and
+// an image sequence split in three is zipped frame for frame as the whole one.
+func TestASplitRenderIsTheUnsplitRender(t *testing.T) {
+	tools, err := ffmpeg.Find("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tone := filepath.Join(t.TempDir(), "tone.wav")
+	if out, err := exec.Command(tools.FFmpeg, "-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i", "sine=frequency=330:duration=12", tone).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	sound, err := os.ReadFile(tone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startCoordinator(t, options{cluster: true, realEngines: true})
+	c.startNode("n1", 1)
+	c.startNode("n2", 1)
+	acme := c.team("acme")
+	tpl := acme.uploadTemplateFile("zip", fixtureZip(t, "lottie/synthetic"))
+	files := newFileServer(t, map[string][]byte{"/tone.wav": sound, "/replacement.jpg": fixture(t, "lottie/synthetic/images/replacement.jpg")})
+	body := func(settings map[string]any, chunks any) map[string]any {
+		b := kenburnsJob(tpl.ID,
+			map[string]any{"type": "image", "layerName": "Photo", "src": files + "/replacement.jpg"},
+			map[string]any{"type": "audio", "layerName": "Bar", "src": files + "/tone.wav"})
+		b["settings"] = settings
+		if chunks != nil {
+			b["chunks"] = chunks
+		}
+		return b
+	}
+	video := map[string]any{"type": "video", "codec": "h264_vbr_5mbps"}
+	_, whole := acme.render(body(video, nil))
+	split, joined := acme.render(body(video, map[string]any{"frames": 60}))
+	nodes := map[string]bool{}
+	for _, ch := range split.Chunks {
+		nodes[ch.Node] = true
+		if ch.Attempts != 1 || ch.Frames[1]-ch.Frames[0] != 59 {
+			t.Fatalf("chunk %+v", ch)
+		}
+	}
+	if len(split.Chunks) != 5 || len(nodes) != 2 {
+		t.Fatalf("%d chunks on nodes %v", len(split.Chunks), nodes)
+	}
+	dir := t.TempDir()
+	wholeFile, joinedFile := filepath.Join(dir, "whole.mp4"), filepath.Join(dir, "joined.mp4")
+	os.WriteFile(wholeFile, whole, 0o600)
+	os.WriteFile(joinedFile, joined, 0o600)
+	a, b, worst, err := framediff.Videos(tools.FFmpeg, tools.FFprobe, wholeFile, joinedFile)
+	if err != nil || a != 300 || b != 300 || worst > 1.5 {
+		t.Fatalf("whole %d frames, split %d; the most different frame differs by %.3f; %v", a, b, worst, err)
+	}
+	mw, mj := probe(t, whole, ".mp4"), probe(t, joined, ".mp4")
+	if mw != mj || !mj.HasAudio {
+		t.Fatalf("whole %+v, split %+v", mw, mj)
+	}
+	for _, f := range []string{wholeFile, joinedFile} {
+		if d := audioDuration(t, tools, f); d < 9.95 || d > 10.05 {
+			t.Fatalf("%s: the sound lasts %.3fs, the video 10s", filepath.Base(f), d)
+		}
+	}
+
+	prores := map[string]any{"type": "video", "codec": "prores_422", "frames": []int{45, 134}, "quality": "draft"}
+	_, wholeProRes := acme.render(body(prores, nil))
+	_, joinedProRes := acme.render(body(prores, map[string]any{"frames": 25}))
+	wholeFile, joinedFile = filepath.Join(dir, "whole.mov"), filepath.Join(dir, "joined.mov")
+	os.WriteFile(wholeFile, wholeProRes, 0o600)
+	os.WriteFile(joinedFile, joinedProRes, 0o600)
+	if a, b, worst, err := framediff.Videos(tools.FFmpeg, tools.FFprobe, wholeFile, joinedFile); err != nil || a != 90 || b != 90 || worst != 0 {
+		t.Fatalf("ProRes: whole %d frames, split %d; the most different frame differs by %.3f; %v", a, b, worst, err)
+	}
+
+	frames := map[string]any{"type": "image", "frames": []int{100, 129}, "quality": "draft"}
+	_, wholeZip := acme.render(body(frames, nil))
+	_, joinedZip := acme.render(body(frames, map[string]any{"count": 3}))
+	za, err := zip.NewReader(bytes.NewReader(wholeZip), int64(len(wholeZip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zb, err := zip.NewReader(bytes.NewReader(joinedZip), int64(len(joinedZip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(za.File) != 30 || len(zb.File) != 30 {
+		t.Fatalf("%d frames whole, %d split", len(za.File), len(zb.File))
+	}
+	for i := range za.File {
+		if za.File[i].Name != zb.File[i].Name || za.File[i].CRC32 != zb.File[i].CRC32 {
+			t.Fatalf("frame %d: %s whole, %s split, or their pixels differ", i, za.File[i].Name, zb.File[i].Name)
+		}
+	}
+}
+
+func audioDuration(t *testing.T, tools ffmpeg.Tools, file string) float64 {
+	t.Helper()
+	out, err := exec.Command(tools.FFprobe, "-v", "error", "-select_streams", "a:0", "-show_entries", "stream=duration", "-of", "csv=p=0", file).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+	if err != nil {
+		t.Fatalf("the sound's duration %q: %v", out, err)
+	}
+	return d
 }

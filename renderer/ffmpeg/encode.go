@@ -46,49 +46,30 @@ func orDefault(v, def string) string {
 }
 
 // Input is what an encoder reads: raw RGBA frames with premultiplied alpha arriving on a pipe
-// (Width, Height and FPS set); the lossless intermediates of a split job's chunks, played one
-// after the other as frames at FPS (Chunks set); or a media file (Width zero) such as After
-// Effects' render.
+// or from Frames (Width, Height and FPS set), or a media file (Width zero) such as After Effects'
+// render.
 type Input struct {
 	Path   string
 	Width  int
 	Height int
 	FPS    float64
-	// Chunks are CodecLossless files holding, in order, the frames to encode, as raw input would
-	// have brought them. Path is then where their list is written.
-	Chunks []string
+	// Frames, when set, brings the raw frames in place of Path.
+	Frames io.Reader
 }
 
 func (in Input) raw() bool { return in.Width > 0 }
 
-// premultiplied says the input's alpha is premultiplied: raw frames, and intermediates made of them.
-func (in Input) premultiplied() bool { return in.raw() || len(in.Chunks) > 0 }
-
-// frames says the input is a sequence of frames at FPS, whose timing the encoder sets itself.
-func (in Input) frames() bool { return in.raw() || len(in.Chunks) > 0 }
-
 // args are the input options of in.
-func (in Input) args() ([]string, error) {
-	rate := strconv.FormatFloat(in.FPS, 'f', -1, 64)
-	switch {
-	case in.raw():
-		return []string{"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
-			"-framerate", rate, "-i", in.Path}, nil
-	case len(in.Chunks) > 0:
-		var list strings.Builder
-		for _, c := range in.Chunks {
-			abs, err := filepath.Abs(c)
-			if err != nil {
-				return nil, err
-			}
-			fmt.Fprintf(&list, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
-		}
-		if err := os.WriteFile(in.Path, []byte(list.String()), 0o600); err != nil {
-			return nil, err
-		}
-		return []string{"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", in.Path}, nil
+func (in Input) args() []string {
+	path := in.Path
+	if in.Frames != nil {
+		path = "pipe:0"
 	}
-	return []string{"-i", in.Path}, nil
+	if !in.raw() {
+		return []string{"-i", path}
+	}
+	return []string{"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
+		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", path}
 }
 
 // Encoder is a running ffmpeg that writes one job output.
@@ -100,15 +81,11 @@ type Encoder struct {
 
 // Start begins encoding in into out, as the job's settings ask. draft trades quality for speed.
 func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bool, out string, log io.Writer) (*Encoder, error) {
-	inputArgs, err := in.args()
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y"}, inputArgs...)
+	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y"}, in.args()...)
 	e := &Encoder{out: out}
 	switch s.Type {
 	case renderer.OutputImage:
-		still := stillArgs(s.Codec, in.premultiplied())
+		still := stillArgs(s.Codec, in.raw())
 		if s.Frames != nil && s.Frames.Range {
 			e.frames = out + ".frames"
 			if err := os.MkdirAll(e.frames, 0o700); err != nil {
@@ -124,7 +101,7 @@ func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bo
 		return nil, fmt.Errorf("output type %q cannot be encoded by ffmpeg", s.Type)
 	}
 	e.cmd = exec.CommandContext(ctx, t.FFmpeg, args...)
-	e.cmd.Stdout, e.cmd.Stderr = log, log
+	e.cmd.Stdin, e.cmd.Stdout, e.cmd.Stderr = in.Frames, log, log
 	if err := e.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("ffmpeg cannot start: %w", err)
 	}
@@ -133,33 +110,86 @@ func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bo
 
 // videoArgs are the output options that encode in into a video file out as the settings ask.
 func videoArgs(in Input, s renderer.Settings, draft bool, out string) []string {
-	filter, args := videoEncoding(s.Codec, draft, in.premultiplied())
-	rate := strconv.FormatFloat(in.FPS, 'f', -1, 64)
-	if len(in.Chunks) > 0 {
-		// Frame n is at n/FPS exactly, as for raw frames, whatever the containers rounded.
-		filter = joinFilters(fmt.Sprintf("setpts=N/(%s*TB)", rate), filter)
-	}
+	filter, args := videoEncoding(s.Codec, draft, in.raw())
 	if filter != "" {
 		args = append([]string{"-vf", filter}, args...)
 	}
-	if in.frames() {
-		return append(args, "-an", "-r", rate)
+	if in.raw() {
+		return append(args, "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64))
 	}
 	return append(args, audioArgs(out)...)
 }
 
-// EncodeChunks encodes the intermediates of a split job's chunks, in order, into the video out
-// as the settings ask: the file Start makes of the same frames arriving raw. list is where their
-// list is written; frames is how many they hold, for progress.
-func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, fps float64, frames int,
+// EncodeChunks encodes the intermediates of a split job's chunks (width x height frames at fps,
+// frames in all), in order, into the video out as the settings ask. Their frames reach the
+// encoder raw, as a render's do, so out is the very file Start makes of the same render: a
+// different input (a container's timestamps) would steer its rate control apart. list is where
+// the chunks' list is written.
+func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, width, height int, fps float64, frames int,
 	s renderer.Settings, draft bool, out string, log io.Writer, report func(float64)) error {
-	in := Input{Path: list, FPS: fps, Chunks: chunks}
-	args, err := in.args()
+	var b strings.Builder
+	for _, c := range chunks {
+		abs, err := filepath.Abs(c)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+	}
+	if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	decoder := exec.CommandContext(ctx, t.FFmpeg, "-hide_banner", "-nostats", "-loglevel", "error",
+		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1")
+	decoder.Stderr = log
+	pipe, err := decoder.StdoutPipe()
 	if err != nil {
 		return err
 	}
-	args = append(append(args, videoArgs(in, s, draft, out)...), "-progress", "pipe:1", out)
-	return run(ctx, t, args, float64(frames)/fps, log, report)
+	if err := decoder.Start(); err != nil {
+		return fmt.Errorf("ffmpeg cannot start: %w", err)
+	}
+	frameBytes := int64(width) * int64(height) * 4
+	counted := &frameCounter{r: pipe, frameBytes: frameBytes, frames: frames, report: report}
+	encoder, err := Start(ctx, t, Input{Width: width, Height: height, FPS: fps, Frames: counted}, s, draft, out, log)
+	if err != nil {
+		decoder.Process.Kill()
+		decoder.Wait()
+		return err
+	}
+	encodeErr := encoder.Wait()
+	if encodeErr != nil {
+		decoder.Process.Kill()
+	}
+	if err := decoder.Wait(); err != nil && encodeErr == nil {
+		return fmt.Errorf("decoding the chunks failed: %w", err)
+	}
+	if encodeErr != nil {
+		return encodeErr
+	}
+	if got := counted.n / frameBytes; got != int64(frames) {
+		return fmt.Errorf("the chunks hold %d frames of %dx%d, not %d", got, width, height, frames)
+	}
+	report(100)
+	return nil
+}
+
+// frameCounter reports how many of frames frames passed through it.
+type frameCounter struct {
+	r          io.Reader
+	n          int64
+	frameBytes int64
+	frames     int
+	report     func(float64)
+}
+
+func (c *frameCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	before := c.n / c.frameBytes
+	c.n += int64(n)
+	if after := c.n / c.frameBytes; after != before && c.frames > 0 {
+		c.report(min(100, float64(after)/float64(c.frames)*100))
+	}
+	return n, err
 }
 
 // Transcode encodes a media file into out as the settings ask, and waits for it.
@@ -291,13 +321,6 @@ func videoEncoding(codec string, draft, premultiplied bool) (filter string, args
 			"-x264-params", "nal-hrd=cbr:force-cfr=1")
 	}
 	return filter, append(args, "-maxrate", fmt.Sprintf("%dM", n*3/2), "-bufsize", fmt.Sprintf("%dM", n*2))
-}
-
-func joinFilters(a, b string) string {
-	if b == "" {
-		return a
-	}
-	return a + "," + b
 }
 
 func stillArgs(codec string, premultiplied bool) []string {

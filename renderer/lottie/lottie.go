@@ -99,7 +99,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	settings := task.Settings
 	switch {
 	case len(task.Chunks) > 0:
-		return r.joinChunks(ctx, task, doc, draft, from, to, report)
+		return r.joinChunks(ctx, task, doc, width, height, draft, from, to, report)
 	case task.Chunk:
 		// A chunk is part of the picture: the join encodes it and lays the sound once.
 		doc.audio = nil
@@ -176,7 +176,8 @@ func (r *Renderer) addSound(ctx context.Context, task *renderer.Task, doc *docum
 
 // joinChunks makes the job's output of its chunks' intermediates: frames zipped on in order, or
 // one encoding of every chunk's frames with the sound laid over the whole length.
-func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, draft bool, from, to int, report func(float64)) error {
+func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, width, height int, draft bool, from, to int,
+	report func(float64)) error {
 	fmt.Fprintf(task.Log, "joining %d chunks: frames %d to %d, %g fps\n", len(task.Chunks), from, to, doc.fps)
 	if task.Settings.Type == renderer.OutputImage {
 		if err := ffmpeg.JoinFrameZips(task.Chunks, task.OutputPath); err != nil {
@@ -187,7 +188,7 @@ func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *doc
 	}
 	video := videoPath(task, doc)
 	list := filepath.Join(task.WorkDir, "chunks.txt")
-	if err := ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, doc.fps, to-from+1, task.Settings, draft, video, task.Log, report); err != nil {
+	if err := ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, width, height, doc.fps, to-from+1, task.Settings, draft, video, task.Log, report); err != nil {
 		return err
 	}
 	return r.addSound(ctx, task, doc, video, from, to)

@@ -390,10 +390,13 @@ func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		settings renderer.Settings
+		// tolerance is how far a frame may be from one render's: x264's threads make two runs
+		// of one encoding differ a little; ProRes frames are made alone, and so are the same.
+		tolerance float64
 	}{
-		{"video", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_vbr_5mbps", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}},
-		{"prores 4444", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_prores_4444", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}},
-		{"frames", renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 12, Range: true}}},
+		{"h264", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_vbr_5mbps", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 1.5},
+		{"prores 4444", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_prores_4444", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 0},
+		{"frames", renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 12, Range: true}}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			whole := newTask(t, template, c.settings, sound)
@@ -427,15 +430,15 @@ func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
 				sameFrameZips(t, whole.OutputPath, joined.OutputPath, f.End-f.Start+1)
 				return
 			}
-			sameVideos(t, tools, whole.OutputPath, joined.OutputPath, f.End-f.Start+1)
+			sameVideos(t, tools, whole.OutputPath, joined.OutputPath, f.End-f.Start+1, c.tolerance)
 		})
 	}
 }
 
-func sameVideos(t *testing.T, tools ffmpeg.Tools, whole, joined string, frames int) {
+func sameVideos(t *testing.T, tools ffmpeg.Tools, whole, joined string, frames int, tolerance float64) {
 	t.Helper()
 	a, b, worst, err := framediff.Videos(tools.FFmpeg, tools.FFprobe, whole, joined)
-	if err != nil || a != frames || b != frames || worst > 0.5 {
+	if err != nil || a != frames || b != frames || worst > tolerance {
 		t.Fatalf("one render has %d frames, the joined chunks %d (want %d); worst frame differs by %.3f; %v", a, b, frames, worst, err)
 	}
 	mw, err := ffmpeg.Probe(context.Background(), tools, whole)
