@@ -238,6 +238,38 @@ func TestAChunkFailingThreeTimesFailsItsJob(t *testing.T) {
 	c.waitUntil("the last chunk stopped", func() bool { return cl.job(made.ID).Chunks[2].Status == "manually_cancelled" })
 }
 
+// TestOfficialClientSubmitsWaitsForAndDownloadsASplitJob: the official CLI's job submit keeps
+// fields it does not know (its request type carries them), so a job file asking for chunks is
+// split; job wait polls GET /jobs/{id} into its Job type until a terminal status, and the output
+// downloads from outputUrl.
+func TestOfficialClientSubmitsWaitsForAndDownloadsASplitJob(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 2)
+	tpl := cl.uploadTemplate(inspection())
+	var submitted cliJobCreated
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &submitted)
+	if submitted.Status != "queued" || submitted.Children != nil {
+		t.Fatalf("submitted %+v", submitted)
+	}
+	c.control.answerAll(finishAll)
+	var seen []string
+	c.waitUntil("job wait to see a terminal status", func() bool {
+		var polled cliJob
+		cl.must(http.MethodGet, "/api/v2/jobs/"+submitted.ID, nil, http.StatusOK, &polled)
+		if len(seen) == 0 || seen[len(seen)-1] != *polled.Status {
+			seen = append(seen, *polled.Status)
+		}
+		return *polled.Status == "finished"
+	})
+	for _, status := range seen {
+		if !slices.Contains([]string{"queued", "render:dorender", "finished"}, status) {
+			t.Fatalf("job wait saw %v", seen)
+		}
+	}
+	if out := cl.renderOutput(submitted.ID); len(out.Chunks) != 3 {
+		t.Fatalf("the download is not the joined chunks: %+v", out)
+	}
+}
+
 // TestAJobThatCannotBeSplitRendersWhole: asked to split, a job whose shape cannot be split
 // renders whole and says why; a malformed chunks field is refused.
 func TestAJobThatCannotBeSplitRendersWhole(t *testing.T) {
