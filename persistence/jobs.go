@@ -35,9 +35,8 @@ func creationLine(j *Job) string {
 	line := "created as " + j.State.String()
 	switch {
 	case j.Split():
-		f := j.Spec.Settings.Frames
-		line += fmt.Sprintf(", split into %d chunks of %d frames", len(j.Children), j.ChunkFrames)
-		if f != nil {
+		line = fmt.Sprintf("created, split into %d chunks of %d frames", len(j.Children), j.ChunkFrames)
+		if f := j.Spec.Settings.Frames; f != nil {
 			line += fmt.Sprintf(" (frames %d to %d)", f.Start, f.End)
 		}
 	case j.Kind == KindChunk:

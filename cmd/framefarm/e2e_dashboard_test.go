@@ -537,3 +537,40 @@ func TestDashboardActsOnJobs(t *testing.T) {
 	screenshot(t, dark, "batches-dark")
 	c.control.answerAll(finishAll)
 }
+
+// TestDashboardShowsASplitJobsChunks: a split job's page shows its chunks as one bar, a segment
+// per chunk coloured by its state and marked with its node, and follows them to the end.
+func TestDashboardShowsASplitJobsChunks(t *testing.T) {
+	c, acme, _ := clusterFarm(t, 2)
+	tpl := acme.uploadTemplate(inspection())
+	var made created
+	acme.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	calls := chunkCalls(t, c, 2)
+	forty := 40.0
+	calls[0].answer(renderReply{Progress: &forty})
+	again := c.control.next(t)
+	calls[50].answer(renderReply{Result: "finish"})
+	last := chunkCalls(t, c, 1)[100]
+	c.waitUntil("the second chunk finished and the first at 40%", func() bool {
+		j := acme.job(made.ID)
+		return len(j.Chunks) == 3 && j.Chunks[1].Status == "finished" && j.Chunks[0].Progress == 40
+	})
+
+	tab := browserTab(t)
+	browse(t, tab, "a split job's page",
+		chromedp.Navigate(c.url+"/ui/jobs/"+made.ID+"#token="+acme.token),
+		chromedp.WaitVisible(`.chunks .chunk.finished`))
+	segments := value(t, tab, "its chunks", chromedp.Evaluate[[]string](`[...document.querySelectorAll(".chunks .chunk")].map((e) => e.className + " " + e.title)`))
+	if len(segments) != 3 || !strings.Contains(segments[0], "rendering") || !strings.Contains(segments[0], "40%") ||
+		!strings.Contains(segments[1], "finished") || !strings.Contains(segments[1], "frames 50 to 99") || !strings.Contains(segments[1], "on "+calls[50].Node) {
+		t.Fatalf("the chunk bar: %q", segments)
+	}
+	screenshot(t, tab, "job-split")
+
+	again.answer(renderReply{Result: "finish"})
+	last.answer(renderReply{Result: "finish"})
+	c.control.answerAll(finishAll)
+	browse(t, tab, "the job ends",
+		chromedp.WaitVisible(`//h2[.="Chunks (3 of 3 rendered)"]`),
+		chromedp.WaitVisible(`h1 .badge[data-status="finished"]`))
+}

@@ -208,14 +208,15 @@ func (s *JobViews) WebhookBody(j *persistence.Job, data json.RawMessage) ([]byte
 
 // waitingFor explains why a job is not rendering yet.
 func (s *JobViews) waitingFor(j *persistence.Job) string {
+	// A split job waits on nodes as a queued job does until its first chunk starts; then it
+	// renders, until its join waits for a node.
+	queued := j.State == persistence.JobQueued || j.Split() && j.State == persistence.JobPending && j.StartedAt.IsZero()
 	switch {
-	case j.State == persistence.JobPending && j.Split():
-		return fmt.Sprintf("rendering in %d chunks on the render nodes", len(j.Children))
-	case j.State == persistence.JobQueued && j.Split() && !j.StartedAt.IsZero():
-		return fmt.Sprintf("its %d chunks are rendered; waiting for a render node to join them", len(j.Children))
-	case j.State == persistence.JobPending:
+	case j.State == persistence.JobPending && !queued && j.Split():
+		return ""
+	case j.State == persistence.JobPending && !queued:
 		return fmt.Sprintf("waiting for %d child jobs to finish", len(j.Children))
-	case j.State == persistence.JobQueued && s.Capacities != nil:
+	case queued && s.Capacities != nil:
 		c := s.Capacities()[j.Engine]
 		switch {
 		case c.Nodes == 0:

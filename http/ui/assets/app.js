@@ -75,6 +75,37 @@ function progressBar(status, progress) {
   return h("div", { class: `progress ${statusClass(status)}`, role: "progressbar", "aria-valuenow": String(Math.round(p)), "aria-valuemin": "0", "aria-valuemax": "100" }, fill);
 }
 
+// chunksPanel shows a split job's chunks as one bar, a segment per chunk as wide as its frames,
+// coloured by its state, its node named in it and marked by the node's colour below; a rendering
+// chunk fills as it progresses.
+function chunksPanel(chunks) {
+  if (!chunks || !chunks.length) return null;
+  const nodes = [...new Set(chunks.map((c) => c.node).filter(Boolean))].sort();
+  // Hues from blue on, spread evenly: red would read as a failure.
+  const hue = (node) => Math.round(210 + (360 * nodes.indexOf(node)) / Math.max(nodes.length, 1)) % 360;
+  const framesOf = (c) => c.frames[1] - c.frames[0] + 1;
+  const bar = h("div", { class: "chunks", role: "list", "aria-label": "chunks" }, ...chunks.map((c) => {
+    const fill = h("span", { class: "fill" });
+    fill.style.width = `${c.status === "finished" ? 100 : Math.max(0, Math.min(100, c.progress || 0))}%`;
+    const seg = h("div", {
+      class: `chunk ${statusClass(c.status)}`, role: "listitem",
+      title: `chunk ${c.index + 1}: frames ${c.frames[0]} to ${c.frames[1]}, ${statusText(c.status)}${c.node ? ` on ${c.node}` : ""}` +
+        `${c.attempts > 1 ? `, attempt ${c.attempts}` : ""}${c.status === "render:dorender" ? `, ${Math.round(c.progress || 0)}%` : ""}${c.error ? `: ${c.error}` : ""}`,
+    }, fill, h("span", { class: "node" }, c.node || ""));
+    seg.style.flexGrow = String(framesOf(c)); // through the CSSOM, as the page's CSP asks
+    if (c.node) seg.style.borderBottomColor = `hsl(${hue(c.node)} 65% 45%)`;
+    return seg;
+  }));
+  const legend = h("p", { class: "legend" }, ...nodes.map((node) => {
+    const dot = h("span", { class: "dot" });
+    dot.style.background = `hsl(${hue(node)} 65% 45%)`;
+    const frames = chunks.filter((c) => c.node === node && c.status === "finished").reduce((n, c) => n + framesOf(c), 0);
+    return h("span", {}, dot, ` ${node}: ${frames} frames rendered`);
+  }));
+  const done = chunks.filter((c) => c.status === "finished").length;
+  return h("section", { class: "panel" }, h("h2", {}, `Chunks (${done} of ${chunks.length} rendered)`), bar, legend);
+}
+
 function age(iso) {
   if (!iso) return "";
   const s = Math.max(0, (Date.now() - new Date(iso).getTime()) / 1000);
@@ -444,10 +475,11 @@ function outputView(job) {
 // The job's log tells its story: the lines that mark a step of it (creation, each attempt on its
 // node, its end, each webhook delivery) make its timeline.
 const MILESTONES = [
-  [/^created as /, "created"], [/^dispatched to node /, "attempt"], [/^attempt \d+ on node .* ended/, "failed"],
+  [/^created(,| as )/, "created"], [/^frames \d+ to \d+ rendered on node /, "chunk-rendered"], [/^all \d+ chunks rendered/, "chunk-rendered"],
+  [/^dispatched to node /, "attempt"], [/^attempt \d+ on node .* ended/, "failed"],
   [/^queued again/, "requeued"], [/^finished on node /, "finished"], [/cancel/i, "cancelled"],
   [/^webhook delivered/, "webhook"], [/^webhook attempt \d+ failed/, "webhook-retry"], [/^webhook failed/, "webhook-failed"],
-  [/^(the job failed|failed after|children failed|a child failed)/i, "failed"],
+  [/^(the job failed|failed after|children failed|a child failed)/i, "failed"], [/^chunk \d+ of \d+ .* failed/, "failed"],
 ];
 
 // deliveriesOf reads the webhook's attempts from the log: when, the attempt, its outcome (the
@@ -542,6 +574,7 @@ function jobScreen(id) {
           job.parentId ? [h("dt", {}, "Parent"), h("dd", {}, h("a", { href: `/ui/jobs/${job.parentId}`, "data-link": true }, job.parentId))] : null,
           job.children && job.children.length ? [h("dt", {}, "Children"), h("dd", {}, ...job.children.map((c) => h("div", {}, h("a", { href: `/ui/jobs/${c}`, "data-link": true }, c))))] : null,
           job.batchId ? [h("dt", {}, "Batch"), h("dd", {}, h("a", { href: `/ui/batches/${job.batchId}`, "data-link": true, class: "mono" }, job.batchId))] : null)),
+      chunksPanel(job.chunks),
       waiting ? retagForm(job, load) : null,
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
