@@ -674,7 +674,9 @@ func (a *jobActor) forget(keys ...string) {
 // place in the scheduler's queue once that is durable.
 func (a *jobActor) onRetag(ctx actor.Context, m *retagRequest, sender *actor.PID) {
 	if !a.job.State.Cancellable() {
-		ctx.Send(sender, &jobAnswer{job: a.job, err: fmt.Errorf("%w: the job is %s", ErrNotWaiting, a.job.State)})
+		if sender != nil {
+			ctx.Send(sender, &jobAnswer{job: a.job, err: fmt.Errorf("%w: the job is %s", ErrNotWaiting, a.job.State)})
+		}
 		return
 	}
 	change := &persistence.RetagJob{At: a.w.clock.Now(), JobID: a.job.ID, Priority: a.job.Priority, Tags: a.job.Tags}
@@ -700,7 +702,14 @@ func (a *jobActor) onRetag(ctx actor.Context, m *retagRequest, sender *actor.PID
 				ctx.Send(a.w.addr.scheduler, &jobWithdrawn{jobID: a.job.ID})
 				ctx.Send(a.w.addr.scheduler, &jobsQueued{entries: []persistence.QueueEntry{a.job.QueueEntry()}})
 			}
-			ctx.Send(sender, &jobAnswer{job: a.job, err: err})
+			if err == nil && a.job.Split() { // its chunks still waiting take their new place too
+				for _, chunk := range a.job.Children {
+					a.w.jobs.tell(chunk, &retagRequest{priority: &change.Priority, tags: &change.Tags, by: m.by})
+				}
+			}
+			if sender != nil { // a split job's chunks are told, and answer no one
+				ctx.Send(sender, &jobAnswer{job: a.job, err: err})
+			}
 		}})
 	})
 }

@@ -270,6 +270,26 @@ func TestOfficialClientSubmitsWaitsForAndDownloadsASplitJob(t *testing.T) {
 	}
 }
 
+// TestRetaggingASplitJobMovesItsChunks: a split job given a higher priority than a job that had
+// overtaken it has its waiting chunks rendered first again.
+func TestRetaggingASplitJobMovesItsChunks(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 1)
+	tpl := cl.uploadTemplate(inspection())
+	var split created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &split)
+	first := chunkCalls(t, c, 1)[0]
+	other := cl.createJobs(tpl, 1)[0]
+	cl.must(http.MethodPatch, "/api/v2/jobs/"+other, map[string]any{"priority": 5}, http.StatusOK, nil)
+	cl.must(http.MethodPatch, "/api/v2/jobs/"+split.ID, map[string]any{"priority": 7, "tags": []string{"rush"}}, http.StatusOK, nil)
+	if j := cl.job(split.ID); j.Priority != 7 {
+		t.Fatalf("the split job's priority is %d", j.Priority)
+	}
+	first.answer(renderReply{Result: "finish"})
+	if next := c.control.next(t); next.JobID == other || !next.Chunk || next.Settings.Frames.Start != 50 {
+		t.Fatalf("after the first chunk, %s (frames %+v) rendered, not the split job's next chunk", next.JobID, next.Settings.Frames)
+	}
+}
+
 // TestAJobThatCannotBeSplitRendersWhole: asked to split, a job whose shape cannot be split
 // renders whole and says why; a malformed chunks field is refused.
 func TestAJobThatCannotBeSplitRendersWhole(t *testing.T) {
