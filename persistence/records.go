@@ -275,7 +275,7 @@ func (j *Job) chunk(id ulid.ULID, frames renderer.Frames) *Job {
 		ID: id, TeamID: j.TeamID, Kind: KindChunk, TemplateID: j.TemplateID, Engine: j.Engine, Priority: j.Priority,
 		Tags: j.Tags, Spec: spec, State: JobQueued, ParentID: j.ID, Depth: j.Depth + 1,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
-		OutputName: id.String() + renderer.IntermediateExtension(spec.Settings),
+		OutputName: id.String() + renderer.ChunkExtension(spec.Settings),
 	}
 }
 

@@ -121,17 +121,15 @@ func OutputExtension(s Settings) string {
 	}
 }
 
-// CodecLossless is the codec of a chunk's intermediate video (FFV1, alpha and all): chosen by
-// the farm for chunks, never by clients.
-const CodecLossless = "video_ffv1"
-
-// IntermediateExtension is the file extension of a chunk's output: a Matroska file of
-// CodecLossless for a video, the zip of its frames for an image sequence.
-func IntermediateExtension(s Settings) string {
-	if s.Type == OutputImage {
-		return ".zip"
+// ChunkExtension is the file extension of a chunk's output: its frames encoded as the job asks,
+// in a container its join concatenates without decoding (MPEG-TS for H.264, QuickTime for
+// ProRes), or the zip of its frames for an image sequence.
+func ChunkExtension(s Settings) string {
+	ext := OutputExtension(s)
+	if ext == ".mp4" {
+		return ".ts"
 	}
-	return ".mkv"
+	return ext
 }
 
 // ContentType is the MIME type served for an output file extension.

@@ -53,12 +53,12 @@ type Task struct {
 	Fonts []FontFile
 	// OutputPath is where the renderer writes its single output file.
 	OutputPath string
-	// Chunk asks for one chunk of a job split over the farm: the frames of Settings.Frames as a
-	// lossless intermediate (IntermediateExtension), without sound, instead of the job's output.
+	// Chunk asks for one chunk of a job split over the farm: the frames of Settings.Frames encoded
+	// as the job asks, as a segment its join concatenates (ChunkExtension), without sound.
 	Chunk bool
-	// Chunks, when set, are the intermediates of a split job's chunks on local disk, in frame
-	// order: the renderer encodes them into the job's output once, with the sound over the whole
-	// length, instead of rendering frames.
+	// Chunks, when set, are a split job's chunks on local disk, in frame order: the renderer
+	// joins them into the job's output, frames as they are (never encoded again) and the sound
+	// laid once over the whole length, instead of rendering frames.
 	Chunks []string
 	// Log receives the engine's own output; it is kept as the job's render log.
 	Log io.Writer

@@ -98,7 +98,7 @@ func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, 
 	if len(m.Task.Assets) > 0 {
 		log.Printf("%d assets staged", len(m.Task.Assets))
 	}
-	ext := renderer.IntermediateExtension(m.Task.Settings)
+	ext := renderer.ChunkExtension(m.Task.Settings)
 	for i, src := range m.Task.Chunks {
 		dst := filepath.Join(work, "chunks", fmt.Sprintf("%06d%s", i+1, ext))
 		if err := f.fetch(ctx, src, dst); err != nil {

@@ -28,8 +28,10 @@ type Config struct {
 	Nodes        int
 	SlotsPerNode int
 	Engines      []string
-	// Render is how long each render takes.
-	Render time.Duration
+	// Render is how long each render takes, and PerFrame how much longer for each frame of a
+	// chunk of a split job (Task.Chunk with Settings.Frames).
+	Render   time.Duration
+	PerFrame time.Duration
 	// Key is the cluster key the coordinator asks proof of (empty when it asks none).
 	Key []byte
 	// Clock times renders and heartbeats [the wall clock].
@@ -225,10 +227,14 @@ func (s *Simulator) assigned(n *simNode, a *protocol.Assign) {
 			s.cfg.OnAssign(a.JobID, a.Attempt, s.cfg.Clock.Now())
 		}
 	}()
-	s.cfg.Clock.AfterFunc(s.cfg.Render, func() {
+	took := s.cfg.Render
+	if f := a.Task.Settings.Frames; a.Task.Chunk && f != nil {
+		took += time.Duration(f.End-f.Start+1) * s.cfg.PerFrame
+	}
+	s.cfg.Clock.AfterFunc(took, func() {
 		n.mu.Lock()
 		delete(n.running, a.JobID)
-		done := &protocol.Done{Sender: protocol.Sender{NodeID: n.id, Session: n.session}, JobID: a.JobID, Attempt: a.Attempt, Duration: s.cfg.Render}
+		done := &protocol.Done{Sender: protocol.Sender{NodeID: n.id, Session: n.session}, JobID: a.JobID, Attempt: a.Attempt, Duration: took}
 		n.results[resultKey(a.JobID, a.Attempt)] = done
 		env := protocol.Wrap(done)
 		n.mu.Unlock()

@@ -316,10 +316,11 @@ func TestAJobThatCannotBeSplitRendersWhole(t *testing.T) {
 
 // TestASplitRenderIsTheUnsplitRender: the 300 frames of the 1080p Lottie fixture, with a sound
 // and a replaced image, rendered whole on one node and split into 60-frame chunks over two real
-// render nodes: the same frame count, every frame the same within H.264's tolerance (x264's
-// threads make two renders of one job differ a little), the same duration and sound. A ProRes
-// render (each frame encoded alone) split across chunk edges is the same frame for frame, and
-// an image sequence split in three is zipped frame for frame as the whole one.
+// render nodes: the same frame count, every frame the same within H.264's tolerance (each chunk
+// is an encoding of its own; x264's threads make even two renders of one job differ a little),
+// the same duration and sound. A ProRes render (each frame coded alone) split across chunk edges
+// is the same frame for frame, and an image sequence split in three is zipped frame for frame as
+// the whole one.
 func TestASplitRenderIsTheUnsplitRender(t *testing.T) {
 	tools, err := ffmpeg.Find("", "")
 	if err != nil {
@@ -367,7 +368,8 @@ func TestASplitRenderIsTheUnsplitRender(t *testing.T) {
 	os.WriteFile(wholeFile, whole, 0o600)
 	os.WriteFile(joinedFile, joined, 0o600)
 	a, b, worst, err := framediff.Videos(tools.FFmpeg, tools.FFprobe, wholeFile, joinedFile)
-	if err != nil || a != 300 || b != 300 || worst > 1.5 {
+	t.Logf("H.264: the most different frame of 300 differs by %.3f of 255", worst)
+	if err != nil || a != 300 || b != 300 || worst > 2 {
 		t.Fatalf("whole %d frames, split %d; the most different frame differs by %.3f; %v", a, b, worst, err)
 	}
 	mw, mj := probe(t, whole, ".mp4"), probe(t, joined, ".mp4")

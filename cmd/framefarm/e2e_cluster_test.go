@@ -33,6 +33,9 @@ type renderNode struct {
 	cmd    *exec.Cmd
 	exited chan error
 	stderr *lockedBuffer
+	// cpus, when set, pins the node and what it runs to these CPUs (taskset), as a machine of
+	// that many cores would have them.
+	cpus string
 }
 
 func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNode {
@@ -55,8 +58,22 @@ func (c *coordinator) startNodeWithoutID(suffix string, slots int) *renderNode {
 	return c.startNodeIn(dir, host+"-"+suffix, slots)
 }
 
+// startNodeOnCPUs starts a node pinned to some CPUs (taskset's list, such as "1").
+func (c *coordinator) startNodeOnCPUs(id string, slots int, cpus string) *renderNode {
+	c.t.Helper()
+	n := c.newNode(c.t.TempDir(), id, slots, "--id", id)
+	n.cpus = cpus
+	return c.runNode(n)
+}
+
 // startNodeIn starts a node whose files are in dir; id is what the node will call itself.
 func (c *coordinator) startNodeIn(dir, id string, slots int, extra ...string) *renderNode {
+	c.t.Helper()
+	return c.runNode(c.newNode(dir, id, slots, extra...))
+}
+
+// newNode prepares a node process whose files are in dir, stopped when the test ends.
+func (c *coordinator) newNode(dir, id string, slots int, extra ...string) *renderNode {
 	c.t.Helper()
 	n := &renderNode{
 		t: c.t, id: id, stderr: &lockedBuffer{},
@@ -87,14 +104,23 @@ func (c *coordinator) startNodeIn(dir, id string, slots int, extra ...string) *r
 			c.t.Logf("node %s log:\n%s", id, n.stderr.tail(60))
 		}
 	})
+	return n
+}
+
+// runNode launches a prepared node and waits until it is ready.
+func (c *coordinator) runNode(n *renderNode) *renderNode {
+	c.t.Helper()
 	n.launch()
-	c.waitNode(id, actors.NodeReady)
+	c.waitNode(n.id, actors.NodeReady)
 	return n
 }
 
 func (n *renderNode) launch() {
 	n.t.Helper()
 	cmd := exec.Command(os.Args[0], n.args...)
+	if n.cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", n.cpus, os.Args[0]}, n.args...)...)
+	}
 	cmd.Env = n.env
 	cmd.Stderr = n.stderr
 	stdout, err := cmd.StdoutPipe()

@@ -46,30 +46,23 @@ func orDefault(v, def string) string {
 }
 
 // Input is what an encoder reads: raw RGBA frames with premultiplied alpha arriving on a pipe
-// or from Frames (Width, Height and FPS set), or a media file (Width zero) such as After Effects'
-// render.
+// (Width, Height and FPS set), or a media file (Width zero) such as After Effects' render.
 type Input struct {
 	Path   string
 	Width  int
 	Height int
 	FPS    float64
-	// Frames, when set, brings the raw frames in place of Path.
-	Frames io.Reader
 }
 
 func (in Input) raw() bool { return in.Width > 0 }
 
 // args are the input options of in.
 func (in Input) args() []string {
-	path := in.Path
-	if in.Frames != nil {
-		path = "pipe:0"
-	}
 	if !in.raw() {
-		return []string{"-i", path}
+		return []string{"-i", in.Path}
 	}
 	return []string{"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
-		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", path}
+		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", in.Path}
 }
 
 // Encoder is a running ffmpeg that writes one job output.
@@ -101,7 +94,7 @@ func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bo
 		return nil, fmt.Errorf("output type %q cannot be encoded by ffmpeg", s.Type)
 	}
 	e.cmd = exec.CommandContext(ctx, t.FFmpeg, args...)
-	e.cmd.Stdin, e.cmd.Stdout, e.cmd.Stderr = in.Frames, log, log
+	e.cmd.Stdout, e.cmd.Stderr = log, log
 	if err := e.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("ffmpeg cannot start: %w", err)
 	}
@@ -114,22 +107,21 @@ func videoArgs(in Input, s renderer.Settings, draft bool, out string) []string {
 	if filter != "" {
 		args = append([]string{"-vf", filter}, args...)
 	}
+	args = append(args, containerArgs(out)...)
 	if in.raw() {
 		return append(args, "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64))
 	}
 	return append(args, audioArgs(out)...)
 }
 
-// EncodeChunks encodes the intermediates of a split job's chunks (width x height frames at fps,
-// frames in all), in order, into the video out as the settings ask. Their frames reach the
-// encoder raw, as a render's do, so out is the very file Start makes of the same render: a
-// different input (a container's timestamps) would steer its rate control apart. list is where
-// the chunks' list is written.
-func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, width, height int, fps float64, frames int,
-	s renderer.Settings, draft bool, out string, log io.Writer, report func(float64)) error {
+// JoinSegments writes into out the video segments (as Start makes them, of one encoding, each
+// opening on a key frame) one after the other, their frames copied as they are: for codecs that
+// code each frame alone (ProRes), the very file one encoding of all the frames makes. list is
+// where their list is written.
+func JoinSegments(ctx context.Context, t Tools, segments []string, list, out string, log io.Writer) error {
 	var b strings.Builder
-	for _, c := range chunks {
-		abs, err := filepath.Abs(c)
+	for _, seg := range segments {
+		abs, err := filepath.Abs(seg)
 		if err != nil {
 			return err
 		}
@@ -138,58 +130,23 @@ func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, wi
 	if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
 		return err
 	}
-	decoder := exec.CommandContext(ctx, t.FFmpeg, "-hide_banner", "-nostats", "-loglevel", "error",
-		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1")
-	decoder.Stderr = log
-	pipe, err := decoder.StdoutPipe()
-	if err != nil {
-		return err
+	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
+		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-map", "0:v", "-c", "copy"}, containerArgs(out)...)
+	cmd := exec.CommandContext(ctx, t.FFmpeg, append(args, out)...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("joining the chunks failed: %w", err)
 	}
-	if err := decoder.Start(); err != nil {
-		return fmt.Errorf("ffmpeg cannot start: %w", err)
-	}
-	frameBytes := int64(width) * int64(height) * 4
-	counted := &frameCounter{r: pipe, frameBytes: frameBytes, frames: frames, report: report}
-	encoder, err := Start(ctx, t, Input{Width: width, Height: height, FPS: fps, Frames: counted}, s, draft, out, log)
-	if err != nil {
-		decoder.Process.Kill()
-		decoder.Wait()
-		return err
-	}
-	encodeErr := encoder.Wait()
-	if encodeErr != nil {
-		decoder.Process.Kill()
-	}
-	if err := decoder.Wait(); err != nil && encodeErr == nil {
-		return fmt.Errorf("decoding the chunks failed: %w", err)
-	}
-	if encodeErr != nil {
-		return encodeErr
-	}
-	if got := counted.n / frameBytes; got != int64(frames) {
-		return fmt.Errorf("the chunks hold %d frames of %dx%d, not %d", got, width, height, frames)
-	}
-	report(100)
 	return nil
 }
 
-// frameCounter reports how many of frames frames passed through it.
-type frameCounter struct {
-	r          io.Reader
-	n          int64
-	frameBytes int64
-	frames     int
-	report     func(float64)
-}
-
-func (c *frameCounter) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	before := c.n / c.frameBytes
-	c.n += int64(n)
-	if after := c.n / c.frameBytes; after != before && c.frames > 0 {
-		c.report(min(100, float64(after)/float64(c.frames)*100))
+// containerArgs are the muxer options of an output file: an MP4 starts with its index, so it
+// plays while it downloads.
+func containerArgs(out string) []string {
+	if strings.HasSuffix(strings.ToLower(out), ".mp4") {
+		return []string{"-movflags", "+faststart"}
 	}
-	return n, err
+	return nil
 }
 
 // Transcode encodes a media file into out as the settings ask, and waits for it.
@@ -289,10 +246,6 @@ func videoEncoding(codec string, draft, premultiplied bool) (filter string, args
 		preset = "ultrafast"
 	}
 	switch codec {
-	case renderer.CodecLossless:
-		// Intra-only and lossless, alpha kept as it came: a chunk's frames reach the join as
-		// they left the engine.
-		return "", []string{"-c:v", "ffv1", "-level", "3", "-g", "1", "-slices", "4", "-pix_fmt", "bgra"}
 	case "video_prores_422":
 		return "", []string{"-c:v", "prores_ks", "-profile:v", "2", "-pix_fmt", "yuv422p10le", "-vendor", "apl0"}
 	case "video_prores_4444":
@@ -315,7 +268,7 @@ func videoEncoding(codec string, draft, premultiplied bool) (filter string, args
 	}
 	// yuv420p needs even sizes.
 	filter = "pad=ceil(iw/2)*2:ceil(ih/2)*2"
-	args = []string{"-c:v", "libx264", "-preset", preset, "-pix_fmt", "yuv420p", "-movflags", "+faststart", "-b:v", fmt.Sprintf("%dM", n)}
+	args = []string{"-c:v", "libx264", "-preset", preset, "-pix_fmt", "yuv420p", "-b:v", fmt.Sprintf("%dM", n)}
 	if cbr {
 		return filter, append(args, "-minrate", fmt.Sprintf("%dM", n), "-maxrate", fmt.Sprintf("%dM", n), "-bufsize", fmt.Sprintf("%dM", n),
 			"-x264-params", "nal-hrd=cbr:force-cfr=1")

@@ -256,7 +256,7 @@ func reencodeArgs(clips []string, media []Media, codec string) []string {
 	}
 	// The filter above already brought every clip to one even size.
 	_, video := videoEncoding(codec, false, false)
-	return append(args, video...)
+	return append(append(args, video...), containerArgs(".mp4")...)
 }
 
 func seconds(d float64) string { return strconv.FormatFloat(d, 'f', 3, 64) }

@@ -96,18 +96,11 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if to >= int(op-ip) || from > to {
 		return fmt.Errorf("frames %d to %d are outside the animation's %d frames", from, to, int(op-ip))
 	}
-	settings := task.Settings
 	switch {
 	case len(task.Chunks) > 0:
-		return r.joinChunks(ctx, task, doc, width, height, draft, from, to, report)
-	case task.Chunk:
-		// A chunk is part of the picture: the join encodes it and lays the sound once.
-		doc.audio = nil
-		if settings.Type != renderer.OutputImage {
-			settings.Codec = renderer.CodecLossless
-		}
-	case settings.Type == renderer.OutputImage:
-		doc.audio = nil // stills have no sound
+		return r.joinChunks(ctx, task, doc, from, to, report)
+	case task.Chunk, task.Settings.Type == renderer.OutputImage:
+		doc.audio = nil // a chunk is part of the picture, whose join lays the sound once; stills have none
 	}
 	file := filepath.Join(doc.dir, ".framefarm-render.json")
 	data, err := json.Marshal(doc.root)
@@ -123,7 +116,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	}
 	video := videoPath(task, doc)
 	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %g fps\n", from, to, width, height, doc.fps)
-	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, settings, draft, video, task.Log)
+	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, task.Settings, draft, video, task.Log)
 	if err != nil {
 		return err
 	}
@@ -174,24 +167,23 @@ func (r *Renderer) addSound(ctx context.Context, task *renderer.Task, doc *docum
 	return ffmpeg.MuxAudio(ctx, r.tools, video, doc.audio, float64(to-from+1)/doc.fps, task.OutputPath, task.Log)
 }
 
-// joinChunks makes the job's output of its chunks' intermediates: frames zipped on in order, or
-// one encoding of every chunk's frames with the sound laid over the whole length.
-func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, width, height int, draft bool, from, to int,
-	report func(float64)) error {
+// joinChunks makes the job's output of its chunks: their frames one after the other, copied as
+// they are (zipped on, numbered on, for an image sequence), and the sound laid over the whole.
+func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, from, to int, report func(float64)) error {
 	fmt.Fprintf(task.Log, "joining %d chunks: frames %d to %d, %g fps\n", len(task.Chunks), from, to, doc.fps)
+	var err error
 	if task.Settings.Type == renderer.OutputImage {
-		if err := ffmpeg.JoinFrameZips(task.Chunks, task.OutputPath); err != nil {
-			return err
+		err = ffmpeg.JoinFrameZips(task.Chunks, task.OutputPath)
+	} else {
+		video := videoPath(task, doc)
+		if err = ffmpeg.JoinSegments(ctx, r.tools, task.Chunks, filepath.Join(task.WorkDir, "chunks.txt"), video, task.Log); err == nil {
+			err = r.addSound(ctx, task, doc, video, from, to)
 		}
+	}
+	if err == nil {
 		report(100)
-		return nil
 	}
-	video := videoPath(task, doc)
-	list := filepath.Join(task.WorkDir, "chunks.txt")
-	if err := ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, width, height, doc.fps, to-from+1, task.Settings, draft, video, task.Log, report); err != nil {
-		return err
-	}
-	return r.addSound(ctx, task, doc, video, from, to)
+	return err
 }
 
 func (r *Renderer) renderFrames(ctx context.Context, req renderRequest, report func(float64)) error {
