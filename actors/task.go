@@ -42,19 +42,23 @@ type OwnURLs interface {
 // build turns a job into what a node needs: signed URLs for the template, fonts and child
 // outputs, secrets substituted, and where the output goes. Secrets are resolved here, at
 // dispatch, and never stored in clear.
-func (c *taskBuilder) build(job *persistence.Job) (protocol.Task, error) {
+func (c *taskBuilder) build(job *persistence.Job) (task protocol.Task, err error) {
 	expires := c.clock.Now().Add(c.cfg.NodeURLTTL)
-	task := protocol.Task{
-		Engine:         job.Engine,
-		Composition:    job.Spec.Composition,
-		Settings:       job.Spec.Settings,
-		Preview:        job.Spec.Preview,
-		SilenceTimeout: c.cfg.SilenceTimeout,
-		MaxDuration:    c.cfg.MaxRenderTime,
-		Output:         protocol.Output{Name: job.OutputName},
-		Chunk:          job.Kind == persistence.KindChunk,
-	}
-	err := c.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
+	err = c.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
+		job, err := team.AsRendered(job)
+		if err != nil {
+			return err
+		}
+		task = protocol.Task{
+			Engine:         job.Engine,
+			Composition:    job.Spec.Composition,
+			Settings:       job.Spec.Settings,
+			Preview:        job.Spec.Preview,
+			SilenceTimeout: c.cfg.SilenceTimeout,
+			MaxDuration:    c.cfg.MaxRenderTime,
+			Output:         protocol.Output{Name: job.OutputName},
+			Chunk:          job.Kind == persistence.KindChunk,
+		}
 		expand := func(s string) (string, error) { return c.secrets.expand(team, s) }
 		if err := c.template(team, job, &task, expand, expires); err != nil {
 			return err
@@ -259,6 +263,10 @@ func (r *secretReader) expand(team persistence.TeamReads, s string) (string, err
 // job (a node's error and log, a webhook failure) can be scrubbed of their values.
 func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job) (*secrets.Revealed, error) {
 	revealed := &secrets.Revealed{}
+	job, err := team.AsRendered(job)
+	if err != nil {
+		return revealed, err
+	}
 	spec, err := json.Marshal(job.Spec)
 	if err != nil {
 		return revealed, err

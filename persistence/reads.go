@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/oklog/ulid/v2"
 )
@@ -211,6 +212,23 @@ func (r TeamReads) Team() (Team, error) { return r.t.Team(r.team) }
 // Template reads one of the team's templates, shared with other readers: it must not be modified.
 func (r TeamReads) Template(templateID ulid.ULID) (*Template, error) {
 	return r.t.SharedTemplate(r.team, templateID)
+}
+
+// AsRendered is j as it renders: a chunk, whose record holds only its frames, with its job's spec
+// (template, assets, fonts, settings) and its own frames; any other job as it is.
+func (r TeamReads) AsRendered(j *Job) (*Job, error) {
+	if j.Kind != KindChunk {
+		return j, nil
+	}
+	parent, err := r.Job(j.ParentID)
+	if err != nil {
+		return nil, fmt.Errorf("the job of chunk %s: %w", j.ID, err)
+	}
+	c := *j
+	c.Spec = parent.Spec
+	c.Spec.Settings.Frames = j.Spec.Settings.Frames
+	c.Spec.Upload, c.Spec.Webhook = nil, nil
+	return &c, nil
 }
 
 // Job reads one of the team's jobs.

@@ -265,12 +265,12 @@ func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Jo
 	return out
 }
 
-// chunk makes the record of one chunk of j: j's render of frames, without its delivery (an
-// output of the farm's, no webhook).
+// chunk makes the record of one chunk of j: j's render of frames. It keeps only its settings,
+// however many assets j has (TeamReads.AsRendered gives it the rest of j's spec), and delivers
+// nothing itself (its output is the farm's; it has no webhook).
 func (j *Job) chunk(id ulid.ULID, frames renderer.Frames) *Job {
-	spec := j.Spec
+	spec := JobSpec{Settings: j.Spec.Settings}
 	spec.Settings.Frames = &frames
-	spec.Upload, spec.Webhook = nil, nil
 	return &Job{
 		ID: id, TeamID: j.TeamID, Kind: KindChunk, TemplateID: j.TemplateID, Engine: j.Engine, Priority: j.Priority,
 		Tags: j.Tags, Spec: spec, State: JobQueued, ParentID: j.ID, Depth: j.Depth + 1,

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,4 +91,42 @@ func renderTimed(b *testing.B, c *coordinator, cl *client, body map[string]any) 
 		b.Fatalf("job %s ended %s:\n%s", made.ID, end, cl.logs(made.ID))
 	}
 	return took
+}
+
+// BenchmarkHugeSplitJob: intake (POST /jobs, 16 clients) and listings (GET /jobs, 4 clients)
+// before and after a 100,000-frame job split into 60-frame chunks (1,667 chunks) joins the
+// queue of a farm with no render node; how long its own POST takes, and the coordinator's
+// resident memory before and after.
+func BenchmarkHugeSplitJob(b *testing.B) {
+	f := newBenchFarm(b)
+	long := inspection()
+	long.Compositions[0].Duration = 100000 / long.Compositions[0].FPS
+	huge := renderJob(f.client.uploadTemplate(long))
+	huge["chunks"] = map[string]any{"frames": 60}
+	load := newLoadClient(f.c, f.client.token, 20)
+	measure := func(phase string) {
+		lat, elapsed := drive(b, 16, 4000, func(int) (time.Duration, error) {
+			_, d, err := load.do(http.MethodPost, "/api/v2/jobs", f.body, http.StatusCreated)
+			return d, err
+		})
+		b.ReportMetric(4000/elapsed.Seconds(), phase+"-jobs/s")
+		b.ReportMetric(float64(lat.all[len(lat.all)/2].Microseconds())/1000, phase+"-post-p50-ms")
+		list, _ := drive(b, 4, 400, func(int) (time.Duration, error) {
+			_, d, err := load.do(http.MethodGet, "/api/v2/jobs?limit=50", nil, http.StatusOK)
+			return d, err
+		})
+		slices.Sort(list.all)
+		b.ReportMetric(float64(list.all[len(list.all)/2].Microseconds())/1000, phase+"-list-p50-ms")
+		b.ReportMetric(float64(processRSS(b, f.c.cmd.Process.Pid))/(1<<20), phase+"-rss-MiB")
+	}
+	b.ResetTimer()
+	measure("before")
+	started := time.Now()
+	var made created
+	f.client.must(http.MethodPost, "/api/v2/jobs", huge, http.StatusCreated, &made)
+	b.ReportMetric(float64(time.Since(started).Milliseconds()), "huge-post-ms")
+	measure("after")
+	if j := f.client.job(made.ID); len(j.Chunks) != 1666 {
+		b.Fatalf("the huge job has %d chunks", len(j.Chunks))
+	}
 }
