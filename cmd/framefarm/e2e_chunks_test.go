@@ -236,6 +236,13 @@ func TestAChunkFailingThreeTimesFailsItsJob(t *testing.T) {
 	}
 	<-held.gone
 	c.waitUntil("the last chunk stopped", func() bool { return cl.job(made.ID).Chunks[2].Status == "manually_cancelled" })
+
+	// Retried, it is split again as it was.
+	var again created
+	cl.must(http.MethodPost, "/api/v2/jobs/"+made.ID+"/retry", nil, http.StatusCreated, &again)
+	if j := cl.job(again.ID); len(j.Chunks) != 3 || j.Chunks[2].Frames[1] != 149 || j.Chunks[0].Attempts != 0 {
+		t.Fatalf("the retried job: %+v", j)
+	}
 }
 
 // TestOfficialClientSubmitsWaitsForAndDownloadsASplitJob: the official CLI's job submit keeps

@@ -63,7 +63,7 @@ func nestedComps() []renderer.Composition {
 
 func testCatalog() memoryCatalog {
 	comps := []renderer.Composition{
-		{Name: "main", Layers: []renderer.Layer{{Name: "Title", Type: "text"}, {Name: "Photo", Type: "image"}}},
+		{Name: "main", FPS: 30, Duration: 10, Layers: []renderer.Layer{{Name: "Title", Type: "text"}, {Name: "Photo", Type: "image"}}},
 		{Name: "end", Layers: []renderer.Layer{{Name: "Credits", Type: "text"}}},
 	}
 	tpl := func(id string, engines []string, mogrt *renderer.Mogrt) *persistence.Template {
@@ -286,6 +286,8 @@ var seeds = []string{
 	`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [{"type": "function", "name": "nx:layer-remove", "params": {"layerName": ["Title"]}}], "webhook": {"url": "https://h.example.com", "data": {"a": [1]}}, "upload": {"prefix": "p/", "params": {"region": "r", "bucket": "b", "accessKeyId": "a", "accessKeySecret": "${secret.KEY}"}}}`,
 	`{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "settings": {"frames": [1, 2], "codec": "h264_cbr_5mbps", "quality": "draft"}, "priority": 9}`,
 	`{"assets": [{"type": "video", "src": "https://a.example.com/1.mp4"}]}`,
+	`{"template": {"id": "` + lottieID + `", "composition": "main"}, "chunks": {"frames": 60}}`,
+	`{"template": {"id": "` + lottieID + `", "composition": "main"}, "settings": {"type": "image", "frames": [10, 99]}, "chunks": {"count": 4}}`,
 	`{"template": {"id": 5}}`, `[]`, `{`, `""`, `{"template": null, "assets": null}`,
 }
 
@@ -555,4 +557,63 @@ func FuzzParseRetag(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestChunkPlans: how a job asking for chunks (or the farm's default) is split: chunks of the
+// frames asked, the last taking what is left; a count shared out; jobs that cannot be split
+// rendering whole with the reason; malformed requests refused.
+func TestChunkPlans(t *testing.T) {
+	main := `"template": {"id": "` + lottieID + `", "composition": "main"}`
+	for _, c := range []struct {
+		name, body string
+		lim        Limits
+		chunks     string
+		size       int
+		unsplit    string
+	}{
+		{"frames", `{` + main + `, "chunks": {"frames": 60}}`, Limits{}, "0-59 60-119 120-179 180-239 240-299", 60, ""},
+		{"the last takes the rest", `{` + main + `, "chunks": {"frames": 70}}`, Limits{}, "0-69 70-139 140-209 210-299", 70, ""},
+		{"count", `{` + main + `, "settings": {"frames": [10, 109]}, "chunks": {"count": 3}}`, Limits{}, "10-42 43-75 76-109", 33, ""},
+		{"image sequence", `{` + main + `, "settings": {"type": "image", "frames": [0, 9]}, "chunks": {"count": 2}}`, Limits{}, "0-4 5-9", 5, ""},
+		{"one chunk is the whole", `{` + main + `, "chunks": {"count": 1}}`, Limits{ChunkFrames: 10}, "", 0, ""},
+		{"too few frames", `{` + main + `, "settings": {"frames": [0, 100]}, "chunks": {"frames": 60}}`, Limits{}, "", 0, "its 101 frames make a single chunk"},
+		{"a still", `{` + main + `, "settings": {"type": "image", "frames": 3}, "chunks": {"count": 2}}`, Limits{}, "", 0, "a single frame"},
+		{"an engine without ranges", `{"template": {"id": "` + aeID + `", "composition": "main"}, "chunks": {"count": 2}}`, Limits{}, "", 0, "the ae2026 engine does not render frame ranges as chunks"},
+		{"nested jobs", `{` + main + `, "assets": [{"type": "job", "layerName": "Photo", "template": {"id": "` + lottieID + `", "composition": "end"}}], "chunks": {"count": 2}}`, Limits{}, "", 0, "it has nested jobs, whose outputs it places whole"},
+		{"frames past the end", `{` + main + `, "settings": {"frames": [200, 400]}, "chunks": {"count": 2}}`, Limits{}, "", 0, "frames 200 to 400 are not all in the composition's 300 frames"},
+		{"farm default", `{` + main + `}`, Limits{ChunkFrames: 100}, "0-99 100-199 200-299", 100, ""},
+		{"farm default below its threshold", `{` + main + `}`, Limits{ChunkFrames: 100, ChunkAbove: 301}, "", 0, ""},
+		{"farm default, a job that cannot be split says nothing", `{"template": {"id": "` + aeID + `", "composition": "main"}}`, Limits{ChunkFrames: 100}, "", 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			job, err := ParseJob([]byte(c.body), testCatalog(), c.lim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range job.Chunks {
+				if !f.Range {
+					t.Fatalf("chunk %+v is not a range", f)
+				}
+				got = append(got, fmt.Sprintf("%d-%d", f.Start, f.End))
+			}
+			if strings.Join(got, " ") != c.chunks || job.ChunkFrames != c.size || job.Unsplit != c.unsplit {
+				t.Fatalf("chunks %q of %d frames, unsplit %q; want %q of %d, %q", got, job.ChunkFrames, job.Unsplit, c.chunks, c.size, c.unsplit)
+			}
+		})
+	}
+	for _, bad := range []string{`{}`, `{"frames": 1}`, `{"frames": 2.5}`, `{"count": 0}`, `{"count": 5001}`, `{"frames": 10, "count": 2}`,
+		`{"size": 3}`, `60`, `{"frames": "60"}`} {
+		if _, err := ParseJob([]byte(`{`+main+`, "chunks": `+bad+`}`), testCatalog(), Limits{}); err == nil || !strings.HasPrefix(err.Details[0].Field, "chunks") {
+			t.Errorf("chunks %s: %v", bad, err)
+		}
+	}
+	many := testCatalog()
+	many.templates[lottieID].Inspection.Compositions[0].Duration = 100000
+	if _, err := ParseJob([]byte(`{`+main+`, "chunks": {"frames": 2}}`), many, Limits{}); err == nil || !strings.Contains(err.Message, "at most 5000") {
+		t.Errorf("1,500,000 chunks: %v", err)
+	}
+	if job, err := ParseJob([]byte(`{`+main+`}`), many, Limits{ChunkFrames: 2}); err != nil || len(job.Chunks) != MaxChunks {
+		t.Errorf("the farm's default over 3,000,000 frames: %v chunks, %v", len(job.Chunks), err)
+	}
 }
