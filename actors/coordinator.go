@@ -470,7 +470,7 @@ func (in *intake) write(b *persistence.Batch, jobs []*persistence.Job, remember 
 func (in *intake) start(jobs []*persistence.Job) {
 	queued := make([]persistence.QueueEntry, 0, len(jobs))
 	for _, j := range jobs {
-		in.events.JobStateChanged.Publish(JobStateChanged{Job: j.ID, To: j.State})
+		in.events.JobStateChanged.Publish(JobStateChanged{Job: j.ID, To: j.State, Chunk: j.Kind == persistence.KindChunk})
 		if j.State == persistence.JobQueued {
 			queued = append(queued, j.QueueEntry())
 		}

@@ -54,10 +54,12 @@ func (t *Topic[E]) Publish(e E) {
 
 // The happenings.
 type (
-	// JobStateChanged: a job's transition is durable; From is 0 for a job just created.
+	// JobStateChanged: a job's transition is durable; From is 0 for a job just created. Chunk
+	// marks a split job's chunk, which counts, lists and charts of jobs leave out.
 	JobStateChanged struct {
 		Job      ulid.ULID
 		From, To persistence.JobState
+		Chunk    bool
 	}
 	// DutiesChanged: a replica took up the leader's duties for a raft Term (Leading), or
 	// dropped them.

@@ -932,7 +932,8 @@ func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 		a.log().Error("cannot persist a job change", "err", w.err)
 	} else {
 		if w.next.State != a.job.State {
-			a.w.events.JobStateChanged.Publish(JobStateChanged{Job: a.job.ID, From: a.job.State, To: w.next.State})
+			a.w.events.JobStateChanged.Publish(JobStateChanged{Job: a.job.ID, From: a.job.State, To: w.next.State,
+				Chunk: a.job.Kind == persistence.KindChunk})
 		}
 		a.job = w.next
 	}

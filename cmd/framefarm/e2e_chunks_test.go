@@ -174,6 +174,45 @@ func TestASplitJobsKilledNodeRerunsOnlyItsChunk(t *testing.T) {
 	}
 }
 
+// TestASplitJobOutlivesACoordinatorRestart: the coordinator is killed while two chunks render
+// and one waits; restarted, it adopts the chunks from their nodes (attempt 1 each), renders the
+// last, joins them once, and the job's log still says which node rendered which frames.
+func TestASplitJobOutlivesACoordinatorRestart(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true, heartbeat: "200ms", lease: "10s"})
+	cl := c.team("cluster")
+	c.startNode("n1", 1)
+	c.startNode("n2", 1)
+	tpl := cl.uploadTemplate(inspection())
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	rendering := chunkCalls(t, c, 2)
+	c.kill()
+	c.restart()
+	c.waitNode("n1", actors.NodeReady)
+	c.waitNode("n2", actors.NodeReady)
+	c.control.answerAll(finishAll)
+	for _, call := range rendering {
+		call.answer(renderReply{Result: "finish"})
+	}
+	c.waitJob(made.ID, "finished")
+	j := cl.job(made.ID)
+	for _, ch := range j.Chunks {
+		if ch.Status != "finished" || ch.Attempts != 1 {
+			t.Fatalf("chunk %+v after the restart", ch)
+		}
+	}
+	c.exactlyOnce([]string{made.ID})
+	if out := cl.renderOutput(made.ID); len(out.Chunks) != 3 || out.Chunks[0].Attempt != 1 {
+		t.Fatalf("the join: %+v", out.Chunks)
+	}
+	log := cl.logs(made.ID)
+	for _, f := range []string{"frames 0 to 49", "frames 50 to 99", "frames 100 to 149"} {
+		if !strings.Contains(log, f+" rendered on node") {
+			t.Fatalf("the log lacks %q:\n%s", f, log)
+		}
+	}
+}
+
 // TestCancellingASplitJobStopsEveryChunk: cancelled while two chunks render and one waits, the
 // job's chunks all stop, their nodes abandon them, and the job has no output.
 func TestCancellingASplitJobStopsEveryChunk(t *testing.T) {

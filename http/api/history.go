@@ -86,7 +86,7 @@ func (h *FarmHistory) Watch(ev *actors.Events) {
 
 // jobStateChanged counts jobs finished and failed.
 func (h *FarmHistory) jobStateChanged(e actors.JobStateChanged) {
-	if e.To != persistence.JobFinished && e.To != persistence.JobFailed {
+	if e.Chunk || e.To != persistence.JobFinished && e.To != persistence.JobFailed {
 		return
 	}
 	h.mu.Lock()

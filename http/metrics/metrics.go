@@ -183,6 +183,9 @@ func (m *Metrics) Watch(ev *actors.Events) {
 }
 
 func (m *Metrics) jobStateChanged(e actors.JobStateChanged) {
+	if e.Chunk { // its job counts, as the store's counts do
+		return
+	}
 	if e.From != 0 {
 		m.jobs.WithLabelValues(e.From.String()).Dec()
 	} else {
@@ -201,10 +204,14 @@ func (m *Metrics) jobStateChanged(e actors.JobStateChanged) {
 
 // jobsRemoved counts what retention removed and takes the jobs out of the per-state gauge.
 func (m *Metrics) jobsRemoved(e actors.JobsRemoved) {
+	jobs := 0
 	for _, j := range e.Jobs {
-		m.jobs.WithLabelValues(j.State.String()).Dec()
+		if j.Kind != persistence.KindChunk {
+			m.jobs.WithLabelValues(j.State.String()).Dec()
+			jobs++
+		}
 	}
-	m.removed.WithLabelValues("jobs").Add(float64(len(e.Jobs)))
+	m.removed.WithLabelValues("jobs").Add(float64(jobs))
 	m.removed.WithLabelValues("batches").Add(float64(e.Batches))
 }
 
