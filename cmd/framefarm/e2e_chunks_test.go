@@ -336,6 +336,40 @@ func TestRetaggingASplitJobMovesItsChunks(t *testing.T) {
 	}
 }
 
+// TestABatchHoldsAtMost20000Chunks: a batch's split jobs are created while their chunks number
+// at most 20,000 together; a job past that is refused in the batch's answer, the others created.
+func TestABatchHoldsAtMost20000Chunks(t *testing.T) {
+	c := startCoordinator(t, options{})
+	cl := c.team("acme")
+	long := inspection()
+	long.Compositions[0].Duration = 100000 / long.Compositions[0].FPS
+	tpl := cl.uploadTemplate(long)
+	var jobs []any
+	for range 5 {
+		j := renderJob(tpl)
+		j["chunks"] = map[string]any{"count": 5000}
+		jobs = append(jobs, j)
+	}
+	var answer struct {
+		Status string `json:"status"`
+		Jobs   []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+		Errors []struct {
+			Index int    `json:"index"`
+			Error string `json:"error"`
+		} `json:"errors"`
+	}
+	cl.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": jobs}, http.StatusCreated, &answer)
+	if answer.Status != "partial" || len(answer.Jobs) != 4 || len(answer.Errors) != 1 || answer.Errors[0].Index != 4 ||
+		!strings.Contains(answer.Errors[0].Error, "past 20000") {
+		t.Fatalf("answer %+v", answer)
+	}
+	if j := cl.job(answer.Jobs[3].ID); len(j.Chunks) != 5000 {
+		t.Fatalf("the fourth job has %d chunks", len(j.Chunks))
+	}
+}
+
 // TestAJobThatCannotBeSplitRendersWhole: asked to split, a job whose shape cannot be split
 // renders whole and says why; a malformed chunks field is refused.
 func TestAJobThatCannotBeSplitRendersWhole(t *testing.T) {

@@ -60,13 +60,18 @@ func (s *Server) createBatch(r *request) {
 	batch.Total = len(items)
 	answer := &batchCreated{BatchID: batch.ID.String(), TotalJobs: len(items), Jobs: []*createdJob{}}
 	valid := make([]*validate.Job, len(items))
+	chunks := 0
 	err := r.validateWith(func(cat *catalog) {
 		for i, item := range items {
 			job, verr := validate.ParseJob(item, cat, s.cfg.Limits)
+			if verr == nil && chunks+len(job.Chunks) > validate.MaxBatchChunks {
+				verr = validate.TooManyChunks(len(job.Chunks))
+			}
 			if verr != nil {
 				answer.Errors = append(answer.Errors, batchError{Index: i, Error: verr.Message, ErrorCode: verr.Code, Details: verr.Details})
 				continue
 			}
+			chunks += len(job.Chunks)
 			valid[i] = job
 		}
 	})

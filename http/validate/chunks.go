@@ -8,8 +8,19 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 )
 
-// MaxChunks caps the chunks of one job: its join's task names every chunk.
-const MaxChunks = 5000
+// MaxChunks caps the chunks of one job: its join's task names every chunk. MaxBatchChunks caps
+// those of one batch, which are written with it in one transaction.
+const (
+	MaxChunks      = 5000
+	MaxBatchChunks = 20000
+)
+
+// TooManyChunks refuses a batch's job whose chunks would take the batch's past MaxBatchChunks.
+func TooManyChunks(n int) *Error {
+	var p problems
+	p.add(CodeValidation, "chunks", "this job's %d chunks would take the batch's past %d; send it in another batch, or ask for larger chunks", n, MaxBatchChunks)
+	return p.err()
+}
 
 // rawChunks is the extension field "chunks": frames per chunk, or how many chunks.
 type rawChunks struct {
