@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -26,6 +27,26 @@ func splitJob(templateID string, frames int) map[string]any {
 	return j
 }
 
+// submitSplit uploads the test template and creates a job of its 150 frames split into three
+// 50-frame chunks.
+func submitSplit(cl *client) created {
+	cl.c.t.Helper()
+	var made created
+	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(cl.uploadTemplate(inspection()), 50), http.StatusCreated, &made)
+	return made
+}
+
+// logHas fails the test unless the job's log holds every line.
+func logHas(t *testing.T, cl *client, id string, lines ...string) {
+	t.Helper()
+	log := cl.logs(id)
+	for _, want := range lines {
+		if !strings.Contains(log, want) {
+			t.Fatalf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
 // chunkCalls takes the next n render calls, which must be chunks, by their first frame.
 func chunkCalls(t *testing.T, c *coordinator, n int) map[int]*renderCall {
 	t.Helper()
@@ -47,9 +68,7 @@ func chunkCalls(t *testing.T, c *coordinator, n int) map[int]*renderCall {
 // join's.
 func TestASplitJobSpreadsOverNodesAndJoinsItsChunks(t *testing.T) {
 	c, cl, _ := clusterFarm(t, 2)
-	tpl := cl.uploadTemplate(inspection())
-	var made created
-	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	made := submitSplit(cl)
 	if made.Status != "queued" || len(made.Children) != 0 {
 		t.Fatalf("created %+v", made)
 	}
@@ -123,22 +142,19 @@ func TestASplitJobSpreadsOverNodesAndJoinsItsChunks(t *testing.T) {
 	if out := cl.renderOutput(made.ID); out.JobID != made.ID || len(out.Chunks) != 3 {
 		t.Fatalf("the output is not the join's: %+v", out)
 	}
-	log := cl.logs(made.ID)
-	for _, want := range []string{"split into 3 chunks of 50 frames", "frames 0 to 49 rendered on node " + calls[0].Node,
-		"frames 50 to 99 rendered on node " + calls[50].Node, "all 3 chunks rendered", "finished on node"} {
-		if !strings.Contains(log, want) {
-			t.Fatalf("the log lacks %q:\n%s", want, log)
-		}
-	}
+	logHas(t, cl, made.ID, "split into 3 chunks of 50 frames", "frames 0 to 49 rendered on node "+calls[0].Node,
+		"frames 50 to 99 rendered on node "+calls[50].Node, "all 3 chunks rendered", "finished on node")
 }
 
 // TestASplitJobsKilledNodeRerunsOnlyItsChunk: the node rendering one chunk is killed; that chunk
 // renders again elsewhere as attempt 2, the others keep attempt 1, and the join gets all three.
 func TestASplitJobsKilledNodeRerunsOnlyItsChunk(t *testing.T) {
 	c, cl, nodes := clusterFarm(t, 2)
-	tpl := cl.uploadTemplate(inspection())
+	hooks := newWebhookReceiver(t)
+	body := splitJob(cl.uploadTemplate(inspection()), 50)
+	body["webhook"] = map[string]any{"url": hooks.url + "/done"}
 	var made created
-	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	cl.must(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated, &made)
 	calls := chunkCalls(t, c, 2)
 	var victim, survivor *renderCall
 	for _, call := range calls {
@@ -169,8 +185,18 @@ func TestASplitJobsKilledNodeRerunsOnlyItsChunk(t *testing.T) {
 			t.Fatalf("the join's chunks are out of order: %+v", out.Chunks)
 		}
 	}
-	if !strings.Contains(cl.logs(made.ID), fmt.Sprintf("frames %d to %d rendered on node n2", victim.Settings.Frames.Start, victim.Settings.Frames.End)) {
-		t.Fatalf("log:\n%s", cl.logs(made.ID))
+	logHas(t, cl, made.ID, fmt.Sprintf("frames %d to %d rendered on node n2", victim.Settings.Frames.Start, victim.Settings.Frames.End))
+
+	// One webhook, the job's: its chunks send none.
+	var payload job
+	if err := json.Unmarshal(hooks.next(t).Body, &payload); err != nil || payload.ID != made.ID || payload.Status != "finished" || len(payload.Chunks) != 0 {
+		t.Fatalf("the webhook: %+v, %v", payload, err)
+	}
+	c.waitFor("webhook", made.ID, "delivered")
+	select {
+	case extra := <-hooks.received:
+		t.Fatalf("a second webhook: %s", extra.Body)
+	default:
 	}
 }
 
@@ -182,9 +208,7 @@ func TestASplitJobOutlivesACoordinatorRestart(t *testing.T) {
 	cl := c.team("cluster")
 	c.startNode("n1", 1)
 	c.startNode("n2", 1)
-	tpl := cl.uploadTemplate(inspection())
-	var made created
-	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	made := submitSplit(cl)
 	rendering := chunkCalls(t, c, 2)
 	c.kill()
 	c.restart()
@@ -205,21 +229,14 @@ func TestASplitJobOutlivesACoordinatorRestart(t *testing.T) {
 	if out := cl.renderOutput(made.ID); len(out.Chunks) != 3 || out.Chunks[0].Attempt != 1 {
 		t.Fatalf("the join: %+v", out.Chunks)
 	}
-	log := cl.logs(made.ID)
-	for _, f := range []string{"frames 0 to 49", "frames 50 to 99", "frames 100 to 149"} {
-		if !strings.Contains(log, f+" rendered on node") {
-			t.Fatalf("the log lacks %q:\n%s", f, log)
-		}
-	}
+	logHas(t, cl, made.ID, "frames 0 to 49 rendered on node", "frames 50 to 99 rendered on node", "frames 100 to 149 rendered on node")
 }
 
 // TestCancellingASplitJobStopsEveryChunk: cancelled while two chunks render and one waits, the
 // job's chunks all stop, their nodes abandon them, and the job has no output.
 func TestCancellingASplitJobStopsEveryChunk(t *testing.T) {
 	c, cl, _ := clusterFarm(t, 2)
-	tpl := cl.uploadTemplate(inspection())
-	var made created
-	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	made := submitSplit(cl)
 	calls := chunkCalls(t, c, 2)
 	var cancelled []job
 	cl.must(http.MethodPatch, "/api/v2/jobs/"+made.ID+"/cancel", nil, http.StatusOK, &cancelled)
@@ -240,19 +257,18 @@ func TestCancellingASplitJobStopsEveryChunk(t *testing.T) {
 	if status, _ := get(t, cl.job(made.ID).OutputURL); status != http.StatusNotFound {
 		t.Fatalf("a cancelled split job's output answered %d", status)
 	}
-	// The nodes are free again: another job renders.
+	// The nodes are free again: the job retried renders.
 	c.control.answerAll(finishAll)
-	other := cl.createJobs(tpl, 1)
-	c.waitJob(other[0], "finished")
+	var other created
+	cl.must(http.MethodPost, "/api/v2/jobs/"+made.ID+"/retry", nil, http.StatusCreated, &other)
+	c.waitJob(other.ID, "finished")
 }
 
 // TestAChunkFailingThreeTimesFailsItsJob: one chunk fails on every attempt; after the third the
 // job fails naming that chunk, and the chunk still rendering then stops.
 func TestAChunkFailingThreeTimesFailsItsJob(t *testing.T) {
 	c, cl, _ := clusterFarm(t, 2)
-	tpl := cl.uploadTemplate(inspection())
-	var made created
-	cl.must(http.MethodPost, "/api/v2/jobs", splitJob(tpl, 50), http.StatusCreated, &made)
+	made := submitSplit(cl)
 	var held *renderCall
 	for failures := 0; failures < 3; {
 		switch call := c.control.next(t); call.Settings.Frames.Start {
@@ -279,7 +295,7 @@ func TestAChunkFailingThreeTimesFailsItsJob(t *testing.T) {
 	// Retried, it is split again as it was.
 	var again created
 	cl.must(http.MethodPost, "/api/v2/jobs/"+made.ID+"/retry", nil, http.StatusCreated, &again)
-	if j := cl.job(again.ID); len(j.Chunks) != 3 || j.Chunks[2].Frames[1] != 149 || j.Chunks[0].Attempts != 0 {
+	if j := cl.job(again.ID); len(j.Chunks) != 3 || j.Chunks[2].Frames[1] != 149 {
 		t.Fatalf("the retried job: %+v", j)
 	}
 }
