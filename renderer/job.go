@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Asset types a job may carry.
@@ -121,15 +122,31 @@ func OutputExtension(s Settings) string {
 	}
 }
 
+// CodecLossless is the codec of the chunks of a split job whose join encodes them once (FFV1,
+// alpha and all): chosen by the farm, never by clients.
+const CodecLossless = "video_ffv1"
+
+// JoinEncodes reports whether a split job's join encodes its chunks' frames once, the chunks
+// being lossless (CodecLossless), rather than copying chunks already encoded as the job asks. A
+// constant bit rate H.264 stream is one buffer model from its first frame to its last (what
+// broadcast deliveries check); segments encoded apart, each within the model, are not within it
+// joined. Every other output is copied: ProRes and still frames are coded frame by frame, and a
+// variable bit rate needs no model across its segments.
+func JoinEncodes(s Settings) bool { return strings.HasPrefix(s.Codec, "video_h264_cbr_") }
+
 // ChunkExtension is the file extension of a chunk's output: its frames encoded as the job asks,
 // in a container its join concatenates without decoding (MPEG-TS for H.264, QuickTime for
-// ProRes), or the zip of its frames for an image sequence.
+// ProRes), a Matroska file of CodecLossless when the join encodes, or the zip of its frames for
+// an image sequence.
 func ChunkExtension(s Settings) string {
-	ext := OutputExtension(s)
-	if ext == ".mp4" {
+	switch ext := OutputExtension(s); {
+	case s.Type != OutputImage && JoinEncodes(s):
+		return ".mkv"
+	case ext == ".mp4":
 		return ".ts"
+	default:
+		return ext
 	}
-	return ext
 }
 
 // ContentType is the MIME type served for an output file extension.

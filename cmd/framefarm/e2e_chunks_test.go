@@ -488,6 +488,19 @@ func TestASplitRenderIsTheUnsplitRender(t *testing.T) {
 		t.Fatalf("ProRes: whole %d frames, split %d; the most different frame differs by %.3f; %v", a, b, worst, err)
 	}
 
+	// Constant bit rate H.264 is encoded once, at the join, from lossless chunks.
+	cbr := map[string]any{"type": "video", "codec": "h264_cbr_5mbps", "frames": []int{45, 134}, "quality": "draft"}
+	_, wholeCBR := acme.render(body(cbr, nil))
+	cbrJob, joinedCBR := acme.render(body(cbr, map[string]any{"frames": 25}))
+	os.WriteFile(wholeFile, wholeCBR, 0o600)
+	os.WriteFile(joinedFile, joinedCBR, 0o600)
+	if a, b, worst, err := framediff.Videos(tools.FFmpeg, tools.FFprobe, wholeFile, joinedFile); err != nil || a != 90 || b != 90 || worst > 2 {
+		t.Fatalf("CBR: whole %d frames, split %d; the most different frame differs by %.3f; %v", a, b, worst, err)
+	}
+	if len(cbrJob.Chunks) != 3 || !strings.Contains(acme.logs(cbrJob.ID), "joining 3 chunks") {
+		t.Fatalf("the CBR job: %+v\n%s", cbrJob.Chunks, acme.logs(cbrJob.ID))
+	}
+
 	frames := map[string]any{"type": "image", "frames": []int{100, 129}, "quality": "draft"}
 	_, wholeZip := acme.render(body(frames, nil))
 	_, joinedZip := acme.render(body(frames, map[string]any{"count": 3}))

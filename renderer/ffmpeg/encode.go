@@ -46,23 +46,30 @@ func orDefault(v, def string) string {
 }
 
 // Input is what an encoder reads: raw RGBA frames with premultiplied alpha arriving on a pipe
-// (Width, Height and FPS set), or a media file (Width zero) such as After Effects' render.
+// or from Frames (Width, Height and FPS set), or a media file (Width zero) such as After Effects'
+// render.
 type Input struct {
 	Path   string
 	Width  int
 	Height int
 	FPS    float64
+	// Frames, when set, brings the raw frames in place of Path.
+	Frames io.Reader
 }
 
 func (in Input) raw() bool { return in.Width > 0 }
 
 // args are the input options of in.
 func (in Input) args() []string {
+	path := in.Path
+	if in.Frames != nil {
+		path = "pipe:0"
+	}
 	if !in.raw() {
-		return []string{"-i", in.Path}
+		return []string{"-i", path}
 	}
 	return []string{"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
-		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", in.Path}
+		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", path}
 }
 
 // Encoder is a running ffmpeg that writes one job output.
@@ -94,7 +101,7 @@ func Start(ctx context.Context, t Tools, in Input, s renderer.Settings, draft bo
 		return nil, fmt.Errorf("output type %q cannot be encoded by ffmpeg", s.Type)
 	}
 	e.cmd = exec.CommandContext(ctx, t.FFmpeg, args...)
-	e.cmd.Stdout, e.cmd.Stderr = log, log
+	e.cmd.Stdin, e.cmd.Stdout, e.cmd.Stderr = in.Frames, log, log
 	if err := e.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("ffmpeg cannot start: %w", err)
 	}
@@ -119,15 +126,7 @@ func videoArgs(in Input, s renderer.Settings, draft bool, out string) []string {
 // code each frame alone (ProRes), the very file one encoding of all the frames makes. list is
 // where their list is written.
 func JoinSegments(ctx context.Context, t Tools, segments []string, list, out string, log io.Writer) error {
-	var b strings.Builder
-	for _, seg := range segments {
-		abs, err := filepath.Abs(seg)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
-	}
-	if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
+	if err := writeConcatList(list, segments); err != nil {
 		return err
 	}
 	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
@@ -138,6 +137,80 @@ func JoinSegments(ctx context.Context, t Tools, segments []string, list, out str
 		return fmt.Errorf("joining the chunks failed: %w", err)
 	}
 	return nil
+}
+
+// EncodeChunks encodes the lossless chunks (CodecLossless) of a split job (width x height frames
+// at fps, frames in all), in order, into the video out as the settings ask: one encoding of all
+// their frames, which reach the encoder raw, as a render's do. list is where their list is
+// written.
+func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, width, height int, fps float64, frames int,
+	s renderer.Settings, draft bool, out string, log io.Writer, report func(float64)) error {
+	if err := writeConcatList(list, chunks); err != nil {
+		return err
+	}
+	decoder := exec.CommandContext(ctx, t.FFmpeg, "-hide_banner", "-nostats", "-loglevel", "error",
+		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1")
+	decoder.Stderr = log
+	pipe, err := decoder.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := decoder.Start(); err != nil {
+		return fmt.Errorf("ffmpeg cannot start: %w", err)
+	}
+	counted := &frameCounter{r: pipe, frameBytes: int64(width) * int64(height) * 4, frames: frames, report: report}
+	encoder, err := Start(ctx, t, Input{Width: width, Height: height, FPS: fps, Frames: counted}, s, draft, out, log)
+	if err != nil {
+		decoder.Process.Kill()
+		decoder.Wait()
+		return err
+	}
+	encodeErr := encoder.Wait()
+	if encodeErr != nil {
+		decoder.Process.Kill()
+	}
+	if err := decoder.Wait(); err != nil && encodeErr == nil {
+		return fmt.Errorf("decoding the chunks failed: %w", err)
+	}
+	if encodeErr != nil {
+		return encodeErr
+	}
+	if got := counted.n / counted.frameBytes; got != int64(frames) {
+		return fmt.Errorf("the chunks hold %d frames of %dx%d, not %d", got, width, height, frames)
+	}
+	return nil
+}
+
+// frameCounter reports how many of frames frames passed through it.
+type frameCounter struct {
+	r          io.Reader
+	n          int64
+	frameBytes int64
+	frames     int
+	report     func(float64)
+}
+
+func (c *frameCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	before := c.n / c.frameBytes
+	c.n += int64(n)
+	if after := c.n / c.frameBytes; after != before && c.frames > 0 {
+		c.report(min(100, float64(after)/float64(c.frames)*100))
+	}
+	return n, err
+}
+
+// writeConcatList writes the concat demuxer's list of files.
+func writeConcatList(list string, files []string) error {
+	var b strings.Builder
+	for _, f := range files {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+	}
+	return os.WriteFile(list, []byte(b.String()), 0o600)
 }
 
 // containerArgs are the muxer options of an output file: an MP4 starts with its index, so it
@@ -246,6 +319,10 @@ func videoEncoding(codec string, draft, premultiplied bool) (filter string, args
 		preset = "ultrafast"
 	}
 	switch codec {
+	case renderer.CodecLossless:
+		// Intra-only and lossless, alpha kept as it came: a chunk's frames reach the join as
+		// they left the engine.
+		return "", []string{"-c:v", "ffv1", "-level", "3", "-g", "1", "-slices", "4", "-pix_fmt", "bgra"}
 	case "video_prores_422":
 		return "", []string{"-c:v", "prores_ks", "-profile:v", "2", "-pix_fmt", "yuv422p10le", "-vendor", "apl0"}
 	case "video_prores_4444":

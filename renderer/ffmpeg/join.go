@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -183,11 +182,7 @@ func (j *Joiner) Render(ctx context.Context, task *renderer.Task, report func(fl
 	var args []string
 	if compatible(media) {
 		list := filepath.Join(task.WorkDir, "join.txt")
-		var b strings.Builder
-		for _, c := range clips {
-			fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(c, "'", `'\''`))
-		}
-		if err := os.WriteFile(list, []byte(b.String()), 0o600); err != nil {
+		if err := writeConcatList(list, clips); err != nil {
 			return err
 		}
 		args = []string{"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-c", "copy", "-movflags", "+faststart"}

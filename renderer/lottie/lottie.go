@@ -96,10 +96,14 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if to >= int(op-ip) || from > to {
 		return fmt.Errorf("frames %d to %d are outside the animation's %d frames", from, to, int(op-ip))
 	}
+	settings := task.Settings
 	switch {
 	case len(task.Chunks) > 0:
-		return r.joinChunks(ctx, task, doc, from, to, report)
-	case task.Chunk, task.Settings.Type == renderer.OutputImage:
+		return r.joinChunks(ctx, task, doc, width, height, draft, from, to, report)
+	case task.Chunk && settings.Type != renderer.OutputImage && renderer.JoinEncodes(settings):
+		settings.Codec = renderer.CodecLossless
+		fallthrough
+	case task.Chunk, settings.Type == renderer.OutputImage:
 		doc.audio = nil // a chunk is part of the picture, whose join lays the sound once; stills have none
 	}
 	file := filepath.Join(doc.dir, ".framefarm-render.json")
@@ -116,7 +120,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	}
 	video := videoPath(task, doc)
 	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %g fps\n", from, to, width, height, doc.fps)
-	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, task.Settings, draft, video, task.Log)
+	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, settings, draft, video, task.Log)
 	if err != nil {
 		return err
 	}
@@ -168,17 +172,23 @@ func (r *Renderer) addSound(ctx context.Context, task *renderer.Task, doc *docum
 }
 
 // joinChunks makes the job's output of its chunks: their frames one after the other, copied as
-// they are (zipped on, numbered on, for an image sequence), and the sound laid over the whole.
-func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, from, to int, report func(float64)) error {
+// they are (zipped on, numbered on, for an image sequence) or encoded once (renderer.JoinEncodes),
+// and the sound laid over the whole.
+func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, width, height int, draft bool, from, to int,
+	report func(float64)) error {
 	fmt.Fprintf(task.Log, "joining %d chunks: frames %d to %d, %g fps\n", len(task.Chunks), from, to, doc.fps)
+	video, list := videoPath(task, doc), filepath.Join(task.WorkDir, "chunks.txt")
 	var err error
-	if task.Settings.Type == renderer.OutputImage {
+	switch {
+	case task.Settings.Type == renderer.OutputImage:
 		err = ffmpeg.JoinFrameZips(task.Chunks, task.OutputPath)
-	} else {
-		video := videoPath(task, doc)
-		if err = ffmpeg.JoinSegments(ctx, r.tools, task.Chunks, filepath.Join(task.WorkDir, "chunks.txt"), video, task.Log); err == nil {
-			err = r.addSound(ctx, task, doc, video, from, to)
-		}
+	case renderer.JoinEncodes(task.Settings):
+		err = ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, width, height, doc.fps, to-from+1, task.Settings, draft, video, task.Log, report)
+	default:
+		err = ffmpeg.JoinSegments(ctx, r.tools, task.Chunks, list, video, task.Log)
+	}
+	if err == nil && task.Settings.Type != renderer.OutputImage {
+		err = r.addSound(ctx, task, doc, video, from, to)
 	}
 	if err == nil {
 		report(100)

@@ -394,10 +394,14 @@ func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
 		// of its own (and x264's threads make even two runs of one encoding differ a little);
 		// ProRes codes each frame alone, so its frames are the same.
 		tolerance float64
+		// keys are the key frames of the joined H.264: one per chunk when chunks are copied, the
+		// first alone when the join encodes once.
+		keys string
 	}{
-		{"h264", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_vbr_5mbps", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 2},
-		{"prores 4444", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_prores_4444", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 0},
-		{"frames", renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 12, Range: true}}, 0},
+		{"h264", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_vbr_5mbps", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 2, "0 15 30"},
+		{"h264 cbr", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_h264_cbr_5mbps", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 2, "0"},
+		{"prores 4444", renderer.Settings{Type: renderer.OutputVideo, Codec: "video_prores_4444", Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 49, Range: true}}, 0, ""},
+		{"frames", renderer.Settings{Type: renderer.OutputImage, Codec: renderer.CodecPNG, Quality: "draft", Frames: &renderer.Frames{Start: 5, End: 12, Range: true}}, 0, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			whole := newTask(t, template, c.settings, sound)
@@ -432,8 +436,29 @@ func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
 				return
 			}
 			sameVideos(t, tools, whole.OutputPath, joined.OutputPath, f.End-f.Start+1, c.tolerance)
+			if c.keys != "" {
+				if keys := keyFrames(t, tools, joined.OutputPath); keys != c.keys {
+					t.Fatalf("key frames %s, want %s", keys, c.keys)
+				}
+			}
 		})
 	}
+}
+
+// keyFrames lists the key frames of a video by number.
+func keyFrames(t *testing.T, tools ffmpeg.Tools, file string) string {
+	t.Helper()
+	out, err := exec.Command(tools.FFprobe, "-v", "error", "-select_streams", "v:0", "-show_entries", "frame=key_frame", "-of", "csv=p=0", file).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for i, line := range strings.Fields(string(out)) {
+		if strings.TrimSuffix(line, ",") == "1" {
+			keys = append(keys, strconv.Itoa(i))
+		}
+	}
+	return strings.Join(keys, " ")
 }
 
 func sameVideos(t *testing.T, tools ffmpeg.Tools, whole, joined string, frames int, tolerance float64) {
