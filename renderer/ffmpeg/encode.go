@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/workfiles"
@@ -148,6 +149,7 @@ func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, wi
 	if err := writeConcatList(list, chunks); err != nil {
 		return err
 	}
+	log = &lockedWriter{w: log} // both ffmpegs write to it at once
 	decoder := exec.CommandContext(ctx, t.FFmpeg, "-hide_banner", "-nostats", "-loglevel", "error",
 		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-f", "rawvideo", "-pix_fmt", "rgba", "pipe:1")
 	decoder.Stderr = log
@@ -198,6 +200,18 @@ func (c *frameCounter) Read(p []byte) (int, error) {
 		c.report(min(100, float64(after)/float64(c.frames)*100))
 	}
 	return n, err
+}
+
+// lockedWriter lets several processes write to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // writeConcatList writes the concat demuxer's list of files.
