@@ -264,40 +264,56 @@ func TestCancellingASplitJobStopsEveryChunk(t *testing.T) {
 	c.waitJob(other.ID, "finished")
 }
 
-// TestAChunkFailingThreeTimesFailsItsJob: one chunk fails on every attempt; after the third the
-// job fails naming that chunk, and the chunk still rendering then stops.
+// TestAChunkFailingThreeTimesFailsItsJob: one chunk fails on every attempt (the others render);
+// after the third the job fails naming that chunk, and retried it is split again. A chunk whose
+// failure cannot pass fails its job at once, and the chunk rendering beside it stops.
 func TestAChunkFailingThreeTimesFailsItsJob(t *testing.T) {
 	c, cl, _ := clusterFarm(t, 2)
 	made := submitSplit(cl)
-	var held *renderCall
 	for failures := 0; failures < 3; {
 		switch call := c.control.next(t); call.Settings.Frames.Start {
 		case 50:
 			call.answer(renderReply{Result: "retry", Message: "the engine crashed"})
 			failures++
-		case 100:
-			held = call // rendering when the job fails
 		default:
 			call.answer(renderReply{Result: "finish"})
 		}
 	}
 	c.waitJob(made.ID, "error")
-	j := cl.job(made.ID)
-	if j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "chunk 2 of 3 (frames 50 to 99) failed: render failed after 3 attempts") {
+	if j := cl.job(made.ID); j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "chunk 2 of 3 (frames 50 to 99) failed: render failed after 3 attempts") {
 		t.Fatalf("the job's error: %v", j.Stats.Error)
 	}
-	if held == nil {
-		t.Fatal("the last chunk never started while the second was retried")
+	// Its chunks all end (one caught rendering is stopped); what they still asked is dropped.
+	c.waitUntil("the failed job's chunks ended", func() bool {
+		for _, ch := range cl.job(made.ID).Chunks {
+			if !slices.Contains([]string{"finished", "error", "manually_cancelled"}, ch.Status) {
+				return false
+			}
+		}
+		return true
+	})
+	for drained := false; !drained; {
+		select {
+		case <-c.control.calls:
+		default:
+			drained = true
+		}
 	}
-	<-held.gone
-	c.waitUntil("the last chunk stopped", func() bool { return cl.job(made.ID).Chunks[2].Status == "manually_cancelled" })
-
-	// Retried, it is split again as it was.
 	var again created
 	cl.must(http.MethodPost, "/api/v2/jobs/"+made.ID+"/retry", nil, http.StatusCreated, &again)
 	if j := cl.job(again.ID); len(j.Chunks) != 3 || j.Chunks[2].Frames[1] != 149 {
 		t.Fatalf("the retried job: %+v", j)
 	}
+
+	// The retried job's first two chunks render on the two nodes; the second fails for good.
+	calls := chunkCalls(t, c, 2)
+	calls[50].answer(renderReply{Result: "fail", Message: "the layer is missing"})
+	c.waitJob(again.ID, "error")
+	if j := cl.job(again.ID); j.Stats.Error == nil || !strings.Contains(*j.Stats.Error, "chunk 2 of 3 (frames 50 to 99) failed: the layer is missing") {
+		t.Fatalf("the retried job's error: %v", j.Stats.Error)
+	}
+	<-calls[0].gone // its node abandoned the first chunk
+	c.waitUntil("the first chunk stopped", func() bool { return cl.job(again.ID).Chunks[0].Status == "manually_cancelled" })
 }
 
 // TestOfficialClientSubmitsWaitsForAndDownloadsASplitJob: the official CLI's job submit keeps
