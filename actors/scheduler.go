@@ -498,8 +498,8 @@ func (s *scheduler) pick(n *schedNode) (best queuedJob, found bool) {
 			continue
 		}
 		for _, tq := range q.teams {
-			head := tq.job(0)
-			if avoid := s.avoid[head.id]; slices.Contains(avoid, n.id) && s.anotherNodeTakes(q, avoid) {
+			head := s.bestFor(n, tq)
+			if head == nil {
 				continue
 			}
 			if !found || s.better(head, &best) {
@@ -508,6 +508,41 @@ func (s *scheduler) pick(n *schedNode) (best queuedJob, found bool) {
 		}
 	}
 	return best, found
+}
+
+// maxAvoidedLookahead bounds how many jobs that avoid a node bestFor steps over for it.
+const maxAvoidedLookahead = 64
+
+// bestFor returns the best job of a team's queue for node n: its head, unless the head failed on
+// n while another node could take it; then the best job after it that does not avoid n (a
+// best-first walk of the heap from its root, stepping over the jobs that avoid n), so a node a
+// job failed on still takes the team's other work, such as the other chunks of a split job. nil
+// when there is none within maxAvoidedLookahead.
+func (s *scheduler) bestFor(n *schedNode, tq *teamQueue) *queuedJob {
+	avoids := func(pos int) bool {
+		avoid := s.avoid[tq.job(pos).id]
+		return slices.Contains(avoid, n.id) && s.anotherNodeTakes(tq.queue, avoid)
+	}
+	frontier := []int{0}
+	for steps := 0; len(frontier) > 0 && steps <= maxAvoidedLookahead; steps++ {
+		best := 0
+		for i := range frontier {
+			if tq.Less(frontier[i], frontier[best]) {
+				best = i
+			}
+		}
+		pos := frontier[best]
+		frontier = slices.Delete(frontier, best, best+1)
+		if !avoids(pos) {
+			return tq.job(pos)
+		}
+		for _, child := range []int{2*pos + 1, 2*pos + 2} {
+			if child < tq.Len() {
+				frontier = append(frontier, child)
+			}
+		}
+	}
+	return nil
 }
 
 // anotherNodeTakes reports whether a node outside avoid could render the queue's jobs now or

@@ -323,3 +323,32 @@ func TestDrainedBacklogGivesItsSlotsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestANodeAJobFailedOnTakesTheTeamsNextJob: a job that failed on node a heads its team's queue
+// while node b, which could take it, is busy: a takes the team's next job rather than idle, b is
+// still offered the failed job first, and a takes the failed job once no other node could.
+func TestANodeAJobFailedOnTakesTheTeamsNextJob(t *testing.T) {
+	s, _ := newTestScheduler(noJobActors)
+	team := ulid.Make()
+	failed, next, last := ulid.Make(), ulid.Make(), ulid.Make()
+	s.enqueue(&persistence.QueueEntry{JobID: failed, TeamID: team, Engine: "lottie", Avoid: []string{"a"}})
+	s.enqueue(&persistence.QueueEntry{JobID: next, TeamID: team, Engine: "lottie"})
+	s.enqueue(&persistence.QueueEntry{JobID: last, TeamID: team, Engine: "lottie", Avoid: []string{"a"}})
+	a := &schedNode{id: "a", engines: []string{"lottie"}, total: 1, busy: map[ulid.ULID]ulid.ULID{}}
+	b := &schedNode{id: "b", engines: []string{"lottie"}, total: 1, busy: map[ulid.ULID]ulid.ULID{}}
+	s.nodes = map[string]*schedNode{"a": a, "b": b}
+	if j, ok := s.pick(a); !ok || j.id != next {
+		t.Fatalf("node a picked %v (%v), not the job after the one that failed on it", j.id, ok)
+	}
+	if j, ok := s.pick(b); !ok || j.id != failed {
+		t.Fatalf("node b picked %v (%v), not the failed job", j.id, ok)
+	}
+	s.remove(next)
+	if j, ok := s.pick(a); ok {
+		t.Fatalf("node a picked %v though every job left failed on it and b could take them", j.id)
+	}
+	delete(s.nodes, "b")
+	if j, ok := s.pick(a); !ok || j.id != failed {
+		t.Fatalf("with no other node, a picked %v (%v), not the failed job", j.id, ok)
+	}
+}
