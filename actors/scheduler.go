@@ -523,6 +523,9 @@ func (s *scheduler) bestFor(n *schedNode, tq *teamQueue) *queuedJob {
 		avoid := s.avoid[tq.job(pos).id]
 		return slices.Contains(avoid, n.id) && s.anotherNodeTakes(tq.queue, avoid)
 	}
+	if !avoids(0) {
+		return tq.job(0) // nearly always: no walk, nothing allocated
+	}
 	frontier := []int{0}
 	for steps := 0; len(frontier) > 0 && steps <= maxAvoidedLookahead; steps++ {
 		best := 0
