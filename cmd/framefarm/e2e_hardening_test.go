@@ -29,6 +29,25 @@ func closedBy(t *testing.T, conn net.Conn, d time.Duration) bool {
 	return !(errors.As(err, &netErr) && netErr.Timeout())
 }
 
+// waitForASlot returns once a new connection from this address is served rather than refused
+// over the cap: connections the client closed count until the server notices they closed.
+func waitForASlot(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte("GET /healthz HTTP/1.1\r\nHost: framefarm\r\nConnection: close\r\n\r\n"))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if strings.Contains(line, " 200 ") {
+			return
+		}
+	}
+	t.Fatal("closed connections still count against the cap after 10s")
+}
+
 // TestSlowClientsAreCut: a connection that sends nothing, half its headers, or an API body too
 // slowly is closed; a slow upload under /files/ has its longer allowance; one address cannot
 // hold more connections than the cap.
@@ -55,9 +74,10 @@ max_conns_per_ip = 3
 	if line, _ := bufio.NewReader(extra).ReadString('\n'); !strings.Contains(line, "429") {
 		t.Fatalf("the connection over the cap got %q", line)
 	}
-	for _, conn := range held {
+	for _, conn := range append(held, extra) {
 		conn.Close()
 	}
+	waitForASlot(t, c.addr)
 
 	silent := dial()
 	half := dial()
