@@ -152,9 +152,9 @@ type JobKind string
 const (
 	KindRender JobKind = "render"
 	KindJoin   JobKind = "join"
-	// KindChunk is a range of frames of a split job, rendered on its own node into a lossless
-	// intermediate. Chunks are the farm's, not their client's: no listing, count, batch or
-	// webhook knows them; their job shows them.
+	// KindChunk is a range of frames of a split job, rendered on whichever node is free into a
+	// segment its job joins. Chunks are the farm's, not their client's: no listing, count, batch
+	// or webhook knows them; their job shows them.
 	KindChunk JobKind = "chunk"
 )
 

@@ -53,12 +53,13 @@ type Task struct {
 	Fonts []FontFile
 	// OutputPath is where the renderer writes its single output file.
 	OutputPath string
-	// Chunk asks for one chunk of a job split over the farm: the frames of Settings.Frames encoded
-	// as the job asks, as a segment its join concatenates (ChunkExtension), without sound.
+	// Chunk asks for one chunk of a job split over the farm: the frames of Settings.Frames, without
+	// sound, encoded as the job asks as a segment its join concatenates, or lossless when the join
+	// encodes (JoinEncodes, ChunkExtension).
 	Chunk bool
 	// Chunks, when set, are a split job's chunks on local disk, in frame order: the renderer
-	// joins them into the job's output, frames as they are (never encoded again) and the sound
-	// laid once over the whole length, instead of rendering frames.
+	// joins them into the job's output, their frames copied as they are (or encoded once, when
+	// JoinEncodes) and the sound laid once over the whole length, instead of rendering frames.
 	Chunks []string
 	// Log receives the engine's own output; it is kept as the job's render log.
 	Log io.Writer
