@@ -260,13 +260,10 @@ func (r *secretReader) expand(team persistence.TeamReads, s string) (string, err
 }
 
 // revealed resolves every secret a job refers to, anywhere in its spec, so that text about the
-// job (a node's error and log, a webhook failure) can be scrubbed of their values.
+// job (a node's error and log, a webhook failure) can be scrubbed of their values. A chunk is
+// given as it renders (TeamReads.AsRendered), its job's spec with it.
 func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job) (*secrets.Revealed, error) {
 	revealed := &secrets.Revealed{}
-	job, err := team.AsRendered(job)
-	if err != nil {
-		return revealed, err
-	}
 	spec, err := json.Marshal(job.Spec)
 	if err != nil {
 		return revealed, err
@@ -280,10 +277,17 @@ func (r *secretReader) revealed(team persistence.TeamReads, job *persistence.Job
 	return revealed, nil
 }
 
-// forJob is revealed in a read of its own.
+// forJob is revealed in a read of its own, for a job as stored.
 func (r *secretReader) forJob(job *persistence.Job) *secrets.Revealed {
-	var revealed *secrets.Revealed
-	if err := r.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) (err error) { revealed, err = r.revealed(team, job); return err }); err != nil {
+	revealed := &secrets.Revealed{}
+	if err := r.store.ReadTeam(job.TeamID, func(team persistence.TeamReads) error {
+		rendered, err := team.AsRendered(job)
+		if err != nil {
+			return err
+		}
+		revealed, err = r.revealed(team, rendered)
+		return err
+	}); err != nil {
 		r.log.Warn("cannot resolve a job's secrets to hide them", "job", job.ID.String(), "err", err)
 	}
 	return revealed
