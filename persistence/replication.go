@@ -512,6 +512,7 @@ func (s *Store) Restore(r io.Reader) error {
 		db.Close()
 		return err
 	}
+	db.NoSync = s.unsynced
 	s.db.Store(db)
 	s.cache.forget()
 	if err := s.loadApplied(); err != nil {

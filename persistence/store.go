@@ -35,6 +35,10 @@ type Options struct {
 	OpenTimeout time.Duration
 	// OnCommit observes each commit: its duration and the writes it carried.
 	OnCommit func(d time.Duration, writes int)
+	// Replica opens the store of a replica, whose commits do not wait for the disk (the
+	// replicas' log holds what they wrote, unsynced.go); a store its machine stopped under is
+	// set aside (SetAside) and opens empty, to be rebuilt from the log.
+	Replica bool
 }
 
 // Store is the coordinator's database.
@@ -50,6 +54,9 @@ type Store struct {
 	closed  bool
 	stopped chan struct{}
 	cache   *decodeCache
+	// unsynced: commits do not wait for the disk (unsynced.go); setAside: the file was torn
+	// and moved aside at the opening.
+	unsynced, setAside bool
 
 	// revocations counts the token revocations applied, for caches of tokens to notice.
 	revocations atomic.Uint64
@@ -93,6 +100,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
+	unsynced, setAside, err := checkUnsynced(path, opts.Replica)
+	if err != nil {
+		return nil, err
+	}
 	db, err := openBolt(path, opts.OpenTimeout)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
@@ -112,7 +123,10 @@ func Open(path string, opts Options) (*Store, error) {
 		stopped:      make(chan struct{}),
 		cache:        &decodeCache{},
 		appliedMoved: make(chan struct{}),
+		unsynced:     unsynced,
+		setAside:     setAside,
 	}
+	db.NoSync = unsynced
 	s.db.Store(db)
 	if err := s.loadApplied(); err != nil {
 		db.Close()
@@ -189,7 +203,15 @@ func (s *Store) Close() error {
 	close(s.writes)
 	s.mu.Unlock()
 	<-s.stopped
-	return s.db.Load().Close()
+	return errors.Join(s.closeUnsynced(), s.db.Load().Close())
+}
+
+// SetAside is the path a torn store was moved to when it opened (Options.Replica), or "".
+func (s *Store) SetAside() string {
+	if !s.setAside {
+		return ""
+	}
+	return s.path + tornSuffix
 }
 
 // commitLoop takes whatever writes are waiting, up to maxBatch, and commits them together. Under

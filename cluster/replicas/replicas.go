@@ -131,6 +131,10 @@ type Replica struct {
 // still be: send it again with its Idempotency-Key), a read that cannot catch up.
 var ErrUnavailable = persistence.ErrNotReplicated
 
+// logCacheEntries is how many of the last entries are kept in memory: enough for those in
+// flight to the followers, few enough that entries of whole batches do not pile up.
+const logCacheEntries = 32
+
 // Start opens raft's log in cfg.Dir, listens on cfg.Bind and joins the replicas. At the first
 // start of a new set, the first peer seeds it (see the package's documentation).
 func Start(cfg Config) (*Replica, error) {
@@ -195,7 +199,15 @@ func Start(cfg Config) (*Replica, error) {
 		logs.Close()
 		return nil, fmt.Errorf("this replica's store holds records, but only the first of the peers (%s) may start a new set of replicas from its records: move them there, or start this replica from an empty data folder", cfg.Peers[0].ID)
 	}
-	if r.raft, err = raft.NewRaft(conf, &fsm{r: r}, logs, logs, snaps, transport); err != nil {
+	// The entries the leader sends are those it has just appended: kept decoded, the followers'
+	// appends do not wait for the log to be read back.
+	recent, err := raft.NewLogCache(logCacheEntries, logs)
+	if err != nil {
+		r.mux.close()
+		logs.Close()
+		return nil, err
+	}
+	if r.raft, err = raft.NewRaft(conf, &fsm{r: r}, recent, logs, snaps, transport); err != nil {
 		r.mux.close()
 		logs.Close()
 		return nil, err

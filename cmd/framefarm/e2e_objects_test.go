@@ -275,7 +275,9 @@ func TestANodeKilledMidUploadLeavesNoObject(t *testing.T) {
 	cl.must(http.MethodPost, "/api/v2/jobs", renderJob(tpl), http.StatusCreated, &cr)
 	const size = 48 << 20 // ten parts of 5 MiB
 	c.control.next(t).answer(renderReply{Result: "finish", Size: size})
-	c.stderr.waitFor(waitLimit, "planned an output's upload to the object store")
+	if c.stderr.waitFor(waitLimit, "planned an output's upload to the object store") == "" {
+		t.Fatal("the node never planned the output's upload")
+	}
 	first.kill()
 	c.waitNode("n1", actors.NodeLost)
 	c.control.answerAll(func(*renderCall) renderReply { return renderReply{Result: "finish", Size: size} })

@@ -143,7 +143,8 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("URL signing key: %w", err)
 	}
-	f.store, err = persistence.Open(filepath.Join(dataDir, "framefarm.db"), persistence.Options{MaxBatch: cfg.Store.MaxBatch, OnCommit: f.metrics.ObserveCommit})
+	f.store, err = persistence.Open(filepath.Join(dataDir, "framefarm.db"), persistence.Options{MaxBatch: cfg.Store.MaxBatch,
+		OnCommit: f.metrics.ObserveCommit, Replica: cfg.HA != nil})
 	if errors.Is(err, persistence.ErrLocked) {
 		return nil, fmt.Errorf("%w: is another framefarm serving from %s?", err, dataDir)
 	}
@@ -151,6 +152,9 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		return nil, err
 	}
 	opened = append(opened, f.store)
+	if torn := f.store.SetAside(); torn != "" {
+		f.log.Warn("the machine stopped while this replica's store was being written: it was moved aside and is rebuilt from the replicas' snapshot and log (the moved file may be deleted)", "moved_to", torn)
+	}
 	f.urlKey, f.secretKey = urlKey, secretKey
 	// A replica writes through the leader: it records the keys' fingerprints when it leads.
 	if err := checkKeys(f.store, urlKey, secretKey, cfg.HA == nil); err != nil {
