@@ -351,6 +351,13 @@ func TestAWipedReplicaCatchesUpFromASnapshot(t *testing.T) {
 	}
 	before := acme.createJobs(tplID, 30)
 	wiped.kill()
+	// Stopped, a replica's records are read but not written outside the replicas.
+	if out, err := framefarm("token", "create", "--data-dir", wiped.dataDir(), "--team", "sideways"); err == nil || !strings.Contains(string(out), "is a replica's") {
+		t.Fatalf("a token written into a stopped replica's records: %v\n%s", err, out)
+	}
+	if out, err := framefarm("token", "list", "--data-dir", wiped.dataDir()); err != nil || !strings.Contains(string(out), "acme") {
+		t.Fatalf("token list on a stopped replica: %v\n%s", err, out)
+	}
 	if err := os.RemoveAll(wiped.dataDir()); err != nil {
 		t.Fatal(err)
 	}

@@ -93,8 +93,9 @@ type tokenTool struct {
 	dashboard string // the dashboard's address, for a link that signs in
 }
 
-// withStore runs direct on the database, or, when a server holds it, viaServer.
-func (t tokenTool) withStore(direct func(*persistence.Store) error, viaServer func(localAdmin) error) error {
+// withStore runs direct on the database, or, when a server holds it, viaServer. A replica's
+// records change only through the replicas: with no server running, a write to them is refused.
+func (t tokenTool) withStore(writes bool, direct func(*persistence.Store) error, viaServer func(localAdmin) error) error {
 	store, err := persistence.Open(filepath.Join(t.dataDir, "framefarm.db"), persistence.Options{})
 	if errors.Is(err, persistence.ErrLocked) {
 		la, err := readLocalAdmin(t.dataDir)
@@ -107,6 +108,9 @@ func (t tokenTool) withStore(direct func(*persistence.Store) error, viaServer fu
 		return err
 	}
 	defer store.Close()
+	if writes && store.AppliedIndex() > 0 {
+		return errors.New("this data folder is a replica's: its records change only through the replicas, so tokens are created and revoked through a running one (start this replica and run the command again, or run it with a running replica's data folder)")
+	}
 	return direct(store)
 }
 
@@ -148,7 +152,7 @@ func (t tokenTool) create(name string, expires time.Duration) error {
 	if expires > 0 {
 		expiresAt = time.Now().Add(expires).UTC().Truncate(time.Second)
 	}
-	return t.withStore(func(store *persistence.Store) error {
+	return t.withStore(true, func(store *persistence.Store) error {
 		token, hash := persistence.NewToken()
 		secret, err := persistence.NewWebhookSecret()
 		if err != nil {
@@ -207,7 +211,7 @@ func (t tokenTool) printCreated(id string, expiresAt time.Time, token string) {
 
 func (t tokenTool) list() error {
 	var tokens []tokenInfo
-	err := t.withStore(func(store *persistence.Store) error {
+	err := t.withStore(false, func(store *persistence.Store) error {
 		now := time.Now()
 		all, err := store.Tokens()
 		for _, tok := range all {
@@ -241,7 +245,7 @@ func (t tokenTool) list() error {
 }
 
 func (t tokenTool) revoke(id string) error {
-	err := t.withStore(func(store *persistence.Store) error {
+	err := t.withStore(true, func(store *persistence.Store) error {
 		err := store.Apply(&persistence.RevokeToken{TokenID: id})
 		if errors.Is(err, persistence.ErrNotFound) {
 			return fmt.Errorf("no token %q (framefarm token list shows the ids)", id)
