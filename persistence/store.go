@@ -2,7 +2,8 @@
 // hashes, templates, jobs with their indexes, batches, fonts, secrets, render logs and the webhook
 // outbox. Every write is a Command (commands.go), applied by one function; commands are
 // group-committed: concurrent writers share one transaction and one fsync, and each writer is
-// answered only after its command is durable.
+// answered only after its command is durable (a replica's, once in the replicas' log on disk:
+// its store does not wait for the disk, unsynced.go).
 package persistence
 
 import (
