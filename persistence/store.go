@@ -101,7 +101,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	unsynced, setAside, err := checkUnsynced(path, opts.Replica)
+	setAside, err := setAsideTorn(path, opts.Replica)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,11 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := prepare(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("prepare %s: %w", path, err)
+	}
+	unsynced, err := markUnsynced(db, path, opts.Replica)
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	s := &Store{
 		path:         path,

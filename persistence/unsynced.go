@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // A replica's store commits without waiting for the disk. The replicas' log, on disk on a
@@ -39,42 +41,48 @@ func currentBoot() string {
 // machine stopped, by other than a replica, which could rebuild it.
 var ErrTornReplica = errors.New("the machine stopped while this replica's store was written without waiting for the disk")
 
-// checkUnsynced looks, before a store opens, at whether it was left written unsynced, and
-// returns whether its commits may skip the disk from now on. A store left so under another
-// boot is set aside when a replica opens it (it starts empty and is rebuilt), and refused
-// otherwise. A store that is no longer a replica's is synced whole first.
-func checkUnsynced(path string, replica bool) (unsynced, setAside bool, err error) {
+// setAsideTorn moves a store marked by another boot out of the way of a replica, which then
+// starts empty and rebuilds it, and refuses it to anyone else. No process can hold such a store
+// (the machine stopped since its mark), so this runs before the store's lock is taken.
+func setAsideTorn(path string, replica bool) (setAside bool, err error) {
+	raw, err := os.ReadFile(path + unsyncedSuffix)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if boot := currentBoot(); boot != "" && strings.TrimSpace(string(raw)) == boot {
+		return false, nil
+	}
+	if !replica {
+		return false, fmt.Errorf("%w: %s may be torn; start this coordinator as the replica it was, which rebuilds it from the replicas' log", ErrTornReplica, path)
+	}
+	if err := os.Rename(path, path+tornSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	return true, nil
+}
+
+// markUnsynced, with the store's lock held, marks a replica's store with this boot before its
+// first unsynced commit and reports whether its commits may skip the disk. Opened by other than
+// a replica, a store left marked in this boot (its process died; the page cache holds every
+// write) is synced once and needs no mark from now on.
+func markUnsynced(db *bolt.DB, path string, replica bool) (unsynced bool, err error) {
 	marker := path + unsyncedSuffix
 	boot := currentBoot()
-	raw, err := os.ReadFile(marker)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return false, false, err
-	case strings.TrimSpace(string(raw)) != boot || boot == "":
-		if !replica {
-			return false, false, fmt.Errorf("%w: %s may be torn; start this coordinator as the replica it was, which rebuilds it from the replicas' log", ErrTornReplica, path)
-		}
-		if err := os.Rename(path, path+tornSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, false, err
-		}
-		setAside = true
-	case !replica:
-		// The store was written unsynced in this boot: whole in the page cache. Synced
-		// once, it needs no mark from now on.
-		if err := syncFile(path); err != nil {
-			return false, false, err
-		}
-		return false, false, removeMarker(marker)
-	}
 	if !replica || boot == "" {
-		return false, setAside, removeMarker(marker)
+		if _, err := os.Stat(marker); err == nil {
+			if err := db.Sync(); err != nil {
+				return false, err
+			}
+		}
+		return false, removeMarker(marker)
 	}
-	// The mark is on disk before the first unsynced commit.
 	if err := writeSynced(marker, []byte(boot+"\n")); err != nil {
-		return false, false, err
+		return false, err
 	}
-	return true, setAside, nil
+	return true, nil
 }
 
 // closeUnsynced syncs a store written unsynced, which then needs its mark no more.
@@ -93,18 +101,6 @@ func removeMarker(marker string) error {
 		return err
 	}
 	return nil
-}
-
-func syncFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }
 
 // writeSynced writes a small file and makes sure it and its name are on disk.

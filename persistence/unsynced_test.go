@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestAReplicasStoreSkipsTheDiskWhileItsBootIsMarked: a replica's store commits unsynced with
@@ -26,6 +27,14 @@ func TestAReplicasStoreSkipsTheDiskWhileItsBootIsMarked(t *testing.T) {
 	}
 	if err := s.Apply(&SetMeta{Name: "kept", Value: "yes"}); err != nil {
 		t.Fatal(err)
+	}
+	// Another opening while the replica runs (a token command) is refused by the lock and
+	// leaves the mark alone.
+	if _, err := Open(path, Options{OpenTimeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a second opening: %v", err)
+	}
+	if _, err := os.Stat(path + unsyncedSuffix); err != nil {
+		t.Fatalf("a refused opening removed the mark of the running replica: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
