@@ -185,6 +185,9 @@ func Start(cfg Config) (*Replica, error) {
 	// At a start raft offers the last snapshot again; the store takes it only when it has not
 	// applied as much (a restart right after receiving it), and skips the entries it applied.
 	conf.NotifyCh = r.leadership
+	// The committer hands over its next group while the leader writes the last to its log, and
+	// the groups waiting then go to the log and the followers together.
+	conf.BatchApplyCh = true
 	existing, err := raft.HasExistingState(logs, logs, snaps)
 	if err != nil {
 		r.mux.close()
