@@ -80,7 +80,7 @@ type Config struct {
 	// newer version, a disk refusing the write); it must not return: the replica stops rather
 	// than diverge.
 	Fail func(error)
-	// Timings: how long a follower waits for the leader before it stands [1s], how long a
+	// Timings: how long a follower waits for the leader before it stands [800ms], how long a
 	// leader keeps leading without a quorum's contact [500ms].
 	HeartbeatTimeout, LeaderLease time.Duration
 	// ApplyTimeout bounds a write's wait for its entry to enter the log [10s].
@@ -138,7 +138,7 @@ const logCacheEntries = 32
 // Start opens raft's log in cfg.Dir, listens on cfg.Bind and joins the replicas. At the first
 // start of a new set, the first peer seeds it (see the package's documentation).
 func Start(cfg Config) (*Replica, error) {
-	setDefault(&cfg.HeartbeatTimeout, time.Second)
+	setDefault(&cfg.HeartbeatTimeout, 800*time.Millisecond)
 	setDefault(&cfg.LeaderLease, 500*time.Millisecond)
 	setDefault(&cfg.ApplyTimeout, 10*time.Second)
 	setDefault(&cfg.SnapshotInterval, 2*time.Minute)

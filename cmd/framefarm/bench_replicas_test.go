@@ -174,6 +174,7 @@ func BenchmarkReplicasFailover(b *testing.B) {
 		}
 	}
 	slices.Sort(gaps)
+	b.Logf("kill to write, each kill: %v", gaps)
 	b.ReportMetric(gaps[len(gaps)/2].Seconds(), "kill-to-write-p50-s")
 	b.ReportMetric(gaps[len(gaps)*99/100].Seconds(), "kill-to-write-p99-s")
 	b.ReportMetric(gaps[len(gaps)-1].Seconds(), "kill-to-write-max-s")

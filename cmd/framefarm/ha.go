@@ -103,7 +103,7 @@ func (h *HAConfig) check(c *Config) []error {
 }
 
 func defaultHAConfig() HAConfig {
-	return HAConfig{Peers: []string{}, HeartbeatTimeout: dur(time.Second), LeaderLease: dur(500 * time.Millisecond), SnapshotThreshold: 16384, TrailingLogs: 8192,
+	return HAConfig{Peers: []string{}, HeartbeatTimeout: dur(800 * time.Millisecond), LeaderLease: dur(500 * time.Millisecond), SnapshotThreshold: 16384, TrailingLogs: 8192,
 		SnapshotInterval: dur(2 * time.Minute), RemoveDeadAfter: dur(10 * time.Minute)}
 }
 
