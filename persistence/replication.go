@@ -334,21 +334,29 @@ func (s *Store) AppliedIndex() uint64 {
 
 // WaitApplied waits until the store has applied the entry at index, or until timeout.
 func (s *Store) WaitApplied(index uint64, timeout time.Duration) bool {
+	applied, moved := s.appliedNow()
+	if applied >= index {
+		return true // most reads: no timer made
+	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		s.appliedMu.Lock()
-		applied, moved := s.applied, s.appliedMoved
-		s.appliedMu.Unlock()
-		if applied >= index {
-			return true
-		}
 		select {
 		case <-moved:
 		case <-deadline.C:
 			return false
 		}
+		if applied, moved = s.appliedNow(); applied >= index {
+			return true
+		}
 	}
+}
+
+// appliedNow is the applied index and the channel closed when it next moves.
+func (s *Store) appliedNow() (uint64, chan struct{}) {
+	s.appliedMu.Lock()
+	defer s.appliedMu.Unlock()
+	return s.applied, s.appliedMoved
 }
 
 func (s *Store) setApplied(index uint64) {

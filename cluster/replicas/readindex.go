@@ -1,7 +1,6 @@
 package replicas
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -37,8 +36,9 @@ type readRound struct {
 // readIndexTimeout bounds one question to the leader.
 const readIndexTimeout = 5 * time.Second
 
-// await returns the leader's applied index from a question asked after the call.
-func (ri *readIndexer) await(ctx context.Context) (uint64, error) {
+// await returns the leader's applied index from a question asked after the call. A question
+// ends within its connection's deadline, so the wait is bounded.
+func (ri *readIndexer) await() (uint64, error) {
 	ri.mu.Lock()
 	if ri.next == nil {
 		ri.next = &readRound{done: make(chan struct{})}
@@ -49,12 +49,8 @@ func (ri *readIndexer) await(ctx context.Context) (uint64, error) {
 		go ri.ask()
 	}
 	ri.mu.Unlock()
-	select {
-	case <-round.done:
-		return round.index, round.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
+	<-round.done
+	return round.index, round.err
 }
 
 // ask asks one question per round while reads wait.

@@ -11,7 +11,6 @@
 package replicas
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -529,36 +528,29 @@ func (r *Replica) DialLeader(timeout time.Duration) (net.Conn, error) {
 
 // CatchUp waits until this replica has applied every write the leader acknowledged before the
 // call: a read after it sees them (read your writes on any replica). The leader waits for
-// nothing.
-func (r *Replica) CatchUp(ctx context.Context) error {
+// nothing. While the replicas choose a leader, the read waits for one, until deadline.
+func (r *Replica) CatchUp(deadline time.Time) error {
 	if r.Leading() {
 		return nil
 	}
-	// While the replicas choose a leader, the read waits for one (within ctx).
 	var index uint64
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		var err error
-		if index, err = r.reads.await(ctx); err == nil {
+		if index, err = r.reads.await(); err == nil {
 			break
 		}
 		if !errors.Is(err, ErrUnavailable) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if time.Until(deadline) < wait {
 			return err
-		case <-time.After(wait):
 		}
+		time.Sleep(wait)
 		if r.Leading() {
 			return nil
 		}
 	}
-	deadline, ok := ctx.Deadline()
-	wait := time.Until(deadline)
-	if !ok {
-		wait = r.cfg.ApplyTimeout
-	}
-	if !r.cfg.Store.WaitApplied(index, wait) {
+	if !r.cfg.Store.WaitApplied(index, time.Until(deadline)) {
 		return fmt.Errorf("%w: this replica has not caught up with the leader", ErrUnavailable)
 	}
 	return nil

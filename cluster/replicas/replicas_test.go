@@ -1,7 +1,6 @@
 package replicas
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -152,9 +151,7 @@ func (s *set) write(name, value string) {
 // read reads name on a replica after catching up with the leader.
 func (s *set) read(id, name string) string {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := s.members[id].replica.CatchUp(ctx); err != nil {
+	if err := s.members[id].replica.CatchUp(time.Now().Add(20 * time.Second)); err != nil {
 		s.t.Fatalf("replica %s catching up: %v (leader %v)", id, err, fmt.Sprint(s.members[id].replica.Leader()))
 	}
 	return s.members[id].store.Meta(name)

@@ -338,7 +338,7 @@ type replicaAPI struct {
 var _ api.Replicas = (*replicaAPI)(nil)
 
 func (r *replicaAPI) Leading() bool                          { return r.replica.Leading() }
-func (r *replicaAPI) CatchUp(ctx context.Context) error      { return r.replica.CatchUp(ctx) }
+func (r *replicaAPI) CatchUp(deadline time.Time) error       { return r.replica.CatchUp(deadline) }
 func (r *replicaAPI) Forward(ctx *fasthttp.RequestCtx) error { return r.forward.Forward(ctx) }
 func (r *replicaAPI) Status() replicas.Status                { return r.replica.Status() }
 func (r *replicaAPI) AddReplica(id, addr string) error       { return r.replica.AddReplica(id, addr) }

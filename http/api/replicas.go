@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -21,8 +20,9 @@ type Replicas interface {
 	Leading() bool
 	// Forward hands the request to the leader and puts its answer in ctx.
 	Forward(ctx *fasthttp.RequestCtx) error
-	// CatchUp waits until this replica holds every write acknowledged before the call.
-	CatchUp(ctx context.Context) error
+	// CatchUp waits until this replica holds every write acknowledged before the call, or
+	// until deadline.
+	CatchUp(deadline time.Time) error
 	// Status asks every replica about itself.
 	Status() replicas.Status
 	// AddReplica and RemoveReplica change the set (on the leader).
@@ -135,9 +135,7 @@ func (s *Server) place(r *request, p placement) bool {
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: why, retryAfter: 1})
 	}
 	if p == caughtUp {
-		ctx, cancel := context.WithTimeout(context.Background(), catchUpTimeout)
-		defer cancel()
-		if err := s.Replicas.CatchUp(ctx); err != nil {
+		if err := s.Replicas.CatchUp(time.Now().Add(catchUpTimeout)); err != nil {
 			unavailable("this replica cannot catch up with the leader now: " + err.Error())
 			return false
 		}
