@@ -511,6 +511,20 @@ func (r *Replica) Leader() (id, addr string) {
 	return string(i), string(a)
 }
 
+// AwaitLeader returns the leader's address once one is known, waiting until deadline while the
+// replicas choose one (at their start, or after the leader was lost).
+func (r *Replica) AwaitLeader(deadline time.Time) (string, error) {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		if _, addr := r.Leader(); addr != "" {
+			return addr, nil
+		}
+		if time.Until(deadline) < wait {
+			return "", ErrUnavailable
+		}
+		time.Sleep(wait)
+	}
+}
+
 // Term is the current raft term.
 func (r *Replica) Term() uint64 { return r.raft.CurrentTerm() }
 

@@ -219,6 +219,31 @@ func TestReplicasAgreeAndOutliveTheirLeader(t *testing.T) {
 	}
 }
 
+// TestARequestWaitsForTheReplicasToKnowALeader: a replica that knows no leader yet makes a
+// request for the leader wait until the replicas have one, and refuses it only past its deadline.
+func TestARequestWaitsForTheReplicasToKnowALeader(t *testing.T) {
+	s := newSet(t, "c1", "c2", "c3")
+	waiting := s.start("c2", s.open("c2"))
+	if _, err := waiting.replica.AwaitLeader(time.Now()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a leader before any replica could lead: %v", err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		addr, _ := waiting.replica.AwaitLeader(time.Now().Add(20 * time.Second))
+		found <- addr
+	}()
+	s.start("c1", s.open("c1"))
+	s.start("c3", s.open("c3"))
+	_, leader := s.leader()
+	addr := <-found
+	if addr == "" {
+		t.Fatal("the waiting request never learned of the leader")
+	}
+	if _, known := leader.replica.Leader(); addr != known {
+		t.Fatalf("the request was sent to %s, the leader is at %s", addr, known)
+	}
+}
+
 // TestAReplicaWhoseMachineStoppedRebuildsItsStore: a replica's store, written without waiting
 // for the disk, is found torn after its machine stopped (marked by another boot, its pages
 // garbled); it is set aside, and the replica rebuilds it from its snapshot and the log after it.

@@ -358,12 +358,16 @@ func newForwarder(r *replicas.Replica, timeout time.Duration) *forwarder {
 	return &forwarder{replica: r, timeout: timeout}
 }
 
+// leaderWait bounds how long a request handed to the leader waits for the replicas to know
+// one (an election takes a heartbeat timeout or two).
+const leaderWait = 5 * time.Second
+
 // Forward sends the request as it came (its body streamed on) and puts the leader's answer in
-// ctx.
+// ctx. While the replicas choose a leader, it waits for them rather than refuse the request.
 func (fw *forwarder) Forward(ctx *fasthttp.RequestCtx) error {
-	_, leader := fw.replica.Leader()
-	if leader == "" {
-		return replicas.ErrUnavailable
+	leader, err := fw.replica.AwaitLeader(time.Now().Add(leaderWait))
+	if err != nil {
+		return err
 	}
 	return fw.clientFor(leader).Do(&ctx.Request, &ctx.Response)
 }
