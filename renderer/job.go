@@ -132,7 +132,9 @@ const CodecLossless = "video_ffv1"
 // broadcast deliveries check); segments encoded apart, each within the model, are not within it
 // joined. Every other output is copied: ProRes and still frames are coded frame by frame, and a
 // variable bit rate needs no model across its segments.
-func JoinEncodes(s Settings) bool { return strings.HasPrefix(s.Codec, "video_h264_cbr_") }
+func JoinEncodes(s Settings) bool {
+	return s.Type != OutputImage && strings.HasPrefix(s.Codec, "video_h264_cbr_")
+}
 
 // ChunkExtension is the file extension of a chunk's output: its frames encoded as the job asks,
 // in a container its join concatenates without decoding (MPEG-TS for H.264, QuickTime for
@@ -140,7 +142,7 @@ func JoinEncodes(s Settings) bool { return strings.HasPrefix(s.Codec, "video_h26
 // an image sequence.
 func ChunkExtension(s Settings) string {
 	switch ext := OutputExtension(s); {
-	case s.Type != OutputImage && JoinEncodes(s):
+	case JoinEncodes(s):
 		return ".mkv"
 	case ext == ".mp4":
 		return ".ts"

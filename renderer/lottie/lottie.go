@@ -100,7 +100,7 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	switch {
 	case len(task.Chunks) > 0:
 		return r.joinChunks(ctx, task, doc, width, height, draft, from, to, report)
-	case task.Chunk && settings.Type != renderer.OutputImage && renderer.JoinEncodes(settings):
+	case task.Chunk && renderer.JoinEncodes(settings):
 		settings.Codec = renderer.CodecLossless
 		fallthrough
 	case task.Chunk, settings.Type == renderer.OutputImage:
