@@ -250,10 +250,46 @@ func firstByte(b []byte) int {
 // writing, and ApplyEntries writes what the replicas committed. Call it before any write.
 func (s *Store) Replicate(r Replication) { s.replication.Store(&r) }
 
+// wideGroup is the count of jobs from which a group is wide: proposed at once, beside others.
+const wideGroup = 256
+
+// awaitTurn holds a narrow group back while another narrow group is being replicated, then adds
+// the writes that arrived meanwhile: each entry costs every replica a log write, an apply and
+// their pages, so under load a few larger entries carry more jobs than many small ones. A group
+// already wide when the committer takes it (a batch of jobs) is proposed at once and holds no
+// group back, so large entries still overlap.
+func (s *Store) awaitTurn(batch []*write) (_ []*write, narrow bool) {
+	if jobsIn(batch) >= wideGroup {
+		return batch, false
+	}
+	if s.replicating.Load() == 0 {
+		return batch, true
+	}
+	if s.awaitingTurn != nil {
+		s.awaitingTurn()
+	}
+	for s.replicating.Load() > 0 {
+		<-s.replicated
+	}
+	return s.gather(batch), true
+}
+
+// jobsIn counts the jobs the writes create, counting any other write as one.
+func jobsIn(batch []*write) int {
+	n := 0
+	for _, w := range batch {
+		if cj, ok := w.cmd.(*CreateJobs); ok && len(cj.Jobs) > 1 {
+			n += len(cj.Jobs)
+		} else {
+			n++
+		}
+	}
+	return n
+}
+
 // propose hands a group of writes to the replicas as one entry and answers each writer once it
-// is applied here. It does not wait: the committer goes on gathering the next group while this
-// one is replicated.
-func (s *Store) propose(r Replication, batch []*write) {
+// is applied here. It does not wait for that: the committer goes on gathering the next group.
+func (s *Store) propose(r Replication, batch []*write, narrow bool) {
 	inIDOrder(batch)
 	writes := make([]*write, len(batch))
 	copy(writes, batch)
@@ -268,7 +304,17 @@ func (s *Store) propose(r Replication, batch []*write) {
 		}
 		return
 	}
+	if narrow {
+		s.replicating.Add(1)
+	}
 	r.Propose(entry, func(result any, err error) {
+		if narrow {
+			s.replicating.Add(-1)
+			select {
+			case s.replicated <- struct{}{}:
+			default:
+			}
+		}
 		applied, ok := result.(*EntryResult)
 		if err == nil && (!ok || len(applied.Errs) != len(writes)) {
 			err = errors.New("the replicas answered an entry with what was not its result")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // testLog is a replicated log in one process: it numbers each entry, applies it to every store
@@ -36,6 +37,132 @@ func (l *testLog) Propose(entry []byte, done func(any, error)) {
 	}
 	l.mu.Unlock()
 	done(result, nil)
+}
+
+// heldLog is a replicated log of one store whose entries wait for the test to let them through.
+type heldLog struct {
+	store    *Store
+	proposed chan heldEntry
+	mu       sync.Mutex
+	all      []heldEntry
+	passing  bool // the test ended: every entry goes through at once
+	applyMu  sync.Mutex
+	last     uint64
+}
+
+// heldEntry is a proposed entry: how many commands it carries, and what applies it (once).
+type heldEntry struct {
+	commands int
+	release  func()
+}
+
+func (l *heldLog) Propose(entry []byte, done func(any, error)) {
+	commands, err := decodeEntry(entry)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	e := heldEntry{commands: len(commands), release: sync.OnceFunc(func() {
+		l.applyMu.Lock()
+		defer l.applyMu.Unlock()
+		l.last++
+		results, err := l.store.ApplyEntries([]ReplicatedEntry{{Index: l.last, Data: entry}})
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		done(results[0], nil)
+	})}
+	l.mu.Lock()
+	if l.passing {
+		l.mu.Unlock()
+		e.release()
+		return
+	}
+	l.all = append(l.all, e)
+	l.proposed <- e
+	l.mu.Unlock()
+}
+
+// letThrough applies every entry held and lets the next ones through, so that the store can
+// close however the test ended.
+func (l *heldLog) letThrough() {
+	l.mu.Lock()
+	l.passing = true
+	all := l.all
+	l.mu.Unlock()
+	for _, e := range all {
+		e.release()
+	}
+}
+
+// TestSmallGroupsWaitTheirTurnAndBatchesDoNot: while an entry of single jobs is replicated, the
+// single jobs that follow wait and go together in the next entry; a batch of jobs is proposed
+// at once, beside it.
+func TestSmallGroupsWaitTheirTurnAndBatchesDoNot(t *testing.T) {
+	s := openTestStore(t, "")
+	log := &heldLog{store: s, proposed: make(chan heldEntry, 8)}
+	t.Cleanup(log.letThrough)
+	waiting := make(chan struct{}, 8)
+	s.awaitingTurn = func() { waiting <- struct{}{} }
+	s.Replicate(log)
+	ids := NewIDs()
+	team, tpl, now := ids.New(time.Now()), ids.New(time.Now()), time.Now()
+	var pending sync.WaitGroup
+	submit := func(c Command) {
+		pending.Add(1)
+		s.ApplyAsync(c, func(err error) {
+			if err != nil {
+				t.Errorf("%T: %v", c, err)
+			}
+			pending.Done()
+		})
+	}
+	jobs := func(n int) *CreateJobs {
+		c := &CreateJobs{At: now}
+		for range n {
+			c.Jobs = append(c.Jobs, &Job{ID: ids.New(now), TeamID: team, Kind: KindRender, TemplateID: tpl, State: JobQueued,
+				Engine: "lottie", CreatedAt: now, OutputName: "out.mp4"})
+		}
+		return c
+	}
+	entry := func(want int) heldEntry {
+		t.Helper()
+		select {
+		case e := <-log.proposed:
+			if e.commands != want {
+				t.Fatalf("an entry of %d commands, want %d", e.commands, want)
+			}
+			return e
+		case <-waiting:
+			t.Fatalf("a group waited its turn instead of being proposed")
+		}
+		return heldEntry{}
+	}
+
+	submit(&PutTemplate{Template: &Template{ID: tpl, TeamID: team, Status: TemplateUploaded}})
+	entry(1).release()
+	pending.Wait()
+
+	submit(jobs(1))
+	first := entry(1)
+	submit(jobs(1))
+	select {
+	case <-waiting:
+	case <-log.proposed:
+		t.Fatal("a single job was proposed while the entry before it was replicated")
+	}
+	submit(jobs(1))
+	submit(jobs(1))
+	first.release()
+	second := entry(3)
+	submit(jobs(wideGroup))
+	entry(1).release()
+	second.release()
+	pending.Wait()
+	if got := s.AppliedIndex(); got != 4 {
+		t.Fatalf("applied index %d, want 4", got)
+	}
 }
 
 // TestReplicasWriteTheSameRecords: every kind of command written through a replicated store

@@ -64,6 +64,12 @@ type Store struct {
 
 	// replication, when set, carries writes to the other replicas (replication.go).
 	replication atomic.Pointer[Replication]
+	// replicating counts the narrow groups proposed and not yet applied (awaitTurn);
+	// replicated is signalled each time one is.
+	replicating atomic.Int32
+	replicated  chan struct{}
+	// awaitingTurn, set by tests, is called when a group starts waiting its turn.
+	awaitingTurn func()
 	// applied is the last replicated entry applied; appliedMoved is closed when it moves.
 	appliedMu    sync.Mutex
 	applied      uint64
@@ -129,6 +135,7 @@ func Open(path string, opts Options) (*Store, error) {
 		stopped:      make(chan struct{}),
 		cache:        &decodeCache{},
 		appliedMoved: make(chan struct{}),
+		replicated:   make(chan struct{}, 1),
 		unsynced:     unsynced,
 		setAside:     setAside,
 	}
@@ -227,25 +234,15 @@ func (s *Store) commitLoop() {
 	defer close(s.stopped)
 	batch := make([]*write, 0, s.maxBatch)
 	for first := range s.writes {
-		batch = append(batch[:0], first)
 		// Let writers that are ready to submit do so first: with one processor (a one-CPU
 		// container), the writers cannot run while this goroutine holds it, and each commit
 		// would carry one write and pay a whole fsync for it.
 		runtime.Gosched()
-	drain:
-		for len(batch) < s.maxBatch {
-			select {
-			case w, ok := <-s.writes:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, w)
-			default:
-				break drain
-			}
-		}
+		batch = s.gather(append(batch[:0], first))
 		if r := s.replication.Load(); r != nil {
-			s.propose(*r, batch)
+			var narrow bool
+			batch, narrow = s.awaitTurn(batch)
+			s.propose(*r, batch, narrow)
 		} else {
 			s.commit(batch)
 		}
@@ -253,6 +250,22 @@ func (s *Store) commitLoop() {
 		// the records in them) would stay reachable until the next busy moment.
 		clear(batch)
 	}
+}
+
+// gather adds the writes waiting, up to maxBatch.
+func (s *Store) gather(batch []*write) []*write {
+	for len(batch) < s.maxBatch {
+		select {
+		case w, ok := <-s.writes:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, w)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // commit applies a batch in one transaction. A write whose fn fails is answered with its error

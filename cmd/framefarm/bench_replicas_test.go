@@ -42,6 +42,16 @@ func newReplicaBench(b *testing.B) *replicaBench {
 	return rb
 }
 
+// cpuSeconds is the processor time the replicas used so far, together: a figure this machine's
+// drifting speed moves less than a rate.
+func (rs *replicaSet) cpuSeconds() float64 {
+	total := 0.0
+	for _, c := range rs.members {
+		total += c.metrics()["process_cpu_seconds_total"]
+	}
+	return total
+}
+
 // BenchmarkReplicasCreateJob: POST /jobs at 64 concurrent against three replicas on this machine
 // (every write committed by two of them before it is answered): all to the leader, and spread
 // over the three (the followers hand theirs to the leader).
@@ -58,12 +68,14 @@ func BenchmarkReplicasCreateJob(b *testing.B) {
 				loads = append(loads, newLoadClient(c, rb.team.token, 64))
 			}
 			const total = 20000
+			cpu := rb.rs.cpuSeconds()
 			commits, applies := histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", ""), histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "")
 			lat, elapsed := drive(b, 64, total, func(i int) (time.Duration, error) {
 				_, d, err := loads[i%len(loads)].do(http.MethodPost, "/api/v2/jobs", rb.body, http.StatusCreated)
 				return d, err
 			})
 			b.ReportMetric(total/elapsed.Seconds(), "jobs/s")
+			b.ReportMetric((rb.rs.cpuSeconds()-cpu)/total*1e6, "cpu-us/job")
 			lat.report(b)
 			// On the leader: proposed to committed and applied, and applying alone.
 			b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", "").since(commits).quantile(0.5)*1000, "commit-p50-ms")
@@ -83,11 +95,13 @@ func BenchmarkReplicasCreateBatch1000(b *testing.B) {
 	}
 	body, _ := json.Marshal(map[string]any{"jobs": jobs})
 	const batches = 40
+	cpu := rb.rs.cpuSeconds()
 	lat, elapsed := drive(b, 4, batches, func(int) (time.Duration, error) {
 		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
 		return d, err
 	})
 	b.ReportMetric(batches*1000/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric((rb.rs.cpuSeconds()-cpu)/(batches*1000)*1e6, "cpu-us/job")
 	lat.report(b)
 }
 
