@@ -541,10 +541,12 @@ func (r *Replica) DialLeader(timeout time.Duration) (net.Conn, error) {
 }
 
 // CatchUp waits until this replica has applied every write the leader acknowledged before the
-// call: a read after it sees them (read your writes on any replica). The leader waits for
-// nothing. While the replicas choose a leader, the read waits for one, until deadline.
+// call: a read after it sees them (read your writes on any replica). The leader waits only
+// when it must make sure it still leads: one cut off from the others may believe it does for a
+// while, as another acknowledges writes it never saw. While the replicas choose a leader, the
+// read waits for one, until deadline.
 func (r *Replica) CatchUp(deadline time.Time) error {
-	if r.Leading() {
+	if r.StillLeads() {
 		return nil
 	}
 	var index uint64
@@ -560,7 +562,7 @@ func (r *Replica) CatchUp(deadline time.Time) error {
 			return err
 		}
 		time.Sleep(wait)
-		if r.Leading() {
+		if r.StillLeads() {
 			return nil
 		}
 	}

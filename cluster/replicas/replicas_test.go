@@ -26,6 +26,8 @@ type set struct {
 	client  *tls.Config
 	members map[string]*member
 	changes chan change
+	// heartbeat and lease are the replicas' timings (short unless a test needs them longer).
+	heartbeat, lease time.Duration
 }
 
 type member struct {
@@ -57,7 +59,8 @@ func newSet(t *testing.T, ids ...string) *set {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &set{t: t, dirs: map[string]string{}, server: server, client: client, members: map[string]*member{}, changes: make(chan change, 64)}
+	s := &set{t: t, dirs: map[string]string{}, server: server, client: client, members: map[string]*member{}, changes: make(chan change, 64),
+		heartbeat: 300 * time.Millisecond, lease: 150 * time.Millisecond}
 	for _, id := range ids {
 		s.peers = append(s.peers, Peer{ID: id, Addr: membershiptest.FreeAddr(t)})
 		s.dirs[id] = filepath.Join(dir, id)
@@ -84,7 +87,7 @@ func (s *set) start(id string, store *persistence.Store) *member {
 		}
 	}
 	r, err := Start(Config{ID: id, Bind: addr, Peers: s.peers, Dir: filepath.Join(s.dirs[id], "raft"), ServerTLS: s.server, ClientTLS: s.client,
-		Store: store, Logger: slog.New(slog.DiscardHandler), HeartbeatTimeout: 300 * time.Millisecond, LeaderLease: 150 * time.Millisecond,
+		Store: store, Logger: slog.New(slog.DiscardHandler), HeartbeatTimeout: s.heartbeat, LeaderLease: s.lease,
 		SnapshotThreshold: 8, TrailingLogs: 4,
 		Fail: func(err error) { s.t.Errorf("replica %s failed: %v", id, err); runtime.Goexit() }})
 	if err != nil {
@@ -216,6 +219,31 @@ func TestReplicasAgreeAndOutliveTheirLeader(t *testing.T) {
 		if got := s.read(wiped, name); got == "" {
 			t.Fatalf("the wiped replica has no %s after catching up", name)
 		}
+	}
+}
+
+// TestALeaderCutOffAnswersNoRead: a leader whose followers are gone believes it leads until its
+// lease runs out, while the others could have elected another that acknowledges writes; a read
+// on it does not answer from its records then, it waits and is refused.
+func TestALeaderCutOffAnswersNoRead(t *testing.T) {
+	s := newSet(t, "c1", "c2", "c3")
+	s.heartbeat, s.lease = 2*time.Second, time.Second // a lease long enough to read within it
+	for _, id := range []string{"c1", "c2", "c3"} {
+		s.start(id, s.open(id))
+	}
+	s.write("k", "v")
+	id, leader := s.leader()
+	for _, other := range []string{"c1", "c2", "c3"} {
+		if other != id {
+			s.stop(other)
+		}
+	}
+	leader.replica.reads.verified.Store(0) // its last check of a quorum is past
+	if !leader.replica.Leading() {
+		t.Fatal("the leader stepped down before its lease ran out")
+	}
+	if err := leader.replica.CatchUp(time.Now().Add(3 * time.Second)); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a leader cut off from the others caught up: %v", err)
 	}
 }
 

@@ -128,17 +128,21 @@ const catchUpTimeout = 10 * time.Second
 // place answers, on a replica that does not lead, what another replica must: it returns false
 // once it answered the request itself (forwarded, or refused).
 func (s *Server) place(r *request, p placement) bool {
-	if s.Replicas == nil || p == anyReplica || s.Replicas.Leading() {
+	if s.Replicas == nil || p == anyReplica {
 		return true
 	}
 	unavailable := func(why string) {
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: why, retryAfter: 1})
 	}
 	if p == caughtUp {
+		// On the leader too: one cut off from the others must not answer from its records.
 		if err := s.Replicas.CatchUp(time.Now().Add(catchUpTimeout)); err != nil {
 			unavailable("this replica cannot catch up with the leader now: " + err.Error())
 			return false
 		}
+		return true
+	}
+	if s.Replicas.Leading() {
 		return true
 	}
 	if fromReplica(r.ctx) {
