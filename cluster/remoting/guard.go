@@ -49,7 +49,20 @@ type guard struct {
 	// Refusals are logged at most once a minute per peer, so a flood cannot fill the disk.
 	mu     sync.Mutex
 	logged map[string]time.Time
+	// closing refuses new streams; streams counts those being served (Endpoint.Shutdown).
+	closing bool
+	streams sync.WaitGroup
 }
+
+// refuseStreams refuses every stream from now on.
+func (g *guard) refuseStreams() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closing = true
+}
+
+// awaitStreams waits until every stream served has ended.
+func (g *guard) awaitStreams() { g.streams.Wait() }
 
 func newGuard(system *actor.ActorSystem, opts Options) *guard {
 	log := opts.Logger
@@ -80,6 +93,14 @@ func (g *guard) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 		g.refuse(from, fmt.Errorf("gRPC method %s is not served", info.FullMethod))
 		return status.Errorf(codes.Unimplemented, "%s is not served", info.FullMethod)
 	}
+	g.mu.Lock()
+	if g.closing {
+		g.mu.Unlock()
+		return status.Error(codes.Unavailable, "the endpoint is shutting down")
+	}
+	g.streams.Add(1)
+	g.mu.Unlock()
+	defer g.streams.Done()
 	defer func() {
 		if p := recover(); p != nil {
 			g.log.Error("a message stream failed; the connection is closed", "peer", from.Describe(), "panic", p, "stack", string(debug.Stack()))

@@ -24,6 +24,11 @@ import (
 
 const envServe = "REMOTING_TEST_SERVE"
 
+// envGraceful, set, makes serveEcho's actor quiet and its endpoint shut down gracefully. (Its
+// lines would order each message read before the shutdown for the race detector, as it counts
+// a write to a file and a later read of another as synchronization.)
+const envGraceful = "REMOTING_TEST_GRACEFUL"
+
 // serveEcho is a child process of the tests: an endpoint started with the options in
 // envServe (JSON) whose actor "echo" prints every envelope it gets with the sender the endpoint
 // stamped, and answers a request with a FinalAck naming the sender's certificate identity.
@@ -40,9 +45,9 @@ func serveEcho() int {
 		fmt.Println(err)
 		return 1
 	}
-	defer e.Shutdown(false)
+	defer e.Shutdown(os.Getenv(envGraceful) != "")
 	_, err = system.Root.SpawnNamed(actor.PropsFromFunc(func(ctx actor.Context) {
-		if env, ok := ctx.Message().(*protocol.Envelope); ok {
+		if env, ok := ctx.Message().(*protocol.Envelope); ok && os.Getenv(envGraceful) == "" {
 			p, remote := protocol.PeerOf(ctx)
 			fmt.Printf("got %s remote=%v from %s\n", env.Kind, remote, p.Addr)
 			if ctx.Sender() != nil {
@@ -62,11 +67,11 @@ func serveEcho() int {
 // echoServer runs serveEcho in a child process (Proto.Actor's remote sets gRPC's global logger
 // at every start, a data race with any gRPC connection of this process). It returns the
 // endpoint's address and identity, the lines its echo actor prints, and how the child ended.
-func echoServer(t *testing.T, opts Options) (addr, identity string, lines chan string, exited chan error) {
+func echoServer(t *testing.T, opts Options, env ...string) (addr, identity string, lines chan string, exited chan error, stop func()) {
 	t.Helper()
 	raw, _ := json.Marshal(opts)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envServe+"="+string(raw))
+	cmd.Env = append(append(os.Environ(), envServe+"="+string(raw)), env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
@@ -98,7 +103,7 @@ func echoServer(t *testing.T, opts Options) (addr, identity string, lines chan s
 	case <-time.After(20 * time.Second):
 		t.Fatal("the echo server did not start")
 	}
-	return addr, identity, lines, exited
+	return addr, identity, lines, exited, func() { stdin.Close() }
 }
 
 // TestHostilePeersCannotCrashTheEndpoint throws what a stranger can at a live endpoint in its own
@@ -107,7 +112,7 @@ func echoServer(t *testing.T, opts Options) (addr, identity string, lines chan s
 // short. Every one is refused, the process lives on, and a proper message still arrives, stamped
 // with its sender.
 func TestHostilePeersCannotCrashTheEndpoint(t *testing.T) {
-	addr, _, lines, exited := echoServer(t, Options{Insecure: true})
+	addr, _, lines, exited, _ := echoServer(t, Options{Insecure: true})
 
 	remotingtest.StrayBytes(t, addr)
 	client := remotingtest.Dial(t, addr)
@@ -158,6 +163,45 @@ func TestHostilePeersCannotCrashTheEndpoint(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the proper message did not arrive")
 	}
+}
+
+// TestAGracefulShutdownWhileMessagesArrive: an endpoint shut down gracefully while a peer's
+// stream keeps sending ends cleanly, its process free of data races (Proto.Actor marks its
+// stream reader suspended without a lock; the streams end first).
+func TestAGracefulShutdownWhileMessagesArrive(t *testing.T) {
+	addr, _, lines, exited, stop := echoServer(t, Options{Insecure: true}, envGraceful+"=1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stream, err := remotingtest.Dial(t, addr).Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := remotingtest.Envelope(addr, "echo", protocol.Wrap(&protocol.Bye{}))
+	// More messages than gRPC's window holds: once they are sent, the endpoint has read some.
+	for range 2000 {
+		if err := stream.Send(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sending := make(chan struct{})
+	go func() {
+		defer close(sending)
+		for i := 0; i < 100000 && stream.Send(msg) == nil; i++ {
+		}
+	}()
+	stop()
+	select {
+	case err := <-exited:
+		if !strings.HasPrefix(err.Error(), "<nil>: ") {
+			t.Fatalf("the endpoint's process ended with %v", err)
+		}
+	case line := <-lines:
+		t.Fatalf("the endpoint printed %q", line)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the endpoint's process did not end")
+	}
+	cancel()
+	<-sending
 }
 
 var stamp = &remote.MessageHeader{HeaderData: map[string]string{protocol.PeerHeader: "x"}}

@@ -57,6 +57,7 @@ type Traffic interface {
 // Endpoint is a started remote endpoint.
 type Endpoint struct {
 	remote *remote.Remote
+	guard  *guard
 	// Addr is the address other members reach this one's actors at.
 	Addr string
 	// Identity is what this member's certificate names (zero without TLS).
@@ -73,8 +74,8 @@ func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("actors address %q: invalid port", opts.Bind)
 	}
-	e = &Endpoint{}
 	g := newGuard(system, opts)
+	e = &Endpoint{guard: g}
 	serverOpts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
@@ -137,4 +138,17 @@ func (w wireCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
 }
 
 // Shutdown stops the endpoint; graceful lets messages in flight go out first.
-func (e *Endpoint) Shutdown(graceful bool) { e.remote.Shutdown(graceful) }
+//
+// Proto.Actor's graceful shutdown marks its stream reader suspended without a lock, while the
+// reader's streams may still be reading the mark: the streams are ended first (new ones refused,
+// the server stopped, every handler returned), then the rest is shut down gracefully.
+func (e *Endpoint) Shutdown(graceful bool) {
+	if !graceful {
+		e.remote.Shutdown(false)
+		return
+	}
+	e.guard.refuseStreams()
+	e.remote.Shutdown(false)
+	e.guard.awaitStreams()
+	e.remote.Shutdown(true)
+}

@@ -66,7 +66,7 @@ func TestMutualTLS(t *testing.T) {
 	impostor := issue(t, dir, ca, caFile, certs.Identity{Role: certs.RoleCoordinator})
 
 	// Each member is its own process, as in a farm.
-	addr, identity, _, _ := echoServer(t, Options{TLS: coordinator, Self: certs.RoleCoordinator, Accept: certs.RoleNode})
+	addr, identity, _, _, _ := echoServer(t, Options{TLS: coordinator, Self: certs.RoleCoordinator, Accept: certs.RoleNode})
 	if identity != "coordinator" {
 		t.Fatalf("the endpoint's identity: %q", identity)
 	}
