@@ -262,15 +262,15 @@ func (s *Store) awaitTurn(batch []*write) (_ []*write, narrow bool) {
 	if jobsIn(batch) >= wideGroup {
 		return batch, false
 	}
-	if s.replicating.Load() == 0 {
+	select {
+	case s.turn <- struct{}{}:
 		return batch, true
+	default:
 	}
 	if s.awaitingTurn != nil {
 		s.awaitingTurn()
 	}
-	for s.replicating.Load() > 0 {
-		<-s.replicated
-	}
+	s.turn <- struct{}{}
 	return s.gather(batch), true
 }
 
@@ -289,6 +289,7 @@ func jobsIn(batch []*write) int {
 
 // propose hands a group of writes to the replicas as one entry and answers each writer once it
 // is applied here. It does not wait for that: the committer goes on gathering the next group.
+// A narrow group gives back its turn (awaitTurn) once it is applied or has failed.
 func (s *Store) propose(r Replication, batch []*write, narrow bool) {
 	inIDOrder(batch)
 	writes := make([]*write, len(batch))
@@ -299,21 +300,17 @@ func (s *Store) propose(r Replication, batch []*write, narrow bool) {
 	}
 	entry, err := encodeEntry(commands)
 	if err != nil {
+		if narrow {
+			<-s.turn
+		}
 		for _, w := range writes {
 			w.done(err)
 		}
 		return
 	}
-	if narrow {
-		s.replicating.Add(1)
-	}
 	r.Propose(entry, func(result any, err error) {
 		if narrow {
-			s.replicating.Add(-1)
-			select {
-			case s.replicated <- struct{}{}:
-			default:
-			}
+			<-s.turn
 		}
 		applied, ok := result.(*EntryResult)
 		if err == nil && (!ok || len(applied.Errs) != len(writes)) {

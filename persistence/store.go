@@ -64,10 +64,8 @@ type Store struct {
 
 	// replication, when set, carries writes to the other replicas (replication.go).
 	replication atomic.Pointer[Replication]
-	// replicating counts the narrow groups proposed and not yet applied (awaitTurn);
-	// replicated is signalled each time one is.
-	replicating atomic.Int32
-	replicated  chan struct{}
+	// turn holds a token while a narrow group is being replicated (awaitTurn).
+	turn chan struct{}
 	// awaitingTurn, set by tests, is called when a group starts waiting its turn.
 	awaitingTurn func()
 	// applied is the last replicated entry applied; appliedMoved is closed when it moves.
@@ -135,7 +133,7 @@ func Open(path string, opts Options) (*Store, error) {
 		stopped:      make(chan struct{}),
 		cache:        &decodeCache{},
 		appliedMoved: make(chan struct{}),
-		replicated:   make(chan struct{}, 1),
+		turn:         make(chan struct{}, 1),
 		unsynced:     unsynced,
 		setAside:     setAside,
 	}
