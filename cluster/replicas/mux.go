@@ -17,6 +17,7 @@ import (
 const (
 	kindRaft      byte = 'R' // raft's own RPCs
 	kindForward   byte = 'H' // HTTP: an API request a follower hands to the leader
+	kindRelay     byte = 'B' // small API writes a follower hands to the leader, many at once (package relay)
 	kindReadIndex byte = 'I' // what the leader has applied, for a follower's read
 	kindStatus    byte = 'S' // what a replica says of itself, for the status of the set
 )
@@ -31,8 +32,7 @@ type mux struct {
 	client    *tls.Config // nil: plain TCP (insecure)
 	log       *slog.Logger
 
-	raft    chan net.Conn
-	forward chan net.Conn
+	raft, forward, relay chan net.Conn
 	// readIndex answers a follower's read-index requests on one connection, status a
 	// replica's question about this one.
 	readIndex, status func(net.Conn)
@@ -58,7 +58,7 @@ func newMux(bind, advertise string, server, client *tls.Config, log *slog.Logger
 		l = tls.NewListener(l, server)
 	}
 	return &mux{listener: l, advertise: addr, client: client, log: log,
-		raft: make(chan net.Conn), forward: make(chan net.Conn), closed: make(chan struct{})}, nil
+		raft: make(chan net.Conn), forward: make(chan net.Conn), relay: make(chan net.Conn), closed: make(chan struct{})}, nil
 }
 
 // run accepts connections until the listener closes.
@@ -98,6 +98,8 @@ func (m *mux) sort(conn net.Conn) {
 		to = m.raft
 	case kindForward:
 		to = m.forward
+	case kindRelay:
+		to = m.relay
 	case kindReadIndex:
 		m.readIndex(conn)
 		return
@@ -168,11 +170,15 @@ func (l raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Con
 	return l.m.dial(string(addr), kindRaft, timeout)
 }
 
-// forwardListener yields the connections on which followers hand API requests to this replica.
-type forwardListener struct{ m *mux }
+// forwardListener yields the connections of one kind on which followers hand API requests to
+// this replica.
+type forwardListener struct {
+	m    *mux
+	from chan net.Conn
+}
 
 func (l forwardListener) Accept() (net.Conn, error) {
-	conn, err := l.m.accept(l.m.forward)
+	conn, err := l.m.accept(l.from)
 	if err != nil {
 		return nil, err
 	}

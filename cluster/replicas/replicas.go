@@ -528,16 +528,30 @@ func (r *Replica) AwaitLeader(deadline time.Time) (string, error) {
 // Term is the current raft term.
 func (r *Replica) Term() uint64 { return r.raft.CurrentTerm() }
 
-// ForwardListener yields the API requests followers hand to this replica.
-func (r *Replica) ForwardListener() net.Listener { return forwardListener{r.mux} }
+// ForwardListener yields the connections on which followers hand API requests to this replica
+// over HTTP.
+func (r *Replica) ForwardListener() net.Listener { return forwardListener{r.mux, r.mux.forward} }
 
-// DialLeader opens an API connection to the leader, for a request this follower cannot answer.
+// RelayListener yields the connections on which followers hand small API writes to this
+// replica, many at once (package relay).
+func (r *Replica) RelayListener() net.Listener { return forwardListener{r.mux, r.mux.relay} }
+
+// DialLeader opens an HTTP connection to the leader, for a request this follower cannot answer.
 func (r *Replica) DialLeader(timeout time.Duration) (net.Conn, error) {
+	return r.dialLeader(kindForward, timeout)
+}
+
+// DialLeaderRelay opens a relay connection to the leader (package relay).
+func (r *Replica) DialLeaderRelay(timeout time.Duration) (net.Conn, error) {
+	return r.dialLeader(kindRelay, timeout)
+}
+
+func (r *Replica) dialLeader(kind byte, timeout time.Duration) (net.Conn, error) {
 	_, addr := r.Leader()
 	if addr == "" {
 		return nil, ErrUnavailable
 	}
-	return r.mux.dial(addr, kindForward, timeout)
+	return r.mux.dial(addr, kind, timeout)
 }
 
 // CatchUp waits until this replica has applied every write the leader acknowledged before the

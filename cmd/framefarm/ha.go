@@ -23,6 +23,8 @@ import (
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/certs"
+	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/cluster/relay"
 	"github.com/framefarm/framefarm/cluster/replicas"
 	"github.com/framefarm/framefarm/http/api"
 	"github.com/framefarm/framefarm/http/metrics"
@@ -345,17 +347,22 @@ func (r *replicaAPI) AddReplica(id, addr string) error       { return r.replica.
 func (r *replicaAPI) RemoveReplica(id string) error          { return r.replica.RemoveReplica(id) }
 
 // forwarder hands requests to the leader over the replicas' port, keeping connections to the
-// current leader.
+// current leader: small writes go by the relay, many on one connection, the rest by HTTP.
 type forwarder struct {
 	replica *replicas.Replica
-	timeout time.Duration
-	mu      sync.Mutex
-	leader  string
-	client  *fasthttp.HostClient
+	clock   clock.Clock
+	timeouts
+	mu     sync.Mutex
+	leader string
+	client *fasthttp.HostClient
+	relay  *relay.Client
 }
 
-func newForwarder(r *replicas.Replica, timeout time.Duration) *forwarder {
-	return &forwarder{replica: r, timeout: timeout}
+// timeouts are how long a request handed to the leader may take: a small write, or a transfer.
+type timeouts struct{ request, transfer time.Duration }
+
+func newForwarder(r *replicas.Replica, clk clock.Clock, t timeouts) *forwarder {
+	return &forwarder{replica: r, clock: clk, timeouts: t}
 }
 
 // leaderWait bounds how long a request handed to the leader waits for the replicas to know
@@ -369,24 +376,34 @@ func (fw *forwarder) Forward(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	return fw.clientFor(leader).Do(&ctx.Request, &ctx.Response)
+	client, relayed := fw.clientsFor(leader)
+	if relay.Carries(&ctx.Request) {
+		return relayed.Do(&ctx.Request, &ctx.Response)
+	}
+	return client.Do(&ctx.Request, &ctx.Response)
 }
 
-func (fw *forwarder) clientFor(leader string) *fasthttp.HostClient {
+// clientsFor is the clients to leader, made anew when the leader changed.
+func (fw *forwarder) clientsFor(leader string) (*fasthttp.HostClient, *relay.Client) {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
 	if fw.leader != leader {
 		if fw.client != nil {
 			fw.client.CloseIdleConnections()
+			fw.relay.Close() // requests still waiting on the old leader fail, and are sent again
 		}
 		fw.leader = leader
 		// Answers are streamed through as they come (event streams never end by themselves).
-		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.timeout, WriteTimeout: fw.timeout, StreamResponseBody: true,
+		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.transfer, WriteTimeout: fw.transfer, StreamResponseBody: true,
 			MaxIdleConnDuration: time.Minute, DisablePathNormalizing: true, NoDefaultUserAgentHeader: true,
-			Dial: func(string) (net.Conn, error) { return fw.replica.DialLeader(10 * time.Second) }}
+			Dial: func(string) (net.Conn, error) { return fw.replica.DialLeader(dialTimeout) }}
+		fw.relay = relay.NewClient(func() (net.Conn, error) { return fw.replica.DialLeaderRelay(dialTimeout) }, fw.request, fw.clock)
 	}
-	return fw.client
+	return fw.client, fw.relay
 }
+
+// dialTimeout bounds opening a connection to the leader.
+const dialTimeout = 10 * time.Second
 
 // closer makes a function that stops something an io.Closer.
 type closer func()

@@ -18,6 +18,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/node"
+	"github.com/framefarm/framefarm/cluster/relay"
 	"github.com/framefarm/framefarm/cluster/replicas"
 	"github.com/framefarm/framefarm/http/api"
 	"github.com/framefarm/framefarm/http/metrics"
@@ -269,7 +270,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	} else {
 		f.duty = &onDuty{}
 		coordinator = f.duty
-		replicated = &replicaAPI{replica: f.replica, forward: newForwarder(f.replica, cfg.HTTP.TransferTimeout.Duration)}
+		replicated = &replicaAPI{replica: f.replica, forward: newForwarder(f.replica, f.clock, timeouts{request: cfg.HTTP.RequestTimeout.Duration, transfer: cfg.HTTP.TransferTimeout.Duration})}
 	}
 	f.history = &api.FarmHistory{Source: coordinator, Clock: f.clock}
 	f.history.Watch(f.happen)
@@ -347,6 +348,7 @@ func (f *farm) services() []service {
 	if f.replica == nil {
 		add(duties[1:]...)
 	}
+	relayed := &relay.Server{Handler: f.server.Handler()}
 	add(service{name: "HTTP server",
 		start: func() error {
 			serve := func(l net.Listener) {
@@ -355,12 +357,13 @@ func (f *farm) services() []service {
 				}
 			}
 			go serve(f.listener)
-			if f.replica != nil {
-				go serve(f.replica.ForwardListener()) // what followers hand to the leader
+			if f.replica != nil { // what followers hand to the leader
+				go serve(f.replica.ForwardListener())
+				go relayed.Serve(f.replica.RelayListener())
 			}
 			return nil
 		},
-		stop: func(ctx context.Context) error { return f.server.Shutdown(ctx) }})
+		stop: func(ctx context.Context) error { return errors.Join(f.server.Shutdown(ctx), relayed.Shutdown(ctx)) }})
 	if f.replica == nil && cfg.Cluster != nil {
 		add(f.clusterService(f.coord))
 	}

@@ -280,6 +280,9 @@ func (s *Server) requestLimits(h *fasthttp.RequestHeader) fasthttp.RequestConfig
 // Routes lists every registered method and path.
 func (s *Server) Routes() []Route { return s.routes }
 
+// Handler answers one request, as Serve does.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
+
 // Serve answers requests on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 
