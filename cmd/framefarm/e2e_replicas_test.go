@@ -20,6 +20,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/cluster/relay"
 )
 
 // replicaSet is three (or more) coordinator processes replicating one farm: files in one
@@ -592,9 +593,10 @@ func mustJSON(t *testing.T, v any) []byte {
 	return raw
 }
 
-// TestEveryReplicaServesTheLiveViews: a follower streams a team's events as the leader's actors
-// make them, and answers its health and metrics itself.
-func TestEveryReplicaServesTheLiveViews(t *testing.T) {
+// TestEveryReplicaServesWritesAndLiveViews: a follower streams a team's events as the leader's
+// actors make them, and answers its health and metrics itself; writes sent to followers, small
+// (relayed) or large (by HTTP), are carried out by the leader and read on the other follower.
+func TestEveryReplicaServesWritesAndLiveViews(t *testing.T) {
 	rs := newReplicaSet(t, 3, testTimings)
 	rs.start()
 	leader := rs.leader()
@@ -615,6 +617,24 @@ func TestEveryReplicaServesTheLiveViews(t *testing.T) {
 		if status, _ := get(t, followers[0].url+path); status != http.StatusOK {
 			t.Fatalf("%s on a follower: %d", path, status)
 		}
+	}
+	jobs := make([]map[string]any, 1000)
+	for i := range jobs {
+		jobs[i] = renderJob(tplID)
+	}
+	if body, _ := json.Marshal(map[string]any{"jobs": jobs}); len(body) <= relay.MaxBody {
+		t.Fatalf("a batch of %d bytes is relayed: it tests no write handed on by HTTP", len(body))
+	}
+	var batch struct {
+		Jobs []created `json:"jobs"`
+	}
+	(&client{c: followers[0], token: acme.token}).must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": jobs}, http.StatusCreated, &batch)
+	if len(batch.Jobs) != len(jobs) {
+		t.Fatalf("the batch made %d jobs", len(batch.Jobs))
+	}
+	for _, id := range []string{ids[0], batch.Jobs[len(jobs)-1].ID} {
+		(&client{c: followers[0], token: acme.token}).must(http.MethodGet, "/api/v2/jobs/"+id, nil, http.StatusOK, nil)
+		(&client{c: followers[1], token: acme.token}).must(http.MethodGet, "/api/v2/jobs/"+id, nil, http.StatusOK, nil)
 	}
 
 	// The dashboard's Farm screen, served by a follower, shows the replicas and which leads.
