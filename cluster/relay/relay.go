@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -241,16 +242,30 @@ func (cc *clientConn) write() {
 				cc.fail(fmt.Errorf("sending requests: %w", err))
 				return
 			}
-			select {
-			case c = <-cc.queue:
-			default:
-				c = nil
-			}
+			c, _ = next(cc.queue)
 		}
 		if err := w.Flush(); err != nil {
 			cc.fail(fmt.Errorf("sending requests: %w", err))
 			return
 		}
+	}
+}
+
+// next takes what waits on ch. When nothing does, it first lets the goroutines ready to run go
+// once: what they are about to send then goes out in the same write.
+func next[T any](ch <-chan T) (T, bool) {
+	select {
+	case v, ok := <-ch:
+		return v, ok
+	default:
+	}
+	runtime.Gosched()
+	select {
+	case v, ok := <-ch:
+		return v, ok
+	default:
+		var none T
+		return none, false
 	}
 }
 
@@ -460,11 +475,7 @@ func writeAnswers(conn net.Conn, answers <-chan answered, slots <-chan struct{})
 				failed = a.ctx.Response.Write(w) != nil
 			}
 			<-slots
-			select {
-			case a, ok = <-answers:
-			default:
-				ok = false
-			}
+			a, ok = next(answers)
 		}
 		if !failed && w.Flush() != nil {
 			failed = true
