@@ -279,9 +279,11 @@ func (cc *clientConn) read() {
 			return
 		}
 		c := cc.take(binary.BigEndian.Uint64(seq[:]))
-		resp := &fasthttp.Response{} // for an answer no longer waited for
+		var resp *fasthttp.Response
 		if c != nil {
 			resp = c.resp
+		} else {
+			resp = &fasthttp.Response{} // an answer no longer waited for, read to be dropped
 		}
 		err := resp.ReadLimitBody(r, maxAnswer)
 		if c != nil {

@@ -390,7 +390,7 @@ func (fw *forwarder) clientsFor(leader string) (*fasthttp.HostClient, *relay.Cli
 	if fw.leader != leader {
 		if fw.client != nil {
 			fw.client.CloseIdleConnections()
-			fw.relay.Close() // requests still waiting on the old leader fail, and are sent again
+			fw.relay.Close() // requests still waiting on the old leader fail: 503, for their clients to send again
 		}
 		fw.leader = leader
 		// Answers are streamed through as they come (event streams never end by themselves).
