@@ -123,6 +123,9 @@ type Replica struct {
 	log   *slog.Logger
 
 	leadership chan bool
+	// leaderWatchers are told of each change of the leader (OnLeaderChange).
+	watchersMu     sync.Mutex
+	leaderWatchers []func()
 }
 
 // ErrUnavailable is returned for what this replica cannot do now for want of a leader: a write
@@ -270,6 +273,12 @@ func (r *Replica) watchLeader() {
 						r.cfg.Observe.LeaderChanged()
 					}
 					known = leader
+					r.watchersMu.Lock()
+					watchers := r.leaderWatchers
+					r.watchersMu.Unlock()
+					for _, changed := range watchers {
+						changed()
+					}
 				}
 			case <-r.mux.closed:
 				return
@@ -488,6 +497,14 @@ func (r *Replica) Propose(entry []byte, done func(any, error)) {
 		}
 		done(f.Response(), nil)
 	}()
+}
+
+// OnLeaderChange has changed called at each change of the leader this replica knows: to none
+// when it lost the leader, to the one elected. Calls come one at a time, from one goroutine.
+func (r *Replica) OnLeaderChange(changed func()) {
+	r.watchersMu.Lock()
+	defer r.watchersMu.Unlock()
+	r.leaderWatchers = append(r.leaderWatchers, changed)
 }
 
 // Leadership tells of each change: true when this replica became the leader, false when it no

@@ -538,7 +538,9 @@ func TestAFailoverLosesNoRender(t *testing.T) {
 }
 
 // TestAPausedLeaderActsNoMore: the leader SIGSTOPped past the election timeout while jobs wait;
-// another leads and renders them. SIGCONTed, the old leader drops its duties and acknowledges
+// another leads and renders them. A follower's event stream and a write it was handing to the
+// paused leader end as soon as another leads (they would wait out their timeouts, an hour for
+// the stream). SIGCONTed, the old leader drops its duties and acknowledges
 // nothing itself: a creation sent to it at once is refused or carried out by the new leader, and
 // no job is dispatched twice.
 func TestAPausedLeaderActsNoMore(t *testing.T) {
@@ -551,10 +553,31 @@ func TestAPausedLeaderActsNoMore(t *testing.T) {
 	control := rs.members[0].control
 	control.answerAll(finishAll)
 
+	// A follower's event stream and write go on to the leader; once another leads, the
+	// follower ends both rather than let them wait on the paused one.
+	var follower *coordinator
+	for _, c := range rs.members {
+		if c != paused {
+			follower = c
+		}
+	}
+	stream := (&client{c: follower, token: acme.token}).events()
+	if status, answer := postWithKey(follower.url+"/api/v2/jobs", acme.token, "before-the-pause", mustJSON(t, renderJob(tplID))); status != http.StatusCreated {
+		t.Fatalf("a creation sent to a follower: %d %s", status, answer) // it opened the relay to the leader
+	}
 	paused.cmd.Process.Signal(syscall.SIGSTOP)
+	written := make(chan int, 1)
+	go func() {
+		status, _ := postWithKey(follower.url+"/api/v2/jobs", acme.token, "during-the-pause", mustJSON(t, renderJob(tplID)))
+		written <- status
+	}()
 	pausedCmd := paused.cmd
 	paused.cmd = nil // not among the running: it cannot answer
 	next := rs.leader()
+	stream.ends()
+	if status := <-written; status != http.StatusCreated && status != http.StatusServiceUnavailable {
+		t.Fatalf("a creation sent to a follower as the leader paused: %d (0: no answer in time)", status)
+	}
 	on := &client{c: next, token: acme.token}
 	ids := on.createJobs(tplID, 4)
 	for _, id := range ids {

@@ -347,7 +347,9 @@ func (r *replicaAPI) AddReplica(id, addr string) error       { return r.replica.
 func (r *replicaAPI) RemoveReplica(id string) error          { return r.replica.RemoveReplica(id) }
 
 // forwarder hands requests to the leader over the replicas' port, keeping connections to the
-// current leader: small writes go by the relay, many on one connection, the rest by HTTP.
+// current leader: small writes go by the relay, many on one connection, the rest by HTTP. When
+// the leader changes, every request still on the old one fails at once (a leader paused or cut
+// off would otherwise hold them until their timeout, an event stream for hours).
 type forwarder struct {
 	replica *replicas.Replica
 	clock   clock.Clock
@@ -355,6 +357,7 @@ type forwarder struct {
 	mu     sync.Mutex
 	leader string
 	client *fasthttp.HostClient
+	conns  *openConns // the client's
 	relay  *relay.Client
 }
 
@@ -362,7 +365,9 @@ type forwarder struct {
 type timeouts struct{ request, transfer time.Duration }
 
 func newForwarder(r *replicas.Replica, clk clock.Clock, t timeouts) *forwarder {
-	return &forwarder{replica: r, clock: clk, timeouts: t}
+	fw := &forwarder{replica: r, clock: clk, timeouts: t}
+	r.OnLeaderChange(fw.leaderChanged)
+	return fw
 }
 
 // leaderWait bounds how long a request handed to the leader waits for the replicas to know
@@ -372,34 +377,106 @@ const leaderWait = 5 * time.Second
 // Forward sends the request as it came (its body streamed on) and puts the leader's answer in
 // ctx. While the replicas choose a leader, it waits for them rather than refuse the request.
 func (fw *forwarder) Forward(ctx *fasthttp.RequestCtx) error {
-	leader, err := fw.replica.AwaitLeader(time.Now().Add(leaderWait))
+	if _, err := fw.replica.AwaitLeader(time.Now().Add(leaderWait)); err != nil {
+		return err
+	}
+	client, relayed, err := fw.clients()
 	if err != nil {
 		return err
 	}
-	client, relayed := fw.clientsFor(leader)
 	if relay.Carries(&ctx.Request) {
 		return relayed.Do(&ctx.Request, &ctx.Response)
 	}
 	return client.Do(&ctx.Request, &ctx.Response)
 }
 
-// clientsFor is the clients to leader, made anew when the leader changed.
-func (fw *forwarder) clientsFor(leader string) (*fasthttp.HostClient, *relay.Client) {
+// clients is the clients to the current leader, made anew when the leader changed.
+func (fw *forwarder) clients() (*fasthttp.HostClient, *relay.Client, error) {
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
+	_, leader := fw.replica.Leader()
+	if leader == "" {
+		return nil, nil, replicas.ErrUnavailable
+	}
 	if fw.leader != leader {
-		if fw.client != nil {
-			fw.client.CloseIdleConnections()
-			fw.relay.Close() // requests still waiting on the old leader fail: 503, for their clients to send again
-		}
+		fw.dropClients()
 		fw.leader = leader
+		conns := &openConns{open: map[net.Conn]bool{}}
+		fw.conns = conns
 		// Answers are streamed through as they come (event streams never end by themselves).
 		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.transfer, WriteTimeout: fw.transfer, StreamResponseBody: true,
 			MaxIdleConnDuration: time.Minute, DisablePathNormalizing: true, NoDefaultUserAgentHeader: true,
-			Dial: func(string) (net.Conn, error) { return fw.replica.DialLeader(dialTimeout) }}
+			Dial: func(string) (net.Conn, error) { return conns.add(fw.replica.DialLeader(dialTimeout)) }}
 		fw.relay = relay.NewClient(func() (net.Conn, error) { return fw.replica.DialLeaderRelay(dialTimeout) }, fw.request, fw.clock)
 	}
-	return fw.client, fw.relay
+	return fw.client, fw.relay, nil
+}
+
+// leaderChanged drops the clients to a replica that no longer leads. A change the clients
+// already followed (a request came first and saw the new leader) leaves them.
+func (fw *forwarder) leaderChanged() {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if _, leader := fw.replica.Leader(); leader != fw.leader {
+		fw.dropClients()
+	}
+}
+
+// dropClients closes the clients to the leader they were made for: requests still waiting on
+// it fail with 503, for their clients to send again. fw.mu is held.
+func (fw *forwarder) dropClients() {
+	if fw.client == nil {
+		return
+	}
+	fw.client.CloseIdleConnections()
+	fw.conns.closeAll()
+	fw.relay.Close()
+	fw.leader, fw.client, fw.conns, fw.relay = "", nil, nil, nil
+}
+
+// openConns are the connections of one HTTP client, to close those in use too.
+type openConns struct {
+	mu     sync.Mutex
+	open   map[net.Conn]bool
+	closed bool
+}
+
+// add keeps conn (from a dial that returned err) among the open ones.
+func (o *openConns) add(conn net.Conn, err error) (net.Conn, error) {
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		conn.Close()
+		return nil, replicas.ErrUnavailable
+	}
+	o.open[conn] = true
+	return trackedConn{conn, o}, nil
+}
+
+func (o *openConns) closeAll() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.closed = true
+	for conn := range o.open {
+		conn.Close()
+	}
+	clear(o.open)
+}
+
+// trackedConn leaves its openConns when closed.
+type trackedConn struct {
+	net.Conn
+	of *openConns
+}
+
+func (c trackedConn) Close() error {
+	c.of.mu.Lock()
+	delete(c.of.open, c.Conn)
+	c.of.mu.Unlock()
+	return c.Conn.Close()
 }
 
 // dialTimeout bounds opening a connection to the leader.
