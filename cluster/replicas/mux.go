@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -118,20 +119,21 @@ func (m *mux) sort(conn net.Conn) {
 	}
 }
 
-// dial opens a connection of kind to the replica at addr.
-func (m *mux) dial(addr string, kind byte, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+// dial opens a connection of kind to the replica at addr, giving up after timeout or once ctx
+// is done (a replica paused or cut off accepts connections it never answers).
+func (m *mux) dial(ctx context.Context, addr string, kind byte, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
 	if m.client != nil {
 		tc := tls.Client(conn, m.client)
-		tc.SetDeadline(time.Now().Add(timeout))
-		if err := tc.Handshake(); err != nil {
+		if err := tc.HandshakeContext(ctx); err != nil {
 			conn.Close()
 			return nil, err
 		}
-		tc.SetDeadline(time.Time{})
 		conn = tc
 	}
 	if _, err := conn.Write([]byte{kind}); err != nil {
@@ -167,7 +169,7 @@ func (l raftLayer) Accept() (net.Conn, error) { return l.m.accept(l.m.raft) }
 func (l raftLayer) Close() error              { l.m.close(); return nil }
 func (l raftLayer) Addr() net.Addr            { return l.m.advertise }
 func (l raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return l.m.dial(string(addr), kindRaft, timeout)
+	return l.m.dial(context.Background(), string(addr), kindRaft, timeout)
 }
 
 // forwardListener yields the connections of one kind on which followers hand API requests to

@@ -1,6 +1,7 @@
 package replicas
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"net"
@@ -82,7 +83,7 @@ func (ri *readIndexer) question() (uint64, error) {
 		ri.conn = nil
 	}
 	if ri.conn == nil {
-		conn, err := ri.r.mux.dial(leader, kindReadIndex, readIndexTimeout)
+		conn, err := ri.r.mux.dial(context.Background(), leader, kindReadIndex, readIndexTimeout)
 		if err != nil {
 			return 0, fmt.Errorf("%w: the leader is out of reach: %w", ErrUnavailable, err)
 		}

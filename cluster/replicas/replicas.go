@@ -11,6 +11,7 @@
 package replicas
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -238,7 +239,7 @@ func (r *Replica) anotherLeads() bool {
 		if p.ID == r.cfg.ID {
 			continue
 		}
-		conn, err := r.mux.dial(p.Addr, kindReadIndex, 2*time.Second)
+		conn, err := r.mux.dial(context.Background(), p.Addr, kindReadIndex, 2*time.Second)
 		if err != nil {
 			continue
 		}
@@ -553,22 +554,16 @@ func (r *Replica) ForwardListener() net.Listener { return forwardListener{r.mux,
 // replica, many at once (package relay).
 func (r *Replica) RelayListener() net.Listener { return forwardListener{r.mux, r.mux.relay} }
 
-// DialLeader opens an HTTP connection to the leader, for a request this follower cannot answer.
-func (r *Replica) DialLeader(timeout time.Duration) (net.Conn, error) {
-	return r.dialLeader(kindForward, timeout)
+// DialForward opens an HTTP connection to the replica at addr, the leader as the caller knows
+// it, for a request this follower cannot answer; ctx ends the dial early.
+func (r *Replica) DialForward(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return r.mux.dial(ctx, addr, kindForward, timeout)
 }
 
-// DialLeaderRelay opens a relay connection to the leader (package relay).
-func (r *Replica) DialLeaderRelay(timeout time.Duration) (net.Conn, error) {
-	return r.dialLeader(kindRelay, timeout)
-}
-
-func (r *Replica) dialLeader(kind byte, timeout time.Duration) (net.Conn, error) {
-	_, addr := r.Leader()
-	if addr == "" {
-		return nil, ErrUnavailable
-	}
-	return r.mux.dial(addr, kind, timeout)
+// DialRelay opens a relay connection (package relay) to the replica at addr, the leader as the
+// caller knows it; ctx ends the dial early.
+func (r *Replica) DialRelay(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error) {
+	return r.mux.dial(ctx, addr, kindRelay, timeout)
 }
 
 // CatchUp waits until this replica has applied every write the leader acknowledged before the
@@ -668,7 +663,7 @@ func (r *Replica) Status() Status {
 		asked.Go(func() {
 			told := me
 			if string(srv.ID) != r.cfg.ID {
-				conn, err := r.mux.dial(string(srv.Address), kindStatus, statusTimeout)
+				conn, err := r.mux.dial(context.Background(), string(srv.Address), kindStatus, statusTimeout)
 				if err != nil {
 					return
 				}

@@ -1,10 +1,12 @@
 package replicas
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -345,5 +347,55 @@ func TestAStoreOfRecordsSeedsTheReplicas(t *testing.T) {
 		if team, err := s.members[id].store.Team(acme); err != nil || team.Name != "acme" {
 			t.Fatalf("replica %s: %+v, %v", id, team, err)
 		}
+	}
+}
+
+// TestADialEndsWithItsContext: a replica paused or cut off accepts connections and never
+// answers them; a dial to it ends as soon as its context does, long before its timeout.
+func TestADialEndsWithItsContext(t *testing.T) {
+	s := newSet(t)
+	m, err := newMux(membershiptest.FreeAddr(t), "", s.server, s.client, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.close()
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		conn, err := silent.Accept()
+		if err != nil {
+			return
+		}
+		conn.Read(make([]byte, 1)) // the dialler's first handshake message: the dial waits on it
+		accepted <- conn
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	dialed := make(chan error, 1)
+	go func() {
+		conn, err := m.dial(ctx, silent.Addr().String(), kindRelay, time.Hour)
+		if conn != nil {
+			conn.Close()
+		}
+		dialed <- err
+	}()
+	select {
+	case conn := <-accepted:
+		defer conn.Close()
+	case <-time.After(time.Minute):
+		t.Fatal("the dial never reached the listener")
+	}
+	cancel()
+	select {
+	case err := <-dialed:
+		if err == nil {
+			t.Fatal("a dial to a replica that never answered succeeded")
+
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the dial went on after its context ended")
 	}
 }

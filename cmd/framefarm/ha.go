@@ -356,8 +356,8 @@ type forwarder struct {
 	timeouts
 	mu     sync.Mutex
 	leader string
+	conns  *leaderConns
 	client *fasthttp.HostClient
-	conns  *openConns // the client's
 	relay  *relay.Client
 }
 
@@ -400,14 +400,15 @@ func (fw *forwarder) clients() (*fasthttp.HostClient, *relay.Client, error) {
 	}
 	if fw.leader != leader {
 		fw.dropClients()
-		fw.leader = leader
-		conns := &openConns{open: map[net.Conn]bool{}}
-		fw.conns = conns
+		conns := newLeaderConns()
+		fw.leader, fw.conns = leader, conns
 		// Answers are streamed through as they come (event streams never end by themselves).
 		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.transfer, WriteTimeout: fw.transfer, StreamResponseBody: true,
 			MaxIdleConnDuration: time.Minute, DisablePathNormalizing: true, NoDefaultUserAgentHeader: true,
-			Dial: func(string) (net.Conn, error) { return conns.add(fw.replica.DialLeader(dialTimeout)) }}
-		fw.relay = relay.NewClient(func() (net.Conn, error) { return fw.replica.DialLeaderRelay(dialTimeout) }, fw.request, fw.clock)
+			Dial: func(string) (net.Conn, error) {
+				return conns.track(fw.replica.DialForward(conns.ctx, leader, dialTimeout))
+			}}
+		fw.relay = relay.NewClient(func() (net.Conn, error) { return fw.replica.DialRelay(conns.ctx, leader, dialTimeout) }, fw.request, fw.clock)
 	}
 	return fw.client, fw.relay, nil
 }
@@ -428,48 +429,56 @@ func (fw *forwarder) dropClients() {
 	if fw.client == nil {
 		return
 	}
+	fw.conns.end() // first: the relay's Close waits for a dial in progress
 	fw.client.CloseIdleConnections()
-	fw.conns.closeAll()
 	fw.relay.Close()
-	fw.leader, fw.client, fw.conns, fw.relay = "", nil, nil, nil
+	fw.leader, fw.conns, fw.client, fw.relay = "", nil, nil, nil
 }
 
-// openConns are the connections of one HTTP client, to close those in use too.
-type openConns struct {
+// leaderConns are the connections to one leader, those being dialled included, ended together
+// when it no longer leads (the relay closes its one connection itself).
+type leaderConns struct {
+	ctx    context.Context // the dials'
+	cancel context.CancelFunc
 	mu     sync.Mutex
-	open   map[net.Conn]bool
-	closed bool
+	open   map[net.Conn]bool // the HTTP client's
 }
 
-// add keeps conn (from a dial that returned err) among the open ones.
-func (o *openConns) add(conn net.Conn, err error) (net.Conn, error) {
+func newLeaderConns() *leaderConns {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &leaderConns{ctx: ctx, cancel: cancel, open: map[net.Conn]bool{}}
+}
+
+// track keeps conn (from a dial that returned err) among the open ones.
+func (l *leaderConns) track(conn net.Conn, err error) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
 		conn.Close()
 		return nil, replicas.ErrUnavailable
 	}
-	o.open[conn] = true
-	return trackedConn{conn, o}, nil
+	l.open[conn] = true
+	return trackedConn{conn, l}, nil
 }
 
-func (o *openConns) closeAll() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.closed = true
-	for conn := range o.open {
+// end stops the dials in progress and closes the open connections.
+func (l *leaderConns) end() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel()
+	for conn := range l.open {
 		conn.Close()
 	}
-	clear(o.open)
+	clear(l.open)
 }
 
-// trackedConn leaves its openConns when closed.
+// trackedConn leaves its leaderConns when closed.
 type trackedConn struct {
 	net.Conn
-	of *openConns
+	of *leaderConns
 }
 
 func (c trackedConn) Close() error {
