@@ -10,22 +10,20 @@ import (
 	"time"
 )
 
-// readIndexer asks the leader, for this follower's reads, how far it has applied the writes.
+// asker asks the leader, for this follower's reads, how far it has applied the writes.
 // A read waits for the next question asked after it arrived (an answer to an earlier one may
 // predate a write the client saw acknowledged); reads arriving together share one question.
-type readIndexer struct {
-	r *Replica
+type asker struct {
+	leader  func() string // the leader's address, "" while none is known
+	dial    func(ctx context.Context, addr string) (net.Conn, error)
+	timeout time.Duration // bounds one question
 
 	mu      sync.Mutex
 	next    *readRound // the question not asked yet, which new reads join
 	running bool
-	// conn is kept open to the leader it was dialled to.
-	conn   net.Conn
-	connTo string
-	// verified is when this replica, leading, last began a check that a quorum still hears it,
-	// as a time since epoch (monotonic: a change of the wall clock moves neither); 0: never.
-	verified atomic.Int64
-	epoch    time.Time
+	// link is the connection kept to the leader; linkMu guards which link is current.
+	linkMu sync.Mutex
+	link   *leaderLink
 }
 
 type readRound struct {
@@ -39,71 +37,112 @@ const readIndexTimeout = 5 * time.Second
 
 // await returns the leader's applied index from a question asked after the call. A question
 // ends within its connection's deadline, so the wait is bounded.
-func (ri *readIndexer) await() (uint64, error) {
-	ri.mu.Lock()
-	if ri.next == nil {
-		ri.next = &readRound{done: make(chan struct{})}
+func (a *asker) await() (uint64, error) {
+	a.mu.Lock()
+	if a.next == nil {
+		a.next = &readRound{done: make(chan struct{})}
 	}
-	round := ri.next
-	if !ri.running {
-		ri.running = true
-		go ri.ask()
+	round := a.next
+	if !a.running {
+		a.running = true
+		go a.ask()
 	}
-	ri.mu.Unlock()
+	a.mu.Unlock()
 	<-round.done
 	return round.index, round.err
 }
 
 // ask asks one question per round while reads wait.
-func (ri *readIndexer) ask() {
+func (a *asker) ask() {
 	for {
-		ri.mu.Lock()
-		round := ri.next
-		ri.next = nil
+		a.mu.Lock()
+		round := a.next
+		a.next = nil
 		if round == nil {
-			ri.running = false
-			ri.mu.Unlock()
+			a.running = false
+			a.mu.Unlock()
 			return
 		}
-		ri.mu.Unlock()
-		round.index, round.err = ri.question()
+		a.mu.Unlock()
+		round.index, round.err = a.question()
 		close(round.done)
+	}
+}
+
+// leaderLink is the connection to one leader the questions go on, or its dial; ended (the dial
+// stopped, the connection closed) when that replica no longer leads, for a question waiting on
+// a leader paused or cut off to fail at once rather than after its timeout.
+type leaderLink struct {
+	to   string
+	ctx  context.Context
+	end  context.CancelFunc
+	conn net.Conn // only the asking goroutine uses it
+}
+
+// linkTo is the link to leader, made anew when the current one goes elsewhere or ended.
+func (a *asker) linkTo(leader string) *leaderLink {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	if l := a.link; l != nil && l.to == leader && l.ctx.Err() == nil {
+		return l
+	}
+	if a.link != nil {
+		a.link.end()
+	}
+	ctx, end := context.WithCancel(context.Background())
+	a.link = &leaderLink{to: leader, ctx: ctx, end: end}
+	return a.link
+}
+
+// endLinkUnless ends the link unless it goes to leader ("": ends it whatever it goes to).
+func (a *asker) endLinkUnless(leader string) {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	if a.link != nil && (leader == "" || a.link.to != leader) {
+		a.link.end()
 	}
 }
 
 // question asks the leader once, over the kept connection (dialled again when the leader
 // changed or the connection failed).
-func (ri *readIndexer) question() (uint64, error) {
-	_, leader := ri.r.Leader()
+func (a *asker) question() (uint64, error) {
+	leader := a.leader()
 	if leader == "" {
 		return 0, ErrUnavailable
 	}
-	if ri.conn != nil && ri.connTo != leader {
-		ri.conn.Close()
-		ri.conn = nil
-	}
-	if ri.conn == nil {
-		conn, err := ri.r.mux.dial(context.Background(), leader, kindReadIndex, readIndexTimeout)
+	link := a.linkTo(leader)
+	if link.conn == nil {
+		conn, err := a.dial(link.ctx, leader)
 		if err != nil {
+			link.end()
 			return 0, fmt.Errorf("%w: the leader is out of reach: %w", ErrUnavailable, err)
 		}
-		ri.conn, ri.connTo = conn, leader
+		context.AfterFunc(link.ctx, func() { conn.Close() })
+		link.conn = conn
 	}
 	var reply [9]byte
-	ri.conn.SetDeadline(time.Now().Add(readIndexTimeout))
-	_, err := ri.conn.Write([]byte{1})
+	link.conn.SetDeadline(time.Now().Add(a.timeout))
+	_, err := link.conn.Write([]byte{1})
 	if err == nil {
-		_, err = readFull(ri.conn, reply[:])
+		_, err = readFull(link.conn, reply[:])
 	}
 	if err != nil {
-		ri.conn.Close()
-		ri.conn = nil
+		link.end()
 		return 0, fmt.Errorf("%w: asking the leader: %w", ErrUnavailable, err)
 	}
 	if reply[0] != 1 {
 		return 0, fmt.Errorf("%w: the replica asked is no longer the leader", ErrUnavailable)
 	}
 	return binary.BigEndian.Uint64(reply[1:]), nil
+}
+
+// readIndexer answers, on the leader, the followers' questions.
+type readIndexer struct {
+	r *Replica
+	// verified is when this replica, leading, last began a check that a quorum still hears it,
+	// as a time since epoch (monotonic: a change of the wall clock moves neither); 0: never.
+	verified atomic.Int64
+	epoch    time.Time
 }
 
 // serve answers a follower's questions on one connection: once it is sure it still leads, the

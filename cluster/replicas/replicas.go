@@ -121,6 +121,7 @@ type Replica struct {
 	mux   *mux
 	logs  *raftboltdb.BoltStore
 	reads *readIndexer
+	asks  *asker
 	log   *slog.Logger
 
 	leadership chan bool
@@ -174,6 +175,11 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r.reads = &readIndexer{r: r, epoch: time.Now()}
+	r.asks = &asker{timeout: readIndexTimeout,
+		leader: func() string { _, addr := r.Leader(); return addr },
+		dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			return r.mux.dial(ctx, addr, kindReadIndex, readIndexTimeout)
+		}}
 	r.mux.readIndex, r.mux.status = r.reads.serve, r.tellStatus
 	go r.mux.run()
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -274,6 +280,8 @@ func (r *Replica) watchLeader() {
 						r.cfg.Observe.LeaderChanged()
 					}
 					known = leader
+					_, addr := r.Leader()
+					r.asks.endLinkUnless(addr)
 					r.watchersMu.Lock()
 					watchers := r.leaderWatchers
 					r.watchersMu.Unlock()
@@ -578,7 +586,7 @@ func (r *Replica) CatchUp(deadline time.Time) error {
 	var index uint64
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		var err error
-		if index, err = r.reads.await(); err == nil {
+		if index, err = r.asks.await(); err == nil {
 			break
 		}
 		if !errors.Is(err, ErrUnavailable) {
@@ -689,6 +697,7 @@ func (r *Replica) Shutdown() {
 		r.raft.Shutdown().Error()
 	}
 	r.mux.close()
+	r.asks.endLinkUnless("")
 	r.logs.Close()
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,5 +398,71 @@ func TestADialEndsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the dial went on after its context ended")
+	}
+}
+
+// TestAQuestionToALeaderThatNoLongerLeadsEndsAtOnce: a read's question waits on a leader that
+// takes it and never answers (paused, or cut off); once the replica learns that another leads,
+// the question fails at once rather than at its timeout, and the next goes to the new leader.
+func TestAQuestionToALeaderThatNoLongerLeadsEndsAtOnce(t *testing.T) {
+	listen := func(serve func(net.Conn)) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				conn, err := l.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { conn.Close() })
+				go serve(conn)
+			}
+		}()
+		return l.Addr().String()
+	}
+	asked := make(chan struct{}, 1)
+	paused := listen(func(conn net.Conn) {
+		conn.Read(make([]byte, 1))
+		asked <- struct{}{}
+	})
+	elected := listen(func(conn net.Conn) {
+		for {
+			if _, err := conn.Read(make([]byte, 1)); err != nil {
+				return
+			}
+			conn.Write([]byte{1, 0, 0, 0, 0, 0, 0, 0, 7})
+		}
+	})
+	var leader atomic.Value
+	leader.Store(paused)
+	a := &asker{timeout: time.Hour, leader: func() string { return leader.Load().(string) },
+		dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := a.await()
+		answered <- err
+	}()
+	select {
+	case <-asked:
+	case <-time.After(time.Minute):
+		t.Fatal("the question never reached the leader")
+	}
+	leader.Store(elected)
+	a.endLinkUnless(elected)
+	select {
+	case err := <-answered:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("the question to the paused leader: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the question went on waiting for a leader that no longer leads")
+	}
+	if index, err := a.await(); err != nil || index != 7 {
+		t.Fatalf("the question to the new leader: %d, %v", index, err)
 	}
 }
