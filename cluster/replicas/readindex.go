@@ -79,10 +79,16 @@ type leaderLink struct {
 	conn net.Conn // only the asking goroutine uses it
 }
 
-// linkTo is the link to leader, made anew when the current one goes elsewhere or ended.
-func (a *asker) linkTo(leader string) *leaderLink {
+// linkToLeader is the link to the current leader, made anew when the current link goes
+// elsewhere or ended; nil while no leader is known. The leader is read under linkMu, so a link
+// made once the leader changed goes to the new one, and one made before is ended by the change.
+func (a *asker) linkToLeader() *leaderLink {
 	a.linkMu.Lock()
 	defer a.linkMu.Unlock()
+	leader := a.leader()
+	if leader == "" {
+		return nil
+	}
 	if l := a.link; l != nil && l.to == leader && l.ctx.Err() == nil {
 		return l
 	}
@@ -106,13 +112,12 @@ func (a *asker) endLinkUnless(leader string) {
 // question asks the leader once, over the kept connection (dialled again when the leader
 // changed or the connection failed).
 func (a *asker) question() (uint64, error) {
-	leader := a.leader()
-	if leader == "" {
+	link := a.linkToLeader()
+	if link == nil {
 		return 0, ErrUnavailable
 	}
-	link := a.linkTo(leader)
 	if link.conn == nil {
-		conn, err := a.dial(link.ctx, leader)
+		conn, err := a.dial(link.ctx, link.to)
 		if err != nil {
 			link.end()
 			return 0, fmt.Errorf("%w: the leader is out of reach: %w", ErrUnavailable, err)

@@ -394,7 +394,6 @@ func TestADialEndsWithItsContext(t *testing.T) {
 	case err := <-dialed:
 		if err == nil {
 			t.Fatal("a dial to a replica that never answered succeeded")
-
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the dial went on after its context ended")
