@@ -100,11 +100,20 @@ func (a *asker) linkToLeader() *leaderLink {
 	return a.link
 }
 
-// endLinkUnless ends the link unless it goes to leader ("": ends it whatever it goes to).
-func (a *asker) endLinkUnless(leader string) {
+// leaderChanged ends the link to a replica that no longer leads (OnLeaderChange).
+func (a *asker) leaderChanged() {
 	a.linkMu.Lock()
 	defer a.linkMu.Unlock()
-	if a.link != nil && (leader == "" || a.link.to != leader) {
+	if a.link != nil && a.link.to != a.leader() {
+		a.link.end()
+	}
+}
+
+// close ends the link, wherever it goes.
+func (a *asker) close() {
+	a.linkMu.Lock()
+	defer a.linkMu.Unlock()
+	if a.link != nil {
 		a.link.end()
 	}
 }

@@ -180,6 +180,7 @@ func Start(cfg Config) (*Replica, error) {
 		dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			return r.mux.dial(ctx, addr, kindReadIndex, readIndexTimeout)
 		}}
+	r.OnLeaderChange(r.asks.leaderChanged)
 	r.mux.readIndex, r.mux.status = r.reads.serve, r.tellStatus
 	go r.mux.run()
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -263,7 +264,8 @@ func (r *Replica) anotherLeads() bool {
 	return false
 }
 
-// watchLeader tells the observer of each change of the leader this replica knows.
+// watchLeader tells the observer and the watchers (OnLeaderChange) of each change of the leader
+// this replica knows.
 func (r *Replica) watchLeader() {
 	changes := make(chan raft.Observation, 16)
 	r.raft.RegisterObserver(raft.NewObserver(changes, false, func(o *raft.Observation) bool {
@@ -280,8 +282,6 @@ func (r *Replica) watchLeader() {
 						r.cfg.Observe.LeaderChanged()
 					}
 					known = leader
-					_, addr := r.Leader()
-					r.asks.endLinkUnless(addr)
 					r.watchersMu.Lock()
 					watchers := r.leaderWatchers
 					r.watchersMu.Unlock()
@@ -697,7 +697,7 @@ func (r *Replica) Shutdown() {
 		r.raft.Shutdown().Error()
 	}
 	r.mux.close()
-	r.asks.endLinkUnless("")
+	r.asks.close()
 	r.logs.Close()
 }
 

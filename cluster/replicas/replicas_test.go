@@ -452,7 +452,7 @@ func TestAQuestionToALeaderThatNoLongerLeadsEndsAtOnce(t *testing.T) {
 		t.Fatal("the question never reached the leader")
 	}
 	leader.Store(elected)
-	a.endLinkUnless(elected)
+	a.leaderChanged()
 	select {
 	case err := <-answered:
 		if !errors.Is(err, ErrUnavailable) {
