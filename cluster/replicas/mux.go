@@ -30,7 +30,7 @@ const handshakeTimeout = 10 * time.Second
 type mux struct {
 	listener  net.Listener
 	advertise net.Addr
-	client    *tls.Config // nil: plain TCP (insecure)
+	client    *tls.Config
 	log       *slog.Logger
 
 	raft, forward, relay chan net.Conn
@@ -55,9 +55,7 @@ func newMux(bind, advertise string, server, client *tls.Config, log *slog.Logger
 		l.Close()
 		return nil, fmt.Errorf("replicas' advertised address %q: %w", advertise, err)
 	}
-	if server != nil {
-		l = tls.NewListener(l, server)
-	}
+	l = tls.NewListener(l, server)
 	return &mux{listener: l, advertise: addr, client: client, log: log,
 		raft: make(chan net.Conn), forward: make(chan net.Conn), relay: make(chan net.Conn), closed: make(chan struct{})}, nil
 }
@@ -128,14 +126,12 @@ func (m *mux) dial(ctx context.Context, addr string, kind byte, timeout time.Dur
 	if err != nil {
 		return nil, err
 	}
-	if m.client != nil {
-		tc := tls.Client(conn, m.client)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
-			return nil, err
-		}
-		conn = tc
+	tc := tls.Client(conn, m.client)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		conn.Close()
+		return nil, err
 	}
+	conn = tc
 	if _, err := conn.Write([]byte{kind}); err != nil {
 		conn.Close()
 		return nil, err

@@ -72,7 +72,8 @@ type Config struct {
 	Peers []Peer
 	// Dir holds raft's log and snapshots.
 	Dir string
-	// ServerTLS and ClientTLS authenticate the replicas to each other; nil: plain TCP.
+	// ServerTLS and ClientTLS authenticate the replicas to each other (mutual TLS): required,
+	// since the port carries every record and the leader's answers to other replicas.
 	ServerTLS, ClientTLS *tls.Config
 	Store                Store
 	Logger               *slog.Logger
@@ -130,6 +131,9 @@ type Replica struct {
 	leaderWatchers []func()
 }
 
+// ErrNoTLS refuses a replica without TLS: its port never runs in the clear.
+var ErrNoTLS = errors.New("the replicas' port needs TLS: give ServerTLS and ClientTLS")
+
 // ErrUnavailable is returned for what this replica cannot do now for want of a leader: a write
 // (it is not the leader, or lost the leadership before the write was committed, which may
 // still be: send it again with its Idempotency-Key), a read that cannot catch up.
@@ -151,6 +155,9 @@ func Start(cfg Config) (*Replica, error) {
 	}
 	if cfg.TrailingLogs == 0 {
 		cfg.TrailingLogs = 8192
+	}
+	if cfg.ServerTLS == nil || cfg.ClientTLS == nil {
+		return nil, ErrNoTLS
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err

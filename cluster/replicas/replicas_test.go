@@ -22,11 +22,13 @@ import (
 
 // set is replicas of one test, each with its store, and what they tell of their leadership.
 type set struct {
-	t       *testing.T
-	peers   []Peer
-	dirs    map[string]string
-	server  *tls.Config
-	client  *tls.Config
+	t      *testing.T
+	peers  []Peer
+	dirs   map[string]string
+	server *tls.Config
+	client *tls.Config
+	// ca signed the replicas' certificates.
+	ca      *certs.Authority
 	members map[string]*member
 	changes chan change
 	// heartbeat and lease are the replicas' timings (short unless a test needs them longer).
@@ -62,7 +64,7 @@ func newSet(t *testing.T, ids ...string) *set {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &set{t: t, dirs: map[string]string{}, server: server, client: client, members: map[string]*member{}, changes: make(chan change, 64),
+	s := &set{t: t, dirs: map[string]string{}, server: server, client: client, ca: ca, members: map[string]*member{}, changes: make(chan change, 64),
 		heartbeat: 300 * time.Millisecond, lease: 150 * time.Millisecond}
 	for _, id := range ids {
 		s.peers = append(s.peers, Peer{ID: id, Addr: membershiptest.FreeAddr(t)})
@@ -331,8 +333,8 @@ func TestAStoreOfRecordsSeedsTheReplicas(t *testing.T) {
 	other := s.open("c2")
 	other.Apply(&persistence.IssueToken{At: time.Now(), TeamName: "rival", NewTeamID: persistence.NewIDs().New(time.Now()), WebhookSecret: "s"})
 	_, err := Start(Config{ID: "c2", Bind: s.peers[1].Addr, Peers: s.peers, Dir: filepath.Join(s.dirs["c2"], "raft"), Store: other,
-		Logger: slog.New(slog.DiscardHandler), Fail: func(error) {}})
-	if err == nil {
+		ServerTLS: s.server, ClientTLS: s.client, Logger: slog.New(slog.DiscardHandler), Fail: func(error) {}})
+	if err == nil || errors.Is(err, ErrNoTLS) {
 		t.Fatal("a replica other than the first started a new set from its own records")
 	}
 	other.Close()

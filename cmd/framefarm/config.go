@@ -86,12 +86,21 @@ func (c *ClusterConfig) actorsBind() string {
 	return "0.0.0.0:7947"
 }
 
+// member is what a [cluster] table configures: the words of its refusals differ.
+type member int
+
+const (
+	aloneMember   member = iota // serve without [ha]
+	replicaMember               // serve with [ha]
+	nodeMember                  // framefarm node, configured by its flags
+)
+
 // errNoClusterTLS refuses to run a cluster nobody secured, saying both ways forward in the
 // words of serve's configuration or of the node's flags.
-func errNoClusterTLS(forNode bool) error {
+func errNoClusterTLS(who member) error {
 	useCerts := "set cert_file, key_file and ca_file in [cluster.tls]"
 	useInsecure := "set insecure = true in [cluster] (the actors port then binds 127.0.0.1 unless actors_bind says otherwise)"
-	if forNode {
+	if who == nodeMember {
 		useCerts = "start the node with --tls-cert, --tls-key and --tls-ca"
 		useInsecure = "start the node with --insecure (the actors port then binds 127.0.0.1 unless --actors-bind says otherwise)"
 	}
@@ -101,12 +110,26 @@ func errNoClusterTLS(forNode bool) error {
   - on a network you trust, %s`, useCerts, useInsecure)
 }
 
-// check returns what is wrong with the table; forNode words the TLS refusal for the node's flags.
-func (c *ClusterConfig) check(forNode bool) []error {
+// errReplicasNeedTLS refuses replicas without certificates. Their port carries raft's log (every
+// token hash, webhook signing secret and sealed secret of the farm), changes to the set, and
+// requests another replica vouches for as the admin's: whoever reached it in the clear could
+// read the farm or write to it, on loopback as on a network, so no setting runs it so.
+func errReplicasNeedTLS(insecure bool) error {
+	drop := ""
+	if insecure {
+		drop = "remove insecure = true from [cluster] (it is for a coordinator without [ha]) and "
+	}
+	return fmt.Errorf(`replicas ([ha]) authenticate each other with TLS on the replicas' port (ha.bind), which carries every record of the farm: %sset cert_file, key_file and ca_file in [cluster.tls], the same CA on every replica (framefarm cluster tls ca create, then framefarm cluster tls cert create --coordinator)`, drop)
+}
+
+// check returns what is wrong with the table for who.
+func (c *ClusterConfig) check(who member) []error {
 	var errs []error
 	switch {
+	case who == replicaMember && (c.Insecure || !c.TLS.Enabled()):
+		errs = append(errs, errReplicasNeedTLS(c.Insecure))
 	case !c.Insecure && !c.TLS.Enabled():
-		errs = append(errs, errNoClusterTLS(forNode))
+		errs = append(errs, errNoClusterTLS(who))
 	case c.Insecure && c.TLS.Enabled():
 		errs = append(errs, errors.New("cluster.insecure is set together with [cluster.tls]: keep one"))
 	}
@@ -412,7 +435,11 @@ func (c *Config) check() error {
 		errs = append(errs, errors.New("ratelimit.requests_per_second and ratelimit.burst must be positive"))
 	}
 	if c.Cluster != nil {
-		errs = append(errs, c.Cluster.check(false)...)
+		who := aloneMember
+		if c.HA != nil {
+			who = replicaMember
+		}
+		errs = append(errs, c.Cluster.check(who)...)
 	}
 	if c.HA != nil {
 		errs = append(errs, c.HA.check(c)...)

@@ -230,7 +230,7 @@ func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 	good := map[string]string{
 		"objects":    "[objects]\nbackend = \"s3\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n",
 		"secrets":    "[secrets]\nkey = \"c2VjcmV0cy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n",
-		"cluster":    "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n",
+		"cluster":    "[cluster]\nkey = \"0123456789abcdef\"\n[cluster.tls]\ncert_file = \"c.pem\"\nkey_file = \"c-key.pem\"\nca_file = \"ca.pem\"\n",
 		"node":       "[node]\nlocal_slots = 0\n",
 		"ha":         "[ha]\nid = \"c1\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\", \"c2=127.0.0.1:7960\"]\n",
 		"objects.s3": "[objects.s3]\nbucket = \"farm\"\n",
@@ -260,11 +260,18 @@ func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 		"objects.signing_key": {"objects": "[objects]\nbackend = \"s3\"\n"},
 		"secrets.key":         {"secrets": ""},
 		"[cluster]":           {"cluster": ""},
+		// The replicas' port carries every record: insecure, meant for a lone coordinator's
+		// actors port, is refused with [ha], and so is a [cluster] without certificates.
+		"remove insecure = true from [cluster]": {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n"},
+		"set cert_file, key_file and ca_file in [cluster.tls], the same CA on every replica": {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\n"},
 		"node.local_slots":    {"node": "[node]\nlocal_slots = 2\n"},
 		"ha.peers":            {"ha": "[ha]\nid = \"c3\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\"]\n"},
 	} {
-		if err := load(change); err == nil || !strings.Contains(err.Error(), want) {
+		err := load(change)
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want a refusal naming %s, got %v", want, err)
+		} else if strings.Contains(err.Error(), "set insecure = true") {
+			t.Errorf("a replica's refusal suggests running in the clear: %v", err)
 		}
 	}
 }

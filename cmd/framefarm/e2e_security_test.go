@@ -128,7 +128,8 @@ func stranger(t *testing.T, plan strangerPlan) []string {
 
 // TestClusterRefusesToStartWithoutTLS: a [cluster] table without certificates, as every farm
 // configured before TLS was the default, stops serve and node with a message giving both ways
-// forward; insecure = true starts and says so (where it binds is TestNodeFlags').
+// forward; insecure = true starts and says so (where it binds is TestNodeFlags'), except with
+// [ha].
 func TestClusterRefusesToStartWithoutTLS(t *testing.T) {
 	dir := t.TempDir()
 	config := filepath.Join(dir, "framefarm.toml")
@@ -145,6 +146,18 @@ func TestClusterRefusesToStartWithoutTLS(t *testing.T) {
 		if err == nil || !strings.Contains(string(out), want) {
 			t.Fatalf("node without certificates: %v, output lacks %q:\n%s", err, want, out)
 		}
+	}
+
+	// A replica's port carries every record of the farm: insecure = true, which a lone
+	// coordinator may use for its actors port, does not start a replica.
+	replica := filepath.Join(dir, "replica.toml")
+	haPort := membershiptest.FreeAddr(t)
+	os.WriteFile(replica, []byte(fmt.Sprintf("[cluster]\nbind = %q\nkey = %q\ninsecure = true\n", gossip, clusterKey)+
+		sharedConfig("\n[objects]\nbackend = \"s3\"\n\n[objects.s3]\nbucket = \"farm\"\n")+"[node]\nlocal_slots = 0\n"+haTable("c1", []string{"c1=" + haPort}, "")), 0o600)
+	out, err = framefarm("serve", "--config", replica, "--data-dir", filepath.Join(dir, "replica"), "--listen", "127.0.0.1:0")
+	if err == nil || !strings.Contains(string(out), "remove insecure = true from [cluster]") || !strings.Contains(string(out), "[cluster.tls]") ||
+		strings.Contains(string(out), "set insecure = true") {
+		t.Fatalf("a replica with insecure = true: %v\n%s", err, out)
 	}
 
 	c := startCoordinator(t, options{cluster: true, insecure: true})

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,12 +116,9 @@ const nodesFindTheLeader = 10 * time.Second
 // startReplica joins this coordinator's store to its replicas.
 func (f *farm) startReplica() (*replicas.Replica, error) {
 	h, c := f.cfg.HA, f.cfg.Cluster
-	var server, client *tls.Config
-	if !c.Insecure {
-		var err error
-		if server, client, _, err = c.TLS.Configs(certs.RoleCoordinator, certs.RoleCoordinator); err != nil {
-			return nil, fmt.Errorf("ha: %w", err)
-		}
+	server, client, _, err := c.TLS.Configs(certs.RoleCoordinator, certs.RoleCoordinator)
+	if err != nil {
+		return nil, fmt.Errorf("ha: %w", err)
 	}
 	var peers []replicas.Peer
 	for _, p := range h.Peers {

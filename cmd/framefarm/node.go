@@ -153,7 +153,7 @@ func nodeConfig(args []string, stdout io.Writer) (ns nodeSettings, err error) {
 	if *engineList != "" {
 		ns.engines = strings.Split(*engineList, ",")
 	}
-	errs = append(errs, c.check(true)...)
+	errs = append(errs, c.check(nodeMember)...)
 	ns.cfg, ns.slots = cfg, *slotCount
 	return ns, errors.Join(errs...)
 }
