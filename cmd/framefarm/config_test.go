@@ -262,10 +262,10 @@ func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 		"[cluster]":           {"cluster": ""},
 		// The replicas' port carries every record: insecure, meant for a lone coordinator's
 		// actors port, is refused with [ha], and so is a [cluster] without certificates.
-		"remove insecure = true from [cluster]": {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n"},
+		"remove insecure = true from [cluster]":                                              {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n"},
 		"set cert_file, key_file and ca_file in [cluster.tls], the same CA on every replica": {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\n"},
-		"node.local_slots":    {"node": "[node]\nlocal_slots = 2\n"},
-		"ha.peers":            {"ha": "[ha]\nid = \"c3\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\"]\n"},
+		"node.local_slots": {"node": "[node]\nlocal_slots = 2\n"},
+		"ha.peers":         {"ha": "[ha]\nid = \"c3\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\"]\n"},
 	} {
 		err := load(change)
 		if err == nil || !strings.Contains(err.Error(), want) {

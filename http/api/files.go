@@ -159,6 +159,11 @@ func (s *Server) uploadTemplateFile(r *request) {
 		r.fail(newError(http.StatusConflict, codeConflict, "%v", err))
 		return
 	}
+	if r.ctx.Request.Header.ContentLength() == 0 {
+		// Nothing sent (curl -X PUT without --data-binary): the template still awaits its file.
+		r.fail(badField("body", "the upload is empty: PUT the template's file as the request body"))
+		return
+	}
 	limit, which, ok := s.templateRoom(r, teamID, id)
 	if !ok {
 		return
@@ -229,7 +234,7 @@ func (s *Server) storeBody(r *request, key string, limit int64, which string) (p
 		r.fail(r.tooLargeFor(limit, which))
 		return persistence.StoredFile{}, false
 	}
-	file, err := s.Blobs.Put(key, r.ctx.RequestBodyStream(), limit)
+	file, err := s.Blobs.Put(key, r.bodyStream(), limit)
 	if errors.Is(err, blobs.ErrTooLarge) {
 		r.fail(r.tooLargeFor(limit, which))
 		return file, false

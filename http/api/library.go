@@ -46,7 +46,7 @@ func (s *Server) uploadFont(r *request) {
 		r.fail(badField("font", "send the font as multipart/form-data with a field named font"))
 		return
 	}
-	form := multipart.NewReader(io.LimitReader(r.ctx.RequestBodyStream(), limit+64<<10), params["boundary"])
+	form := multipart.NewReader(io.LimitReader(r.bodyStream(), limit+64<<10), params["boundary"])
 	var data []byte
 	var fileName, family string
 	for {

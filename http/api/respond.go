@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -21,17 +22,20 @@ import (
 
 // Error codes beyond those of validation; openapi.json's Error schema lists them all.
 const (
-	codeUnauthorized    = "unauthorized"
-	codeQuotaExceeded   = "quota_exceeded"
-	codeForbidden       = "forbidden"
-	codeNotFound        = "not_found"
-	codeNotCancellable  = "not_cancellable"
-	codeConflict        = "conflict"
-	codePayloadTooLarge = "payload_too_large"
-	codeRateLimited     = "rate_limited"
-	codeUnavailable     = "unavailable"
-	codeInternal        = "internal"
-	codeFontNotFound    = "font_not_found"
+	codeUnauthorized     = "unauthorized"
+	codeQuotaExceeded    = "quota_exceeded"
+	codeForbidden        = "forbidden"
+	codeNotFound         = "not_found"
+	codeNotCancellable   = "not_cancellable"
+	codeConflict         = "conflict"
+	codePayloadTooLarge  = "payload_too_large"
+	codeRateLimited      = "rate_limited"
+	codeUnavailable      = "unavailable"
+	codeInternal         = "internal"
+	codeBadRequest       = "bad_request"
+	codeRequestTimeout   = "request_timeout"
+	codeUnsupportedMedia = "unsupported_media_type"
+	codeFontNotFound     = "font_not_found"
 )
 
 // apiError is an HTTP error answer.
@@ -137,14 +141,34 @@ func marshal(v any) ([]byte, error) { return encodeAnswer(new(bytes.Buffer), v) 
 
 func (r *request) noContent() { r.ctx.SetStatusCode(http.StatusNoContent) }
 
-func (r *request) fail(e *apiError) {
+func (r *request) fail(e *apiError) { writeError(r.ctx, e) }
+
+// writeError puts e in ctx's answer.
+func writeError(ctx *fasthttp.RequestCtx, e *apiError) {
 	if e.retryAfter > 0 {
-		r.ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.retryAfter))
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.retryAfter))
 	}
 	body, _ := marshal(e)
-	r.ctx.SetStatusCode(e.status)
-	r.ctx.SetContentType("application/json")
-	r.ctx.SetBody(body)
+	ctx.SetStatusCode(e.status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}
+
+// unreadable answers a request fasthttp could not read as HTTP (a malformed request line or
+// header, headers past the buffer, a broken chunked body, a body that ended before its
+// Content-Length, a client too slow) in JSON like every other error; fasthttp closes the
+// connection after it.
+func unreadable(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small):
+		writeError(ctx, newError(http.StatusRequestHeaderFieldsTooLarge, codeBadRequest, "the request's headers are larger than the server reads"))
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeError(ctx, newError(http.StatusRequestTimeout, codeRequestTimeout, "the request did not arrive in time ([http] header_timeout for its headers, request_timeout for its body)"))
+	default:
+		writeError(ctx, newError(http.StatusBadRequest, codeBadRequest, "the request could not be read as HTTP/1.1: %v", err))
+	}
 }
 
 // failErr answers an error from the store or the actors.
@@ -173,10 +197,15 @@ func (r *request) failErr(err error, notFound *apiError) {
 
 // body reads the request body, up to limit bytes.
 func (r *request) body(limit int64) ([]byte, *apiError) {
+	// Any Content-Type is read as JSON (curl -d sends application/x-www-form-urlencoded), but
+	// a multipart form is certainly not the JSON this route takes.
+	if ct := r.ctx.Request.Header.ContentType(); bytes.HasPrefix(bytes.ToLower(ct), []byte("multipart/")) {
+		return nil, newError(http.StatusUnsupportedMediaType, codeUnsupportedMedia, "this route takes a JSON body: send it with Content-Type: application/json, not %s", ct)
+	}
 	if cl := r.ctx.Request.Header.ContentLength(); cl > 0 && int64(cl) > limit {
 		return nil, r.tooLarge(limit)
 	}
-	data, err := io.ReadAll(io.LimitReader(r.ctx.RequestBodyStream(), limit+1))
+	data, err := io.ReadAll(io.LimitReader(r.bodyStream(), limit+1))
 	if err != nil {
 		return nil, newError(http.StatusBadRequest, validate.CodeInvalidJSON, "the body could not be read: %v", err)
 	}
@@ -184,6 +213,15 @@ func (r *request) body(limit int64) ([]byte, *apiError) {
 		return nil, r.tooLarge(limit)
 	}
 	return data, nil
+}
+
+// bodyStream is the request's body as it arrives. A request that sends none (no Content-Length
+// and no Transfer-Encoding, as curl -X POST does) has no stream: it reads as empty.
+func (r *request) bodyStream() io.Reader {
+	if stream := r.ctx.RequestBodyStream(); stream != nil {
+		return stream
+	}
+	return bytes.NewReader(nil)
 }
 
 // drainBody reads and drops what the handler left of the request body, up to limit: a client
@@ -210,7 +248,7 @@ func (r *request) tooLarge(limit int64) *apiError { return r.tooLargeFor(limit, 
 
 // tooLargeFor is tooLarge saying which limit the body hit.
 func (r *request) tooLargeFor(limit int64, which string) *apiError {
-	io.CopyN(io.Discard, r.ctx.RequestBodyStream(), drainLimit)
+	io.CopyN(io.Discard, r.bodyStream(), drainLimit)
 	r.ctx.SetConnectionClose()
 	if which != "" {
 		which = " (" + which + ")"

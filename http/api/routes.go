@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -29,6 +30,23 @@ func (s *Server) metrics(r *request) {
 	default:
 		s.Metrics(r.ctx)
 	}
+}
+
+// underPrefix tells a client that missed the API's prefix where the API lives: a path outside
+// /api/v2 and /api/v3 is most likely a route of the API with its prefix left out or mistyped.
+func underPrefix(path string) string {
+	if strings.HasPrefix(path, APIPrefix+"/") || strings.HasPrefix(path, "/api/v3/") {
+		return ""
+	}
+	rest := path
+	if after, ok := strings.CutPrefix(path, "/api"); ok && (after == "" || after[0] == '/') {
+		rest = after
+		if len(rest) > 2 && rest[1] == 'v' && rest[2] >= '0' && rest[2] <= '9' {
+			_, rest, _ = strings.Cut(rest[1:], "/")
+			rest = "/" + rest
+		}
+	}
+	return fmt.Sprintf(": the API lives under %s (%s%s)", APIPrefix, APIPrefix, rest)
 }
 
 // BearerMatches reports, in constant time, whether an Authorization header carries token.
@@ -113,7 +131,7 @@ func (s *Server) routesV2() {
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
 	s.handle(http.MethodGet, "/metrics", authNone, s.metrics)
 	s.router.NotFound = s.wrap("(unmatched)", authNone, anyReplica, func(r *request) {
-		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s", r.ctx.Method(), r.ctx.Path()))
+		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s%s", r.ctx.Method(), r.ctx.Path(), underPrefix(string(r.ctx.Path()))))
 	})
 	s.router.MethodNotAllowed = s.wrap("(method not allowed)", authNone, anyReplica, func(r *request) {
 		r.fail(newError(http.StatusMethodNotAllowed, codeNotFound, "%s is not allowed on %s", r.ctx.Method(), r.ctx.Path()))

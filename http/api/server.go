@@ -262,6 +262,7 @@ func New(cfg Config, deps Deps) *Server {
 		NoDefaultServerHeader: true,
 		CloseOnShutdown:       true,
 		Logger:                slogPrinter{deps.Logger},
+		ErrorHandler:          unreadable,
 	}
 	return s
 }

@@ -17,17 +17,18 @@ import (
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/persistence/secretbox"
 )
 
 // serveForTest runs the API over loopback on a real store and real actors.
-func serveForTest(t *testing.T, log io.Writer) (*Server, string) {
+func serveForTest(t testing.TB, log io.Writer) (*Server, string) {
 	t.Helper()
 	return serveWith(t, log, Config{}, clock.Real{})
 }
 
 // serveWith is serveForTest with a configuration and a clock.
-func serveWith(t *testing.T, log io.Writer, cfg Config, clk clock.Clock) (*Server, string) {
+func serveWith(t testing.TB, log io.Writer, cfg Config, clk clock.Clock) (*Server, string) {
 	t.Helper()
 	store, err := persistence.Open(filepath.Join(t.TempDir(), "framefarm.db"), persistence.Options{})
 	if err != nil {
@@ -42,14 +43,20 @@ func serveWith(t *testing.T, log io.Writer, cfg Config, clk clock.Clock) (*Serve
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { coord.Stop(context.Background()) })
-	s := New(cfg, Deps{Coordinator: coord, Store: store, Clock: clk, IDs: ids, Logger: logger})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	files, err := blobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	s := New(cfg, Deps{Coordinator: coord, Store: store, Blobs: files, URLs: blobs.NewSigner(base, make([]byte, 32)),
+		Clock: clk, IDs: ids, Logger: logger})
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
-	return s, "http://" + ln.Addr().String()
+	return s, base
 }
 
 func TestDrainRefusesAPIRequestsButNotHealthOrFiles(t *testing.T) {
