@@ -132,7 +132,12 @@ func (c *taskBuilder) chunks(team persistence.TeamReads, job *persistence.Job, t
 		if chunk.State != persistence.JobFinished {
 			return fmt.Errorf("chunk %d is %s, not finished", i+1, chunk.State)
 		}
-		task.Chunks = append(task.Chunks, protocol.Source{URL: c.urls.URL(http.MethodGet, chunk.OutputKey(), expires), Internal: true})
+		frames := chunk.Spec.Settings.Frames
+		if frames == nil {
+			return fmt.Errorf("chunk %d has no frames", i+1)
+		}
+		task.Chunks = append(task.Chunks, protocol.Source{URL: c.urls.URL(http.MethodGet, chunk.OutputKey(), expires), Internal: true,
+			Frames: frames.End - frames.Start + 1})
 	}
 	return nil
 }

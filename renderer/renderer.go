@@ -61,6 +61,8 @@ type Task struct {
 	// joins them into the job's output, their frames copied as they are (or encoded once, when
 	// JoinEncodes) and the sound laid once over the whole length, instead of rendering frames.
 	Chunks []string
+	// ChunkFrames is how many frames each of Chunks holds.
+	ChunkFrames []int
 	// Log receives the engine's own output; it is kept as the job's render log.
 	Log io.Writer
 }

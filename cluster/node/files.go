@@ -104,7 +104,7 @@ func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, 
 		if err := f.fetch(ctx, src, dst); err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i+1, err)
 		}
-		task.Chunks = append(task.Chunks, dst)
+		task.Chunks, task.ChunkFrames = append(task.Chunks, dst), append(task.ChunkFrames, src.Frames)
 	}
 	if len(m.Task.Chunks) > 0 {
 		log.Printf("%d chunks staged", len(m.Task.Chunks))

@@ -192,6 +192,9 @@ type Source struct {
 	URL      string `json:"url"`
 	SHA256   string `json:"sha256,omitempty"`
 	Internal bool   `json:"internal,omitempty"`
+	// Frames, for a chunk of a split job, is how many frames it holds: the join lays each at
+	// its exact place on the timeline.
+	Frames int `json:"frames,omitempty"`
 }
 
 // Font is a team font the render needs.

@@ -16,6 +16,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender"
 )
 
@@ -425,8 +426,8 @@ func (c *Config) check() error {
 	if c.Jobs.MaxAttempts < 1 {
 		errs = append(errs, errors.New("jobs.max_attempts must be at least 1"))
 	}
-	if c.Jobs.ChunkFrames < 0 || c.Jobs.ChunkFrames == 1 || c.Jobs.ChunkAbove < 0 {
-		errs = append(errs, errors.New("jobs.chunk_frames must be 0 (off) or at least 2, and jobs.chunk_above at least 0"))
+	if c.Jobs.ChunkFrames < 0 || c.Jobs.ChunkFrames > 0 && c.Jobs.ChunkFrames < renderer.MinChunkFrames || c.Jobs.ChunkAbove < 0 {
+		errs = append(errs, fmt.Errorf("jobs.chunk_frames must be 0 (off) or at least %d, and jobs.chunk_above at least 0", renderer.MinChunkFrames))
 	}
 	if len(c.Webhooks.RetryBackoff) == 0 {
 		errs = append(errs, errors.New("webhooks.retry_backoff needs at least one duration"))

@@ -152,7 +152,7 @@ func TestLottieJobsRenderRealVideos(t *testing.T) {
 	_, baseVideo := acme.render(kenburnsJob(tpl.ID, common...))
 
 	m := probe(t, textVideo, ".mp4")
-	if m.Width != 1920 || m.Height != 1080 || m.FPS != 30 || m.Codec != "h264" || m.Duration < 1.99 || m.Duration > 2.01 {
+	if m.Width != 1920 || m.Height != 1080 || m.Rate.String() != "30" || m.Codec != "h264" || m.Duration < 1.99 || m.Duration > 2.01 {
 		t.Fatalf("video %+v", m)
 	}
 	text, base := frameOf(t, textVideo, 45), frameOf(t, baseVideo, 45)

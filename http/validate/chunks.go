@@ -45,8 +45,8 @@ func (c *checker) chunks(raw json.RawMessage, job *Job, comp *renderer.Compositi
 			c.add(CodeValidation, path, "needs either frames (frames per chunk) or count (how many chunks)")
 			return
 		case rc.Frames != nil:
-			if !integerIn(*rc.Frames, 2, math.MaxInt32) {
-				c.add(CodeValidation, at(path, "frames"), "must be an integer of at least 2")
+			if !integerIn(*rc.Frames, renderer.MinChunkFrames, math.MaxInt32) {
+				c.add(CodeValidation, at(path, "frames"), "must be an integer of at least %d", renderer.MinChunkFrames)
 				return
 			}
 			size = int(*rc.Frames)
@@ -71,7 +71,7 @@ func (c *checker) chunks(raw json.RawMessage, job *Job, comp *renderer.Compositi
 			size = frames / count
 		}
 		switch n := frames / max(size, 1); {
-		case size < 2 || n < 2:
+		case size < renderer.MinChunkFrames || n < 2:
 			why = fmt.Sprintf("its %d frames make a single chunk", frames)
 		case n > MaxChunks && asked:
 			c.add(CodeValidation, path, "would make %d chunks; a job has at most %d (ask for larger chunks)", n, MaxChunks)

@@ -602,7 +602,7 @@ func TestChunkPlans(t *testing.T) {
 			}
 		})
 	}
-	for _, bad := range []string{`{}`, `{"frames": 1}`, `{"frames": 2.5}`, `{"count": 0}`, `{"count": 5001}`, `{"frames": 10, "count": 2}`,
+	for _, bad := range []string{`{}`, `{"frames": 1}`, `{"frames": 2}`, `{"frames": 2.5}`, `{"count": 0}`, `{"count": 5001}`, `{"frames": 10, "count": 2}`,
 		`{"size": 3}`, `60`, `{"frames": "60"}`} {
 		if _, err := ParseJob([]byte(`{`+main+`, "chunks": `+bad+`}`), testCatalog(), Limits{}); err == nil || !strings.HasPrefix(err.Details[0].Field, "chunks") {
 			t.Errorf("chunks %s: %v", bad, err)
@@ -610,10 +610,10 @@ func TestChunkPlans(t *testing.T) {
 	}
 	many := testCatalog()
 	many.templates[lottieID].Inspection.Compositions[0].Duration = 100000
-	if _, err := ParseJob([]byte(`{`+main+`, "chunks": {"frames": 2}}`), many, Limits{}); err == nil || !strings.Contains(err.Message, "at most 5000") {
-		t.Errorf("1,500,000 chunks: %v", err)
+	if _, err := ParseJob([]byte(`{`+main+`, "chunks": {"frames": 3}}`), many, Limits{}); err == nil || !strings.Contains(err.Message, "at most 5000") {
+		t.Errorf("1,000,000 chunks: %v", err)
 	}
-	if job, err := ParseJob([]byte(`{`+main+`}`), many, Limits{ChunkFrames: 2}); err != nil || len(job.Chunks) != MaxChunks {
+	if job, err := ParseJob([]byte(`{`+main+`}`), many, Limits{ChunkFrames: 3}); err != nil || len(job.Chunks) != MaxChunks {
 		t.Errorf("the farm's default over 3,000,000 frames: %v chunks, %v", len(job.Chunks), err)
 	}
 }

@@ -47,13 +47,13 @@ func orDefault(v, def string) string {
 }
 
 // Input is what an encoder reads: raw RGBA frames with premultiplied alpha arriving on a pipe
-// or from Frames (Width, Height and FPS set), or a media file (Width zero) such as After Effects'
-// render.
+// or from Frames (Width, Height and Rate set), or a media file (Width zero) such as After Effects'
+// render, whose frames are taken one after the other at Rate when it is set.
 type Input struct {
 	Path   string
 	Width  int
 	Height int
-	FPS    float64
+	Rate   renderer.Rate
 	// Frames, when set, brings the raw frames in place of Path.
 	Frames io.Reader
 }
@@ -67,10 +67,15 @@ func (in Input) args() []string {
 		path = "pipe:0"
 	}
 	if !in.raw() {
-		return []string{"-i", path}
+		if in.Rate.IsZero() {
+			return []string{"-i", path}
+		}
+		// Every frame of the file, one after the other at the exact rate: its own timestamps
+		// (a decimal rate's) would have ffmpeg drop or repeat frames to meet the output's.
+		return []string{"-r", in.Rate.String(), "-i", path}
 	}
 	return []string{"-f", "rawvideo", "-pix_fmt", "rgba", "-s", fmt.Sprintf("%dx%d", in.Width, in.Height),
-		"-framerate", strconv.FormatFloat(in.FPS, 'f', -1, 64), "-i", path}
+		"-framerate", in.Rate.String(), "-i", path}
 }
 
 // Encoder is a running ffmpeg that writes one job output.
@@ -115,23 +120,29 @@ func videoArgs(in Input, s renderer.Settings, draft bool, out string) []string {
 	if filter != "" {
 		args = append([]string{"-vf", filter}, args...)
 	}
-	args = append(args, containerArgs(out)...)
+	args = append(args, containerArgs(out, in.Rate)...)
+	if !in.Rate.IsZero() {
+		args = append(args, "-r", in.Rate.String())
+	}
 	if in.raw() {
-		return append(args, "-r", strconv.FormatFloat(in.FPS, 'f', -1, 64))
+		return args
 	}
 	return append(args, audioArgs(out)...)
 }
 
 // JoinSegments writes into out the video segments (as Start makes them, of one encoding, each
-// opening on a key frame) one after the other, their frames copied as they are: for codecs that
-// code each frame alone (ProRes), the very file one encoding of all the frames makes. list is
-// where their list is written.
-func JoinSegments(ctx context.Context, t Tools, segments []string, list, out string, log io.Writer) error {
-	if err := writeConcatList(list, segments); err != nil {
+// opening on a key frame, at rate, holding frames[i] frames each) one after the other, their
+// frames copied as they are: for codecs that code each frame alone (ProRes), the very file one
+// encoding of all the frames makes. list is where their list is written.
+func JoinSegments(ctx context.Context, t Tools, segments []string, frames []int, list string, rate renderer.Rate, out string, log io.Writer) error {
+	if len(frames) != len(segments) || rate.IsZero() {
+		return fmt.Errorf("joining %d segments needs each one's frame count (got %d) and the rate (%s)", len(segments), len(frames), rate)
+	}
+	if err := writeConcatList(list, segments, segmentDurations(frames, rate)); err != nil {
 		return err
 	}
 	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
-		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-map", "0:v", "-c", "copy"}, containerArgs(out)...)
+		"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-map", "0:v", "-c", "copy"}, containerArgs(out, rate)...)
 	cmd := exec.CommandContext(ctx, t.FFmpeg, append(args, out)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
@@ -141,12 +152,12 @@ func JoinSegments(ctx context.Context, t Tools, segments []string, list, out str
 }
 
 // EncodeChunks encodes the lossless chunks (CodecLossless) of a split job (width x height frames
-// at fps, frames in all), in order, into the video out as the settings ask: one encoding of all
+// at rate, frames in all), in order, into the video out as the settings ask: one encoding of all
 // their frames, which reach the encoder raw, as a render's do. list is where their list is
 // written.
-func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, width, height int, fps float64, frames int,
+func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, width, height int, rate renderer.Rate, frames int,
 	s renderer.Settings, draft bool, out string, log io.Writer, report func(float64)) error {
-	if err := writeConcatList(list, chunks); err != nil {
+	if err := writeConcatList(list, chunks, nil); err != nil {
 		return err
 	}
 	log = &lockedWriter{w: log} // both ffmpegs write to it at once
@@ -161,7 +172,7 @@ func EncodeChunks(ctx context.Context, t Tools, chunks []string, list string, wi
 		return fmt.Errorf("ffmpeg cannot start: %w", err)
 	}
 	counted := &frameCounter{r: pipe, frameBytes: int64(width) * int64(height) * 4, frames: frames, report: report}
-	encoder, err := Start(ctx, t, Input{Width: width, Height: height, FPS: fps, Frames: counted}, s, draft, out, log)
+	encoder, err := Start(ctx, t, Input{Width: width, Height: height, Rate: rate, Frames: counted}, s, draft, out, log)
 	if err != nil {
 		decoder.Process.Kill()
 		decoder.Wait()
@@ -214,31 +225,67 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// writeConcatList writes the concat demuxer's list of files.
-func writeConcatList(list string, files []string) error {
+// writeConcatList writes the concat demuxer's list of files, with each one's duration when
+// durations is given.
+func writeConcatList(list string, files, durations []string) error {
 	var b strings.Builder
-	for _, f := range files {
+	for i, f := range files {
 		abs, err := filepath.Abs(f)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(&b, "file '%s'\n", strings.ReplaceAll(abs, "'", `'\''`))
+		if durations != nil {
+			fmt.Fprintf(&b, "duration %s\n", durations[i])
+		}
 	}
 	return os.WriteFile(list, []byte(b.String()), 0o600)
 }
 
-// containerArgs are the muxer options of an output file: an MP4 starts with its index, so it
-// plays while it downloads.
-func containerArgs(out string) []string {
-	if strings.HasSuffix(strings.ToLower(out), ".mp4") {
-		return []string{"-movflags", "+faststart"}
+// segmentDurations are the durations the concat demuxer is told of segments of frames[i]
+// frames at rate. Left to itself it takes a segment's length from its container, which for
+// MPEG-TS and QuickTime misses or adds a frame's time at each seam. It reads a duration in
+// microseconds; each one is the difference of the whole microseconds at which the segment
+// starts and ends, so the rounding never adds up over thousands of segments and each starts
+// within half a microsecond of its exact time.
+func segmentDurations(frames []int, rate renderer.Rate) []string {
+	at := func(frame int64) int64 { // the microsecond nearest frame's start
+		return (frame*int64(rate.Den)*1_000_000*2 + int64(rate.Num)) / (2 * int64(rate.Num))
 	}
-	return nil
+	out := make([]string, len(frames))
+	var start int64
+	for i, n := range frames {
+		d := at(start+int64(n)) - at(start)
+		out[i] = fmt.Sprintf("%d.%06d", d/1_000_000, d%1_000_000)
+		start += int64(n)
+	}
+	return out
 }
 
-// Transcode encodes a media file into out as the settings ask, and waits for it.
+// containerArgs are the muxer options of an output file at rate (zero: as its input has it): an
+// MP4 starts with its index, so it plays while it downloads; an MP4's or a QuickTime's video
+// counts time in a unit each frame lasts a whole number of, so a file joined from segments
+// declares the rate one render of all its frames declares.
+func containerArgs(out string, rate renderer.Rate) []string {
+	var args []string
+	ext := strings.ToLower(filepath.Ext(out))
+	if (ext == ".mp4" || ext == ".mov") && !rate.IsZero() {
+		args = append(args, "-video_track_timescale", strconv.Itoa(rate.Timescale()))
+	}
+	if ext == ".mp4" {
+		args = append(args, "-movflags", "+faststart")
+	}
+	return args
+}
+
+// Transcode encodes a media file into out as the settings ask, every frame of it at the exact
+// rate its own is near (RateOf), and waits for it.
 func Transcode(ctx context.Context, t Tools, file string, s renderer.Settings, draft bool, out string, log io.Writer) error {
-	e, err := Start(ctx, t, Input{Path: file}, s, draft, out, log)
+	m, err := Probe(ctx, t, file)
+	if err != nil {
+		return err
+	}
+	e, err := Start(ctx, t, Input{Path: file, Rate: m.Rate}, s, draft, out, log)
 	if err != nil {
 		return err
 	}
@@ -391,9 +438,9 @@ type AudioTrack struct {
 	Start float64
 }
 
-// MuxAudio writes video with the tracks mixed in at their start times into out, which lasts
-// duration seconds (the video's length) whatever the length of the sound.
-func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, duration float64, out string, log io.Writer) error {
+// MuxAudio writes video (frames of it at rate) with the tracks mixed in at their start times
+// into out, whose sound lasts as long as its frames whatever the length of the tracks.
+func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, rate renderer.Rate, frames int, out string, log io.Writer) error {
 	args := []string{"-hide_banner", "-nostats", "-loglevel", "error", "-y", "-i", video}
 	var filter strings.Builder
 	for i, tr := range tracks {
@@ -409,7 +456,7 @@ func MuxAudio(ctx context.Context, t Tools, video string, tracks []AudioTrack, d
 	}
 	fmt.Fprintf(&filter, "amix=inputs=%d:duration=longest:normalize=0,apad[mixed]", len(tracks))
 	args = append(args, "-filter_complex", filter.String(), "-map", "0:v", "-map", "[mixed]", "-c:v", "copy")
-	args = append(append(args, audioArgs(out)...), "-t", strconv.FormatFloat(duration, 'f', 6, 64), out)
+	args = append(append(append(args, audioArgs(out)...), containerArgs(out, rate)...), "-t", strconv.FormatFloat(rate.Seconds(frames), 'f', 6, 64), out)
 	cmd := exec.CommandContext(ctx, t.FFmpeg, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {

@@ -60,7 +60,7 @@ func TestJoinCopiesMatchingClips(t *testing.T) {
 	a := clip(t, tl, "a.mp4", 320, 240, 30, 1, true)
 	b := clip(t, tl, "b.mp4", 320, 240, 30, 2, true)
 	m, progress := join(t, tl, a, b)
-	if m.Width != 320 || m.Height != 240 || m.FPS != 30 || !m.HasAudio || m.Duration < 2.95 || m.Duration > 3.1 {
+	if m.Width != 320 || m.Height != 240 || m.Rate.String() != "30" || !m.HasAudio || m.Duration < 2.95 || m.Duration > 3.1 {
 		t.Fatalf("joined %+v", m)
 	}
 	if len(progress) == 0 || progress[len(progress)-1] != 100 {
@@ -73,7 +73,7 @@ func TestJoinReencodesDifferentClipsAndFillsSilence(t *testing.T) {
 	a := clip(t, tl, "a.mp4", 640, 360, 30, 1, true)
 	b := clip(t, tl, "b.mp4", 321, 241, 25, 2, false)
 	m, _ := join(t, tl, a, b)
-	if m.Width != 640 || m.Height != 360 || m.FPS != 30 || m.Codec != "h264" || !m.HasAudio || m.Duration < 2.95 || m.Duration > 3.1 {
+	if m.Width != 640 || m.Height != 360 || m.Rate.String() != "30" || m.Codec != "h264" || !m.HasAudio || m.Duration < 2.95 || m.Duration > 3.1 {
 		t.Fatalf("joined %+v", m)
 	}
 }

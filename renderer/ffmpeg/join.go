@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -19,9 +18,10 @@ import (
 
 // Media is what ffprobe tells of a file.
 type Media struct {
-	Width    int
-	Height   int
-	FPS      float64
+	Width  int
+	Height int
+	// Rate is the video's frame rate, read as the exact rate it is near (renderer.RateOf).
+	Rate     renderer.Rate
 	Codec    string
 	Duration float64
 	HasAudio bool
@@ -110,8 +110,8 @@ func Probe(ctx context.Context, t Tools, p string) (Media, error) {
 			if !found {
 				m.Width, m.Height, m.Codec, found = s.Width, s.Height, s.CodecName, true
 				m.Alpha = hasAlpha(s.PixFmt)
-				if m.FPS = rate(s.AvgFrameRate); m.FPS == 0 {
-					m.FPS = rate(s.RFrameRate)
+				if m.Rate = renderer.RateOf(rate(s.AvgFrameRate)); m.Rate.IsZero() {
+					m.Rate = renderer.RateOf(rate(s.RFrameRate))
 				}
 			}
 		case "audio":
@@ -146,7 +146,7 @@ func rate(s string) float64 {
 	if err1 != nil || err2 != nil || d == 0 {
 		return 0
 	}
-	return math.Round(n/d*1000) / 1000
+	return n / d
 }
 
 // Joiner stitches videos one after another: the engine of join jobs.
@@ -182,10 +182,10 @@ func (j *Joiner) Render(ctx context.Context, task *renderer.Task, report func(fl
 	var args []string
 	if compatible(media) {
 		list := filepath.Join(task.WorkDir, "join.txt")
-		if err := writeConcatList(list, clips); err != nil {
+		if err := writeConcatList(list, clips, nil); err != nil {
 			return err
 		}
-		args = []string{"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-c", "copy", "-movflags", "+faststart"}
+		args = append([]string{"-f", "concat", "-safe", "0", "-protocol_whitelist", "file", "-i", list, "-c", "copy"}, containerArgs(".mp4", media[0].Rate)...)
 	} else {
 		args = reencodeArgs(clips, media, task.Settings.Codec)
 	}
@@ -197,7 +197,7 @@ func (j *Joiner) Render(ctx context.Context, task *renderer.Task, report func(fl
 func compatible(media []Media) bool {
 	first := media[0]
 	for _, m := range media {
-		if m.Width != first.Width || m.Height != first.Height || m.FPS != first.FPS || m.Codec != first.Codec ||
+		if m.Width != first.Width || m.Height != first.Height || m.Rate != first.Rate || m.Codec != first.Codec ||
 			m.HasAudio != first.HasAudio || m.Codec != "h264" {
 			return false
 		}
@@ -206,9 +206,9 @@ func compatible(media []Media) bool {
 }
 
 func reencodeArgs(clips []string, media []Media, codec string) []string {
-	w, h, fps := media[0].Width+media[0].Width%2, media[0].Height+media[0].Height%2, media[0].FPS
-	if fps <= 0 {
-		fps = 30
+	w, h, fps := media[0].Width+media[0].Width%2, media[0].Height+media[0].Height%2, media[0].Rate
+	if fps.IsZero() {
+		fps = renderer.Rate{Num: 30, Den: 1}
 	}
 	audio := false
 	for _, m := range media {
@@ -221,7 +221,7 @@ func reencodeArgs(clips []string, media []Media, codec string) []string {
 	var filter strings.Builder
 	for i, m := range media {
 		fmt.Fprintf(&filter, "[%d:v]scale=%d:%d:force_original_aspect_ratio=decrease,pad=%d:%d:(ow-iw)/2:(oh-ih)/2,setsar=1,fps=%s[v%d];",
-			i, w, h, w, h, strconv.FormatFloat(fps, 'f', -1, 64), i)
+			i, w, h, w, h, fps, i)
 		if !audio {
 			continue
 		}
@@ -251,7 +251,7 @@ func reencodeArgs(clips []string, media []Media, codec string) []string {
 	}
 	// The filter above already brought every clip to one even size.
 	_, video := videoEncoding(codec, false, false)
-	return append(append(args, video...), containerArgs(".mp4")...)
+	return append(append(append(args, video...), "-r", fps.String()), containerArgs(".mp4", fps)...)
 }
 
 func seconds(d float64) string { return strconv.FormatFloat(d, 'f', 3, 64) }

@@ -157,7 +157,7 @@ func (d *document) function(comp string, call *renderer.FunctionCall) error {
 	case "nx:layer-start-set":
 		return onLayers(func(l obj) error {
 			ip, _ := number(l["ip"])
-			shift := call.Seconds*d.fps - ip
+			shift := call.Seconds*d.rate.FPS() - ip
 			for _, k := range []string{"ip", "op", "st"} {
 				v, _ := number(l[k])
 				l[k] = v + shift
@@ -167,12 +167,12 @@ func (d *document) function(comp string, call *renderer.FunctionCall) error {
 	case "nx:layer-duration-set":
 		return onLayers(func(l obj) error {
 			ip, _ := number(l["ip"])
-			l["op"] = ip + call.Seconds*d.fps
+			l["op"] = ip + call.Seconds*d.rate.FPS()
 			return nil
 		})
 	case "nx:comp-duration-set":
 		ip, _ := number(d.root["ip"])
-		d.root["op"] = ip + call.Seconds*d.fps
+		d.root["op"] = ip + call.Seconds*d.rate.FPS()
 		return nil
 	}
 	return fmt.Errorf("the lottie engine has no function %q", call.Name)

@@ -30,7 +30,8 @@ const (
 type document struct {
 	root map[string]any
 	dir  string // the animation's folder; asset paths are relative to it
-	fps  float64
+	// rate is the animation's frame rate, read as the exact rate it is near.
+	rate renderer.Rate
 	// audio collects the sound of audio and video assets, muxed into the output after the
 	// render; Start is relative to the animation's first frame.
 	audio []ffmpeg.AudioTrack
@@ -370,7 +371,7 @@ func fillShapes(v any, c [3]float64) int {
 func (d *document) addSound(l obj, file string) {
 	st, _ := number(l["st"])
 	first, _ := number(d.root["ip"])
-	d.audio = append(d.audio, ffmpeg.AudioTrack{Path: file, Start: (st - first) / d.fps})
+	d.audio = append(d.audio, ffmpeg.AudioTrack{Path: file, Start: (st - first) / d.rate.FPS()})
 }
 
 // imageAsset returns the asset an image layer shows.

@@ -22,7 +22,8 @@ func loadDocument(t *testing.T, raw []byte) *document {
 	if err := dec.Decode(&d.root); err != nil {
 		t.Fatal(err)
 	}
-	d.fps, _ = number(d.root["fr"])
+	fps, _ := number(d.root["fr"])
+	d.rate = renderer.RateOf(fps)
 	return d
 }
 
@@ -196,7 +197,7 @@ func FuzzApply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, typ, layer, comp, nameOrProperty, value, params string) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
-		d := &document{dir: t.TempDir(), fps: 25}
+		d := &document{dir: t.TempDir(), rate: renderer.Rate{Num: 25, Den: 1}}
 		if dec.Decode(&d.root) != nil || d.root == nil {
 			return
 		}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,14 +88,16 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 	if draft {
 		width, height = max(2, width/2), max(2, height/2)
 	}
+	// Exporters write the out point in single precision (150.000006): the count is whole.
 	ip, _ := number(doc.root["ip"])
 	op, _ := number(doc.root["op"])
-	from, to := 0, int(op-ip)-1
+	frames := int(math.Round(op - ip))
+	from, to := 0, frames-1
 	if f := task.Settings.Frames; f != nil {
 		from, to = f.Start, f.End
 	}
-	if to >= int(op-ip) || from > to {
-		return fmt.Errorf("frames %d to %d are outside the animation's %d frames", from, to, int(op-ip))
+	if to >= frames || from > to {
+		return fmt.Errorf("frames %d to %d are outside the animation's %d frames", from, to, frames)
 	}
 	settings := task.Settings
 	switch {
@@ -119,8 +122,8 @@ func (r *Renderer) Render(ctx context.Context, task *renderer.Task, report func(
 		return fmt.Errorf("%w: cannot make the frame pipe: %w", renderer.ErrNodeFault, err)
 	}
 	video := videoPath(task, doc)
-	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %g fps\n", from, to, width, height, doc.fps)
-	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, FPS: doc.fps}, settings, draft, video, task.Log)
+	fmt.Fprintf(task.Log, "rendering frames %d to %d at %dx%d, %s fps\n", from, to, width, height, doc.rate)
+	encoder, err := ffmpeg.Start(ctx, r.tools, ffmpeg.Input{Path: fifo, Width: width, Height: height, Rate: doc.rate}, settings, draft, video, task.Log)
 	if err != nil {
 		return err
 	}
@@ -166,9 +169,9 @@ func (r *Renderer) addSound(ctx context.Context, task *renderer.Task, doc *docum
 		return nil
 	}
 	for i := range doc.audio {
-		doc.audio[i].Start -= float64(from) / doc.fps
+		doc.audio[i].Start -= doc.rate.Seconds(from)
 	}
-	return ffmpeg.MuxAudio(ctx, r.tools, video, doc.audio, float64(to-from+1)/doc.fps, task.OutputPath, task.Log)
+	return ffmpeg.MuxAudio(ctx, r.tools, video, doc.audio, doc.rate, to-from+1, task.OutputPath, task.Log)
 }
 
 // joinChunks makes the job's output of its chunks: their frames one after the other, copied as
@@ -176,16 +179,23 @@ func (r *Renderer) addSound(ctx context.Context, task *renderer.Task, doc *docum
 // and the sound laid over the whole.
 func (r *Renderer) joinChunks(ctx context.Context, task *renderer.Task, doc *document, width, height int, draft bool, from, to int,
 	report func(float64)) error {
-	fmt.Fprintf(task.Log, "joining %d chunks: frames %d to %d, %g fps\n", len(task.Chunks), from, to, doc.fps)
+	fmt.Fprintf(task.Log, "joining %d chunks: frames %d to %d, %s fps\n", len(task.Chunks), from, to, doc.rate)
+	held := 0
+	for _, n := range task.ChunkFrames {
+		held += n
+	}
+	if len(task.ChunkFrames) != len(task.Chunks) || held != to-from+1 {
+		return fmt.Errorf("the %d chunks hold %v frames, not the %d of frames %d to %d", len(task.Chunks), task.ChunkFrames, to-from+1, from, to)
+	}
 	video, list := videoPath(task, doc), filepath.Join(task.WorkDir, "chunks.txt")
 	var err error
 	switch {
 	case task.Settings.Type == renderer.OutputImage:
 		err = ffmpeg.JoinFrameZips(task.Chunks, task.OutputPath)
 	case renderer.JoinEncodes(task.Settings):
-		err = ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, width, height, doc.fps, to-from+1, task.Settings, draft, video, task.Log, report)
+		err = ffmpeg.EncodeChunks(ctx, r.tools, task.Chunks, list, width, height, doc.rate, to-from+1, task.Settings, draft, video, task.Log, report)
 	default:
-		err = ffmpeg.JoinSegments(ctx, r.tools, task.Chunks, list, video, task.Log)
+		err = ffmpeg.JoinSegments(ctx, r.tools, task.Chunks, task.ChunkFrames, list, doc.rate, video, task.Log)
 	}
 	if err == nil && task.Settings.Type != renderer.OutputImage {
 		err = r.addSound(ctx, task, doc, video, from, to)
@@ -244,7 +254,7 @@ func (r *Renderer) prepare(ctx context.Context, task *renderer.Task) (*document,
 	if !ok || fps <= 0 {
 		return nil, errors.New("the animation has no frame rate")
 	}
-	doc.fps = fps
+	doc.rate = renderer.RateOf(fps)
 	fonts := collectFonts(dir, task.Fonts)
 	for i, asset := range task.Assets {
 		if err := doc.apply(ctx, asset, fonts); err != nil {

@@ -79,7 +79,7 @@ func TestRendersAVideo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Width != 1920 || m.Height != 1080 || m.FPS != 30 || m.Codec != "h264" || m.Duration < 0.99 || m.Duration > 1.01 || last != 100 {
+	if m.Width != 1920 || m.Height != 1080 || m.Rate.String() != "30" || m.Codec != "h264" || m.Duration < 0.99 || m.Duration > 1.01 || last != 100 {
 		t.Fatalf("output %+v, last progress %v", m, last)
 	}
 }
@@ -409,6 +409,7 @@ func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
 				t.Fatalf("%v\n%s", err, whole.Log)
 			}
 			var chunks []string
+			var held []int
 			f := c.settings.Frames
 			size := (f.End - f.Start + 3) / 3
 			for start := f.Start; start <= f.End; start += size {
@@ -420,10 +421,10 @@ func TestChunksJoinIntoWhatOneRenderMakes(t *testing.T) {
 				if err := r.Render(context.Background(), chunk, func(float64) {}); err != nil {
 					t.Fatalf("%v\n%s", err, chunk.Log)
 				}
-				chunks = append(chunks, chunk.OutputPath)
+				chunks, held = append(chunks, chunk.OutputPath), append(held, s.Frames.End-s.Frames.Start+1)
 			}
 			joined := newTask(t, template, c.settings, sound)
-			joined.Chunks = chunks
+			joined.Chunks, joined.ChunkFrames = chunks, held
 			var last float64
 			if err := r.Render(context.Background(), joined, func(p float64) { last = p }); err != nil {
 				t.Fatalf("%v\n%s", err, joined.Log)
@@ -475,7 +476,7 @@ func sameVideos(t *testing.T, tools ffmpeg.Tools, whole, joined string, frames i
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !mj.HasAudio || mj.Duration != mw.Duration || mj.FPS != mw.FPS || mj.Codec != mw.Codec || mj.Alpha != mw.Alpha {
+	if !mj.HasAudio || mj.Duration != mw.Duration || mj.Rate != mw.Rate || mj.Codec != mw.Codec || mj.Alpha != mw.Alpha {
 		t.Fatalf("one render %+v, joined chunks %+v", mw, mj)
 	}
 	for _, file := range []string{whole, joined} {

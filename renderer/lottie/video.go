@@ -47,7 +47,7 @@ func (d *document) placeVideo(ctx context.Context, l obj, file string) error {
 	st, _ := number(l["st"])
 	// Video frame k shows at animation frame st+k; the layer shows frames ip..op.
 	first := max(0, int(math.Ceil(ip-st)))
-	last := min(int(math.Ceil(op-st)), int(math.Floor(media.Duration*d.fps+0.5)))
+	last := min(int(math.Ceil(op-st)), int(math.Floor(media.Duration*d.rate.FPS()+0.5)))
 	count := last - first
 	if count < 1 {
 		return fmt.Errorf("the video (%.2fs) ends before the layer starts", media.Duration)
@@ -65,8 +65,8 @@ func (d *document) placeVideo(ctx context.Context, l obj, file string) error {
 		ext, quality = ".png", nil
 	}
 	args := append([]string{"-hide_banner", "-nostats", "-loglevel", "error", "-y",
-		"-ss", strconv.FormatFloat(float64(first)/d.fps, 'f', 6, 64), "-protocol_whitelist", "file", "-i", file,
-		"-vf", fmt.Sprintf("fps=%s,scale=%d:%d", strconv.FormatFloat(d.fps, 'f', -1, 64), w, h),
+		"-ss", strconv.FormatFloat(d.rate.Seconds(first), 'f', 6, 64), "-protocol_whitelist", "file", "-i", file,
+		"-vf", fmt.Sprintf("fps=%s,scale=%d:%d", d.rate, w, h),
 		"-frames:v", strconv.Itoa(count)}, quality...)
 	args = append(args, filepath.Join(d.dir, filepath.FromSlash(rel), "%06d"+ext))
 	if out, err := exec.CommandContext(ctx, d.tools.FFmpeg, args...).CombinedOutput(); err != nil {

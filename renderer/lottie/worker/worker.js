@@ -27,11 +27,14 @@ async function render(req) {
   const animation = LottieAnimation.loadFromFile(req.file)
   const width = req.width || animation.width
   const height = req.height || animation.height
-  send({ id: req.id, type: 'info', frames: animation.frames, fps: animation.fps, width: animation.width, height: animation.height })
-  const from = Math.max(0, req.from | 0)
-  const to = Math.min(animation.frames - 1, req.to === undefined ? animation.frames - 1 : req.to | 0)
-  if (to < from) {
-    throw new Error(`frames ${req.from} to ${req.to} are outside the animation's ${animation.frames} frames`)
+  // Skottie counts frames as duration times rate in single precision: 61 frames at 29.97 fps
+  // come out as 60.999998, whose floor would drop the last frame. The count is whole.
+  const frames = Math.round(animation.frames)
+  send({ id: req.id, type: 'info', frames, fps: animation.fps, width: animation.width, height: animation.height })
+  const from = req.from | 0
+  const to = req.to === undefined ? frames - 1 : req.to | 0
+  if (from < 0 || to < from || to >= frames) {
+    throw new Error(`frames ${req.from} to ${req.to} are outside the animation's ${frames} frames`)
   }
   const canvas = createCanvas(width, height)
   const ctx = canvas.getContext('2d')

@@ -8,10 +8,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/inspect"
 )
 
 // Record is what a run leaves for the test.
@@ -78,7 +83,12 @@ func run() error {
 			return err
 		}
 	}
-	frames := 30
+	// As After Effects does, the composition's own rate and length decide the frames; one the
+	// project does not hold (an essential graphics wrapper the script makes) is 30 frames at 30.
+	fps, frames := 30.0, 30
+	if comp, ok := composition(*values["project"], *values["comp"]); ok {
+		fps, frames = comp.FPS, int(math.Round(comp.Duration*comp.FPS))
+	}
 	if *values["s"] != "" {
 		s, err1 := strconv.Atoi(*values["s"])
 		e, err2 := strconv.Atoi(*values["e"])
@@ -88,7 +98,7 @@ func run() error {
 		frames = e - s + 1
 	}
 	fmt.Println("PROGRESS:  Duration: 0:00:01:00")
-	fmt.Println("PROGRESS:  Frame Rate: 30.00 (comp)")
+	fmt.Printf("PROGRESS:  Frame Rate: %.2f (comp)\n", fps)
 	switch os.Getenv("FRAMEFARM_STANDIN_MODE") {
 	case "silent":
 		fmt.Println("PROGRESS:  0:00:00:00 (1): 0 Seconds")
@@ -108,16 +118,33 @@ func run() error {
 	if ffmpeg == "" {
 		ffmpeg = "ffmpeg"
 	}
-	seconds := strconv.FormatFloat(float64(frames)/30, 'f', 6, 64)
+	// The movie declares the rate as the project holds it, a decimal (29.97, not 30000/1001).
+	rate := strconv.FormatFloat(fps, 'f', -1, 64)
+	seconds := strconv.FormatFloat(float64(frames)/fps, 'f', 6, 64)
 	out, err := exec.Command(ffmpeg, "-hide_banner", "-loglevel", "error", "-y",
-		"-f", "lavfi", "-i", "testsrc2=size=640x360:rate=30:duration="+seconds,
+		"-f", "lavfi", "-i", "testsrc2=size=640x360:rate="+rate,
 		"-f", "lavfi", "-i", "sine=frequency=330:duration="+seconds,
-		"-c:v", "qtrle", "-pix_fmt", "argb", "-c:a", "pcm_s16le", *values["output"]).CombinedOutput()
+		"-t", seconds, "-c:v", "qtrle", "-pix_fmt", "argb", "-c:a", "pcm_s16le", *values["output"]).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ffmpeg: %v: %s", err, out)
 	}
 	fmt.Println("PROGRESS:  Total Time Elapsed: 1 Seconds")
 	return nil
+}
+
+// composition reads the named composition's rate and length from the project, as After
+// Effects would.
+func composition(project, name string) (renderer.Composition, bool) {
+	in, err := inspect.Inspector{}.Inspect(context.Background(), "aep", project)
+	if err != nil {
+		return renderer.Composition{}, false
+	}
+	for _, c := range in.Compositions {
+		if c.Name == name && c.FPS > 0 {
+			return c, true
+		}
+	}
+	return renderer.Composition{}, false
 }
 
 var saveCall = regexp.MustCompile(`framefarm\.save\(("(?:[^"\\]|\\.)*")\);`)
