@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,39 +170,45 @@ func TestHostilePeersCannotCrashTheEndpoint(t *testing.T) {
 // stream keeps sending ends cleanly, its process free of data races (Proto.Actor marks its
 // stream reader suspended without a lock; the streams end first).
 func TestAGracefulShutdownWhileMessagesArrive(t *testing.T) {
-	addr, _, lines, exited, stop := echoServer(t, Options{Insecure: true}, envGraceful+"=1")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	stream, err := remotingtest.Dial(t, addr).Receive(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := remotingtest.Envelope(addr, "echo", protocol.Wrap(&protocol.Bye{}))
-	// More messages than gRPC's window holds: once they are sent, the endpoint has read some.
-	for range 2000 {
-		if err := stream.Send(msg); err != nil {
-			t.Fatal(err)
+	// Streams ending at the moment the endpoint stops are a matter of scheduling: many streams
+	// over several rounds give it many chances.
+	for round := range 10 {
+		addr, _, lines, exited, stop := echoServer(t, Options{Insecure: true}, envGraceful+"=1")
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		client := remotingtest.Dial(t, addr)
+		msg := remotingtest.Envelope(addr, "echo", protocol.Wrap(&protocol.Bye{}))
+		var sending sync.WaitGroup
+		for range 12 {
+			stream, err := client.Receive(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// More messages than gRPC's window holds: once they are sent, the endpoint has read
+			// some, and reads more as the endpoint stops.
+			for range 500 {
+				if err := stream.Send(msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sending.Go(func() {
+				for i := 0; i < 100000 && stream.Send(msg) == nil; i++ {
+				}
+			})
 		}
-	}
-	sending := make(chan struct{})
-	go func() {
-		defer close(sending)
-		for i := 0; i < 100000 && stream.Send(msg) == nil; i++ {
+		stop()
+		select {
+		case err := <-exited:
+			if !strings.HasPrefix(err.Error(), "<nil>: ") {
+				t.Fatalf("round %d: the endpoint's process ended with %v", round, err)
+			}
+		case line := <-lines:
+			t.Fatalf("round %d: the endpoint printed %q", round, line)
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the endpoint's process did not end", round)
 		}
-	}()
-	stop()
-	select {
-	case err := <-exited:
-		if !strings.HasPrefix(err.Error(), "<nil>: ") {
-			t.Fatalf("the endpoint's process ended with %v", err)
-		}
-	case line := <-lines:
-		t.Fatalf("the endpoint printed %q", line)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the endpoint's process did not end")
+		cancel()
+		sending.Wait()
 	}
-	cancel()
-	<-sending
 }
 
 var stamp = &remote.MessageHeader{HeaderData: map[string]string{protocol.PeerHeader: "x"}}

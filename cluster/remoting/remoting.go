@@ -137,18 +137,21 @@ func (w wireCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
 	}
 }
 
-// Shutdown stops the endpoint; graceful lets messages in flight go out first.
+// Shutdown stops the endpoint; graceful lets the messages already read reach their actors
+// first: new streams are refused, the server stops, and every stream's handler returns.
 //
-// Proto.Actor's graceful shutdown marks its stream reader suspended without a lock, while the
-// reader's streams may still be reading the mark: the streams are ended first (new ones refused,
-// the server stopped, every handler returned), then the rest is shut down gracefully.
+// Proto.Actor's own graceful stop is not used: it marks its stream reader suspended without a
+// lock while readers may be reading the mark, and then sends on a channel of every reader it
+// knows, which a reader closes when its stream ends, before the reader's goroutine forgets it.
+// A stream ending as the endpoint stops (a peer leaving, a batch refused) made that send panic.
+// The endpoint's connections to its peers stay until the process ends, so what its actors
+// still send goes out.
 func (e *Endpoint) Shutdown(graceful bool) {
-	if !graceful {
-		e.remote.Shutdown(false)
-		return
+	if graceful {
+		e.guard.refuseStreams()
 	}
-	e.guard.refuseStreams()
 	e.remote.Shutdown(false)
-	e.guard.awaitStreams()
-	e.remote.Shutdown(true)
+	if graceful {
+		e.guard.awaitStreams()
+	}
 }
