@@ -62,10 +62,17 @@ type leaseBook struct {
 	// are persisted (holdChanged) and hold until an operator clears the node.
 	adminDrain bool
 	quarantine string
-	// settling are results forwarded to their jobs whose outcome is not yet durable, with when:
-	// the node is acknowledged once it is, and a copy the node resends meanwhile is dropped
-	// (for a lease; after that it goes to the job again, whose write may have failed).
-	settling map[attemptRef]time.Time
+	// settling are results forwarded to their jobs whose outcome is not yet durable: the node
+	// is acknowledged once it is, and a copy the node resends meanwhile is dropped (for a lease;
+	// after that it goes to the job again, whose write may have failed).
+	settling map[attemptRef]settlingResult
+}
+
+// settlingResult is a result on its way to its job: which (done or failed), and since when. A
+// different result for the same attempt is no copy: it goes to the job, which rejects it.
+type settlingResult struct {
+	done  bool
+	since time.Time
 }
 
 // leaseRules are the timings and limits the book applies.
@@ -167,7 +174,7 @@ const drainedByOperator = "drained by an operator"
 // it (an operator's drain or a quarantine).
 func newLeaseBook(rules leaseRules, hello *protocol.Hello, hold string) *leaseBook {
 	b := &leaseBook{rules: rules, hello: *hello, state: NodeJoined, held: map[ulid.ULID]*heldAttempt{},
-		failStreak: map[ulid.ULID]ulid.ULID{}, settling: map[attemptRef]time.Time{}}
+		failStreak: map[ulid.ULID]ulid.ULID{}, settling: map[attemptRef]settlingResult{}}
 	if hold == drainedByOperator {
 		b.adminDrain = true
 	} else {
@@ -319,10 +326,11 @@ func (b *leaseBook) onHeartbeat(out *effects, hb *protocol.Heartbeat, now time.T
 // empty, is a failure of the node itself: it counts toward the node's quarantine.
 func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, nodeFault string, now time.Time) {
 	ref := attemptRef{jobID, attempt}
-	if since, ok := b.settling[ref]; ok && now.Sub(since) < b.rules.lease {
+	_, done := msg.(*renderDone)
+	if s, ok := b.settling[ref]; ok && s.done == done && now.Sub(s.since) < b.rules.lease {
 		return
 	}
-	b.settling[ref] = now
+	b.settling[ref] = settlingResult{done: done, since: now}
 	out.add(toJob{job: jobID, attempt: attempt, msg: msg, settle: true})
 	var team ulid.ULID
 	if r := b.held[jobID]; r != nil {

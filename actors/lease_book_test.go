@@ -276,6 +276,13 @@ func TestLeaseBook(t *testing.T) {
 			{event: settle("J1", 1), want: []string{"agent ack J1/1 session=s1"}},
 			{event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)"}},
 		}},
+		{name: "a different result for an attempt whose result is settling is no copy: it goes to the job, which rejects it", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)", "free J1", "count render-finished"}},
+			{event: failed("s1", "J1", 1, false), want: []string{"job J1 failed/1: boom (settle)"}},
+			{event: failed("s1", "J1", 1, false), want: none},
+		}},
 		{name: "a result its job has not settled within a lease goes to the job again when resent", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
 			{event: give("J1", 1)},
