@@ -29,7 +29,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: setup build run token test check bench fuzz clean proto weed
+.PHONY: setup build run token test stress check bench fuzz clean proto weed
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
@@ -56,11 +56,33 @@ check: ## formatting, vet, and the builds of render nodes on Windows and macOS (
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/framefarm
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/framefarm
 
-# The end-to-end suite runs a second time with its files in the S3 server.
+# The end-to-end suite runs a second time with its files in the S3 server. Both passes run
+# whatever the first gives, and both outcomes are reported.
 test: setup check weed ## the whole suite, with the race detector (FRAMEFARM_ARTIFACTS=DIR keeps the dashboard's screenshots)
 	$(call apt_install,$(TEST_APT_PACKAGES))
-	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=1 -timeout 20m ./...
-	FRAMEFARM_WEED=$(WEED) FRAMEFARM_TEST_OBJECTS=s3 $(GO) test -race -count=1 -timeout 20m ./cmd/framefarm
+	@local=passed; bucket=passed; \
+	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=1 -timeout 30m ./... || local=FAILED; \
+	FRAMEFARM_WEED=$(WEED) FRAMEFARM_TEST_OBJECTS=s3 $(GO) test -race -count=1 -timeout 30m ./cmd/framefarm || bucket=FAILED; \
+	echo "make test: every package with files in a local folder $$local; the end-to-end suite with files in a bucket $$bucket"; \
+	[ $$local = passed ] && [ $$bucket = passed ]
+
+# make stress runs every package but the end-to-end one STRESS times in one go, and the
+# end-to-end suite (coordinator and node processes) STRESS times, then reports each test's
+# passes; LOAD=1 keeps another make test running beside it for the whole time.
+STRESS ?= 20
+stress: setup check weed ## every test STRESS (20) times under -race, reporting each one's passes (LOAD=1: beside a make test)
+	$(call apt_install,$(TEST_APT_PACKAGES))
+	@set -u; log=$$(mktemp -d); echo "stress logs in $$log"; \
+	if [ "$(LOAD)" = 1 ]; then (while :; do $(MAKE) -s --no-print-directory test >/dev/null 2>&1; done) & load=$$!; fi; \
+	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=$(STRESS) -timeout 6h -v $$($(GO) list ./... | grep -v '/cmd/framefarm$$') > $$log/unit.log 2>&1; \
+	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=$(STRESS) -timeout 12h -v ./cmd/framefarm > $$log/process.log 2>&1; \
+	if [ "$(LOAD)" = 1 ]; then kill $$load 2>/dev/null; pkill -P $$load 2>/dev/null; fi; \
+	for part in unit process; do \
+		echo "== $$part tests: passes of $(STRESS) (every test that failed once is listed)"; \
+		awk -v want=$(STRESS) '/^--- (PASS|FAIL|SKIP)/ { name=$$3; seen[name]++; if ($$2 == "FAIL:") failed[name]++ } \
+			END { n=0; bad=0; for (t in seen) { n++; if (failed[t] > 0 || seen[t] != want) { bad++; printf "  %s: %d of %d passed\n", t, seen[t]-failed[t], want } } \
+			printf "  %d tests, %d passed %d of %d times\n", n, n-bad, want, want; exit bad > 0 }' $$log/$$part.log || status=1; \
+	done; exit $${status:-0}
 
 weed: $(WEED) ## build the tests' S3 server (SeaweedFS) into $(WEED_CACHE)
 

@@ -45,8 +45,26 @@ func (b *Board) Check(cond func() bool) (bool, <-chan struct{}) {
 
 // Until waits until cond, evaluated under the lock after each note, holds; false when limit
 // passed first.
-func (b *Board) Until(cond func() bool, limit time.Duration) bool {
+func (b *Board) Until(cond func() bool, limit time.Duration) bool { return b.wait(cond, 0, limit) }
+
+// UntilQuiet waits until cond holds, as Until, for as long as notes keep coming: it gives up
+// when none came for quiet, or when limit passed. Work whose length depends on the machine (a
+// render on a loaded one) is waited for as long as it makes progress, and a wait for what will
+// never come still ends.
+func (b *Board) UntilQuiet(cond func() bool, quiet, limit time.Duration) bool {
+	return b.wait(cond, quiet, limit)
+}
+
+// wait waits until cond holds: false once limit passed, or quiet (when not 0) without a note.
+func (b *Board) wait(cond func() bool, quiet, limit time.Duration) bool {
 	deadline := time.After(limit)
+	var idle <-chan time.Time
+	var timer *time.Timer
+	if quiet > 0 {
+		timer = time.NewTimer(quiet)
+		defer timer.Stop()
+		idle = timer.C
+	}
 	for {
 		ok, changed := b.Check(cond)
 		if ok {
@@ -54,6 +72,11 @@ func (b *Board) Until(cond func() bool, limit time.Duration) bool {
 		}
 		select {
 		case <-changed:
+			if timer != nil {
+				timer.Reset(quiet)
+			}
+		case <-idle:
+			return false
 		case <-deadline:
 			return false
 		}

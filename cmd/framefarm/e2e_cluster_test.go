@@ -117,9 +117,9 @@ func (c *coordinator) runNode(n *renderNode) *renderNode {
 
 func (n *renderNode) launch() {
 	n.t.Helper()
-	cmd := exec.Command(os.Args[0], n.args...)
+	cmd := dieWithTheTest(exec.Command(os.Args[0], n.args...))
 	if n.cpus != "" {
-		cmd = exec.Command("taskset", append([]string{"-c", n.cpus, os.Args[0]}, n.args...)...)
+		cmd = dieWithTheTest(exec.Command("taskset", append([]string{"-c", n.cpus, os.Args[0]}, n.args...)...))
 	}
 	cmd.Env = n.env
 	cmd.Stderr = n.stderr

@@ -117,7 +117,7 @@ func strangerMain(raw string) int {
 func stranger(t *testing.T, plan strangerPlan) []string {
 	t.Helper()
 	raw, _ := json.Marshal(plan)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := dieWithTheTest(exec.Command(os.Args[0], "-test.run=^$"))
 	cmd.Env = append(os.Environ(), envStranger+"="+string(raw))
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -112,8 +112,12 @@ func testBucket(t testing.TB) *s3test.Server {
 	return s3test.Start(t)
 }
 
-// waitLimit bounds every wait of the end-to-end tests.
-const waitLimit = 30 * time.Second
+// waitLimit bounds a wait of the end-to-end tests for something that gives no signal, or the
+// time without one while a wait for a signal goes on.
+const waitLimit = time.Minute
+
+// waitOuterLimit bounds a wait that keeps seeing signals.
+const waitOuterLimit = 10 * time.Minute
 
 const adminToken = "test-admin-token"
 
@@ -147,6 +151,8 @@ type options struct {
 	// pki, with cluster, is a folder holding the farm's CA and a coordinator's certificate to
 	// use (replicas share them); empty: the coordinator makes its own.
 	pki string
+	// publicURL is server.public_url (replicas: the balancer in front of them).
+	publicURL string
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -216,12 +222,16 @@ func newCoordinator(t testing.TB, opts options) *coordinator {
 	if opts.rateLimit == "" {
 		opts.rateLimit = "requests_per_second = 100000\nburst = 100000"
 	}
+	publicURL := ""
+	if opts.publicURL != "" {
+		publicURL = fmt.Sprintf("public_url = %q\n", opts.publicURL)
+	}
 	cfg := fmt.Sprintf(`
 [server]
 admin_token = %q
 allow_private_urls = true
 shutdown_timeout = "10s"
-
+`+publicURL+`
 [log]
 level = %q
 
@@ -291,7 +301,7 @@ func (c *coordinator) launch(listen string) {
 	if c.opts.cpus != "" {
 		args = append([]string{"taskset", "-c", c.opts.cpus}, args...)
 	}
-	cmd := exec.Command(args[0], args[1:]...)
+	cmd := dieWithTheTest(exec.Command(args[0], args[1:]...))
 	cmd.Env = append(append(os.Environ(), envRun+"=1", envControl+"="+c.control.url), c.env...)
 	if c.opts.noJobSignals {
 		cmd.Env = append(cmd.Env, envJobSignals+"=0")
@@ -394,7 +404,7 @@ func (c *coordinator) nodeTLS(id string) []string {
 
 // framefarm runs a framefarm command (this binary with the test plugins) and returns its output.
 func framefarm(args ...string) ([]byte, error) {
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := dieWithTheTest(exec.Command(os.Args[0], args...))
 	cmd.Env = append(os.Environ(), envRun+"=1")
 	return cmd.CombinedOutput()
 }
@@ -436,11 +446,13 @@ func (c *coordinator) restart() {
 	c.launch(c.addr)
 }
 
-// waitUntil waits until cond, read under the lock, holds; each signal wakes it.
+// waitUntil waits until cond, read under the lock, holds; each signal wakes it. It waits as
+// long as the process keeps signalling (a render progressing on a loaded machine), and gives
+// up after waitLimit without a signal, or after waitOuterLimit in all.
 func (c *coordinator) waitUntil(what string, cond func() bool) {
 	c.t.Helper()
-	if !c.Until(cond, waitLimit) {
-		c.t.Fatalf("%s did not happen within %s\n%s", what, waitLimit, c.stderr.tail(40))
+	if !c.UntilQuiet(cond, waitLimit, waitOuterLimit) {
+		c.t.Fatalf("%s did not happen (%s without a signal, or %s in all)\n%s", what, waitLimit, waitOuterLimit, c.stderr.tail(40))
 	}
 }
 
@@ -877,6 +889,16 @@ func (b *lockedBuffer) waitFor(limit time.Duration, texts ...string) string {
 			return ""
 		}
 	}
+}
+
+// lineWith is the first line holding text ("" when none does).
+func (b *lockedBuffer) lineWith(text string) string {
+	for _, line := range strings.Split(b.String(), "\n") {
+		if strings.Contains(line, text) {
+			return line
+		}
+	}
+	return ""
 }
 
 func (b *lockedBuffer) String() string {
