@@ -170,6 +170,7 @@ type Store interface {
 	AllTemplates(fn func(*persistence.Template) error) error
 	TemplateUsage(teamID, except ulid.ULID) (persistence.TemplateUsage, error)
 	Meta(name string) string
+	MetaPrefixed(prefix string) map[string]string
 	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
 	Apply(c persistence.Command) error
 	ApplyAsync(c persistence.Command, done func(error))

@@ -177,6 +177,8 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil)
 	case *adoptionExpired:
 		a.onAdoptionExpired(ctx, msg)
+	case *renderAdopted:
+		a.onAdopted(msg)
 	default:
 		a.log().Warn("job actor ignored an unknown message", "type", fmt.Sprintf("%T", msg))
 	}
@@ -221,6 +223,25 @@ func (a *jobActor) awaitAdoption() {
 	jobID, attempt := a.job.ID, a.job.Attempts
 	a.w.clock.AfterFunc(a.w.cfg.AdoptWindow, func() {
 		a.w.jobs.tell(jobID, &adoptionExpired{attempt: attempt})
+	})
+}
+
+// onAdopted says in the job's log that its render went on across the coordinator's restart or a
+// failover, rather than start again.
+func (a *jobActor) onAdopted(m *renderAdopted) {
+	if a.job.State != persistence.JobRendering || a.job.Attempts != m.attempt {
+		return
+	}
+	across := "the coordinator's restart"
+	if a.w.cfg.Takeover {
+		across = "a failover (another replica leads the farm now)"
+	}
+	line := fmt.Sprintf("attempt %d on node %s carried on across %s: the render goes on, reporting to the new coordinator", m.attempt, m.node, across)
+	jobID := a.job.ID
+	a.w.store.ApplyAsync(&persistence.AppendJobLog{At: a.w.clock.Now(), JobID: jobID, Lines: []string{line}}, func(err error) {
+		if err != nil {
+			a.w.log.Warn("cannot record an adoption in the job's log", "job", jobID.String(), "err", err)
+		}
 	})
 }
 
@@ -311,6 +332,7 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 	err := a.transition(ctx, EventDispatched, func(next *persistence.Job) {
 		next.Attempts++
 		next.Node = o.nodeID
+		next.StorageRetryAt = time.Time{}
 		if !a.job.Split() || next.StartedAt.IsZero() { // a split job started with its first chunk
 			next.StartedAt = now
 		}
@@ -525,6 +547,9 @@ func (a *jobActor) onFailed(ctx actor.Context, f *renderFailed) {
 		a.transitionLogged(ctx, EventAttemptLost, func(next *persistence.Job) {
 			next.Failures = failures
 			next.Progress = a.startingProgress()
+			if f.farm {
+				next.StorageRetryAt = now.Add(wait)
+			}
 		}, append(log, requeued), f.logAt, func(err error) {
 			if err != nil {
 				return

@@ -223,6 +223,7 @@ func (b *leaseBook) onHello(h *protocol.Hello, now time.Time, session string, cl
 		if team, ok := claim(jobID, s.Attempt); ok {
 			b.held[jobID] = &heldAttempt{attempt: s.Attempt, team: team, percent: s.Percent, progressAt: now}
 			out.log(slog.LevelInfo, "adopted an attempt that outlived the coordinator's restart", "job", s.JobID, "attempt", s.Attempt)
+			out.add(toJob{job: jobID, msg: &renderAdopted{attempt: s.Attempt, node: h.NodeID}})
 		}
 	}
 	switch {

@@ -120,6 +120,8 @@ func describeMsg(msg any) string {
 		return fmt.Sprintf("progress/%d", m.attempt)
 	case *renderDone:
 		return fmt.Sprintf("done/%d", m.attempt)
+	case *renderAdopted:
+		return fmt.Sprintf("adopted/%d", m.attempt)
 	case *renderFailed:
 		s := fmt.Sprintf("failed/%d: %s", m.attempt, m.err)
 		if m.retryable {
@@ -368,7 +370,7 @@ func TestLeaseBook(t *testing.T) {
 		}},
 		{name: "after a coordinator restart the node adopts what it still renders; the rest is abandoned after the welcome, results on their way are not", steps: []step{
 			{event: sayHello(hello("i1", at("J1", 1, 40), at("J2", 3, 40), at("J3", 1, 100)), "s1", "J1"), want: []string{
-				welcomed, "reply welcome session=s1 seq=0", "agent abandon J2/3 session=s1"}, state: NodeReady},
+				"job J1 adopted/1", welcomed, "reply welcome session=s1 seq=0", "agent abandon J2/3 session=s1"}, state: NodeReady},
 			{at: s, event: beat("s1", 0, at("J1", 1, 45)), want: []string{"reply known abandon="}},
 			{event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)", "free J1", "count render-finished"}},
 		}},

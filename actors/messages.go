@@ -101,6 +101,12 @@ type (
 	relativeFailed struct{ reason string }
 	// adoptionExpired: no node reclaimed the attempt the coordinator's restart interrupted.
 	adoptionExpired struct{ attempt int }
+	// renderAdopted: the node still rendering the attempt reclaimed it from this coordinator,
+	// which started (a restart, or another replica taking the lead) while it rendered.
+	renderAdopted struct {
+		attempt int
+		node    string
+	}
 	// outputConfirmed: the check that a node's upload is in the farm's bucket ended.
 	outputConfirmed struct {
 		done *renderDone

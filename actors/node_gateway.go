@@ -12,6 +12,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/certs"
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
+	"github.com/framefarm/framefarm/persistence"
 )
 
 // GatewayName is the name of the actor every node message goes to, in-process or remote.
@@ -256,7 +257,39 @@ func (c *Coordinator) ForgetNode(nodeID string) error {
 		return err
 	}
 	c.nodes.forget(nodeID, pid)
+	c.deps.Store.ApplyAsync(&persistence.SetMeta{Name: nodeGossipKey(nodeID)}, func(err error) {
+		if err != nil {
+			c.log.Error("cannot forget a node's gossip address", "node", nodeID, "err", err)
+		}
+	})
 	return nil
+}
+
+// nodeGossipKey names where a node's membership was last seen.
+func nodeGossipKey(nodeID string) string { return "node_gossip/" + nodeID }
+
+// NodeSeen records, durably and on every replica, where membership reaches a render node, when
+// that changed: a replica that takes the lead reaches every node it knows of at once
+// (NodeAddresses), rather than wait for each to notice the old leader is gone and look for it.
+func (c *Coordinator) NodeSeen(nodeID, gossip string) {
+	key := nodeGossipKey(nodeID)
+	if nodeID == "" || gossip == "" || c.deps.Store.Meta(key) == gossip {
+		return
+	}
+	c.deps.Store.ApplyAsync(&persistence.SetMeta{Name: key, Value: gossip}, func(err error) {
+		if err != nil {
+			c.log.Warn("cannot record a node's gossip address", "node", nodeID, "err", err)
+		}
+	})
+}
+
+// NodeAddresses are the membership addresses of the render nodes the farm knows of.
+func (c *Coordinator) NodeAddresses() []string {
+	var out []string
+	for _, addr := range c.deps.Store.MetaPrefixed(nodeGossipKey("")) {
+		out = append(out, addr)
+	}
+	return out
 }
 
 // NodeLeft tells the coordinator cluster membership saw an incarnation of a node leave or die:

@@ -19,7 +19,7 @@ import (
 // the time JSON takes, which listings (a hundred records a page) and intake feel first. The
 // first byte is the form's version; records written as JSON before it (they start with '{')
 // are still read, and so are those of earlier forms.
-const jobCodecVersion = 2
+const jobCodecVersion = 3
 
 var errBadJobRecord = errors.New("malformed job record")
 
@@ -87,6 +87,9 @@ func jobFields(c fieldCodec, j *Job, form byte) {
 	if form >= 2 {
 		c.int(&j.ChunkFrames)
 		c.string(&j.Unsplit)
+	}
+	if form >= 3 {
+		c.time(&j.StorageRetryAt)
 	}
 }
 

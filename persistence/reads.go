@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -191,6 +192,22 @@ func (s *Store) Tokens() (all []TeamToken, err error) {
 func (s *Store) Meta(name string) (value string) {
 	s.view(func(t *txn) error { value = t.Meta(name); return nil })
 	return value
+}
+
+// MetaPrefixed reads every value the farm keeps under names starting with prefix, by name
+// without the prefix; empty values are left out.
+func (s *Store) MetaPrefixed(prefix string) map[string]string {
+	out := map[string]string{}
+	s.view(func(t *txn) error {
+		c := t.bucket(bucketMeta).Cursor()
+		for k, v := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, v = c.Next() {
+			if len(v) > 0 {
+				out[string(k[len(prefix):])] = string(v)
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 // TeamReads reads one team's records together, in one read transaction, so that what they read

@@ -336,6 +336,9 @@ type Job struct {
 	ChunkFrames int `json:"chunkFrames,omitzero"`
 	// Unsplit says why a job that asked to be split renders whole.
 	Unsplit string `json:"unsplit,omitzero"`
+	// StorageRetryAt, on a queued job whose last attempt the farm's storage failed (an attempt
+	// that does not count), is when it is offered to the nodes again.
+	StorageRetryAt time.Time `json:"storageRetryAt,omitzero"`
 }
 
 // Clone returns a copy that can be changed without touching j: records handed out are shared

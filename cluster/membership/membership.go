@@ -46,6 +46,8 @@ type Meta struct {
 type Event struct {
 	Name string
 	Meta Meta
+	// Addr is the member's gossip address (host:port).
+	Addr string
 	// Alive is false when the member left or was declared dead; Left tells which.
 	Alive bool
 	Left  bool
@@ -196,6 +198,32 @@ func (m *Member) Run(ctx context.Context) {
 	}
 }
 
+// Reach joins the members at addrs, each on its own, and returns once each join ended or
+// timeout passed: a new coordinator reaches the render nodes it knows of, rather than wait for
+// them to notice the old one is gone and look for it. It returns how many answered.
+func (m *Member) Reach(addrs []string, timeout time.Duration) int {
+	answered := make(chan bool, len(addrs))
+	for _, addr := range addrs {
+		go func() {
+			n, err := m.list.Join([]string{addr})
+			answered <- err == nil && n > 0
+		}()
+	}
+	reached := 0
+	deadline := time.After(timeout)
+	for range addrs {
+		select {
+		case ok := <-answered:
+			if ok {
+				reached++
+			}
+		case <-deadline:
+			return reached
+		}
+	}
+	return reached
+}
+
 // Leave tells the others this member leaves, then stops it.
 func (m *Member) Leave(timeout time.Duration) {
 	meta := m.cfg.Meta
@@ -256,7 +284,7 @@ func (e *eventDelegate) emit(n *memberlist.Node, alive bool) {
 		delete(e.m.alive, n.Name)
 	}
 	e.m.mu.Unlock()
-	e.m.events <- Event{Name: n.Name, Meta: meta, Alive: alive && !meta.Leaving, Left: meta.Leaving}
+	e.m.events <- Event{Name: n.Name, Meta: meta, Addr: n.Address(), Alive: alive && !meta.Leaving, Left: meta.Leaving}
 }
 
 func splitHostPort(addr string) (string, int, error) {

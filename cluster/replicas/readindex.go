@@ -35,9 +35,10 @@ type readRound struct {
 // readIndexTimeout bounds one question to the leader.
 const readIndexTimeout = 5 * time.Second
 
-// await returns the leader's applied index from a question asked after the call. A question
-// ends within its connection's deadline, so the wait is bounded.
-func (a *asker) await() (uint64, error) {
+// await returns the leader's applied index from a question asked after the call, or
+// ErrUnavailable once deadline passes (the question goes on for the reads that share it, until
+// its connection's deadline).
+func (a *asker) await(deadline time.Time) (uint64, error) {
 	a.mu.Lock()
 	if a.next == nil {
 		a.next = &readRound{done: make(chan struct{})}
@@ -48,8 +49,14 @@ func (a *asker) await() (uint64, error) {
 		go a.ask()
 	}
 	a.mu.Unlock()
-	<-round.done
-	return round.index, round.err
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case <-round.done:
+		return round.index, round.err
+	case <-wait.C:
+		return 0, fmt.Errorf("%w: the leader did not answer in time", ErrUnavailable)
+	}
 }
 
 // ask asks one question per round while reads wait.

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -88,6 +89,9 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// Observe, when set, is told what the replica does (metrics).
 	Observe Observer
+	// Shared are settings every replica must hold alike (the farm's public URL): a replica
+	// refuses to start when a running one holds others (ErrSettingsDiffer).
+	Shared map[string]string
 	// RemoveDeadAfter, when set, has the leader remove a replica no heartbeat reached for that
 	// long, provided those left still make a quorum among themselves.
 	RemoveDeadAfter time.Duration
@@ -126,6 +130,8 @@ type Replica struct {
 	log   *slog.Logger
 
 	leadership chan bool
+	// running is set once raft runs: the port answers questions before.
+	running atomic.Bool
 	// leaderWatchers are told of each change of the leader (OnLeaderChange).
 	watchersMu     sync.Mutex
 	leaderWatchers []func()
@@ -190,6 +196,11 @@ func Start(cfg Config) (*Replica, error) {
 	r.OnLeaderChange(r.asks.leaderChanged)
 	r.mux.readIndex, r.mux.status = r.reads.serve, r.tellStatus
 	go r.mux.run()
+	if err := r.agreeWithPeers(); err != nil {
+		r.mux.close()
+		logs.Close()
+		return nil, err
+	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: raftLayer{r.mux}, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	})
@@ -232,6 +243,7 @@ func Start(cfg Config) (*Replica, error) {
 		logs.Close()
 		return nil, err
 	}
+	r.running.Store(true)
 	if cfg.Observe != nil {
 		r.watchLeader()
 	}
@@ -245,6 +257,56 @@ func Start(cfg Config) (*Replica, error) {
 		}
 	}
 	return r, nil
+}
+
+// ErrSettingsDiffer refuses a replica whose shared settings (Config.Shared) are not those of
+// another replica running.
+var ErrSettingsDiffer = errors.New("this replica's settings differ from another replica's")
+
+// agreeWithPeers asks the peers that answer about themselves, at once, for their shared
+// settings: each must hold this replica's.
+func (r *Replica) agreeWithPeers() error {
+	var mu sync.Mutex
+	var differ []string
+	var asked sync.WaitGroup
+	for _, p := range r.cfg.Peers {
+		if p.ID == r.cfg.ID {
+			continue
+		}
+		asked.Go(func() {
+			told, ok := r.askAbout(p.Addr, time.Now().Add(2*time.Second))
+			if !ok {
+				return // not running: it checks when it starts
+			}
+			for name, mine := range r.cfg.Shared {
+				if theirs := told.Shared[name]; theirs != mine {
+					mu.Lock()
+					differ = append(differ, fmt.Sprintf("%s is %q here, %q on replica %s", name, mine, theirs, p.ID))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	asked.Wait()
+	if len(differ) > 0 {
+		slices.Sort(differ)
+		return fmt.Errorf("%w: %s; set it alike on every replica", ErrSettingsDiffer, strings.Join(differ, "; "))
+	}
+	return nil
+}
+
+// askAbout asks the replica at addr what it says of itself, until deadline.
+func (r *Replica) askAbout(addr string, deadline time.Time) (self, bool) {
+	var told self
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	conn, err := r.mux.dial(ctx, addr, kindStatus, time.Until(deadline))
+	if err != nil {
+		return told, false
+	}
+	defer conn.Close()
+	conn.SetDeadline(deadline)
+	return told, json.NewDecoder(conn).Decode(&told) == nil
 }
 
 // anotherLeads asks the other peers whether one of them leads a set already.
@@ -593,7 +655,7 @@ func (r *Replica) CatchUp(deadline time.Time) error {
 	var index uint64
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		var err error
-		if index, err = r.asks.await(); err == nil {
+		if index, err = r.asks.await(deadline); err == nil {
 			break
 		}
 		if !errors.Is(err, ErrUnavailable) {
@@ -638,17 +700,22 @@ type ReplicaStatus struct {
 
 // self is what a replica says of itself when asked.
 type self struct {
-	State   string    `json:"state"`
-	Applied uint64    `json:"appliedIndex"`
-	Contact time.Time `json:"lastContact"`
+	State   string            `json:"state"`
+	Applied uint64            `json:"appliedIndex"`
+	Contact time.Time         `json:"lastContact"`
+	Shared  map[string]string `json:"shared,omitempty"`
 }
 
 func (r *Replica) self() self {
+	if !r.running.Load() {
+		// Asked while it starts (its port opens first): it knows only its records.
+		return self{State: "starting", Applied: r.cfg.Store.AppliedIndex(), Shared: r.cfg.Shared}
+	}
 	contact := r.raft.LastContact()
 	if r.Leading() {
 		contact = time.Now()
 	}
-	return self{State: strings.ToLower(r.raft.State().String()), Applied: r.cfg.Store.AppliedIndex(), Contact: contact}
+	return self{State: strings.ToLower(r.raft.State().String()), Applied: r.cfg.Store.AppliedIndex(), Contact: contact, Shared: r.cfg.Shared}
 }
 
 // tellStatus answers another replica's question about this one.
@@ -658,8 +725,10 @@ func (r *Replica) tellStatus(conn net.Conn) {
 	json.NewEncoder(conn).Encode(r.self())
 }
 
-// statusTimeout bounds a question to one replica about itself.
-const statusTimeout = 2 * time.Second
+// statusTimeout bounds the questions to the replicas about themselves, asked together: a
+// replica out of reach (stopped, paused, cut off) shows as such then, and the status of the
+// set is answered.
+const statusTimeout = 400 * time.Millisecond
 
 // Status asks every replica of the configuration about itself, at once.
 func (r *Replica) Status() Status {
@@ -673,18 +742,14 @@ func (r *Replica) Status() Status {
 	servers := f.Configuration().Servers
 	s.Replicas = make([]ReplicaStatus, len(servers))
 	var asked sync.WaitGroup
+	deadline := time.Now().Add(statusTimeout)
 	for i, srv := range servers {
 		s.Replicas[i] = ReplicaStatus{ID: string(srv.ID), Address: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
 		asked.Go(func() {
 			told := me
 			if string(srv.ID) != r.cfg.ID {
-				conn, err := r.mux.dial(context.Background(), string(srv.Address), kindStatus, statusTimeout)
-				if err != nil {
-					return
-				}
-				defer conn.Close()
-				conn.SetDeadline(time.Now().Add(statusTimeout))
-				if json.NewDecoder(conn).Decode(&told) != nil {
+				var ok bool
+				if told, ok = r.askAbout(string(srv.Address), deadline); !ok {
 					return
 				}
 			}

@@ -445,7 +445,7 @@ func TestAQuestionToALeaderThatNoLongerLeadsEndsAtOnce(t *testing.T) {
 		}}
 	answered := make(chan error, 1)
 	go func() {
-		_, err := a.await()
+		_, err := a.await(time.Now().Add(time.Hour))
 		answered <- err
 	}()
 	select {
@@ -463,7 +463,7 @@ func TestAQuestionToALeaderThatNoLongerLeadsEndsAtOnce(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the question went on waiting for a leader that no longer leads")
 	}
-	if index, err := a.await(); err != nil || index != 7 {
+	if index, err := a.await(time.Now().Add(time.Hour)); err != nil || index != 7 {
 		t.Fatalf("the question to the new leader: %d, %v", index, err)
 	}
 }

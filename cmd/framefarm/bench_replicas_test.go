@@ -19,10 +19,12 @@ type replicaBench struct {
 	body     []byte
 }
 
-func newReplicaBench(b *testing.B) *replicaBench {
+// newReplicaBench starts the replicas; jobSignals has them print jobs' transitions, which
+// benchmarks of throughput leave out.
+func newReplicaBench(b *testing.B, jobSignals bool) *replicaBench {
 	rs := newReplicaSet(b, 3, "") // the production timings
 	for _, c := range rs.members {
-		c.opts.noJobSignals = true
+		c.opts.noJobSignals = !jobSignals
 	}
 	rs.start()
 	leader := rs.leader()
@@ -56,7 +58,7 @@ func (rs *replicaSet) cpuSeconds() float64 {
 // (every write committed by two of them before it is answered): all to the leader, and spread
 // over the three (the followers hand theirs to the leader).
 func BenchmarkReplicasCreateJob(b *testing.B) {
-	rb := newReplicaBench(b)
+	rb := newReplicaBench(b, false)
 	for _, spread := range []bool{false, true} {
 		b.Run(fmt.Sprintf("spread=%v", spread), func(b *testing.B) {
 			targets := []*coordinator{rb.leader}
@@ -87,7 +89,7 @@ func BenchmarkReplicasCreateJob(b *testing.B) {
 // BenchmarkReplicasCreateBatch1000: POST /batches of 1,000 jobs, 4 concurrent, to the leader of
 // three replicas.
 func BenchmarkReplicasCreateBatch1000(b *testing.B) {
-	rb := newReplicaBench(b)
+	rb := newReplicaBench(b, false)
 	load := newLoadClient(rb.leader, rb.team.token, 4)
 	jobs := make([]json.RawMessage, 1000)
 	for i := range jobs {
@@ -112,7 +114,7 @@ func BenchmarkReplicasCreateBatch1000(b *testing.B) {
 // reported for each: reads per second over its rounds, p99, and the replicas' processor time
 // per read.
 func BenchmarkReplicasGetJob(b *testing.B) {
-	rb := newReplicaBench(b)
+	rb := newReplicaBench(b, false)
 	ids := rb.team.createJobs(rb.tplID, 1000)
 	for _, conc := range []int{16, 64} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
@@ -156,7 +158,7 @@ func BenchmarkReplicasGetJob(b *testing.B) {
 // the kill to the first creation the next leader acknowledges (p50, p99, max), and the
 // acknowledged jobs missing afterwards (must be 0).
 func BenchmarkReplicasFailover(b *testing.B) {
-	rb := newReplicaBench(b)
+	rb := newReplicaBench(b, false)
 	var urls []string
 	for _, c := range rb.rs.members {
 		urls = append(urls, c.url)
@@ -211,4 +213,55 @@ func BenchmarkReplicasFailover(b *testing.B) {
 	b.ReportMetric(gaps[len(gaps)-1].Seconds(), "kill-to-write-max-s")
 	b.ReportMetric(float64(len(acknowledged)), "acknowledged")
 	b.ReportMetric(float64(missing), "lost")
+}
+
+// BenchmarkReplicasWithoutQuorum: two of three replicas stopped; reported: how long the one left
+// takes to answer a read and a write 503 (the documented wait for a leader is 5 s), and the
+// status of the set (0.5 s at most).
+func BenchmarkReplicasWithoutQuorum(b *testing.B) {
+	rb := newReplicaBench(b, false)
+	read, write, status := withoutQuorum(b, rb.rs, rb.team.token)
+	b.ReportMetric(read.Seconds(), "read-503-s")
+	b.ReportMetric(write.Seconds(), "write-503-s")
+	b.ReportMetric(status.Seconds(), "status-s")
+}
+
+// BenchmarkNodesFollowTheNewLeader: two render nodes render while the leader of three replicas
+// is SIGKILLed, five times; reported: from the kill to the next leader taking up its duties, to
+// both nodes ready on it, and to the renders in flight at the kill, answered at once, finished
+// there (medians and worst).
+func BenchmarkNodesFollowTheNewLeader(b *testing.B) {
+	rb := newReplicaBench(b, true)
+	control := rb.rs.members[0].control
+	rb.rs.startNode("n1")
+	rb.rs.startNode("n2")
+	var duties, ready, finished []time.Duration
+	for round := range 5 {
+		leader := rb.rs.leader()
+		team := &client{c: leader, token: rb.team.token}
+		ids := team.createJobs(rb.tplID, 2)
+		inFlight := []*renderCall{control.next(b), control.next(b)}
+		killed := time.Now()
+		leader.kill()
+		next := rb.rs.leader()
+		duties = append(duties, time.Since(killed))
+		for _, n := range []string{"n1", "n2"} {
+			next.waitFor("node", n, "ready")
+		}
+		ready = append(ready, time.Since(killed))
+		for _, call := range inFlight {
+			call.answer(renderReply{Result: "finish"})
+		}
+		for _, id := range ids {
+			next.waitJob(id, "finished")
+		}
+		finished = append(finished, time.Since(killed))
+		b.Logf("round %d: duties %s, nodes ready %s, renders finished %s", round, duties[round], ready[round], finished[round])
+		leader.restart()
+	}
+	for name, d := range map[string][]time.Duration{"duties": duties, "nodes-ready": ready, "renders-finished": finished} {
+		slices.Sort(d)
+		b.ReportMetric(d[len(d)/2].Seconds(), "kill-to-"+name+"-p50-s")
+		b.ReportMetric(d[len(d)-1].Seconds(), "kill-to-"+name+"-max-s")
+	}
 }

@@ -91,14 +91,19 @@ func actorsAdvertise(cfg ClusterConfig) (string, error) {
 }
 
 // watchNodes tells the coordinator of render nodes that membership saw leave or die, until ctx
-// ends: their leases end at once instead of at expiry.
+// ends: their leases end at once instead of at expiry. Where each alive node is seen is
+// recorded, for the next leader to reach it.
 func watchNodes(ctx context.Context, member *membership.Member, coord *actors.Coordinator, log *slog.Logger) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-member.Events():
-			if ev.Meta.Role != membership.RoleNode || ev.Alive {
+			if ev.Meta.Role != membership.RoleNode {
+				continue
+			}
+			if ev.Alive {
+				coord.NodeSeen(ev.Meta.NodeID, ev.Addr)
 				continue
 			}
 			reason := "cluster membership declared it dead"

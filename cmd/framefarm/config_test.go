@@ -234,10 +234,11 @@ func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 		"node":       "[node]\nlocal_slots = 0\n",
 		"ha":         "[ha]\nid = \"c1\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\", \"c2=127.0.0.1:7960\"]\n",
 		"objects.s3": "[objects.s3]\nbucket = \"farm\"\n",
+		"server":     "[server]\npublic_url = \"http://farm.example:8080\"\n",
 	}
 	load := func(change map[string]string) error {
 		var body strings.Builder
-		for _, table := range []string{"objects", "objects.s3", "secrets", "cluster", "node", "ha"} {
+		for _, table := range []string{"server", "objects", "objects.s3", "secrets", "cluster", "node", "ha"} {
 			text := good[table]
 			if replaced, ok := change[table]; ok {
 				text = replaced
@@ -264,14 +265,36 @@ func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 		// actors port, is refused with [ha], and so is a [cluster] without certificates.
 		"remove insecure = true from [cluster]":                                              {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\ninsecure = true\n"},
 		"set cert_file, key_file and ca_file in [cluster.tls], the same CA on every replica": {"cluster": "[cluster]\nkey = \"0123456789abcdef\"\n"},
-		"node.local_slots": {"node": "[node]\nlocal_slots = 2\n"},
-		"ha.peers":         {"ha": "[ha]\nid = \"c3\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\"]\n"},
+		"node.local_slots":  {"node": "[node]\nlocal_slots = 2\n"},
+		"server.public_url": {"server": ""},
+		"ha.peers":          {"ha": "[ha]\nid = \"c3\"\nbind = \"127.0.0.1:7950\"\npeers = [\"c1=127.0.0.1:7950\"]\n"},
 	} {
 		err := load(change)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want a refusal naming %s, got %v", want, err)
 		} else if strings.Contains(err.Error(), "set insecure = true") {
 			t.Errorf("a replica's refusal suggests running in the clear: %v", err)
+		}
+	}
+}
+
+// TestAReplicaPublicURLNamesTheFarm: a replica's public URL naming its own API port is refused:
+// the URLs it hands out would die with it.
+func TestAReplicaPublicURLNamesTheFarm(t *testing.T) {
+	for _, c := range []struct {
+		url, listen string
+		refused     bool
+	}{
+		{"http://127.0.0.1:8080", "127.0.0.1:8080", true},
+		{"http://localhost:8080", "0.0.0.0:8080", true},
+		{"http://127.0.0.1", "127.0.0.1:80", true},
+		{"http://127.0.0.1:9000", "127.0.0.1:8080", false}, // a balancer on this machine
+		{"https://farm.example.invalid", "0.0.0.0:443", false},
+		{"http://192.0.2.10:8080", "0.0.0.0:8080", false}, // another machine
+	} {
+		err := checkPublicURL(c.url, c.listen)
+		if (err != nil) != c.refused {
+			t.Errorf("public URL %s, listening on %s: %v", c.url, c.listen, err)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,8 +32,55 @@ type replicaSet struct {
 	members []*coordinator
 	ids     []string
 	// pki holds the farm's CA and the coordinators' certificate; shared is the configuration
-	// every replica has (bucket, keys).
+	// every replica has (bucket, keys), besides its public URL, the balancer's.
 	pki, shared string
+	// balancer is the farm's address, in front of every running replica.
+	balancer *balancer
+}
+
+// balancer hands each connection to a running replica, the next one each time, as a load
+// balancer in front of the replicas does: the farm's public URL.
+type balancer struct {
+	url      string
+	listener net.Listener
+	next     atomic.Int64
+}
+
+// startBalancer listens on loopback and passes connections to the replicas running() gives.
+func startBalancer(t testing.TB, running func() []*coordinator) *balancer {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &balancer{url: "http://" + l.Addr().String(), listener: l}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go b.pass(conn, running())
+		}
+	}()
+	return b
+}
+
+// pass joins conn to the first of the replicas, from the next in turn, that takes a connection.
+func (b *balancer) pass(conn net.Conn, replicas []*coordinator) {
+	defer conn.Close()
+	start := int(b.next.Add(1))
+	for i := range replicas {
+		c := replicas[(start+i)%len(replicas)]
+		upstream, err := net.DialTimeout("tcp", c.addr, 2*time.Second)
+		if err != nil {
+			continue
+		}
+		defer upstream.Close()
+		go func() { io.Copy(upstream, conn); upstream.(*net.TCPConn).CloseWrite() }()
+		io.Copy(conn, upstream)
+		return
+	}
 }
 
 // sharedConfig is what every replica of a farm shares: its bucket and its keys.
@@ -58,9 +107,12 @@ func haTable(id string, peers []string, extra string) string {
 const testTimings = "heartbeat_timeout = \"500ms\"\nleader_lease = \"250ms\"\n"
 
 // newReplicaSet prepares n replicas c1..cn (none started); extra is added to each [ha] table.
+// Their public URL is a balancer in front of them, as the farm's must be.
 func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 	srv := testBucket(t)
-	rs := &replicaSet{t: t, pki: t.TempDir(), shared: sharedConfig(s3Config(srv, "s3", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))}
+	rs := &replicaSet{t: t, pki: t.TempDir()}
+	rs.balancer = startBalancer(t, rs.running)
+	rs.shared = sharedConfig(s3Config(srv, "s3", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))
 	tlsCommand(t, "ca", "create", "--dir", rs.pki)
 	tlsCommand(t, "cert", "create", "--coordinator", "--dir", rs.pki)
 	var peers []string
@@ -71,7 +123,7 @@ func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 	}
 	for _, id := range rs.ids {
 		rs.members = append(rs.members, newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info",
-			config: rs.shared + haTable(id, peers, extra)}))
+			publicURL: rs.balancer.url, config: rs.shared + haTable(id, peers, extra)}))
 	}
 	return rs
 }
@@ -496,8 +548,16 @@ func TestAFailoverLosesNoRender(t *testing.T) {
 		ids = append(ids, cr.ID)
 	}
 	inFlight := []*renderCall{control.next(t), control.next(t)}
+	farmAdmin := localAdminToken(t, first)
 	first.kill()
 	next := rs.leader()
+	// The next leader reaches the nodes it knows of rather than wait for them to find it.
+	next.stderr.waitFor(waitLimit, "reached the render nodes the farm knows of")
+	if line := next.stderr.lineWith("reached the render nodes the farm knows of"); !strings.Contains(line, "known=2 answered=2") {
+		t.Fatalf("the next leader did not reach both nodes: %q", line)
+	}
+	// The old leader's machine's admin token is the farm's: it works on the next leader.
+	(&client{c: next, token: farmAdmin}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, nil)
 	control.answerAll(finishAll)
 	for _, call := range inFlight {
 		call.answer(renderReply{Result: "finish"})
@@ -509,6 +569,9 @@ func TestAFailoverLosesNoRender(t *testing.T) {
 	for _, call := range inFlight {
 		if j := on.job(call.JobID); j.Attempts != 1 {
 			t.Fatalf("job %s, rendering at the failover, took %d attempts:\n%s", call.JobID, j.Attempts, on.logs(call.JobID))
+		}
+		if logs := on.logs(call.JobID); !strings.Contains(logs, "carried on across a failover") {
+			t.Fatalf("the log of job %s, rendering at the failover, does not say it carried on:\n%s", call.JobID, logs)
 		}
 	}
 	for _, id := range ids {
@@ -608,6 +671,23 @@ func TestAPausedLeaderActsNoMore(t *testing.T) {
 	}
 }
 
+// localAdminToken is the farm admin's token as `framefarm token admin` prints it on the
+// machine of c.
+func localAdminToken(t *testing.T, c *coordinator) string {
+	t.Helper()
+	out, err := framefarm("token", "admin", "--data-dir", c.dataDir())
+	if err != nil {
+		t.Fatalf("token admin: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if token, ok := strings.CutPrefix(strings.TrimSpace(line), "ffl_"); ok {
+			return "ffl_" + token
+		}
+	}
+	t.Fatalf("token admin printed no token:\n%s", out)
+	return ""
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -660,10 +740,25 @@ func TestEveryReplicaServesWritesAndLiveViews(t *testing.T) {
 		(&client{c: followers[1], token: acme.token}).must(http.MethodGet, "/api/v2/jobs/"+id, nil, http.StatusOK, nil)
 	}
 
+	// The farm admin's token as `framefarm token admin` prints it on a follower's machine (no
+	// admin_token configured in its stead) opens what the Farm screen reads on every replica:
+	// the leader's own routes, handed on by followers, keep their admin identity.
+	farmAdmin := localAdminToken(t, followers[1])
+	if other := localAdminToken(t, leader); other != farmAdmin {
+		t.Fatalf("two replicas print two admin tokens: %s and %s", farmAdmin, other)
+	}
+	for _, c := range rs.members {
+		admin := &client{c: c, token: farmAdmin}
+		for _, path := range []string{"/api/v2/nodes", "/api/v2/admin/history", "/api/v2/admin/cluster", "/api/v2/admin/tokens"} {
+			admin.must(http.MethodGet, path, nil, http.StatusOK, nil)
+		}
+	}
+	(&client{c: followers[0], token: farmAdmin}).must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "vouched"}, http.StatusCreated, nil)
+
 	// The dashboard's Farm screen, served by a follower, shows the replicas and which leads.
 	tab := browserTab(t)
 	browse(t, tab, "the farm on a follower",
-		chromedp.Navigate(followers[1].url+"/ui/#token="+adminToken),
+		chromedp.Navigate(followers[1].url+"/ui/#token="+farmAdmin),
 		chromedp.WaitVisible(`//h1[starts-with(normalize-space(.), "Farm")]`),
 		chromedp.WaitVisible(`h1 .live.on`),
 		chromedp.WaitVisible(`tr[data-replica] .badge[data-status="leader"]`))
@@ -704,7 +799,13 @@ func TestTheSetOfReplicasChanges(t *testing.T) {
 	}
 	joinAddr := membershiptest.FreeAddr(t)
 	peers = append(peers, "c4="+joinAddr)
-	joined := newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info", config: rs.shared + haTable("c4", peers, extra)})
+	// A replica whose public URL is not the others' refuses to start, naming both.
+	stray := newCoordinator(t, options{cluster: true, pki: rs.pki, publicURL: "http://127.0.0.1:1", config: rs.shared + haTable("c4", peers, extra)})
+	out, err := framefarm("serve", "--config", filepath.Join(stray.dir, "framefarm.toml"), "--data-dir", stray.dataDir(), "--listen", "127.0.0.1:0", "--local-slots", "0")
+	if err == nil || !strings.Contains(string(out), `server.public_url is "http://127.0.0.1:1" here, "`+rs.balancer.url+`" on replica`) {
+		t.Fatalf("a replica with another public URL: %v\n%s", err, out)
+	}
+	joined := newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info", publicURL: rs.balancer.url, config: rs.shared + haTable("c4", peers, extra)})
 	joined.launch("127.0.0.1:0")
 	if out, err := framefarm("ha", "join", "--id", "c4", "--address", joinAddr, "--url", leader.url, "--admin-token", adminToken); err != nil {
 		t.Fatalf("ha join: %v\n%s", err, out)
@@ -742,11 +843,71 @@ func TestTheSetOfReplicasChanges(t *testing.T) {
 	}
 }
 
-func mustStatus(t *testing.T, c *coordinator) clusterStatus {
+func mustStatus(t testing.TB, c *coordinator) clusterStatus {
 	t.Helper()
 	s, ok := c.status()
 	if !ok {
 		t.Fatalf("no status from %s", c.addr)
 	}
 	return s
+}
+
+// withoutQuorum stops two of three replicas (the leader, killed; a follower, paused as a frozen
+// machine is) and times, on the one left, what a client sees: a read, a write (each a 503 the
+// client may send again), and the status of the set (answered, the two others out of reach).
+func withoutQuorum(t testing.TB, rs *replicaSet, token string) (read, write, status time.Duration) {
+	t.Helper()
+	leader := rs.leader()
+	var left *coordinator
+	for _, c := range rs.members {
+		switch {
+		case c == leader:
+			c.kill()
+		case left == nil:
+			left = c
+		default:
+			c.cmd.Process.Signal(syscall.SIGSTOP) // killed at the test's end, paused or not
+		}
+	}
+	cl := &client{c: left, token: token}
+	timed := func(method, path string, body any, want int) time.Duration {
+		started := time.Now()
+		got, answer, _ := cl.call(method, path, body)
+		took := time.Since(started)
+		if got != want {
+			t.Fatalf("%s %s without a quorum: %d, want %d: %s", method, path, got, want, answer)
+		}
+		if want == http.StatusServiceUnavailable && !strings.Contains(string(answer), `"code":"unavailable"`) {
+			t.Fatalf("%s %s without a quorum: %s", method, path, answer)
+		}
+		return took
+	}
+	read = timed(http.MethodGet, "/api/v2/jobs", nil, http.StatusServiceUnavailable)
+	write = timed(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "x"}, http.StatusServiceUnavailable)
+	admin := &client{c: left, token: adminToken}
+	started := time.Now()
+	s := mustStatus(t, left)
+	status = time.Since(started)
+	reached := 0
+	for _, r := range s.Replicas {
+		if r.State != nil {
+			reached++
+		}
+	}
+	if len(s.Replicas) != 3 || reached != 1 {
+		t.Fatalf("the status without a quorum shows %d replicas, %d reached: %+v", len(s.Replicas), reached, s)
+	}
+	admin.must(http.MethodGet, "/api/v2/admin/cluster", nil, http.StatusOK, nil)
+	return read, write, status
+}
+
+// TestAReplicaWithoutAQuorumAnswers: with two of three replicas gone, the one left answers a read
+// and a write 503 (unavailable; send it again), after waiting for a leader at most the documented
+// 5 s, and shows the status of the set, the two others out of reach.
+func TestAReplicaWithoutAQuorumAnswers(t *testing.T) {
+	rs := newReplicaSet(t, 3, testTimings)
+	rs.start()
+	acme := rs.leader().team("acme")
+	read, write, status := withoutQuorum(t, rs, acme.token)
+	t.Logf("without a quorum: a read answered 503 in %s, a write in %s, the status in %s", read, write, status)
 }

@@ -100,7 +100,48 @@ func (h *HAConfig) check(c *Config) []error {
 	if c.Node.LocalSlots > 0 {
 		errs = append(errs, errors.New("replicas ([ha]) render on remote nodes only: set node.local_slots = 0 (serve --local-slots 0)"))
 	}
+	if c.Server.PublicURL == "" {
+		errs = append(errs, errors.New("replicas ([ha]) hand out URLs that must outlive any one of them: set server.public_url to the farm's address (a load balancer in front of every replica), the same on every replica"))
+	}
 	return errs
+}
+
+// checkPublicURL refuses a replica whose public URL names its own API port, which dies with it:
+// the URL must name the farm, in front of every replica. listen is where the API listens.
+func checkPublicURL(publicURL, listen string) error {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return fmt.Errorf("server.public_url %q: %w", publicURL, err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	listenHost, listenPort, err := net.SplitHostPort(listen)
+	if err != nil || port != listenPort {
+		return nil
+	}
+	ips, _ := net.LookupIP(u.Hostname())
+	for _, ip := range ips {
+		if ip.String() == listenHost || ip.IsLoopback() || isLocalAddress(ip) {
+			return fmt.Errorf("server.public_url %s names this replica's own API (%s), which dies with it: give the farm's address, a load balancer in front of every replica", publicURL, listen)
+		}
+	}
+	return nil
+}
+
+// isLocalAddress reports whether ip is an address of this machine.
+func isLocalAddress(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func defaultHAConfig() HAConfig {
@@ -131,6 +172,7 @@ func (f *farm) startReplica() (*replicas.Replica, error) {
 		HeartbeatTimeout: h.HeartbeatTimeout.Duration, LeaderLease: h.LeaderLease.Duration,
 		SnapshotThreshold: h.SnapshotThreshold, TrailingLogs: h.TrailingLogs, SnapshotInterval: h.SnapshotInterval.Duration,
 		RemoveDeadAfter: h.RemoveDeadAfter.Duration,
+		Shared:          map[string]string{"server.public_url": f.cfg.publicURL()},
 		Fail: func(err error) {
 			f.log.Error("this replica stops: it cannot follow the others", "err", err)
 			f.failed <- err
@@ -367,8 +409,9 @@ func newForwarder(r *replicas.Replica, clk clock.Clock, t timeouts) *forwarder {
 }
 
 // leaderWait bounds how long a request handed to the leader waits for the replicas to know
-// one (an election takes a heartbeat timeout or two).
-const leaderWait = 5 * time.Second
+// one (an election takes a heartbeat timeout or two): short of the 5 s the README promises an
+// answer within, the rest of the request's way included.
+const leaderWait = 4500 * time.Millisecond
 
 // Forward sends the request as it came (its body streamed on) and puts the leader's answer in
 // ctx. While the replicas choose a leader, it waits for them rather than refuse the request.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,11 +27,15 @@ type localAdmin struct {
 	Dashboard string `json:"dashboard,omitempty"`
 }
 
-// writeLocalAdmin records where a server listens and its dashboard is, with the local admin
-// token it had (a new one the first time, or when the file is damaged).
-func writeLocalAdmin(dataDir, url, dashboard string) (localAdmin, error) {
+// writeLocalAdmin records where a server listens and its dashboard is, with its local admin
+// token: token when given (a replica's, the farm's), else the one it had (a new one the first
+// time, or when the file is damaged).
+func writeLocalAdmin(dataDir, url, dashboard, token string) (localAdmin, error) {
 	la, err := readLocalAdmin(dataDir)
-	if err != nil {
+	switch {
+	case token != "":
+		la.Token = token
+	case err != nil:
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return localAdmin{}, err
@@ -47,6 +53,15 @@ func writeLocalAdmin(dataDir, url, dashboard string) (localAdmin, error) {
 		return localAdmin{}, err
 	}
 	return la, os.Rename(tmp, path)
+}
+
+// replicasAdminToken is the farm admin's token of a set of replicas, the same on every one of
+// them: made from the secrets key they share, so `framefarm token admin` on any replica's
+// machine prints a token every replica takes, whichever leads. It reveals nothing of the key.
+func replicasAdminToken(secretsKey []byte) string {
+	mac := hmac.New(sha256.New, secretsKey)
+	mac.Write([]byte("framefarm farm admin token"))
+	return "ffl_" + hex.EncodeToString(mac.Sum(nil))
 }
 
 // readLocalAdmin reads what the running server wrote.

@@ -162,6 +162,9 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		return nil, err
 	}
 	if cfg.HA != nil {
+		if err := checkPublicURL(cfg.publicURL(), cfg.Server.Listen); err != nil {
+			return nil, err
+		}
 		f.metrics.ForReplica()
 		if f.replica, err = f.startReplica(); err != nil {
 			return nil, err
@@ -181,7 +184,11 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	if cfg.Server.PublicURL == "" {
 		f.publicURL = localURL
 	}
-	local, err := writeLocalAdmin(dataDir, localURL, f.publicURL+"/ui/")
+	adminToken := ""
+	if cfg.HA != nil {
+		adminToken = replicasAdminToken(secretKey)
+	}
+	local, err := writeLocalAdmin(dataDir, localURL, f.publicURL+"/ui/", adminToken)
 	if err != nil {
 		return nil, fmt.Errorf("local admin token: %w", err)
 	}
@@ -424,6 +431,12 @@ func (f *farm) clusterService(coord *actors.Coordinator) service {
 			}
 			f.member = m
 			watch = background("cluster watch", func(ctx context.Context) {
+				if known := coord.NodeAddresses(); len(known) > 0 {
+					go func() {
+						reached := m.member.Reach(known, nodesReachTimeout)
+						f.log.Info("reached the render nodes the farm knows of", "known", len(known), "answered", reached)
+					}()
+				}
 				go m.member.Run(ctx)
 				watchNodes(ctx, m.member, coord, f.log)
 			})
@@ -436,6 +449,10 @@ func (f *farm) clusterService(coord *actors.Coordinator) service {
 		},
 	}
 }
+
+// nodesReachTimeout bounds the wait of a coordinator starting its term for the nodes it knows of
+// to answer; the others find it as before, by joining the seeds they were given.
+const nodesReachTimeout = 2 * time.Second
 
 // greet tells the operator where the farm serves, once every service runs.
 func (f *farm) greet(stdout io.Writer) {

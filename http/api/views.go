@@ -216,6 +216,9 @@ func (s *JobViews) waitingFor(j *persistence.Job) string {
 		return ""
 	case j.State == persistence.JobPending && !queued:
 		return fmt.Sprintf("waiting for %d child jobs to finish", len(j.Children))
+	case queued && s.Clock != nil && s.Clock.Now().Before(j.StorageRetryAt):
+		return fmt.Sprintf("the farm's storage failed attempt %d, which does not count against jobs.max_attempts; it is offered to the render nodes again at %s (in %s)",
+			j.Attempts, j.StorageRetryAt.UTC().Format(time.RFC3339), j.StorageRetryAt.Sub(s.Clock.Now()).Round(time.Second))
 	case queued && s.Capacities != nil:
 		c := s.Capacities()[j.Engine]
 		switch {

@@ -6,9 +6,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/framefarm/framefarm/actors"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
 )
@@ -188,5 +191,23 @@ func BenchmarkJobPageJSON(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestAJobWaitingForTheStorageSaysSo: a queued job whose last attempt the farm's storage failed
+// says it waits for the storage, and until when, not for a node; once that time passes it waits
+// as any queued job.
+func TestAJobWaitingForTheStorageSaysSo(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC))
+	views := &JobViews{Clock: clk, Capacities: func() map[string]actors.Capacity {
+		return map[string]actors.Capacity{"lottie": {Nodes: 1, Slots: 2, Free: 2}}
+	}}
+	j := &persistence.Job{State: persistence.JobQueued, Engine: "lottie", Attempts: 3, StorageRetryAt: clk.Now().Add(30 * time.Second)}
+	if got := views.waitingFor(j); !strings.Contains(got, "the farm's storage failed attempt 3") || !strings.Contains(got, "12:00:30Z (in 30s)") {
+		t.Fatalf("waiting for the storage: %q", got)
+	}
+	clk.Advance(31 * time.Second)
+	if got := views.waitingFor(j); got != "being assigned to a render node" {
+		t.Fatalf("once the wait is over: %q", got)
 	}
 }
