@@ -507,10 +507,16 @@ func (a *jobActor) onOutputConfirmed(ctx actor.Context, m *outputConfirmed) {
 func (a *jobActor) finish(ctx actor.Context, d *renderDone) {
 	now := a.w.clock.Now()
 	log := append(slices.Clip(d.log), fmt.Sprintf("finished on node %s in %s", d.node, d.duration.Round(time.Millisecond)))
+	took := d.duration
+	if a.job.Split() && !a.job.StartedAt.IsZero() {
+		// A split job's render is its chunks' and its join's: from its first chunk's start.
+		took = now.Sub(a.job.StartedAt)
+		log = append(log, fmt.Sprintf("the split render took %s from its first chunk's start to the end of its join", took.Round(time.Millisecond)))
+	}
 	a.transitionLogged(ctx, EventRenderFinished, func(next *persistence.Job) {
 		next.Progress = 100
 		next.FinishedAt = now
-		next.RenderDuration = d.duration
+		next.RenderDuration = took
 	}, log, d.logAt, func(err error) {
 		if err != nil {
 			return

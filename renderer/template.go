@@ -16,8 +16,8 @@ const (
 // InspectionVersion is the version of what inspection reads from a file. Templates inspected by
 // an older version are inspected again at start, so what later versions add (ids, times, nesting)
 // is known for every template. Version 3 adds the bounds of After Effects layers, version 4 the
-// fonts a template bundles.
-const InspectionVersion = 4
+// fonts a template bundles, version 5 the bounds of every layer (texts, shapes, nulls).
+const InspectionVersion = 5
 
 // Inspection is what a template file contains, as far as jobs need to know.
 type Inspection struct {

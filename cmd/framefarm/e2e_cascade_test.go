@@ -381,7 +381,7 @@ func TestTheTeamsBatchesAreListed(t *testing.T) {
 	type listed struct {
 		BatchID string `json:"batchId"`
 		Status  string `json:"status"`
-		Stats   struct{ Total, Pending, Cancelled int }
+		Stats   struct{ Total, Finished, Error, Pending, Cancelled int }
 	}
 	var first, second []listed
 	acme.must(http.MethodGet, "/api/v2/batches?limit=2", nil, http.StatusOK, &first)
@@ -392,6 +392,14 @@ func TestTheTeamsBatchesAreListed(t *testing.T) {
 	}
 	if all[0].Status != "finished" || all[0].Stats.Cancelled != 2 || all[1].Status != "processing" || all[1].Stats.Pending != 2 || all[1].Stats.Total != 2 {
 		t.Fatalf("counts %+v", all)
+	}
+	// A client that knows only total, finished, error and pending (the official CLI's batch
+	// show) accounts for every job: cancels count as errors there, as the public service counts
+	// them.
+	for _, b := range all {
+		if st := b.Stats; st.Finished+st.Error+st.Pending != st.Total || st.Cancelled > st.Error {
+			t.Fatalf("counts that do not add up: %+v", b)
+		}
 	}
 	var none []listed
 	c.team("rival").must(http.MethodGet, "/api/v2/batches", nil, http.StatusOK, &none)

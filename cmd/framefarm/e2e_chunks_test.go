@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/renderer/ffmpeg"
@@ -141,6 +143,23 @@ func TestASplitJobSpreadsOverNodesAndJoinsItsChunks(t *testing.T) {
 	}
 	if out := cl.renderOutput(made.ID); out.JobID != made.ID || len(out.Chunks) != 3 {
 		t.Fatalf("the output is not the join's: %+v", out)
+	}
+	// Its render time is the wall time from its first chunk's start to the end of its join;
+	// the chunks' own render times add up beside it.
+	started, _ := time.Parse(time.RFC3339Nano, *j.Stats.StartedAt)
+	finished, _ := time.Parse(time.RFC3339Nano, *j.Stats.FinishedAt)
+	if j.Stats.RenderDuration == nil || math.Abs(*j.Stats.RenderDuration-finished.Sub(started).Seconds()) > 0.001 {
+		t.Fatalf("render duration %v, from %s to %s", j.Stats.RenderDuration, started, finished)
+	}
+	sum := 0.0
+	for _, ch := range j.Chunks {
+		if ch.Render == nil {
+			t.Fatalf("chunk %d has no render duration", ch.Index)
+		}
+		sum += *ch.Render
+	}
+	if j.ChunksRender == nil || math.Abs(*j.ChunksRender-sum) > 1e-9 {
+		t.Fatalf("the chunks' render time %v, their durations add up to %v", j.ChunksRender, sum)
 	}
 	logHas(t, cl, made.ID, "split into 3 chunks of 50 frames", "frames 0 to 49 rendered on node "+calls[0].Node,
 		"frames 50 to 99 rendered on node "+calls[50].Node, "all 3 chunks rendered", "finished on node")

@@ -422,11 +422,14 @@ func TestDashboardActsOnJobs(t *testing.T) {
 	var rendering, queued created
 	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &rendering)
 	call := c.control.next(t)
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &queued)
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID, map[string]any{"type": "text", "layerName": "Title", "value": "Hello from the page"}),
+		http.StatusCreated, &queued)
 
+	// Its page says what each asset puts where.
 	browse(t, tab, "a queued job",
 		chromedp.Navigate(c.url+"/ui/jobs/"+queued.ID+"#token="+acme.token),
-		chromedp.WaitVisible(`#retag`))
+		chromedp.WaitVisible(`#retag`),
+		chromedp.WaitVisible(`//ul[contains(@class, "assets")]/li[contains(., "text → Title") and contains(., "“Hello from the page”")]`))
 	if text := value(t, tab, "the job's page", chromedp.Text(`main`)); strings.Contains(text, "null") {
 		t.Errorf("the page of a job without output shows null:\n%s", text)
 	}
@@ -444,7 +447,8 @@ func TestDashboardActsOnJobs(t *testing.T) {
 	browse(t, tab, "stop a render",
 		chromedp.Navigate(c.url+"/ui/jobs/"+rendering.ID),
 		chromedp.Click(`//h1//button[normalize-space(.)="Stop"]`),
-		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`))
+		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`),
+		chromedp.WaitVisible(`//ol[contains(@class, "timeline")]/li[contains(@class, "cancelled") and contains(., "stopped by")]`))
 	select {
 	case <-call.gone:
 	case <-time.After(waitLimit):

@@ -649,18 +649,20 @@ type (
 		Node         string           `json:"node"`
 		Data         json.RawMessage  `json:"data"`
 		Chunks       []chunk          `json:"chunks"`
+		ChunksRender *float64         `json:"chunksRenderDuration"`
 		Unsplit      string           `json:"unsplit"`
 	}
 	chunk struct {
-		Index      int     `json:"index"`
-		Frames     []int   `json:"frames"`
-		Status     string  `json:"status"`
-		Progress   float64 `json:"progress"`
-		Node       string  `json:"node"`
-		Attempts   int     `json:"attempts"`
-		StartedAt  *string `json:"startedAt"`
-		FinishedAt *string `json:"finishedAt"`
-		Error      string  `json:"error"`
+		Index      int      `json:"index"`
+		Frames     []int    `json:"frames"`
+		Status     string   `json:"status"`
+		Progress   float64  `json:"progress"`
+		Node       string   `json:"node"`
+		Attempts   int      `json:"attempts"`
+		StartedAt  *string  `json:"startedAt"`
+		FinishedAt *string  `json:"finishedAt"`
+		Render     *float64 `json:"renderDuration"`
+		Error      string   `json:"error"`
 	}
 )
 

@@ -125,6 +125,10 @@ type batchStatus struct {
 	Jobs    []batchJobStatus `json:"jobs"`
 }
 
+// batchStats count a batch's jobs as the interface does: total, finished, error and pending add
+// up, a cancelled job counted in error as the public service (which stores a cancel as an error)
+// counts it, so a client that knows only those four (the official CLI's batch show) accounts for
+// every job. Cancelled (an extension) says how many of the errors are cancels.
 type batchStats struct {
 	Total     int `json:"total"`
 	Finished  int `json:"finished"`
@@ -166,6 +170,7 @@ func (s *Server) getBatch(r *request) {
 		case persistence.JobFailed:
 			out.Stats.Error++
 		case persistence.JobCancelled:
+			out.Stats.Error++
 			out.Stats.Cancelled++
 		default:
 			out.Stats.Pending++
@@ -185,7 +190,7 @@ func (st batchStats) status() string {
 	switch {
 	case st.Pending > 0:
 		return "processing"
-	case st.Error == st.Total:
+	case st.Error-st.Cancelled == st.Total:
 		return "error"
 	}
 	return "finished"
@@ -213,9 +218,10 @@ func (s *Server) listBatches(r *request) {
 	}
 	out := make([]batchListed, len(page))
 	for i, b := range page {
-		st := batchStats{Total: b.Jobs, Finished: b.States[persistence.JobFinished], Error: b.States[persistence.JobFailed],
-			Cancelled: b.States[persistence.JobCancelled]}
-		st.Pending = st.Total - st.Finished - st.Error - st.Cancelled
+		cancelled := b.States[persistence.JobCancelled]
+		st := batchStats{Total: b.Jobs, Finished: b.States[persistence.JobFinished], Error: b.States[persistence.JobFailed] + cancelled,
+			Cancelled: cancelled}
+		st.Pending = st.Total - st.Finished - st.Error
 		out[i] = batchListed{BatchID: b.ID.String(), CreatedAt: b.CreatedAt, Stats: st, Status: st.status()}
 	}
 	r.json(http.StatusOK, out)

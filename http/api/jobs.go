@@ -160,7 +160,7 @@ func (s *Server) getJob(r *request) {
 			r.failErr(err, nil)
 			return
 		}
-		v.Chunks = chunkViews(chunks)
+		v.Chunks, v.ChunksRenderDuration = chunkViews(chunks)
 	}
 	r.json(http.StatusOK, v)
 }

@@ -53,15 +53,16 @@ type compositionV3 struct {
 	Data      map[string]any `json:"data"`
 }
 
-// layerV3 is one layer; bounds are null where the file does not give them.
+// layerV3 is one layer; its bounds are numbers always, as the interface's are (data says
+// boundsEstimated where the file does not give them exactly).
 type layerV3 struct {
 	CompositionID int            `json:"composition_id"`
 	AEID          int            `json:"aeid"`
 	Name          string         `json:"name"`
-	Top           *float64       `json:"top"`
-	Left          *float64       `json:"left"`
-	Width         *float64       `json:"width"`
-	Height        *float64       `json:"height"`
+	Top           float64        `json:"top"`
+	Left          float64        `json:"left"`
+	Width         float64        `json:"width"`
+	Height        float64        `json:"height"`
 	StartTime     float64        `json:"start_time"`
 	InPoint       float64        `json:"in_point"`
 	OutPoint      float64        `json:"out_point"`
@@ -148,13 +149,15 @@ func layerV3Of(in *renderer.Inspection, compID int, l renderer.Layer) layerV3 {
 	if l.SourceType != "" {
 		v.SourceType = &l.SourceType
 	}
-	if b := l.Bounds; b != nil {
-		v.Top, v.Left, v.Width, v.Height = &b.Top, &b.Left, &b.Width, &b.Height
-	}
 	if l.Text != "" {
 		v.Data["text"] = l.Text
 	}
 	maps.Copy(v.Data, l.Data)
+	if b := l.Bounds; b != nil {
+		v.Top, v.Left, v.Width, v.Height = b.Top, b.Left, b.Width, b.Height
+	} else {
+		v.Data["boundsEstimated"] = true // inspected by a release that gave none, and not again
+	}
 	return v
 }
 

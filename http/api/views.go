@@ -39,8 +39,11 @@ type jobView struct {
 	MissingFonts []string `json:"missingFonts,omitempty"`
 	// Chunks are a split job's chunks, in GET /jobs/{id}; Unsplit says why a job that asked to
 	// be split renders whole.
-	Chunks  []chunkView `json:"chunks,omitempty"`
-	Unsplit string      `json:"unsplit,omitempty"`
+	Chunks []chunkView `json:"chunks,omitempty"`
+	// ChunksRenderDuration is the render time of a split job's chunks added up, in seconds:
+	// the slot time it took, beside its renderDuration, the wall time of it all.
+	ChunksRenderDuration *float64 `json:"chunksRenderDuration,omitempty"`
+	Unsplit              string   `json:"unsplit,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
 }
@@ -55,20 +58,33 @@ type chunkView struct {
 	Attempts   int        `json:"attempts"`
 	StartedAt  *time.Time `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt"`
-	Error      string     `json:"error,omitempty"`
+	// RenderDuration is the chunk's render time in seconds, once rendered.
+	RenderDuration *float64 `json:"renderDuration"`
+	Error          string   `json:"error,omitempty"`
 }
 
-func chunkViews(chunks []*persistence.Job) []chunkView {
+// chunkViews are a split job's chunks, and their render times added up (nil before any ended).
+func chunkViews(chunks []*persistence.Job) ([]chunkView, *float64) {
 	out := make([]chunkView, 0, len(chunks))
+	var sum *float64
 	for i, c := range chunks {
 		if c == nil {
 			continue
 		}
 		f := c.Spec.Settings.Frames
-		out = append(out, chunkView{Index: i, Frames: []int{f.Start, f.End}, Status: c.State.String(), Progress: c.Progress,
-			Node: c.Node, Attempts: c.Attempts, StartedAt: optionalTime(c.StartedAt), FinishedAt: optionalTime(c.FinishedAt), Error: c.Error})
+		v := chunkView{Index: i, Frames: []int{f.Start, f.End}, Status: c.State.String(), Progress: c.Progress,
+			Node: c.Node, Attempts: c.Attempts, StartedAt: optionalTime(c.StartedAt), FinishedAt: optionalTime(c.FinishedAt), Error: c.Error}
+		if c.RenderDuration > 0 {
+			seconds := c.RenderDuration.Seconds()
+			v.RenderDuration = &seconds
+			if sum == nil {
+				sum = new(float64)
+			}
+			*sum += seconds
+		}
+		out = append(out, v)
 	}
-	return out
+	return out, sum
 }
 
 type jobStats struct {
@@ -93,8 +109,11 @@ type minimalJobView struct {
 	Stats      minimalStats `json:"stats"`
 }
 
+// minimalStats are a minimal listing's: when the job was made and, once finished, when it
+// finished (what a listing of finished work is read for).
 type minimalStats struct {
-	CreatedAt time.Time `json:"createdAt"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
 func optionalTime(t time.Time) *time.Time {
@@ -195,7 +214,7 @@ func (s *JobViews) jobStats(j *persistence.Job) *jobStats {
 func (s *JobViews) minimalJobView(j *persistence.Job) *minimalJobView {
 	return &minimalJobView{
 		ID: j.ID.String(), TemplateID: optionalID(j.TemplateID), Status: j.Status(),
-		Progress: j.Progress, OutputURL: s.outputURL(j), Stats: minimalStats{CreatedAt: j.CreatedAt.UTC()},
+		Progress: j.Progress, OutputURL: s.outputURL(j), Stats: minimalStats{CreatedAt: j.CreatedAt.UTC(), FinishedAt: optionalTime(j.FinishedAt)},
 	}
 }
 

@@ -137,6 +137,11 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 		}
 		b = append(append(b, `,"chunks":`...), chunks...)
 	}
+	if v.ChunksRenderDuration != nil {
+		if b, err = appendFloat(append(b, `,"chunksRenderDuration":`...), *v.ChunksRenderDuration); err != nil {
+			return nil, err
+		}
+	}
 	if v.Unsplit != "" {
 		b = appendString(append(b, `,"unsplit":`...), v.Unsplit)
 	}
@@ -195,6 +200,11 @@ func (v *minimalJobView) appendJSON(b []byte) ([]byte, error) {
 	b = appendString(append(b, `,"outputUrl":`...), v.OutputURL)
 	if b, err = appendTime(append(b, `,"stats":{"createdAt":`...), v.Stats.CreatedAt); err != nil {
 		return nil, err
+	}
+	if v.Stats.FinishedAt != nil {
+		if b, err = appendTime(append(b, `,"finishedAt":`...), *v.Stats.FinishedAt); err != nil {
+			return nil, err
+		}
 	}
 	return append(b, "}}"...), nil
 }

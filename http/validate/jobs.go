@@ -369,6 +369,9 @@ func isAfterEffects(engine string) bool { return strings.HasPrefix(engine, "ae")
 
 var fileNamePattern = regexp.MustCompile(`^[^/\\\x00]{1,255}$`)
 
+// fonts reads a job's fonts: each a font of the team's library by its file name, or by its family
+// or PostScript name (case, spaces, hyphens and underscores aside), kept as its file name; a name
+// no font of the library has is kept as it is and listed missing.
 func (c *checker) fonts(names []string, path string) (fonts, missing []string) {
 	if len(names) > 100 {
 		c.add(CodeValidation, path, "at most 100 fonts, got %d", len(names))
@@ -376,18 +379,38 @@ func (c *checker) fonts(names []string, path string) (fonts, missing []string) {
 	}
 	for i, name := range names {
 		if !fileNamePattern.MatchString(name) || name == "." || name == ".." {
-			c.add(CodeValidation, fmt.Sprintf("%s[%d]", path, i), "must be a font file name")
+			c.add(CodeValidation, fmt.Sprintf("%s[%d]", path, i), "must be a font's file name, family name or PostScript name")
 			continue
+		}
+		found := c.cat.FontExists(name)
+		if !found {
+			if f := c.libraryFont(name); f != nil {
+				name, found = f.FileName, true
+			}
 		}
 		if slices.Contains(fonts, name) {
 			continue
 		}
 		fonts = append(fonts, name)
-		if !c.cat.FontExists(name) {
+		if !found {
 			missing = append(missing, name)
 		}
 	}
 	return fonts, missing
+}
+
+// libraryFont is the team's font whose family or PostScript name is name, compared as the
+// engines compare font names; nil when none is.
+func (c *checker) libraryFont(name string) *persistence.Font {
+	key := renderer.FontKey(name)
+	for _, f := range c.cat.Fonts() {
+		for _, n := range []string{f.FamilyName, f.PostScriptName} {
+			if n != "" && renderer.FontKey(n) == key {
+				return f
+			}
+		}
+	}
+	return nil
 }
 
 // templateFontsMissing lists the template's own fonts (the names it uses) that neither the font
@@ -513,7 +536,7 @@ func (c *checker) url(s, path string, required bool) string {
 		return s
 	}
 	if !c.lim.AllowPrivateURLs && privateHost(u.Hostname()) {
-		c.add(CodeValidation, path, "points to a private or loopback address, which this service does not reach")
+		c.add(CodeValidation, path, "points to a private or loopback address, which this farm does not reach (its operator may set [server] allow_private_urls = true to permit them)")
 	}
 	return s
 }

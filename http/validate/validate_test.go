@@ -127,6 +127,25 @@ func TestAcceptsTheContractsForms(t *testing.T) {
 	}
 }
 
+// TestAJobNamesAFontByFamilyOrPostScriptName: a job's font may be named by its file name, its
+// family or its PostScript name (case, spaces and hyphens aside), and is kept as its file name.
+func TestAJobNamesAFontByFamilyOrPostScriptName(t *testing.T) {
+	cat := testCatalog()
+	cat.library = []*persistence.Font{{FileName: "arial.ttf", FamilyName: "Arial", PostScriptName: "ArialMT"},
+		{FileName: "futura-pt.ttf", FamilyName: "Futura PT"}}
+	job, err := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"},
+		"fonts": ["ArialMT", "futura pt", "arial", "arial.ttf", "Nowhere Sans"]}`), cat, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(job.Spec.Fonts, ","); got != "arial.ttf,futura-pt.ttf,Nowhere Sans" {
+		t.Fatalf("fonts %q", got)
+	}
+	if got := strings.Join(job.MissingFonts, ","); got != "Nowhere Sans" {
+		t.Fatalf("missing %q", got)
+	}
+}
+
 // TestMissingFontsNameTheTemplatesOwnFonts: a template's font is provided by a library font of
 // that family, PostScript name or file name, or by a font file the job names; the others are
 // missing, after the job's own missing files.
@@ -215,8 +234,13 @@ func TestRejectsWithFieldAndCode(t *testing.T) {
 	}
 }
 
+// TestPrivateURLsAllowedWhenConfigured: a private address is refused naming the setting that
+// permits it, and taken once it is set.
 func TestPrivateURLsAllowedWhenConfigured(t *testing.T) {
 	body := `{"template": {"id": "` + aeID + `", "composition": "main"}, "assets": [], "webhook": {"url": "http://127.0.0.1:9/x"}}`
+	if _, err := ParseJob([]byte(body), testCatalog(), Limits{}); err == nil || !strings.Contains(err.Message, "allow_private_urls") {
+		t.Fatalf("a private webhook refused with %v", err)
+	}
 	if _, err := ParseJob([]byte(body), testCatalog(), Limits{AllowPrivateURLs: true}); err != nil {
 		t.Fatal(err)
 	}

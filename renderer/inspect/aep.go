@@ -315,11 +315,17 @@ func layerOf(node *chunk, index int, byID map[uint32]*aepItem) (renderer.Layer, 
 	var fonts []string
 	if layer.Type == "text" {
 		if doc := node.find("btdk"); doc != nil {
-			text, used, err := textDocument(doc.data)
+			text, err := textDocument(doc.data)
 			if err != nil {
 				return layer, nil, fmt.Errorf("layer %q: %w", layer.Name, err)
 			}
-			layer.Text, fonts = text, used
+			layer.Text, fonts = text.text, text.fonts
+			if text.size > 0 {
+				layer.Data["fontSize"] = text.size
+				if text.leading > 0 {
+					layer.Data["leading"] = text.leading
+				}
+			}
 		}
 	}
 	return layer, fonts, nil

@@ -123,8 +123,9 @@ func staticValue(prop *chunk) ([]float64, bool) {
 	return values, true
 }
 
-// aepBounds gives each 2D layer with a source of known size its box at time 0, through its
-// parents' transforms.
+// aepBounds gives each layer its box at time 0, through its parents' transforms: a source's
+// frame, a text's lines (glyph widths estimated: a project holds no font), a point for what
+// draws nothing or is not read (a shape layer's paths).
 func aepBounds(comp *renderer.Composition, nodes []*chunk, sources []*aepItem) {
 	compCentre := [2]float64{float64(comp.Width) / 2, float64(comp.Height) / 2}
 	byID := make(map[int]placed[int], len(comp.Layers))
@@ -142,12 +143,21 @@ func aepBounds(comp *renderer.Composition, nodes []*chunk, sources []*aepItem) {
 		own[i] = placed[int]{m: p.matrix(), ok: ok, parent: l.ParentID}
 		byID[l.ID] = own[i]
 	}
-	for i, l := range comp.Layers {
-		if sources[i] == nil || l.Type == "text" || l.Type == "shape" || l.Type == "audio" {
-			continue
+	for i := range comp.Layers {
+		l := &comp.Layers[i]
+		drawn, exact := box{}, true
+		switch {
+		case l.Type == "text":
+			size, _ := l.Data["fontSize"].(float64)
+			leading, _ := l.Data["leading"].(float64)
+			drawn, exact = textLayout{text: l.Text, size: size, leading: leading}.box()
+		case l.Type == "shape":
+			exact = false
+		case sources[i] != nil && l.Type != "audio":
+			if w, h, ok := sources[i].sourceSize(); ok {
+				drawn = sourceBox(w, h)
+			}
 		}
-		if w, h, ok := sources[i].sourceSize(); ok {
-			comp.Layers[i].Bounds = boundsAtZero(own[i], byID, w, h)
-		}
+		placeLayer(l, own[i], byID, drawn, float64(comp.Width), float64(comp.Height), !exact)
 	}
 }

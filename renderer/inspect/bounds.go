@@ -56,6 +56,11 @@ func layerMatrix(ks json.RawMessage) (affine, bool) {
 	if len(ks) == 0 || json.Unmarshal(ks, &t) != nil {
 		return affine{}, false
 	}
+	return t.matrix()
+}
+
+// matrix is the transform at time 0 (a shape group's tr has a layer's ks fields).
+func (t lottieTransform) matrix() (affine, bool) {
 	anchor, okA := propertyAtZero(t.A, []float64{0, 0})
 	pos, okP := positionAtZero(t.P)
 	scale, okS := propertyAtZero(t.S, []float64{100, 100})
@@ -131,9 +136,31 @@ type placed[K comparable] struct {
 	parent *K
 }
 
-// boundsAtZero is the box a w x h source covers in its composition at time 0, through the
-// layer's own transform and its parents' (from layers). Nil when one of them cannot be read.
-func boundsAtZero[K comparable](own placed[K], layers map[K]placed[K], w, h float64) *renderer.Bounds {
+// box is what a layer draws in its own space, before its transform: a source's frame from
+// (0, 0), a text's lines around their first baseline, a shape's paths.
+type box struct{ x0, y0, x1, y1 float64 }
+
+// sourceBox is the frame of a w x h source.
+func sourceBox(w, h float64) box { return box{0, 0, w, h} }
+
+// union is the box holding b and o.
+func (b box) union(o box) box {
+	return box{math.Min(b.x0, o.x0), math.Min(b.y0, o.y0), math.Max(b.x1, o.x1), math.Max(b.y1, o.y1)}
+}
+
+// through is the axis-aligned box holding b moved by m.
+func (b box) through(m affine) box {
+	out := box{math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)}
+	for _, corner := range [][2]float64{{b.x0, b.y0}, {b.x1, b.y0}, {b.x0, b.y1}, {b.x1, b.y1}} {
+		x, y := m.apply(corner[0], corner[1])
+		out = out.union(box{x, y, x, y})
+	}
+	return out
+}
+
+// boundsAtZero is the box b covers in its composition at time 0, through the layer's own
+// transform and its parents' (from layers). Nil when one of them cannot be read.
+func boundsAtZero[K comparable](own placed[K], layers map[K]placed[K], b box) *renderer.Bounds {
 	at, found := own, true
 	m := at.m
 	for depth := 0; found && at.ok && at.parent != nil; depth++ {
@@ -147,16 +174,38 @@ func boundsAtZero[K comparable](own placed[K], layers map[K]placed[K], w, h floa
 	if !found || !at.ok {
 		return nil
 	}
-	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
-	for _, corner := range [][2]float64{{0, 0}, {w, 0}, {0, h}, {w, h}} {
-		x, y := m.apply(corner[0], corner[1])
-		minX, minY, maxX, maxY = math.Min(minX, x), math.Min(minY, y), math.Max(maxX, x), math.Max(maxY, y)
-	}
-	b := &renderer.Bounds{Left: round(minX, 3), Top: round(minY, 3), Width: round(maxX-minX, 3), Height: round(maxY-minY, 3)}
-	for _, v := range []float64{b.Left, b.Top, b.Width, b.Height} {
+	return b.through(m).bounds()
+}
+
+// bounds is b in composition pixels; nil when it is not a box of numbers.
+func (b box) bounds() *renderer.Bounds {
+	out := &renderer.Bounds{Left: round(b.x0, 3), Top: round(b.y0, 3), Width: round(b.x1-b.x0, 3), Height: round(b.y1-b.y0, 3)}
+	for _, v := range []float64{out.Left, out.Top, out.Width, out.Height} {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
 	}
-	return b
+	return out
+}
+
+// placeLayer gives a layer its bounds at time 0: b through its transforms when they can be read,
+// else b centred in its composition, where After Effects places a new layer. Every layer gets
+// numbers (the interface's layers always have them); estimated says the box is not the file's
+// own (widths of glyphs not in it, a shape whose paths are not read, a transform not read), and
+// is kept in the layer's data as boundsEstimated.
+func placeLayer[K comparable](l *renderer.Layer, own placed[K], layers map[K]placed[K], b box, compW, compH float64, estimated bool) {
+	l.Bounds = boundsAtZero(own, layers, b)
+	if l.Bounds == nil {
+		w, h := b.x1-b.x0, b.y1-b.y0
+		if l.Bounds = (box{(compW - w) / 2, (compH - h) / 2, (compW + w) / 2, (compH + h) / 2}).bounds(); l.Bounds == nil {
+			l.Bounds = &renderer.Bounds{Left: round(compW/2, 3), Top: round(compH/2, 3)}
+		}
+		estimated = true
+	}
+	if estimated {
+		if l.Data == nil {
+			l.Data = map[string]any{}
+		}
+		l.Data["boundsEstimated"] = true
+	}
 }

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,10 @@ var (
 	cosFontNamePath  = []any{"0", "0", "0"}
 	cosStyleRunsPath = []any{"1", "1", 0, "0", "6", "0"}
 	cosRunFontPath   = []any{"0", "0", "6", "0"}
+	// A style run's font size, whether its leading is automatic, and its leading.
+	cosRunSizePath        = []any{"0", "0", "6", "1"}
+	cosRunAutoLeadingPath = []any{"0", "0", "6", "4"}
+	cosRunLeadingPath     = []any{"0", "0", "6", "5"}
 )
 
 const (
@@ -192,26 +197,51 @@ func at(v any, path []any) any {
 	return v
 }
 
-// textDocument reads the text of a document and the fonts its style runs use.
-func textDocument(b []byte) (text string, fonts []string, err error) {
+// aeText is what a text document says: its text, the fonts its style runs use, and the largest
+// font size of its runs with its leading (0: automatic).
+type aeText struct {
+	text          string
+	fonts         []string
+	size, leading float64
+}
+
+// textDocument reads a text document.
+func textDocument(b []byte) (aeText, error) {
+	var out aeText
 	doc, err := parseCOS(b)
 	if err != nil {
-		return "", nil, err
+		return out, err
 	}
-	text, _ = at(doc, cosTextPath).(string)
+	out.text, _ = at(doc, cosTextPath).(string)
 	// Paragraphs end with a carriage return; the last one is always there.
-	text = strings.ReplaceAll(strings.TrimSuffix(text, "\r"), "\r", "\n")
+	out.text = strings.ReplaceAll(strings.TrimSuffix(out.text, "\r"), "\r", "\n")
 	fontSet, _ := at(doc, cosFontSetPath).([]any)
 	runs, _ := at(doc, cosStyleRunsPath).([]any)
 	for _, run := range runs {
+		if size := cosNumber(at(run, cosRunSizePath)); size > out.size {
+			out.size, out.leading = size, 0
+			if auto, _ := at(run, cosRunAutoLeadingPath).(string); auto == "false" {
+				out.leading = cosNumber(at(run, cosRunLeadingPath))
+			}
+		}
 		idx, _ := at(run, cosRunFontPath).(string)
 		n, err := strconv.Atoi(idx)
 		if err != nil || n < 0 || n >= len(fontSet) {
 			continue
 		}
-		if name, ok := at(fontSet[n], cosFontNamePath).(string); ok && name != "" && !slices.Contains(fonts, name) {
-			fonts = append(fonts, name)
+		if name, ok := at(fontSet[n], cosFontNamePath).(string); ok && name != "" && !slices.Contains(out.fonts, name) {
+			out.fonts = append(out.fonts, name)
 		}
 	}
-	return text, fonts, nil
+	return out, nil
+}
+
+// cosNumber reads a number of a document (0 when it is none, or not a size).
+func cosNumber(v any) float64 {
+	s, _ := v.(string)
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(n) || n < 0 || n > 1e6 {
+		return 0
+	}
+	return n
 }

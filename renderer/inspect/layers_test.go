@@ -18,10 +18,12 @@ type layerFacts struct {
 	Source                 string
 	Start, In, Out         float64
 	Bounds                 *renderer.Bounds
+	Estimated              bool
 }
 
 func factsOf(l renderer.Layer) layerFacts {
-	f := layerFacts{ID: l.ID, Source: l.SourceType, Start: l.StartTime, In: l.InPoint, Out: l.OutPoint, Bounds: l.Bounds}
+	estimated, _ := l.Data["boundsEstimated"].(bool)
+	f := layerFacts{ID: l.ID, Source: l.SourceType, Start: l.StartTime, In: l.InPoint, Out: l.OutPoint, Bounds: l.Bounds, Estimated: estimated}
 	if l.ParentID != nil {
 		f.Parent = *l.ParentID
 	}
@@ -63,7 +65,8 @@ func TestAfterEffectsIdsAndTimes(t *testing.T) {
 	}
 	// A null's source is a 100 x 100 solid; untouched, it sits at the composition's centre.
 	checkLayer(t, in, "Comp 01", "Null 1", layerFacts{ID: 79, Source: "solid", Out: 31, Bounds: &renderer.Bounds{Left: 125.5, Top: 378, Width: 100, Height: 100}})
-	checkLayer(t, in, "Comp 01", "Shape Layer 1", layerFacts{ID: 76, Out: 31})
+	// A shape layer's paths are not read: a point where its transform puts its origin.
+	checkLayer(t, in, "Comp 01", "Shape Layer 1", layerFacts{ID: 76, Out: 31, Bounds: &renderer.Bounds{Left: 175.5, Top: 428}, Estimated: true})
 	switches := in.Compositions[0].Layers[0].Data["switches"].(map[string]bool)
 	if !switches["null"] || !switches["visible"] || switches["adjustment"] {
 		t.Errorf("switches of the null layer %v", switches)
@@ -72,13 +75,15 @@ func TestAfterEffectsIdsAndTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkLayer(t, in, "testcomp1", "<empty text layer>", layerFacts{ID: 12, Out: 30})
+	// An empty text draws nothing: a point at its origin, the composition's centre.
+	checkLayer(t, in, "testcomp1", "<empty text layer>", layerFacts{ID: 12, Out: 30, Bounds: &renderer.Bounds{Left: 960, Top: 540}})
 }
 
 // TestAfterEffectsBoundsFromTheTransformGroup: the Transform group's anchor, position, scale and
 // rotation, as After Effects writes them (cdat doubles; scale 1 is 100%), place a layer, then
-// its parent's place it further; what the file cannot say at time 0 (keyframes, an expression,
-// split dimensions, a 3D layer) leaves the bounds out.
+// its parent's place it further; where the file cannot say it at time 0 (keyframes, an
+// expression, split dimensions, a 3D layer), the source is placed as After Effects places a new
+// layer, at the composition's centre, and the bounds are marked estimated.
 func TestAfterEffectsBoundsFromTheTransformGroup(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(fixtures, "templates", "boltframe_Item-01.aep"))
 	if err != nil {
@@ -94,12 +99,15 @@ func TestAfterEffectsBoundsFromTheTransformGroup(t *testing.T) {
 		}
 		return c
 	}
+	centred := &renderer.Bounds{Left: 125.5, Top: 378, Width: 100, Height: 100}
 	cases := []struct {
 		name   string
 		props  []*chunk
 		parent bool
 		threeD bool
 		want   *renderer.Bounds
+		// estimated: the transform was not read.
+		estimated bool
 	}{
 		{name: "moved and stretched", props: slices.Concat(property("ADBE Anchor Point", cdat(0, 0, 0)),
 			property("ADBE Position", cdat(10, 20, 0)), property("ADBE Scale", cdat(2, 1, 1))),
@@ -109,10 +117,11 @@ func TestAfterEffectsBoundsFromTheTransformGroup(t *testing.T) {
 			want: &renderer.Bounds{Left: 75, Top: 0, Width: 50, Height: 200}},
 		{name: "under a parent at the composition's centre", props: property("ADBE Position", cdat(0, 0, 0)), parent: true,
 			want: &renderer.Bounds{Left: 125.5, Top: 378, Width: 100, Height: 100}},
-		{name: "keyframed", props: property("ADBE Position", cdat(1, 2, 0), &chunk{id: "list", list: true})},
-		{name: "driven by an expression", props: property("ADBE Position", cdat(1, 2, 0), &chunk{id: "Utf8", data: []byte("wiggle(2, 5)")})},
-		{name: "split dimensions", props: property("ADBE Position_0", cdat(300))},
-		{name: "three-dimensional", props: property("ADBE Position", cdat(1, 2, 0)), threeD: true},
+		{name: "keyframed", props: property("ADBE Position", cdat(1, 2, 0), &chunk{id: "list", list: true}), want: centred, estimated: true},
+		{name: "driven by an expression", props: property("ADBE Position", cdat(1, 2, 0), &chunk{id: "Utf8", data: []byte("wiggle(2, 5)")}),
+			want: centred, estimated: true},
+		{name: "split dimensions", props: property("ADBE Position_0", cdat(300)), want: centred, estimated: true},
+		{name: "three-dimensional", props: property("ADBE Position", cdat(1, 2, 0)), threeD: true, want: centred, estimated: true},
 	}
 	for _, tc := range cases {
 		root, err := parseRIFX(data)
@@ -133,10 +142,11 @@ func TestAfterEffectsBoundsFromTheTransformGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := json.Marshal(in.Composition("Comp 01").Layer("Null 1").Bounds)
+		null1 := in.Composition("Comp 01").Layer("Null 1")
+		got, _ := json.Marshal(null1.Bounds)
 		want, _ := json.Marshal(tc.want)
-		if string(got) != string(want) {
-			t.Errorf("%s: bounds %s, want %s", tc.name, got, want)
+		if estimated, _ := null1.Data["boundsEstimated"].(bool); string(got) != string(want) || estimated != tc.estimated {
+			t.Errorf("%s: bounds %s (estimated %v), want %s (estimated %v)", tc.name, got, estimated, want, tc.estimated)
 		}
 	}
 }
@@ -179,7 +189,8 @@ func TestLottieIdsTimesAndBounds(t *testing.T) {
 		Bounds: &renderer.Bounds{Left: 0, Top: 0, Width: 320, Height: 180}})
 	checkLayer(t, in, "Scene", "Card", layerFacts{ID: 1, SourceComp: 3, Source: "composition", Out: 1,
 		Bounds: &renderer.Bounds{Left: 110, Top: 65, Width: 100, Height: 50}})
-	checkLayer(t, in, "Card", "Title", layerFacts{ID: 1, Out: 1})
+	// A text whose glyphs the export does not carry: its width estimated.
+	checkLayer(t, in, "Card", "Title", layerFacts{ID: 1, Out: 1, Bounds: &renderer.Bounds{Left: 61.5, Top: 39.868, Width: 77, Height: 28}, Estimated: true})
 	checkLayer(t, in, "Card", "Panel", layerFacts{ID: 2, Source: "solid", Out: 1,
 		Bounds: &renderer.Bounds{Left: 0, Top: 0, Width: 200, Height: 100}})
 
@@ -208,6 +219,39 @@ func TestLottieBoundsFollowParentsAndRotation(t *testing.T) {
 	// (200,200): x 180..200, y 220..260.
 	checkLayer(t, in, "main", "Box", layerFacts{ID: 6, Parent: 5, Source: "solid", Start: 0.5, Out: 1,
 		Bounds: &renderer.Bounds{Left: 180, Top: 220, Width: 20, Height: 40}})
-	checkLayer(t, in, "main", "Loop", layerFacts{ID: 7, Parent: 8, Source: "solid", Out: 1})
-	checkLayer(t, in, "main", "Odd", layerFacts{ID: 9, Source: "solid", Out: 1})
+	// A parent loop and an unreadable position: the source at the composition's centre.
+	checkLayer(t, in, "main", "Loop", layerFacts{ID: 7, Parent: 8, Source: "solid", Out: 1, Bounds: &renderer.Bounds{Left: 190, Top: 195, Width: 20, Height: 10}, Estimated: true})
+	checkLayer(t, in, "main", "Odd", layerFacts{ID: 9, Source: "solid", Out: 1, Bounds: &renderer.Bounds{Left: 190, Top: 195, Width: 20, Height: 10}, Estimated: true})
+}
+
+// TestLottieTextAndShapeBounds: a text's box from its glyphs' advances in the export's chars,
+// its size, justification and font ascent; a paragraph text's box; a shape layer's box from its
+// groups, rectangles, ellipses, paths and strokes.
+func TestLottieTextAndShapeBounds(t *testing.T) {
+	doc := []byte(`{"fr":25,"ip":0,"op":25,"w":400,"h":400,
+	 "fonts":{"list":[{"fName":"Sans-Bold","fFamily":"Sans","fStyle":"Bold","ascent":80}]},
+	 "chars":[{"ch":"H","fFamily":"Sans","style":"Bold","w":70},{"ch":"i","fFamily":"Sans","style":"Bold","w":30}],
+	 "layers":[
+	 {"ty":5,"nm":"Left","ind":1,"ip":0,"op":25,"st":0,"ks":{"p":{"a":0,"k":[100,100]}},
+	  "t":{"d":{"k":[{"s":{"t":"Hi\rHi","s":50,"f":"Sans-Bold","j":0,"lh":60},"t":0}]}}},
+	 {"ty":5,"nm":"Centre","ind":2,"ip":0,"op":25,"st":0,"ks":{"p":{"a":0,"k":[200,300]}},
+	  "t":{"d":{"k":[{"s":{"t":"Hi","s":100,"f":"Sans-Bold","j":2},"t":0}]}}},
+	 {"ty":5,"nm":"Box","ind":3,"ip":0,"op":25,"st":0,"ks":{"p":{"a":0,"k":[10,10]}},
+	  "t":{"d":{"k":[{"s":{"t":"Hi","s":20,"f":"Sans-Bold","sz":[150,40],"ps":[-5,-15]},"t":0}]}}},
+	 {"ty":4,"nm":"Shapes","ind":4,"ip":0,"op":25,"st":0,"ks":{"p":{"a":0,"k":[0,0]}},"shapes":[
+	  {"ty":"gr","it":[{"ty":"rc","p":{"a":0,"k":[50,50]},"s":{"a":0,"k":[20,10]}},{"ty":"st","w":{"a":0,"k":4}},
+	    {"ty":"tr","p":{"a":0,"k":[100,0]},"a":{"a":0,"k":[0,0]},"s":{"a":0,"k":[100,100]},"r":{"a":0,"k":0}}]},
+	  {"ty":"sh","ks":{"a":0,"k":{"v":[[0,200],[40,220]],"i":[[0,0],[0,0]],"o":[[0,0],[0,30]]}}}]}]}`)
+	in, err := inspectLottie(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "Hi" is 70+30 = 100 at size 100: 50 wide at 50, two lines 60 apart, 40 above the first
+	// baseline (ascent 80%), 10 below the last.
+	checkLayer(t, in, "main", "Left", layerFacts{ID: 1, Out: 1, Bounds: &renderer.Bounds{Left: 100, Top: 60, Width: 50, Height: 110}})
+	checkLayer(t, in, "main", "Centre", layerFacts{ID: 2, Out: 1, Bounds: &renderer.Bounds{Left: 150, Top: 220, Width: 100, Height: 100}})
+	checkLayer(t, in, "main", "Box", layerFacts{ID: 3, Out: 1, Bounds: &renderer.Bounds{Left: 5, Top: -5, Width: 150, Height: 40}})
+	// The rectangle spans 40..60 x 45..55, 2 more each side for the stroke, moved 100 right;
+	// the path spans 0..40 x 200..250 with its tangent.
+	checkLayer(t, in, "main", "Shapes", layerFacts{ID: 4, Out: 1, Bounds: &renderer.Bounds{Left: 0, Top: 43, Width: 162, Height: 207}})
 }

@@ -22,12 +22,28 @@ type LottieDoc struct {
 	Layers []lottieLayer `json:"layers"`
 	Assets []lottieAsset `json:"assets"`
 	Fonts  struct {
-		List []struct {
-			FName   string `json:"fName"`
-			FFamily string `json:"fFamily"`
-			FPath   string `json:"fPath"`
-		} `json:"list"`
+		List []lottieFont `json:"list"`
 	} `json:"fonts"`
+	// Chars are the glyphs the export carries for its texts, with their advances.
+	Chars []lottieChar `json:"chars"`
+}
+
+// lottieFont is a font the export's texts name (by fName).
+type lottieFont struct {
+	FName   string `json:"fName"`
+	FFamily string `json:"fFamily"`
+	FStyle  string `json:"fStyle"`
+	FPath   string `json:"fPath"`
+	// Ascent is the part of the size above the baseline, in percent.
+	Ascent float64 `json:"ascent"`
+}
+
+// lottieChar is a glyph of a font, its advance W at size 100.
+type lottieChar struct {
+	Ch      string  `json:"ch"`
+	FFamily string  `json:"fFamily"`
+	Style   string  `json:"style"`
+	W       float64 `json:"w"`
 }
 
 type lottieAsset struct {
@@ -57,15 +73,25 @@ type lottieLayer struct {
 	Ddd    int             `json:"ddd"`
 	Tt     int             `json:"tt"`
 	Ks     json.RawMessage `json:"ks"`
+	Shapes json.RawMessage `json:"shapes"`
 	T      *struct {
 		D struct {
 			K []struct {
-				S struct {
-					T string `json:"t"`
-				} `json:"s"`
+				S lottieTextDocument `json:"s"`
 			} `json:"k"`
 		} `json:"d"`
 	} `json:"t"`
+}
+
+// lottieTextDocument is a text layer's text and style at its first keyframe.
+type lottieTextDocument struct {
+	T  string    `json:"t"`
+	S  float64   `json:"s"`  // size
+	F  string    `json:"f"`  // the font's fName
+	J  int       `json:"j"`  // justification
+	Lh float64   `json:"lh"` // line height
+	Sz []float64 `json:"sz"` // a paragraph text's box size
+	Ps []float64 `json:"ps"` // and its position
 }
 
 // Lottie layer types (ty) and the kinds inspection reports for them.
@@ -125,7 +151,13 @@ func inspectLottie(b []byte) (*renderer.Inspection, error) {
 	for _, a := range doc.Assets {
 		sizes[a.ID] = [2]float64{a.W, a.H}
 	}
-	lc := lottieComps{ids: ids, sizes: sizes, fps: doc.Fr}
+	lc := lottieComps{ids: ids, sizes: sizes, fps: doc.Fr, fonts: map[string]lottieFont{}, chars: map[[3]string]float64{}}
+	for _, f := range doc.Fonts.List {
+		lc.fonts[f.FName] = f
+	}
+	for _, c := range doc.Chars {
+		lc.chars[[3]string{c.Ch, c.FFamily, c.Style}] = c.W
+	}
 	in.Compositions = append(in.Compositions, lc.composition(1, name, doc.W, doc.H, duration, doc.Layers))
 	for _, a := range doc.Assets {
 		if a.Layers == nil {
@@ -165,6 +197,8 @@ type lottieComps struct {
 	ids   map[string]int        // composition ids of precomp assets
 	sizes map[string][2]float64 // sizes of assets
 	fps   float64
+	fonts map[string]lottieFont // by fName
+	chars map[[3]string]float64 // glyph advances by character, family and style
 }
 
 // Lottie layer types (ty) that show a source, and its kind.
@@ -202,13 +236,42 @@ func (lc lottieComps) composition(id int, name string, w, h, duration float64, l
 		if l.T != nil && len(l.T.D.K) > 0 {
 			layer.Text = l.T.D.K[0].S.T
 		}
-		if w, h, ok := lc.sourceSize(l); ok {
-			m, ok := layerMatrix(l.Ks)
-			layer.Bounds = boundsAtZero(placed[int]{m: m, ok: ok, parent: l.Parent}, byInd, w, h)
-		}
+		drawn, exact := lc.drawnBox(l)
+		m, ok := layerMatrix(l.Ks)
+		placeLayer(&layer, placed[int]{m: m, ok: ok, parent: l.Parent}, byInd, drawn, w, h, !exact)
 		comp.Layers = append(comp.Layers, layer)
 	}
 	return comp
+}
+
+// drawnBox is what a layer draws in its own space, and whether the export says it exactly: a
+// source's frame, a text's lines (glyph widths from the export's chars), a shape's paths; a
+// layer that draws nothing (a null, a sound) is a point at its origin.
+func (lc lottieComps) drawnBox(l *lottieLayer) (box, bool) {
+	if w, h, ok := lc.sourceSize(l); ok {
+		return sourceBox(w, h), true
+	}
+	switch l.Ty {
+	case 4:
+		b, drawn, exact := shapesBox(l.Shapes, 0)
+		return b, drawn && exact
+	case 5:
+		if l.T == nil || len(l.T.D.K) == 0 {
+			return box{}, false
+		}
+		doc := l.T.D.K[0].S
+		font := lc.fonts[doc.F]
+		layout := textLayout{text: doc.T, size: doc.S, leading: doc.Lh, justify: doc.J, ascent: font.Ascent / 100,
+			advance: func(r rune) (float64, bool) {
+				w, ok := lc.chars[[3]string{string(r), font.FFamily, font.FStyle}]
+				return w, ok
+			}}
+		if len(doc.Sz) >= 2 && len(doc.Ps) >= 2 {
+			layout.paragraph = &box{doc.Ps[0], doc.Ps[1], doc.Ps[0] + doc.Sz[0], doc.Ps[1] + doc.Sz[1]}
+		}
+		return layout.box()
+	}
+	return box{}, true
 }
 
 // sourceSize is the size of what a layer shows, when the export says it.

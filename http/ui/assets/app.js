@@ -477,7 +477,8 @@ function outputView(job) {
 const MILESTONES = [
   [/^created(,| as )/, "created"], [/^frames \d+ to \d+ rendered on node /, "chunk-rendered"], [/^all \d+ chunks rendered/, "chunk-rendered"],
   [/^dispatched to node /, "attempt"], [/^attempt \d+ on node .* ended/, "failed"],
-  [/^queued again/, "requeued"], [/^finished on node /, "finished"], [/cancel/i, "cancelled"],
+  [/^queued again/, "requeued"], [/storage failed the attempt/, "requeued"], [/^attempt \d+ on node .* carried on across/, "attempt"],
+  [/^finished on node /, "finished"], [/^stopped by /, "cancelled"], [/cancel/i, "cancelled"],
   [/^webhook delivered/, "webhook"], [/^webhook attempt \d+ failed/, "webhook-retry"], [/^webhook failed/, "webhook-failed"],
   [/^(the job failed|failed after|children failed|a child failed)/i, "failed"], [/^chunk \d+ of \d+ .* failed/, "failed"],
 ];
@@ -499,6 +500,20 @@ function deliveriesOf(log) {
       h("td", { class: "name", title: outcome }, outcome), h("td", { class: "muted" }, next)));
   }
   return rows;
+}
+
+// assetItem says what an asset does: where it goes, and what it puts there (a text, a value, a
+// file, a function's parameters, a child job). Secret references show as written, never their
+// values.
+function assetItem(a) {
+  const where = `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`;
+  let what = "";
+  if (a.type === "function") what = `${a.name || ""}${a.params ? ` ${JSON.stringify(a.params)}` : ""}`;
+  else if (a.type === "job") what = a.jobId ? `child job ${a.jobId}` : "a child job";
+  else if (a.expression) what = `${a.property ? `${a.property} = ` : ""}expression ${a.expression}`;
+  else if (a.value !== undefined) what = `${a.property ? `${a.property} = ` : ""}${typeof a.value === "string" ? `“${a.value}”` : JSON.stringify(a.value)}`;
+  else if (a.src) what = a.src;
+  return h("li", {}, where, what ? h("span", { class: "injected" }, ": ", what) : "");
 }
 
 function timelineOf(log) {
@@ -578,7 +593,7 @@ function jobScreen(id) {
       waiting ? retagForm(job, load) : null,
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
-        job.assets && job.assets.length ? h("ul", {}, ...job.assets.map((a) => h("li", {}, `${a.type}${a.layerName ? ` → ${a.layerName}` : ""}${a.composition ? ` in ${a.composition}` : ""}`))) : h("p", { class: "muted" }, "none")),
+        job.assets && job.assets.length ? h("ul", { class: "assets" }, ...job.assets.map(assetItem)) : h("p", { class: "muted" }, "none")),
       h("section", { class: "panel" }, h("h2", {}, "Timeline"), timeline),
       deliveries,
       h("section", { class: "panel" }, h("h2", {}, "Log"), logPre)].filter(Boolean));
@@ -844,7 +859,7 @@ function batchesScreen() {
 
 // countsBar draws a batch's jobs by state as one stacked bar.
 function countsBar(st) {
-  const parts = [["finished", st.finished], ["error", st.error], ["rendering", st.pending], ["cancelled", st.cancelled]];
+  const parts = [["finished", st.finished], ["error", st.error - st.cancelled], ["rendering", st.pending], ["cancelled", st.cancelled]];
   const bar = h("div", { class: "stack", role: "img", "aria-label": parts.map(([k, v]) => `${v} ${k}`).join(", ") });
   for (const [kind, n] of parts) {
     if (!n) continue;
@@ -864,7 +879,7 @@ function batchScreen(id) {
       return;
     }
     const st = b.stats;
-    const parts = [["finished", st.finished], ["error", st.error], ["rendering", st.pending], ["cancelled", st.cancelled]];
+    const parts = [["finished", st.finished], ["error", st.error - st.cancelled], ["rendering", st.pending], ["cancelled", st.cancelled]];
     const bar = countsBar(st);
     const cancellable = b.jobs.some((j) => ["queued", "pending"].includes(j.status));
     container.replaceChildren(
