@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -93,6 +94,14 @@ func value[T any](t *testing.T, tab context.Context, what string, a chromedp.Act
 		t.Fatalf("%s: %v", what, err)
 	}
 	return v
+}
+
+// liveText is the text of the element selector names, read in one step of the page's script: an
+// element the page draws anew as events arrive (a node's row, a chart) may be replaced between
+// the steps of chromedp.Text, which then fails to find the node it queried.
+func liveText(t *testing.T, tab context.Context, what, selector string) string {
+	t.Helper()
+	return value(t, tab, what, chromedp.Evaluate[string](fmt.Sprintf(`document.querySelector(%s)?.innerText ?? ""`, strconv.Quote(selector))))
 }
 
 // TestDashboardInARealBrowser: a team signs in through a link's fragment (which is cleared), sees
@@ -286,10 +295,10 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.Click(`//tr[@data-node]//button[normalize-space(.)="drain"]`),
 		chromedp.WaitVisible(`tr[data-node] .badge[data-status="draining"]`))
 	screenshot(t, adminTab, "farm")
-	if machine := value(t, adminTab, "the node's machine", chromedp.Text(`tr[data-node] td.machine`)); !strings.Contains(machine, " CPUs") {
+	if machine := liveText(t, adminTab, "the node's machine", `tr[data-node] td.machine`); !strings.Contains(machine, " CPUs") {
 		t.Errorf("the node's machine shows %q", machine)
 	}
-	if axis := value(t, adminTab, "a chart's time axis", chromedp.Text(`.chart-panel .axis-x`)); !strings.Contains(axis, "now") {
+	if axis := liveText(t, adminTab, "a chart's time axis", `.chart-panel .axis-x`); !strings.Contains(axis, "now") {
 		t.Errorf("a chart's time axis shows %q", axis)
 	}
 	var nodes []struct{ State string }
