@@ -73,16 +73,18 @@ STRESS ?= 20
 stress: setup check weed ## every test STRESS (20) times under -race, reporting each one's passes (LOAD=1: beside a make test)
 	$(call apt_install,$(TEST_APT_PACKAGES))
 	@set -u; log=$$(mktemp -d); echo "stress logs in $$log"; \
-	if [ "$(LOAD)" = 1 ]; then (while :; do $(MAKE) -s --no-print-directory test >/dev/null 2>&1; done) & load=$$!; fi; \
+	if [ "$(LOAD)" = 1 ]; then setsid sh -c 'while :; do $(MAKE) -s --no-print-directory test; done' >>$$log/load.log 2>&1 & load=$$!; fi; \
 	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=$(STRESS) -timeout 6h -v $$($(GO) list ./... | grep -v '/cmd/framefarm$$') > $$log/unit.log 2>&1; \
 	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=$(STRESS) -timeout 12h -v ./cmd/framefarm > $$log/process.log 2>&1; \
-	if [ "$(LOAD)" = 1 ]; then kill $$load 2>/dev/null; pkill -P $$load 2>/dev/null; fi; \
+	if [ "$(LOAD)" = 1 ]; then kill -TERM -$$load 2>/dev/null; fi; \
 	for part in unit process; do \
 		echo "== $$part tests: passes of $(STRESS) (every test that failed once is listed)"; \
 		awk -v want=$(STRESS) '/^--- (PASS|FAIL|SKIP)/ { name=$$3; seen[name]++; if ($$2 == "FAIL:") failed[name]++ } \
 			END { n=0; bad=0; for (t in seen) { n++; if (failed[t] > 0 || seen[t] != want) { bad++; printf "  %s: %d of %d passed\n", t, seen[t]-failed[t], want } } \
 			printf "  %d tests, %d passed %d of %d times\n", n, n-bad, want, want; exit bad > 0 }' $$log/$$part.log || status=1; \
-	done; exit $${status:-0}
+	done; \
+	if [ "$(LOAD)" = 1 ]; then echo "== the make test runs beside it (an unfinished last one is cut short)"; grep '^make test:' $$log/load.log | sort | uniq -c; fi; \
+	exit $${status:-0}
 
 weed: $(WEED) ## build the tests' S3 server (SeaweedFS) into $(WEED_CACHE)
 
