@@ -30,7 +30,9 @@ import (
 type replicaSet struct {
 	t       testing.TB
 	members []*coordinator
-	ids     []string
+	// made holds members once they are all made, for the balancer's goroutine.
+	made atomic.Pointer[[]*coordinator]
+	ids  []string
 	// pki holds the farm's CA and the coordinators' certificate; shared is the configuration
 	// every replica has (bucket, keys), besides its public URL, the balancer's.
 	pki, shared string
@@ -46,8 +48,8 @@ type balancer struct {
 	next     atomic.Int64
 }
 
-// startBalancer listens on loopback and passes connections to the replicas running() gives.
-func startBalancer(t testing.TB, running func() []*coordinator) *balancer {
+// startBalancer listens on loopback and passes connections to the addresses listening() gives.
+func startBalancer(t testing.TB, listening func() []string) *balancer {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -60,19 +62,18 @@ func startBalancer(t testing.TB, running func() []*coordinator) *balancer {
 			if err != nil {
 				return
 			}
-			go b.pass(conn, running())
+			go b.pass(conn, listening())
 		}
 	}()
 	return b
 }
 
-// pass joins conn to the first of the replicas, from the next in turn, that takes a connection.
-func (b *balancer) pass(conn net.Conn, replicas []*coordinator) {
+// pass joins conn to the first of the addresses, from the next in turn, that takes a connection.
+func (b *balancer) pass(conn net.Conn, addrs []string) {
 	defer conn.Close()
 	start := int(b.next.Add(1))
-	for i := range replicas {
-		c := replicas[(start+i)%len(replicas)]
-		upstream, err := net.DialTimeout("tcp", c.addr, 2*time.Second)
+	for i := range addrs {
+		upstream, err := net.DialTimeout("tcp", addrs[(start+i)%len(addrs)], 2*time.Second)
 		if err != nil {
 			continue
 		}
@@ -111,7 +112,7 @@ const testTimings = "heartbeat_timeout = \"500ms\"\nleader_lease = \"250ms\"\n"
 func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 	srv := testBucket(t)
 	rs := &replicaSet{t: t, pki: t.TempDir()}
-	rs.balancer = startBalancer(t, rs.running)
+	rs.balancer = startBalancer(t, rs.listening)
 	rs.shared = sharedConfig(s3Config(srv, "s3", fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())))
 	tlsCommand(t, "ca", "create", "--dir", rs.pki)
 	tlsCommand(t, "cert", "create", "--coordinator", "--dir", rs.pki)
@@ -125,7 +126,22 @@ func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 		rs.members = append(rs.members, newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info",
 			publicURL: rs.balancer.url, config: rs.shared + haTable(id, peers, extra)}))
 	}
+	rs.made.Store(&rs.members)
 	return rs
+}
+
+// listening are the addresses of the replicas whose process listens, read from any goroutine
+// (the balancer's).
+func (rs *replicaSet) listening() []string {
+	var addrs []string
+	if made := rs.made.Load(); made != nil {
+		for _, c := range *made {
+			if addr := c.listening.Load(); addr != nil {
+				addrs = append(addrs, *addr)
+			}
+		}
+	}
+	return addrs
 }
 
 // start launches every replica, the first first.

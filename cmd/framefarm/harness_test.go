@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -193,6 +194,9 @@ type coordinator struct {
 	env []string
 	// metricsURL is where /metrics is served: the API's address unless metricsListen.
 	metricsURL string
+	// listening is the address the process listens on while it runs, nil while it does not:
+	// what a goroutine other than the test's (a balancer) may read.
+	listening atomic.Pointer[string]
 }
 
 func startCoordinator(t testing.TB, opts options) *coordinator {
@@ -337,6 +341,7 @@ func (c *coordinator) launch(listen string) {
 	select {
 	case addr := <-listening:
 		c.addr, c.url = addr, "http://"+addr
+		c.listening.Store(&addr)
 		if !c.opts.metricsListen {
 			c.metricsURL = c.url
 		}
@@ -414,6 +419,7 @@ func (c *coordinator) kill() {
 	if c.cmd == nil || c.cmd.ProcessState != nil {
 		return
 	}
+	c.listening.Store(nil)
 	c.cmd.Process.Kill()
 	<-c.exited
 	c.cmd = nil
@@ -422,6 +428,7 @@ func (c *coordinator) kill() {
 // stop asks the process to shut down (SIGTERM) and checks that it exits cleanly.
 func (c *coordinator) stop() {
 	c.t.Helper()
+	c.listening.Store(nil)
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-c.exited:
