@@ -229,10 +229,12 @@ func TestReplicasAgreeAndOutliveTheirLeader(t *testing.T) {
 
 // TestALeaderCutOffAnswersNoRead: a leader whose followers are gone believes it leads until its
 // lease runs out, while the others could have elected another that acknowledges writes; a read
-// on it does not answer from its records then, it waits and is refused.
+// on it does not answer from its records then, it waits and is refused. (The answer to a
+// heartbeat in flight as the followers stopped may still count as a quorum's, once: they were
+// there when they sent it, so no other leader can be elected for a heartbeat timeout after.)
 func TestALeaderCutOffAnswersNoRead(t *testing.T) {
 	s := newSet(t, "c1", "c2", "c3")
-	s.heartbeat, s.lease = 2*time.Second, time.Second // a lease long enough to read within it
+	s.heartbeat, s.lease = 6*time.Second, 3*time.Second // a lease long enough to read within it
 	for _, id := range []string{"c1", "c2", "c3"} {
 		s.start(id, s.open(id))
 	}
@@ -243,12 +245,18 @@ func TestALeaderCutOffAnswersNoRead(t *testing.T) {
 			s.stop(other)
 		}
 	}
-	leader.replica.reads.verified.Store(0) // its last check of a quorum is past
-	if !leader.replica.Leading() {
-		t.Fatal("the leader stepped down before its lease ran out")
-	}
-	if err := leader.replica.CatchUp(time.Now().Add(3 * time.Second)); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("a leader cut off from the others caught up: %v", err)
+	for attempt := 1; ; attempt++ {
+		leader.replica.reads.verified.Store(0) // its last check of a quorum is past
+		if !leader.replica.Leading() {
+			t.Fatal("the leader stepped down before its lease ran out")
+		}
+		err := leader.replica.CatchUp(time.Now().Add(2 * time.Second))
+		if errors.Is(err, ErrUnavailable) {
+			return
+		}
+		if attempt == 2 {
+			t.Fatalf("a leader cut off from the others caught up twice: %v", err)
+		}
 	}
 }
 
@@ -256,6 +264,8 @@ func TestALeaderCutOffAnswersNoRead(t *testing.T) {
 // request for the leader wait until the replicas have one, and refuses it only past its deadline.
 func TestARequestWaitsForTheReplicasToKnowALeader(t *testing.T) {
 	s := newSet(t, "c1", "c2", "c3")
+	// Elections slow enough that a loaded machine does not hold a second one before the end.
+	s.heartbeat, s.lease = 2*time.Second, time.Second
 	waiting := s.start("c2", s.open("c2"))
 	if _, err := waiting.replica.AwaitLeader(time.Now()); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("a leader before any replica could lead: %v", err)
