@@ -188,8 +188,9 @@ func TestRestartResumesEverything(t *testing.T) {
 		t.Fatalf("rendering %s, want %s", call.JobID, rendering.ID)
 	}
 	c.kill()
-	c.restart()
+	// Answered from here on: the restarted process's first render may ask before restart returns.
 	c.control.answerAll(finishAll)
+	c.restart()
 	for _, id := range []string{rendering.ID, queued.ID, parent.ID, parent.Children[0].ID, parent.Children[1].ID} {
 		c.waitJob(id, "finished")
 	}
@@ -222,8 +223,8 @@ func TestGracefulStopRequeuesWithoutPenalty(t *testing.T) {
 	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
 	c.control.next(t)
 	c.stop()
+	c.control.answerAll(finishAll) // before the restart: its render may ask before restart returns
 	c.restart()
-	c.control.answerAll(finishAll)
 	c.waitJob(cr.ID, "finished")
 }
 
