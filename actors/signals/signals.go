@@ -55,15 +55,29 @@ func (b *Board) UntilQuiet(cond func() bool, quiet, limit time.Duration) bool {
 	return b.wait(cond, quiet, limit)
 }
 
+// quietTimer is the timer a quiet period runs on: time.Timer, or the board's own tests' stand-in.
+type quietTimer interface {
+	Fired() <-chan time.Time
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+type realTimer struct{ *time.Timer }
+
+func (t realTimer) Fired() <-chan time.Time { return t.C }
+
+// newQuietTimer starts a quiet period's timer.
+var newQuietTimer = func(d time.Duration) quietTimer { return realTimer{time.NewTimer(d)} }
+
 // wait waits until cond holds: false once limit passed, or quiet (when not 0) without a note.
 func (b *Board) wait(cond func() bool, quiet, limit time.Duration) bool {
 	deadline := time.After(limit)
 	var idle <-chan time.Time
-	var timer *time.Timer
+	var timer quietTimer
 	if quiet > 0 {
-		timer = time.NewTimer(quiet)
+		timer = newQuietTimer(quiet)
 		defer timer.Stop()
-		idle = timer.C
+		idle = timer.Fired()
 	}
 	for {
 		ok, changed := b.Check(cond)
