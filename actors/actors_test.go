@@ -441,8 +441,8 @@ func TestStaleAttemptReportsAreRejected(t *testing.T) {
 	}
 }
 
-// TestSchedulerOrder: priority first; among equal priorities the team holding fewer slots, then
-// the oldest job.
+// TestSchedulerOrder: the team holding fewer slots first, each team's jobs by priority, then
+// age.
 func TestSchedulerOrder(t *testing.T) {
 	f := newFixture(t, actors.Config{})
 	teamA, teamB := f.ids.New(f.clock.Now()), f.ids.New(f.clock.Now())
@@ -451,8 +451,8 @@ func TestSchedulerOrder(t *testing.T) {
 	urgent := f.queue(teamA, 5, 1)
 	f.waitQueued(6) // job actors enqueue as they start: let the queue fill before a slot opens
 	n := f.attachTestNode("n1", 2)
-	// The two slots go to the urgent job and to team B's job, although A's are older, because
-	// A already holds a slot. (The two assignments may reach the node in either order.)
+	// The two slots go to team A's urgent job (its best) and to team B's job, although A's other
+	// jobs are older: one slot each. (The two assignments may reach the node in either order.)
 	first, second := n.next(t), n.next(t)
 	if first.msg.JobID != urgent[0].String() {
 		first, second = second, first
@@ -711,8 +711,9 @@ func TestWebhookRetriesFollowTheBackoffOnTheInjectedClock(t *testing.T) {
 }
 
 // TestQueueComesBackInOrderAfterARestart: queued jobs have no actor, before or after a restart,
-// and the queue rebuilt from the store's index dispatches in the order it had: priority, then
-// the team holding fewer slots, then age.
+// and the queue rebuilt from the store's index dispatches in the order it had: each team's jobs
+// by priority, then age; between teams holding as many slots, the older job first (a team's
+// priority never ranks another team's jobs).
 func TestQueueComesBackInOrderAfterARestart(t *testing.T) {
 	f := newFixture(t, actors.Config{})
 	teamB := f.ids.New(f.clock.Now())
@@ -730,9 +731,9 @@ func TestQueueComesBackInOrderAfterARestart(t *testing.T) {
 		t.Fatalf("%d job actors for queued jobs after a restart, want none", live)
 	}
 	n := f.attachTestNode("n1", 1)
-	// One slot, freed before the next pick: no team holds more than another, so age decides
-	// among equal priorities.
-	for _, want := range []ulid.ULID{urgent[0], old[0], old[1], old[2], other[0], low[0]} {
+	// One slot, freed before the next pick: no team holds more than another, so the age of each
+	// team's best job decides between the teams.
+	for _, want := range []ulid.ULID{urgent[0], old[0], old[1], old[2], low[0], other[0]} {
 		a := n.next(t)
 		if a.msg.JobID != want.String() {
 			t.Fatalf("got %s, want %s", a.msg.JobID, want)

@@ -169,6 +169,8 @@ type Store interface {
 	Template(teamID, templateID ulid.ULID) (*persistence.Template, error)
 	AllTemplates(fn func(*persistence.Template) error) error
 	TemplateUsage(teamID, except ulid.ULID) (persistence.TemplateUsage, error)
+	Teams() ([]persistence.Team, error)
+	Limits() ([]persistence.Limit, error)
 	Meta(name string) string
 	MetaPrefixed(prefix string) map[string]string
 	ReadTeam(teamID ulid.ULID, fn func(persistence.TeamReads) error) error
@@ -250,6 +252,9 @@ type Coordinator struct {
 	secrets   *secretReader
 	tasks     *taskBuilder
 	capacity  capacitySnapshot
+	loads     teamLoadSnapshot
+	pools     poolSnapshot
+	limitUses limitSnapshot
 	// worlds of the actors Start spawns and of those activated on demand.
 	jobWorld   *jobWorld
 	batchWorld *batchWorld
@@ -306,14 +311,26 @@ func (c *Coordinator) Start() error {
 	if err := store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
 		return err
 	}
+	teams, err := store.Teams()
+	if err != nil {
+		return fmt.Errorf("read the teams: %w", err)
+	}
+	policies := make(map[ulid.ULID]persistence.TeamPolicy, len(teams))
+	for _, team := range teams {
+		policies[team.ID] = team.Policy
+	}
+	limits, err := store.Limits()
+	if err != nil {
+		return fmt.Errorf("read the limits: %w", err)
+	}
 	root := c.system.Root
 	c.addr.scheduler = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return newScheduler(schedulerDeps{clock: c.deps.Clock, jobs: c.jobs, log: c.log, published: &c.capacity,
-			store: store, events: c.deps.Events, waits: store.LatestWaits()})
+		return newScheduler(schedulerDeps{clock: c.deps.Clock, jobs: c.jobs, log: c.log, published: &c.capacity, loads: &c.loads,
+			store: store, events: c.deps.Events, waits: store.LatestWaits(), teams: policies, limits: limits,
+			poolsPublished: &c.pools, limitsPublished: &c.limitUses})
 	}))
 	scheduler := c.addr.scheduler
 	c.deps.Clock.AfterFunc(c.cfg.AdoptWindow, func() { root.Send(scheduler, &judgeWaits{}) })
-	var err error
 	c.addr.gateway, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &nodeGateway{w: c.nodeWorld, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}
 	}), GatewayName)
@@ -342,6 +359,16 @@ func (c *Coordinator) Start() error {
 		}
 	}
 	if err == nil {
+		// What renders now holds its limits before the last of the queue lets anything start.
+		held := map[ulid.ULID][]string{}
+		for _, j := range resume {
+			if j.State == persistence.JobRendering && len(j.Limits) > 0 {
+				held[j.ID] = j.Limits
+			}
+		}
+		if len(held) > 0 {
+			root.Send(c.addr.scheduler, &limitsHeld{jobs: held})
+		}
 		err = queued.finish()
 	}
 	if err != nil {

@@ -208,6 +208,9 @@ func (a *jobActor) start(ctx actor.Context) {
 
 // restartLost queues again a job whose attempt the coordinator's restart interrupted.
 func (a *jobActor) restartLost(ctx actor.Context) {
+	if len(a.job.Limits) > 0 {
+		ctx.Send(a.w.addr.scheduler, &limitsReleased{job: a.job.ID})
+	}
 	a.onFailed(ctx, &renderFailed{
 		attempt:   a.job.Attempts,
 		node:      a.job.Node,

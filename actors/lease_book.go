@@ -595,6 +595,7 @@ func (b *leaseBook) info() NodeInfo {
 		Machine:       b.hello.Machine,
 		Labels:        b.hello.Labels,
 		RequireTags:   b.hello.RequireTags,
+		Pools:         append([]string{}, b.hello.Pools...),
 		CurrentJobs:   jobs,
 		LastHeartbeat: b.lastBeat,
 		FailStreak:    len(b.failStreak),

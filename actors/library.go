@@ -100,3 +100,35 @@ func (c *Coordinator) forgetObject(key string) {
 		c.log.Warn("cannot queue an unused object for deletion", "key", key, "err", err)
 	}
 }
+
+// SetTeamPolicy changes a team's policy (persistence.ErrNotFound: no such team); the scheduler
+// applies it from its next pick.
+func (c *Coordinator) SetTeamPolicy(teamID ulid.ULID, change persistence.PolicyChange) (persistence.Team, error) {
+	set := &persistence.SetTeamPolicy{TeamID: teamID, Change: change}
+	if err := c.deps.Store.Apply(set); err != nil {
+		return persistence.Team{}, err
+	}
+	c.system.Root.Send(c.addr.scheduler, &teamPolicySet{team: teamID, policy: set.Team.Policy})
+	return set.Team, nil
+}
+
+// SetLimit makes a limit of the farm, or changes its count; renders holding it go on when the
+// count falls below them, and no new one starts until they fall below it.
+func (c *Coordinator) SetLimit(name string, count int) error {
+	if err := c.deps.Store.Apply(&persistence.PutLimit{At: c.deps.Clock.Now(), Name: name, Count: count}); err != nil {
+		return err
+	}
+	c.system.Root.Send(c.addr.scheduler, &limitSet{name: name, count: count, exists: true})
+	return nil
+}
+
+// DeleteLimit removes a limit (persistence.ErrNotFound: no such limit); jobs naming it wait until
+// it is made again.
+func (c *Coordinator) DeleteLimit(name string) (*persistence.Limit, error) {
+	del := &persistence.DeleteLimit{Name: name}
+	if err := c.deps.Store.Apply(del); err != nil {
+		return nil, err
+	}
+	c.system.Root.Send(c.addr.scheduler, &limitSet{name: name})
+	return del.Deleted, nil
+}

@@ -144,6 +144,7 @@ type (
 		engines     []string
 		slots       int
 		requireTags []string
+		pools       []string
 		busy        map[ulid.ULID]ulid.ULID
 	}
 	// nodePaused: the node keeps what it holds but takes no new work.

@@ -279,7 +279,7 @@ func (n *nodeActor) tellScheduler(ctx actor.Context, state NodeState) {
 	switch state {
 	case NodeReady:
 		ctx.Send(n.w.addr.scheduler, &nodeReady{nodeID: h.NodeID, pid: ctx.Self(), engines: h.Engines, slots: h.Slots,
-			requireTags: h.RequireTags, busy: n.book.busy()})
+			requireTags: h.RequireTags, pools: h.Pools, busy: n.book.busy()})
 	case NodeLost, NodeLeft:
 		ctx.Send(n.w.addr.scheduler, &nodeGone{nodeID: h.NodeID})
 	default:
@@ -324,6 +324,7 @@ type NodeInfo struct {
 	Version       string            `json:"version"`
 	Labels        map[string]string `json:"labels,omitempty"`
 	RequireTags   []string          `json:"requireTags,omitempty"`
+	Pools         []string          `json:"pools"`
 	CurrentJobs   []string          `json:"currentJobs"`
 	LastHeartbeat time.Time         `json:"lastHeartbeat"`
 	// FailStreak counts the different jobs that failed on the node since its last success.

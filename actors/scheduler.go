@@ -20,14 +20,16 @@ import (
 // scheduler matches queued jobs to free node slots. It pushes: every event that can make a match
 // possible (a job queued, a slot freed, a node ready) runs a dispatch round at once.
 //
-// Pickup order: among the jobs a free slot's node can render (engine must match, and the job
-// must carry every tag the node requires), the highest priority wins; among equal priorities,
-// the team holding the fewest slots (so one team's large batch cannot starve another's single
-// job); then the oldest job. A job is not given to a node it already failed on while another
-// ready node could take it.
+// Pickup order, for a free slot (the table in STATE_MACHINE.md, "Pickup order"): among the teams
+// with a job the slot's node can render (its engine, every tag the node requires, its pool when
+// it names one) whose limits each have a render free, that are below their maxRunning, a team below its guaranteedSlots first (the one holding the smallest
+// share of its guarantee); otherwise the team holding the fewest slots for its weight (weighted
+// fair share); ties go to the team whose job is oldest. The team's job is its best: the highest
+// priority, then the oldest. Priority ranks a team's own jobs and never another team's. A job is
+// not given to a node it already failed on while another ready node could take it.
 //
-// Queues are per engine and tag set, each holding one heap per team; a pick looks at the heads
-// only. So a team's head job that avoids a node holds that team's later jobs back from that
+// Queues are per engine, tag set, pool and limits, each holding one heap per team; a pick looks
+// at the heads only. So a team's head job that avoids a node holds that team's later jobs back from that
 // node for the round (they go to other nodes).
 type scheduler struct {
 	clock clock.Clock
@@ -36,9 +38,13 @@ type scheduler struct {
 		deliver(jobID ulid.ULID, msg any, sender *actor.PID) error
 	}
 	log *slog.Logger
-	// published is where the capacity is made readable outside the actor.
-	published *capacitySnapshot
-	queues    map[string]*engineQueue
+	// published is where the capacity is made readable outside the actor, loads where each
+	// team's share is (publishing it only when it changed: loadsChanged).
+	published    *capacitySnapshot
+	loads        *teamLoadSnapshot
+	loadsChanged bool
+	poolsOut     *poolSnapshot
+	queues       map[string]*engineQueue
 	// queued finds a queued job's slot in slab. Neither holds a pointer, so the collector
 	// skips them whatever the backlog: a million queued jobs cost it no marking.
 	queued map[ulid.ULID]int32
@@ -50,8 +56,14 @@ type scheduler struct {
 	avoid   map[ulid.ULID][]string
 	nodes   map[string]*schedNode
 	offered map[ulid.ULID]*schedNode
-	// holding counts, per team, the slots its jobs hold (offered or rendering).
-	holding map[ulid.ULID]int
+	// holding counts, per team, the slots its jobs hold (offered or rendering); queuedBy its
+	// queued jobs.
+	holding  map[ulid.ULID]int
+	queuedBy map[ulid.ULID]int
+	// rules are the teams' policies as far as picking goes (teams without one have the default);
+	// teamBest is pick's scratch: each team's best job for the node.
+	rules    map[ulid.ULID]teamRules
+	teamBest map[ulid.ULID]queuedJob
 	// capacity is kept as nodes and queues change, so publishing it costs a copy, not a walk
 	// over every node after every event; free holds the nodes with a free slot, so a dispatch
 	// looks at those only.
@@ -59,6 +71,10 @@ type scheduler struct {
 	free     map[string]*schedNode
 	// restoring is set while a start hands over the queue it restores: nothing is dispatched.
 	restoring bool
+	// limits are the farm's limits and the renders holding each (scheduler_limits.go); pools
+	// what ready nodes of each pool offer.
+	limits limitBook
+	pools  map[poolEngine]Capacity
 	// waits says why each engine's jobs cannot start; its changes are written to store.
 	waits  *waitBook
 	store  commandWriter
@@ -106,11 +122,13 @@ func (s *jobSlab) release(slot int32) {
 	s.free = append(s.free, slot)
 }
 
-// engineQueue holds the queued jobs of one engine and one tag set.
+// engineQueue holds the queued jobs of one engine, tag set, pool and set of limits.
 type engineQueue struct {
 	key    string
 	engine string
 	tags   []string
+	pool   string
+	limits []string
 	teams  map[ulid.ULID]*teamQueue
 	size   int
 }
@@ -126,9 +144,9 @@ func sortedUnique(tags []string) bool {
 	return true
 }
 
-// queueKey names the queue of an engine and a sorted tag set.
-func queueKey(engine string, tags []string) string {
-	return engine + "\x00" + strings.Join(tags, "\x00")
+// queueKey names the queue of an engine, a sorted tag set, a pool and a sorted set of limits.
+func queueKey(engine string, tags []string, pool string, limits []string) string {
+	return engine + "\x00" + strings.Join(tags, "\x00") + "\x01" + pool + "\x01" + strings.Join(limits, "\x00")
 }
 
 // teamQueue is one team's queued jobs for one engine and tag set, best first: a heap of slots
@@ -143,14 +161,8 @@ type teamQueue struct {
 
 func (q *teamQueue) job(i int) *queuedJob { return &q.slab.jobs[q.jobs[i]] }
 
-func (q *teamQueue) Len() int { return len(q.jobs) }
-func (q *teamQueue) Less(i, k int) bool {
-	a, b := q.job(i), q.job(k)
-	if a.priority != b.priority {
-		return a.priority > b.priority
-	}
-	return a.id.Compare(b.id) < 0
-}
+func (q *teamQueue) Len() int           { return len(q.jobs) }
+func (q *teamQueue) Less(i, k int) bool { return ranksBefore(q.job(i), q.job(k)) }
 func (q *teamQueue) Swap(i, k int) {
 	q.jobs[i], q.jobs[k] = q.jobs[k], q.jobs[i]
 	q.job(i).index, q.job(k).index = int32(i), int32(k)
@@ -172,6 +184,8 @@ type schedNode struct {
 	engines     []string
 	requireTags []string
 	total       int
+	// pools are the pools the node belongs to, sorted.
+	pools []string
 	// paused nodes (draining, quarantined, suspect) keep their busy slots but take no work.
 	paused bool
 	// busy maps the jobs holding this node's slots to their teams.
@@ -190,6 +204,9 @@ func (n *schedNode) takes(q *engineQueue) bool {
 	if !slices.Contains(n.engines, q.engine) {
 		return false
 	}
+	if q.pool != "" && !slices.Contains(n.pools, q.pool) {
+		return false
+	}
 	for _, t := range n.requireTags {
 		if _, ok := slices.BinarySearch(q.tags, t); !ok {
 			return false
@@ -205,9 +222,16 @@ type schedulerDeps struct {
 	jobs      *jobDirectory
 	log       *slog.Logger
 	published *capacitySnapshot
+	loads     *teamLoadSnapshot
 	store     commandWriter
 	events    *Events
 	waits     map[string]string
+	// teams are the teams' policies at the start; limits the farm's limits.
+	teams  map[ulid.ULID]persistence.TeamPolicy
+	limits []persistence.Limit
+	// published pools' capacity and limits' use (nil in tests that read neither).
+	poolsPublished  *poolSnapshot
+	limitsPublished *limitSnapshot
 }
 
 func newScheduler(d schedulerDeps) *scheduler {
@@ -219,15 +243,67 @@ func newScheduler(d schedulerDeps) *scheduler {
 		jobs:      d.jobs,
 		log:       d.log,
 		published: d.published,
+		loads:     d.loads,
 		queues:    make(map[string]*engineQueue),
 		queued:    make(map[ulid.ULID]int32),
 		avoid:     make(map[ulid.ULID][]string),
 		nodes:     make(map[string]*schedNode),
 		offered:   make(map[ulid.ULID]*schedNode),
 		holding:   make(map[ulid.ULID]int),
+		queuedBy:  make(map[ulid.ULID]int),
+		rules:     rulesOf(d.teams),
+		teamBest:  make(map[ulid.ULID]queuedJob),
 		capacity:  make(map[string]Capacity),
 		free:      make(map[string]*schedNode),
+		limits:    newLimitBook(d.limits, d.limitsPublished),
+		pools:     make(map[poolEngine]Capacity),
+		poolsOut:  d.poolsPublished,
 	}
+}
+
+// teamRules are what a team's policy says of picking: its weight, its guaranteed slots, and the
+// most it may hold (-1: no cap).
+type teamRules struct {
+	weight, guaranteed, maxRunning int
+}
+
+var defaultRules = teamRules{weight: 1, maxRunning: -1}
+
+func rulesFrom(p persistence.TeamPolicy) teamRules {
+	r := teamRules{weight: p.WeightOrDefault(), guaranteed: p.Guaranteed(), maxRunning: -1}
+	if p.MaxRunning != nil {
+		r.maxRunning = *p.MaxRunning
+	}
+	return r
+}
+
+func rulesOf(policies map[ulid.ULID]persistence.TeamPolicy) map[ulid.ULID]teamRules {
+	rules := make(map[ulid.ULID]teamRules, len(policies))
+	for team, p := range policies {
+		if r := rulesFrom(p); r != defaultRules {
+			rules[team] = r
+		}
+	}
+	return rules
+}
+
+func (s *scheduler) rulesFor(team ulid.ULID) teamRules {
+	if r, ok := s.rules[team]; ok {
+		return r
+	}
+	return defaultRules
+}
+
+// atCap reports whether a team holds as many slots as its maxRunning.
+func (s *scheduler) atCap(team ulid.ULID) bool {
+	r := s.rulesFor(team)
+	return r.maxRunning >= 0 && s.holding[team] >= r.maxRunning
+}
+
+// teamPolicySet: a team's policy changed (durably).
+type teamPolicySet struct {
+	team   ulid.ULID
+	policy persistence.TeamPolicy
 }
 
 // statsRequest asks for the queue statistics metrics scrape.
@@ -279,6 +355,23 @@ func (s *scheduler) Receive(ctx actor.Context) {
 		return
 	case *judgeWaits:
 		s.waits.startJudging(slices.Collect(maps.Keys(s.capacity)))
+	case *limitSet:
+		s.limits.set(m.name, m.count, m.exists)
+		s.waits.touch(persistence.LimitWaitSubject(m.name))
+	case *limitsHeld:
+		for job, limits := range m.jobs {
+			s.limits.hold(job, limits)
+		}
+	case *limitsReleased:
+		s.releaseLimits(m.job)
+	case *teamPolicySet:
+		s.loadsChanged = true
+		if r := rulesFrom(m.policy); r != defaultRules {
+			s.rules[m.team] = r
+		} else {
+			delete(s.rules, m.team)
+		}
+		s.waits.touch(teamSubject(m.team))
 	default:
 		return
 	}
@@ -295,12 +388,16 @@ func (s *scheduler) enqueue(e *persistence.QueueEntry) {
 	if !sortedUnique(tags) {
 		tags = slices.Compact(slices.Sorted(slices.Values(tags)))
 	}
-	key := queueKey(e.Engine, tags)
+	// A job queued again holds nothing of what its last attempt held.
+	s.releaseLimits(e.JobID)
+	key := queueKey(e.Engine, tags, e.Pool, e.Limits)
 	q := s.queues[key]
 	if q == nil {
-		q = &engineQueue{key: key, engine: e.Engine, tags: slices.Clone(tags), teams: make(map[ulid.ULID]*teamQueue)}
+		q = &engineQueue{key: key, engine: e.Engine, tags: slices.Clone(tags), pool: e.Pool, limits: slices.Clone(e.Limits),
+			teams: make(map[ulid.ULID]*teamQueue)}
 		s.queues[key] = q
 	}
+	s.countQueuedPlacement(q, 1)
 	tq := q.teams[e.TeamID]
 	if tq == nil {
 		tq = s.newTeamQueue(e.TeamID, q)
@@ -310,6 +407,10 @@ func (s *scheduler) enqueue(e *persistence.QueueEntry) {
 	heap.Push(tq, slot)
 	q.size++
 	s.queued[e.JobID] = slot
+	s.loadsChanged = true
+	if s.queuedBy[e.TeamID]++; s.queuedBy[e.TeamID] == 1 {
+		s.waits.touch(teamSubject(e.TeamID))
+	}
 	if len(e.Avoid) > 0 {
 		s.avoid[e.JobID] = e.Avoid
 	}
@@ -367,6 +468,12 @@ func (s *scheduler) remove(jobID ulid.ULID) {
 	tq := s.teamQueues[s.slab.jobs[slot].team]
 	q := tq.queue
 	s.countQueued(q.engine, -1)
+	s.countQueuedPlacement(q, -1)
+	s.loadsChanged = true
+	if s.queuedBy[tq.team]--; s.queuedBy[tq.team] <= 0 {
+		delete(s.queuedBy, tq.team)
+		s.waits.touch(teamSubject(tq.team))
+	}
 	heap.Remove(tq, int(s.slab.jobs[slot].index))
 	s.slab.release(slot)
 	if free := len(s.slab.free); free > minCompaction && 2*free > len(s.slab.jobs) {
@@ -383,13 +490,24 @@ func (s *scheduler) remove(jobID ulid.ULID) {
 }
 
 func (s *scheduler) release(n *schedNode, jobID ulid.ULID) {
+	s.releaseLimits(jobID)
 	team, ok := n.busy[jobID]
 	if !ok {
 		return
 	}
 	s.changeNode(n, func() { delete(n.busy, jobID) })
-	if s.holding[team]--; s.holding[team] <= 0 {
+	s.hold(team, -1)
+}
+
+// hold counts a slot a team's job takes (1) or gives back (-1); a team with a cap on its
+// running renders may have crossed it, which changes why its jobs wait.
+func (s *scheduler) hold(team ulid.ULID, delta int) {
+	s.loadsChanged = true
+	if s.holding[team] += delta; s.holding[team] <= 0 {
 		delete(s.holding, team)
+	}
+	if s.rulesFor(team).maxRunning >= 0 {
+		s.waits.touch(teamSubject(team))
 	}
 }
 
@@ -397,7 +515,7 @@ func (s *scheduler) release(n *schedNode, jobID ulid.ULID) {
 func (s *scheduler) pauseNode(nodeID string) {
 	if n := s.nodes[nodeID]; n != nil {
 		s.changeNode(n, func() { n.paused = true })
-		s.waits.touch(n.engines...)
+		s.touchNode(n)
 	}
 }
 
@@ -413,7 +531,7 @@ func (s *scheduler) dropNode(nodeID string) {
 	s.countNode(n, -1)
 	delete(s.nodes, nodeID)
 	delete(s.free, nodeID)
-	s.waits.touch(n.engines...)
+	s.touchNode(n)
 }
 
 func (s *scheduler) addNode(m *nodeReady) {
@@ -422,9 +540,9 @@ func (s *scheduler) addNode(m *nodeReady) {
 		n = &schedNode{id: m.nodeID, busy: make(map[ulid.ULID]ulid.ULID)}
 		s.nodes[m.nodeID] = n
 	}
-	s.waits.touch(n.engines...) // those it offered, if it offers others now
+	s.touchNode(n) // what it offered, if it offers other things now
 	s.changeNode(n, func() { s.takeNode(n, m) })
-	s.waits.touch(n.engines...)
+	s.touchNode(n)
 }
 
 // takeNode sets what a ready node offers and holds.
@@ -432,6 +550,8 @@ func (s *scheduler) takeNode(n *schedNode, m *nodeReady) {
 	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, false
 	n.requireTags = slices.Clone(m.requireTags)
 	slices.Sort(n.requireTags)
+	n.pools = slices.Clone(m.pools)
+	slices.Sort(n.pools)
 	// What the node holds that we did not give it (attempts adopted after a restart) takes a
 	// slot. Nothing is released for being absent from its account: an offer still on its way
 	// to the node is not in it, and every slot we took comes back by slotFreed or
@@ -439,7 +559,7 @@ func (s *scheduler) takeNode(n *schedNode, m *nodeReady) {
 	for jobID, team := range m.busy {
 		if _, ok := n.busy[jobID]; !ok {
 			n.busy[jobID] = team
-			s.holding[team]++
+			s.hold(team, 1)
 		}
 	}
 }
@@ -475,10 +595,12 @@ func (s *scheduler) dispatch() {
 			if !found {
 				continue
 			}
-			team := s.teamQueues[j.team].team
+			tq := s.teamQueues[j.team]
+			team := tq.team
+			s.limits.hold(j.id, tq.queue.limits)
 			s.remove(j.id)
 			s.changeNode(n, func() { n.busy[j.id] = team })
-			s.holding[team]++
+			s.hold(team, 1)
 			s.offered[j.id] = n
 			if err := s.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: time.Unix(0, j.queuedAt)}, nil); err != nil {
 				// No job actor will answer the offer: the slot comes back now.
@@ -491,23 +613,65 @@ func (s *scheduler) dispatch() {
 	}
 }
 
-// pick returns (a copy of) the best queued job for a node; found is false when there is none.
+// pick returns (a copy of) the queued job a node's free slot goes to: the best job of the team
+// served first (pickup order, above); found is false when there is none.
 func (s *scheduler) pick(n *schedNode) (best queuedJob, found bool) {
+	clear(s.teamBest)
 	for _, q := range s.queues {
-		if !n.takes(q) {
+		if !n.takes(q) || !s.limits.free(q.limits) {
 			continue
 		}
-		for _, tq := range q.teams {
+		for team, tq := range q.teams {
+			if s.atCap(team) {
+				continue
+			}
 			head := s.bestFor(n, tq)
 			if head == nil {
 				continue
 			}
-			if !found || s.better(head, &best) {
-				best, found = *head, true
+			if held, ok := s.teamBest[team]; !ok || ranksBefore(head, &held) {
+				s.teamBest[team] = *head
 			}
 		}
 	}
+	var bestTeam ulid.ULID
+	for team, j := range s.teamBest {
+		if !found || s.servedBefore(team, &j, bestTeam, &best) {
+			best, bestTeam, found = j, team, true
+		}
+	}
 	return best, found
+}
+
+// ranksBefore orders one team's jobs: the highest priority, then the oldest.
+func ranksBefore(a, b *queuedJob) bool {
+	if a.priority != b.priority {
+		return a.priority > b.priority
+	}
+	return a.id.Compare(b.id) < 0
+}
+
+// servedBefore orders two teams for a free slot, each with its best job: a team below its
+// guaranteed slots first, the one holding the smallest share of them; then the team holding
+// the fewest slots for its weight; then the team whose job is older.
+func (s *scheduler) servedBefore(a ulid.ULID, aJob *queuedJob, b ulid.ULID, bJob *queuedJob) bool {
+	ra, rb := s.rulesFor(a), s.rulesFor(b)
+	ha, hb := s.holding[a], s.holding[b]
+	underA, underB := ha < ra.guaranteed, hb < rb.guaranteed
+	if underA != underB {
+		return underA
+	}
+	// Compared as products: ha/ga < hb/gb, ha/wa < hb/wb.
+	if underA && ha*rb.guaranteed != hb*ra.guaranteed {
+		return ha*rb.guaranteed < hb*ra.guaranteed
+	}
+	if !underA && ha*rb.weight != hb*ra.weight {
+		return ha*rb.weight < hb*ra.weight
+	}
+	if c := aJob.id.Compare(bJob.id); c != 0 {
+		return c < 0
+	}
+	return a.Compare(b) < 0
 }
 
 // maxAvoidedLookahead bounds how many jobs that avoid a node bestFor steps over for it.
@@ -559,16 +723,6 @@ func (s *scheduler) anotherNodeTakes(q *engineQueue, avoid []string) bool {
 	return false
 }
 
-func (s *scheduler) better(a, b *queuedJob) bool {
-	if a.priority != b.priority {
-		return a.priority > b.priority
-	}
-	if ha, hb := s.holding[s.teamQueues[a.team].team], s.holding[s.teamQueues[b.team].team]; ha != hb {
-		return ha < hb
-	}
-	return a.id.Compare(b.id) < 0
-}
-
 func (s *scheduler) stats() QueueStats {
 	st := QueueStats{Depth: make(map[string]int)}
 	var oldest ulid.ULID
@@ -616,12 +770,23 @@ func (s *scheduler) countNode(n *schedNode, sign int) {
 		return
 	}
 	for _, e := range n.engines {
-		c := s.capacity[e]
-		c.Nodes += sign
-		c.Slots += sign * n.total
-		c.Free += sign * n.free()
-		s.capacity[e] = c
+		s.capacity[e] = n.counted(s.capacity[e], sign)
+		for _, p := range n.pools {
+			if c := n.counted(s.pools[poolEngine{p, e}], sign); c == (Capacity{}) {
+				delete(s.pools, poolEngine{p, e})
+			} else {
+				s.pools[poolEngine{p, e}] = c
+			}
+		}
 	}
+}
+
+// counted is c with the node's share added (sign 1) or taken away (-1).
+func (n *schedNode) counted(c Capacity, sign int) Capacity {
+	c.Nodes += sign
+	c.Slots += sign * n.total
+	c.Free += sign * n.free()
+	return c
 }
 
 // changeNode changes a node, keeping the capacity.
@@ -650,6 +815,51 @@ func (s *scheduler) publish() {
 		}
 	}
 	s.published.Store(&capacity)
+	s.publishPools()
+	s.limits.publish()
+	if s.loads != nil && s.loadsChanged {
+		s.loadsChanged = false
+		loads := make(map[ulid.ULID]TeamLoad, len(s.holding)+len(s.queuedBy))
+		for team, n := range s.holding {
+			loads[team] = TeamLoad{Running: n}
+		}
+		for team, n := range s.queuedBy {
+			l := loads[team]
+			l.Queued = n
+			loads[team] = l
+		}
+		for team, l := range loads {
+			if r := s.rulesFor(team); r.maxRunning >= 0 {
+				l.Capped, l.MaxRunning = true, r.maxRunning
+			}
+			loads[team] = l
+		}
+		s.loads.Store(&loads)
+	}
+}
+
+// TeamLoad is what a team holds of the farm at one moment: the render slots its jobs hold
+// (offered or rendering, chunks included), its jobs queued for one, and its maxRunning when
+// Capped.
+type TeamLoad struct {
+	Running, Queued int
+	Capped          bool
+	MaxRunning      int
+}
+
+// AtCap reports whether the team's renders hold as many slots as its maxRunning.
+func (l TeamLoad) AtCap() bool { return l.Capped && l.Running >= l.MaxRunning }
+
+// teamLoadSnapshot holds the latest published loads.
+type teamLoadSnapshot = atomic.Pointer[map[ulid.ULID]TeamLoad]
+
+// TeamLoads returns each team's load as last published; a team holding and queueing nothing is
+// absent.
+func (c *Coordinator) TeamLoads() map[ulid.ULID]TeamLoad {
+	if m := c.loads.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // capacitySnapshot holds the latest published capacity.

@@ -43,6 +43,29 @@ func (s *scheduler) recount() map[string]Capacity {
 	return capacity
 }
 
+// recountPools is what the ready nodes of each pool offer, walked from scratch.
+func (s *scheduler) recountPools() map[poolEngine]Capacity {
+	pools := make(map[poolEngine]Capacity)
+	for _, n := range s.nodes {
+		if n.paused {
+			continue
+		}
+		for _, p := range n.pools {
+			for _, e := range n.engines {
+				pools[poolEngine{p, e}] = n.counted(pools[poolEngine{p, e}], 1)
+			}
+		}
+	}
+	for _, q := range s.queues {
+		if q.pool != "" {
+			c := pools[poolEngine{q.pool, q.engine}]
+			c.Queued += q.size
+			pools[poolEngine{q.pool, q.engine}] = c
+		}
+	}
+	return pools
+}
+
 // newTestScheduler is a scheduler with nothing but a fake clock, an actor system and jobs whose
 // actors load makes: what the scheduler's own rules need.
 func newTestScheduler(load func(ulid.ULID) (func(*registryEntry) actor.Actor, error)) (*scheduler, *actor.ActorSystem) {
@@ -86,24 +109,24 @@ func TestWaitReasonsAreRecordedOncePerChange(t *testing.T) {
 			s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), TeamID: ulid.ULID{1}, Engine: "lottie"})
 		}
 	}
-	noLottie := persistence.WaitChange{Engine: "lottie", Reason: `no render node offers the "lottie" engine`}
+	noLottie := persistence.WaitChange{Subject: "lottie", Reason: `no render node offers the "lottie" engine`}
 	queue(3)
 	step("before judging")
 	s.waits.startJudging(slices.Collect(maps.Keys(s.capacity)))
 	// ae2026 was ready before the start and has no node now; ffmpeg's reason stands.
-	step("judging starts", persistence.WaitChange{Engine: "ae2026", Reason: `no render node offers the "ae2026" engine`}, noLottie)
+	step("judging starts", persistence.WaitChange{Subject: "ae2026", Reason: `no render node offers the "ae2026" engine`}, noLottie)
 	queue(100)
 	step("more jobs wait")
 	s.addNode(&nodeReady{nodeID: "n1", engines: []string{"lottie"}, slots: 1})
-	step("a node offers lottie", persistence.WaitChange{Engine: "lottie"})
+	step("a node offers lottie", persistence.WaitChange{Subject: "lottie"})
 	step("it renders")
 	s.pauseNode("n1")
-	step("it is drained", persistence.WaitChange{Engine: "lottie", Reason: `every render node offering the "lottie" engine is draining, quarantined or out of reach`})
+	step("it is drained", persistence.WaitChange{Subject: "lottie", Reason: `every render node offering the "lottie" engine is draining, quarantined or out of reach`})
 	s.addNode(&nodeReady{nodeID: "n2", engines: []string{"lottie", "ffmpeg"}, slots: 2})
-	step("another comes", persistence.WaitChange{Engine: "ffmpeg"}, persistence.WaitChange{Engine: "lottie"})
+	step("another comes", persistence.WaitChange{Subject: "ffmpeg"}, persistence.WaitChange{Subject: "lottie"})
 	s.dropNode("n2")
 	s.dropNode("n1")
-	step("both leave", persistence.WaitChange{Engine: "ffmpeg", Reason: `no render node offers the "ffmpeg" engine`}, noLottie)
+	step("both leave", persistence.WaitChange{Subject: "ffmpeg", Reason: `no render node offers the "ffmpeg" engine`}, noLottie)
 }
 
 // noJobActors loads no job: these tests dispatch nothing.
@@ -133,7 +156,8 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 		case 0, 1:
 			id := ulid.Make()
 			jobs = append(jobs, id)
-			s.enqueue(&persistence.QueueEntry{JobID: id, TeamID: ulid.ULID{byte(rng.IntN(3))}, Engine: engines[rng.IntN(3)], Priority: rng.IntN(2)})
+			s.enqueue(&persistence.QueueEntry{JobID: id, TeamID: ulid.ULID{byte(rng.IntN(3))}, Engine: engines[rng.IntN(3)], Priority: rng.IntN(2),
+				Pool: []string{"", "gpu", "4k"}[rng.IntN(3)]})
 		case 2:
 			if len(jobs) > 0 {
 				s.remove(jobs[rng.IntN(len(jobs))])
@@ -143,7 +167,8 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 			if len(jobs) > 0 && rng.IntN(2) == 0 {
 				busy[jobs[rng.IntN(len(jobs))]] = ulid.ULID{1}
 			}
-			s.addNode(&nodeReady{nodeID: node, engines: engines[:1+rng.IntN(3)], slots: 1 + rng.IntN(4), busy: busy})
+			s.addNode(&nodeReady{nodeID: node, engines: engines[:1+rng.IntN(3)], slots: 1 + rng.IntN(4), busy: busy,
+				pools: [][]string{nil, {"gpu"}, {"gpu", "4k"}}[rng.IntN(3)]})
 		case 4:
 			s.pauseNode(node)
 		case 5:
@@ -171,6 +196,9 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 			if kept[e] != c {
 				t.Fatalf("step %d, %s: kept %+v, walked %+v", step, e, kept[e], c)
 			}
+		}
+		if wantPools := s.recountPools(); !maps.Equal(s.pools, wantPools) {
+			t.Fatalf("step %d: pools kept %v, walked %v", step, s.pools, wantPools)
 		}
 	}
 }
@@ -350,5 +378,257 @@ func TestANodeAJobFailedOnTakesTheTeamsNextJob(t *testing.T) {
 	delete(s.nodes, "b")
 	if j, ok := s.pick(a); !ok || j.id != failed {
 		t.Fatalf("with no other node, a picked %v (%v), not the failed job", j.id, ok)
+	}
+}
+
+// TestPickupOrder is the pickup order's table (STATE_MACHINE.md, "Pickup order"): which queued
+// job a free slot goes to, given each team's policy, the slots its renders hold and its jobs.
+func TestPickupOrder(t *testing.T) {
+	a, b := ulid.ULID{0xa}, ulid.ULID{0xb}
+	type job struct {
+		name     string
+		team     ulid.ULID
+		age      int // minutes after the first job
+		priority int
+	}
+	cases := []struct {
+		name    string
+		rules   map[ulid.ULID]teamRules
+		holding map[ulid.ULID]int
+		jobs    []job
+		want    string // "" when no job may start
+	}{
+		{name: "a team's priority ranks its own jobs only; between teams holding alike, the older best job",
+			jobs: []job{{"a-old", a, 0, 0}, {"a-urgent", a, 3, 100}, {"b-top", b, 2, 1_000_000}},
+			want: "b-top"},
+		{name: "within a team, priority before age",
+			jobs: []job{{"a-old", a, 0, 0}, {"a-urgent", a, 3, 100}},
+			want: "a-urgent"},
+		{name: "the team holding fewer slots first, whatever the priorities",
+			holding: map[ulid.ULID]int{a: 2},
+			jobs:    []job{{"a-top", a, 0, 1_000_000}, {"b-low", b, 5, -5}},
+			want:    "b-low"},
+		{name: "slots weighed: 2 of weight 3 before 1 of weight 1",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 3, maxRunning: -1}},
+			holding: map[ulid.ULID]int{a: 2, b: 1},
+			jobs:    []job{{"a", a, 5, 0}, {"b", b, 0, 0}},
+			want:    "a"},
+		{name: "equal shares of the weights: the older job",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 3, maxRunning: -1}},
+			holding: map[ulid.ULID]int{a: 3, b: 1},
+			jobs:    []job{{"a", a, 5, 0}, {"b", b, 0, 0}},
+			want:    "b"},
+		{name: "a team below its guaranteed slots before any share",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 1, guaranteed: 4, maxRunning: -1}, b: {weight: 10, maxRunning: -1}},
+			holding: map[ulid.ULID]int{a: 3},
+			jobs:    []job{{"a", a, 5, 0}, {"b", b, 0, 0}},
+			want:    "a"},
+		{name: "a team at its guaranteed slots shares like the others",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 1, guaranteed: 3, maxRunning: -1}},
+			holding: map[ulid.ULID]int{a: 3, b: 1},
+			jobs:    []job{{"a", a, 0, 0}, {"b", b, 5, 0}},
+			want:    "b"},
+		{name: "two teams below their guarantees: the smaller share of its guarantee",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 1, guaranteed: 4, maxRunning: -1}, b: {weight: 1, guaranteed: 2, maxRunning: -1}},
+			holding: map[ulid.ULID]int{a: 1, b: 1},
+			jobs:    []job{{"a", a, 5, 0}, {"b", b, 0, 0}},
+			want:    "a"},
+		{name: "a team at its maxRunning is passed over",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 1, maxRunning: 2}},
+			holding: map[ulid.ULID]int{a: 2, b: 7},
+			jobs:    []job{{"a", a, 0, 0}, {"b", b, 5, 0}},
+			want:    "b"},
+		{name: "a team at its maxRunning takes no free slot, even alone",
+			rules:   map[ulid.ULID]teamRules{a: {weight: 1, maxRunning: 2}},
+			holding: map[ulid.ULID]int{a: 2},
+			jobs:    []job{{"a", a, 0, 0}},
+			want:    ""},
+		{name: "a maxRunning of 0 holds every job",
+			rules: map[ulid.ULID]teamRules{a: {weight: 1, maxRunning: 0}},
+			jobs:  []job{{"a", a, 0, 0}},
+			want:  ""},
+	}
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestScheduler(noJobActors)
+			maps.Copy(s.rules, tc.rules)
+			maps.Copy(s.holding, tc.holding)
+			names := map[ulid.ULID]string{}
+			for i, j := range tc.jobs {
+				id := ulid.MustNew(ulid.Timestamp(start.Add(time.Duration(j.age)*time.Minute)), strings.NewReader(strings.Repeat(string(rune('a'+i)), 16)))
+				names[id] = j.name
+				s.enqueue(&persistence.QueueEntry{JobID: id, TeamID: j.team, Engine: "lottie", Priority: j.priority})
+			}
+			node := &schedNode{id: "n", engines: []string{"lottie"}, total: 1, busy: map[ulid.ULID]ulid.ULID{}}
+			got, found := s.pick(node)
+			if name := names[got.id]; !found && tc.want != "" || found && name != tc.want {
+				t.Fatalf("picked %q (found %v), want %q", name, found, tc.want)
+			}
+		})
+	}
+}
+
+// TestWeightsShareTheSlots: two teams each with more work than the farm's 8 slots, weights 3
+// and 1: as slots free one at a time, the running slots settle at 6 and 2 and stay there.
+func TestWeightsShareTheSlots(t *testing.T) {
+	s, _ := newTestScheduler(noJobActors)
+	a, b := ulid.ULID{0xa}, ulid.ULID{0xb}
+	s.rules[a] = teamRules{weight: 3, maxRunning: -1}
+	for range 200 {
+		s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), TeamID: b, Engine: "lottie"})
+		s.enqueue(&persistence.QueueEntry{JobID: ulid.Make(), TeamID: a, Engine: "lottie"})
+	}
+	node := &schedNode{id: "n", engines: []string{"lottie"}, total: 8, busy: map[ulid.ULID]ulid.ULID{}}
+	var running []ulid.ULID // the team of each render
+	take := func() {
+		j, ok := s.pick(node)
+		if !ok {
+			t.Fatal("nothing picked")
+		}
+		team := s.teamQueues[j.team].team
+		s.remove(j.id)
+		s.hold(team, 1)
+		running = append(running, team)
+	}
+	for range 8 {
+		take()
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for step := range 100 {
+		if got := []int{s.holding[a], s.holding[b]}; !slices.Equal(got, []int{6, 2}) {
+			t.Fatalf("step %d: slots held %v, want [6 2]", step, got)
+		}
+		// A render ends, whichever: its slot goes to the team below its share.
+		i := rng.IntN(len(running))
+		s.hold(running[i], -1)
+		running = slices.Delete(running, i, i+1)
+		take()
+	}
+}
+
+// TestAPoolKeepsItsJobs: a job naming a pool goes only to a node of that pool, whose slots take
+// jobs naming no pool too; with no node of the pool ready, the job waits, saying so.
+func TestAPoolKeepsItsJobs(t *testing.T) {
+	s, _ := newTestScheduler(noJobActors)
+	team := ulid.Make()
+	gpuJob, anyJob := ulid.Make(), ulid.Make()
+	s.enqueue(&persistence.QueueEntry{JobID: gpuJob, TeamID: team, Engine: "lottie", Pool: "gpu"})
+	cpu := &schedNode{id: "cpu", engines: []string{"lottie"}, total: 1, busy: map[ulid.ULID]ulid.ULID{}}
+	gpu := &schedNode{id: "gpu", engines: []string{"lottie"}, pools: []string{"4k", "gpu"}, total: 1, busy: map[ulid.ULID]ulid.ULID{}}
+	if j, ok := s.pick(cpu); ok {
+		t.Fatalf("a node of no pool picked %v, a job of pool gpu", j.id)
+	}
+	if reason := s.waitReason(persistence.PoolWaitSubject("gpu", "lottie")); reason != `no ready render node of pool "gpu" offers the "lottie" engine` {
+		t.Fatalf("reason %q", reason)
+	}
+	s.addNode(&nodeReady{nodeID: "gpu", engines: []string{"lottie"}, pools: []string{"gpu"}, slots: 1})
+	if reason := s.waitReason(persistence.PoolWaitSubject("gpu", "lottie")); reason != "" {
+		t.Fatalf("with a node of the pool: reason %q", reason)
+	}
+	if j, ok := s.pick(gpu); !ok || j.id != gpuJob {
+		t.Fatalf("a node of pool gpu picked %v (%v)", j.id, ok)
+	}
+	s.remove(gpuJob)
+	s.enqueue(&persistence.QueueEntry{JobID: anyJob, TeamID: team, Engine: "lottie"})
+	if j, ok := s.pick(gpu); !ok || j.id != anyJob {
+		t.Fatalf("a node of pool gpu did not take a job of no pool: %v (%v)", j.id, ok)
+	}
+}
+
+// TestLimitsAreNeverExceeded: through a random run of dispatches, renders ending, nodes lost,
+// jobs queued again and limits changed, no dispatch ever takes a limit past its count, and the
+// renders counted as holding each limit are those that hold it.
+func TestLimitsAreNeverExceeded(t *testing.T) {
+	s, _ := newTestScheduler(noJobActors) // every offer's slot comes back at once: held here by hand
+	rng := rand.New(rand.NewPCG(9, 10))
+	names := []string{"ae", "plugin"}
+	counts := map[string]int{"ae": 2, "plugin": 1}
+	s.limits.set("ae", 2, true)
+	s.limits.set("plugin", 1, true)
+	var queued, running []persistence.QueueEntry
+	for step := range 4000 {
+		switch rng.IntN(6) {
+		case 0, 1:
+			e := persistence.QueueEntry{JobID: ulid.Make(), TeamID: ulid.ULID{byte(rng.IntN(3))}, Engine: "lottie"}
+			if k := rng.IntN(4); k < 3 {
+				e.Limits = persistence.MergeLimits(names[:k])
+			}
+			s.enqueue(&e)
+			queued = append(queued, e)
+		case 2: // a free slot: what would the scheduler start?
+			node := &schedNode{id: "n", engines: []string{"lottie"}, total: 1, busy: map[ulid.ULID]ulid.ULID{}}
+			j, ok := s.pick(node)
+			if !ok {
+				continue
+			}
+			limits := s.teamQueues[j.team].queue.limits
+			for _, l := range limits {
+				if s.limits.limits[l].held >= counts[l] {
+					t.Fatalf("step %d: a job holding %v picked with %s at %d of %d", step, limits, l, s.limits.limits[l].held, counts[l])
+				}
+			}
+			s.limits.hold(j.id, limits)
+			s.remove(j.id)
+			i := slices.IndexFunc(queued, func(e persistence.QueueEntry) bool { return e.JobID == j.id })
+			running, queued = append(running, queued[i]), slices.Delete(queued, i, i+1)
+		case 3: // a render ends, or its node is lost
+			if len(running) > 0 {
+				i := rng.IntN(len(running))
+				s.releaseLimits(running[i].JobID)
+				running = slices.Delete(running, i, i+1)
+			}
+		case 4: // a render's node is lost and the job queued again
+			if len(running) > 0 {
+				i := rng.IntN(len(running))
+				e := running[i]
+				s.enqueue(&e)
+				queued, running = append(queued, e), slices.Delete(running, i, i+1)
+			}
+		case 5: // the admin changes a count
+			l := names[rng.IntN(2)]
+			counts[l] = rng.IntN(4)
+			s.limits.set(l, counts[l], true)
+		}
+		held := map[string]int{}
+		for _, e := range running {
+			for _, l := range e.Limits {
+				held[l]++
+			}
+		}
+		for _, l := range names {
+			if got := s.limits.limits[l].held; got != held[l] {
+				t.Fatalf("step %d: %s counted as held by %d renders, held by %d", step, l, got, held[l])
+			}
+		}
+	}
+}
+
+// TestALimitsWaitIsRecorded: jobs needing a limit whose every render is in use wait saying so;
+// once one is free the wait is over; a limit the farm no longer has says how to make it.
+func TestALimitsWaitIsRecorded(t *testing.T) {
+	s, _ := newTestScheduler(noJobActors)
+	s.waits.startJudging(nil)
+	s.limits.set("ae", 1, true)
+	first, second := ulid.Make(), ulid.Make()
+	subject := persistence.LimitWaitSubject("ae")
+	s.enqueue(&persistence.QueueEntry{JobID: first, TeamID: ulid.Make(), Engine: "lottie", Limits: []string{"ae"}})
+	s.enqueue(&persistence.QueueEntry{JobID: second, TeamID: ulid.Make(), Engine: "lottie", Limits: []string{"ae"}})
+	if r := s.waitReason(subject); r != "" {
+		t.Fatalf("a free limit: %q", r)
+	}
+	s.limits.hold(first, []string{"ae"})
+	s.remove(first)
+	if r := s.waitReason(subject); r != `all 1 renders of limit "ae" are in use` {
+		t.Fatalf("a limit in use: %q", r)
+	}
+	s.limits.set("ae", 0, false)
+	s.releaseLimits(first)
+	if r := s.waitReason(subject); !strings.Contains(r, `the farm has no limit "ae"`) {
+		t.Fatalf("a deleted limit: %q", r)
+	}
+	s.remove(second)
+	if r := s.waitReason(subject); r != "" {
+		t.Fatalf("no job waiting for it: %q", r)
 	}
 }

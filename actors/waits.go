@@ -5,13 +5,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/framefarm/framefarm/persistence"
 )
 
-// waitBook is the scheduler's account of why each engine's queued jobs cannot start: the reason
-// last recorded per engine (persistence.RecordWaits; a job's log shows the reasons that held
-// while it waited), and the engines whose reason may have changed since. A change is recorded
-// once, whatever the number of jobs waiting.
+// waitBook is the scheduler's account of why queued jobs cannot start, per subject: an engine
+// (no ready node offers it), a team (at its maxRunning; teamSubject), a pool's engine (no ready
+// node of the pool offers it), a limit (every render of it in use). It holds the reason last
+// recorded per subject (persistence.RecordWaits; a job's log shows the reasons of its subjects
+// that held while it waited), and the subjects whose reason may have changed since. A change is
+// recorded once, whatever the number of jobs waiting.
 type waitBook struct {
 	recorded map[string]string
 	dirty    map[string]bool
@@ -27,29 +31,30 @@ func newWaitBook(recorded map[string]string) *waitBook {
 	return &waitBook{recorded: recorded, dirty: map[string]bool{}}
 }
 
-// touch notes that an engine's reason may have changed: a node offering it joined, paused or
-// left, or its first job queued. Slots taken and freed change no reason, and touch nothing.
-func (b *waitBook) touch(engines ...string) {
-	for _, e := range engines {
+// touch notes that a subject's reason may have changed: a node offering an engine joined,
+// paused or left, an engine's or a team's first job queued, a capped team took or gave back a
+// slot. Other slots taken and freed change no reason, and touch nothing.
+func (b *waitBook) touch(subjects ...string) {
+	for _, e := range subjects {
 		b.dirty[e] = true
 	}
 }
 
-// changes returns the touched engines whose reason differs from the one recorded, taking the
-// new reasons as recorded; reason says why an engine's jobs cannot start ("" when they can).
-func (b *waitBook) changes(reason func(engine string) string) []persistence.WaitChange {
+// changes returns the touched subjects whose reason differs from the one recorded, taking the
+// new reasons as recorded; reason says why a subject's jobs cannot start ("" when they can).
+func (b *waitBook) changes(reason func(subject string) string) []persistence.WaitChange {
 	if !b.judging || len(b.dirty) == 0 {
 		return nil
 	}
 	var out []persistence.WaitChange
 	for e := range b.dirty {
 		if r := reason(e); r != b.recorded[e] {
-			out = append(out, persistence.WaitChange{Engine: e, Reason: r})
+			out = append(out, persistence.WaitChange{Subject: e, Reason: r})
 			b.recorded[e] = r
 		}
 	}
 	clear(b.dirty)
-	slices.SortFunc(out, func(a, b persistence.WaitChange) int { return strings.Compare(a.Engine, b.Engine) })
+	slices.SortFunc(out, func(a, b persistence.WaitChange) int { return strings.Compare(a.Subject, b.Subject) })
 	return out
 }
 
@@ -62,8 +67,27 @@ func (b *waitBook) startJudging(engines []string) {
 	b.touch(engines...)
 }
 
-// waitReason says why a queued job of the engine cannot start, "" when a ready node offers it.
-func (s *scheduler) waitReason(engine string) string {
+// teamSubject is the subject of why a team's jobs wait.
+func teamSubject(team ulid.ULID) string { return persistence.TeamWaitSubject(team) }
+
+// waitReason says why a queued job of the subject cannot start, "" when nothing holds it.
+func (s *scheduler) waitReason(subject string) string {
+	if team, ok := persistence.WaitSubjectTeam(subject); ok {
+		r := s.rulesFor(team)
+		if s.queuedBy[team] == 0 || !s.atCap(team) {
+			return ""
+		}
+		return fmt.Sprintf("the team's renders hold %d render slots, its maxRunning (%d)", s.holding[team], r.maxRunning)
+	}
+	if reason, ok := s.placementWaitReason(subject); ok {
+		return reason
+	}
+	return s.engineWaitReason(subject)
+}
+
+// engineWaitReason says why a queued job of the engine cannot start, "" when a ready node
+// offers it.
+func (s *scheduler) engineWaitReason(engine string) string {
 	if s.capacity[engine].Nodes > 0 {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 // counted by state.
 type BatchSummary struct {
 	ID        ulid.ULID
+	Name      string
 	CreatedAt time.Time
 	Jobs      int
 	States    map[JobState]int
@@ -21,19 +22,20 @@ func (s *Store) TeamBatches(teamID ulid.ULID, offset, limit int) (page []BatchSu
 	err = s.view(func(t *txn) error {
 		team := id(teamID)
 		c := t.bucket(bucketBatchesByTeam).Cursor()
-		k, _ := c.Seek(prefixEnd(team))
+		k, name := c.Seek(prefixEnd(team))
 		if k == nil {
-			k, _ = c.Last()
+			k, name = c.Last()
 		} else {
-			k, _ = c.Prev()
+			k, name = c.Prev()
 		}
-		for ; k != nil && hasPrefix(k, team) && len(page) < limit; k, _ = c.Prev() {
+		for ; k != nil && hasPrefix(k, team) && len(page) < limit; k, name = c.Prev() {
 			if offset > 0 {
 				offset--
 				continue
 			}
 			batchID := ulidAt(k[16:])
 			b := BatchSummary{ID: batchID, CreatedAt: time.UnixMilli(int64(batchID.Time())).UTC(), States: map[JobState]int{}}
+			b.Name = string(name)
 			for _, j := range t.BatchJobs(batchID) {
 				b.Jobs++
 				b.States[j.State]++

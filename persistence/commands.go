@@ -126,6 +126,24 @@ type (
 		Team          Team      `json:"-"`
 		Created       bool      `json:"-"`
 	}
+	// SetTeamPolicy changes a team's policy; Team is the team as changed (ErrNotFound when
+	// there is none).
+	SetTeamPolicy struct {
+		TeamID ulid.ULID    `json:"teamId"`
+		Change PolicyChange `json:"change"`
+		Team   Team         `json:"-"`
+	}
+	// PutLimit creates or changes a limit.
+	PutLimit struct {
+		At    time.Time `json:"at"`
+		Name  string    `json:"name"`
+		Count int       `json:"count"`
+	}
+	// DeleteLimit removes a limit; Deleted is the limit removed (ErrNotFound when there is none).
+	DeleteLimit struct {
+		Name    string `json:"name"`
+		Deleted *Limit `json:"-"`
+	}
 	// RevokeToken removes the token whose ID is TokenID; Revoked is the token removed
 	// (ErrNotFound when there is none).
 	RevokeToken struct {
@@ -175,6 +193,9 @@ func (*CreateSecret) command()   {}
 func (*DeleteSecret) command()   {}
 func (*IssueToken) command()     {}
 func (*RevokeToken) command()    {}
+func (*SetTeamPolicy) command()  {}
+func (*PutLimit) command()       {}
+func (*DeleteLimit) command()    {}
 func (*RemoveExpired) command()  {}
 func (*ForgetObjects) command()  {}
 func (*ObjectsDeleted) command() {}
@@ -212,9 +233,12 @@ func (t *txn) apply(c Command) error {
 			if err := t.putJSON(bucketBatches, id(c.Batch.ID), c.Batch); err != nil {
 				return err
 			}
-			if err := t.bucket(bucketBatchesByTeam).Put(key(id(c.Batch.TeamID), id(c.Batch.ID)), []byte{}); err != nil {
+			if err := t.bucket(bucketBatchesByTeam).Put(key(id(c.Batch.TeamID), id(c.Batch.ID)), []byte(c.Batch.Name)); err != nil {
 				return err
 			}
+		}
+		if err := t.checkQueueCaps(c.Jobs); err != nil {
+			return err
 		}
 		if c.prepared == nil {
 			c.prepare()
@@ -290,6 +314,12 @@ func (t *txn) apply(c Command) error {
 		}
 		c.Team, c.Created = team, created
 		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At, ExpiresAt: c.ExpiresAt})
+	case *SetTeamPolicy:
+		return t.setTeamPolicy(c)
+	case *PutLimit:
+		return t.putLimit(c)
+	case *DeleteLimit:
+		return t.deleteLimit(c)
 	case *RevokeToken:
 		tok, err := t.tokenByID(c.TokenID)
 		if err != nil {
@@ -324,7 +354,7 @@ var commandKinds = map[string]reflect.Type{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RevokeToken{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}, &RetagJob{}} {
+		&IssueToken{}, &RevokeToken{}, &SetTeamPolicy{}, &PutLimit{}, &DeleteLimit{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}, &RetagJob{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 }

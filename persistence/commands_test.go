@@ -92,7 +92,7 @@ func everyCommand() []Command {
 		&CreateJobs{At: at(1), Jobs: []*Job{singleJob}, Remember: &Answer{TeamID: team, Key: "k1", RequestHash: "h", Status: 201, Body: []byte(`{"id":"x"}`)}},
 		&ChangeJob{At: at(2), Prev: JobQueued, Job: &dispatched, Log: []string{"dispatched to node n1 (attempt 1)"}},
 		&AppendJobLog{At: at(2), JobID: single, Lines: []string{"a stale report"}},
-		&RecordWaits{At: at(2), Changes: []WaitChange{{Engine: "ae2026", Reason: "no render node offers it"}, {Engine: "lottie"}}},
+		&RecordWaits{At: at(2), Changes: []WaitChange{{Subject: "ae2026", Reason: "no render node offers it"}, {Subject: "lottie"}}},
 		&ChangeJob{At: at(3), Prev: JobRendering, Job: &finished, Log: []string{"frame 1", "finished"}, LogAt: []time.Time{at(2).Add(time.Second)}, Delivery: d},
 		&RecordDelivery{At: at(4), JobID: single, Retry: &retry, Line: "webhook attempt 1 failed"},
 		&RecordDelivery{At: at(5), JobID: single, Done: delivery, Line: "webhook delivered"},

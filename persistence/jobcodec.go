@@ -19,7 +19,7 @@ import (
 // the time JSON takes, which listings (a hundred records a page) and intake feel first. The
 // first byte is the form's version; records written as JSON before it (they start with '{')
 // are still read, and so are those of earlier forms.
-const jobCodecVersion = 3
+const jobCodecVersion = 4
 
 var errBadJobRecord = errors.New("malformed job record")
 
@@ -90,6 +90,11 @@ func jobFields(c fieldCodec, j *Job, form byte) {
 	}
 	if form >= 3 {
 		c.time(&j.StorageRetryAt)
+	}
+	if form >= 4 {
+		c.string(&j.Name)
+		c.string(&j.Pool)
+		c.strings(&j.Limits)
 	}
 }
 

@@ -197,7 +197,10 @@ func (t *txn) JobCountsByState() map[JobState]int {
 // and its template's count of live jobs.
 func (t *txn) addJobCounts(j *Job, s JobState, delta int) error {
 	if j.Kind == KindChunk {
-		return nil
+		if s.Terminal() {
+			return nil
+		}
+		return t.addCount(bucketChunkCounts, key(id(j.TeamID), stateKey(s)), delta)
 	}
 	if err := t.addCount(bucketJobCounts, key(id(j.TeamID), stateKey(s)), delta); err != nil {
 		return err

@@ -62,7 +62,7 @@ var (
 	// bucketJobsByTeamTemplate files each job under its template: team + template id + job id
 	// -> state (listings of one template's jobs).
 	bucketJobsByTeamTemplate = []byte("jobs_by_team_template")
-	// bucketBatchesByTeam lists each team's batches: team + batch id -> nothing.
+	// bucketBatchesByTeam lists each team's batches: team + batch id -> the batch's name.
 	bucketBatchesByTeam = []byte("batches_by_team")
 	bucketLogs          = []byte("logs")    // job id + sequence -> log line
 	bucketOutbox        = []byte("outbox")  // delivery id -> Delivery
@@ -74,6 +74,11 @@ var (
 	// bucketWaits holds why an engine's queued jobs cannot start, as it changed: engine, 0,
 	// Unix nanoseconds -> the reason ("" once they can again).
 	bucketWaits = []byte("waits")
+	// bucketChunkCounts counts the chunks of split jobs in live states: team + state -> count
+	// (a team's queue cap on chunks).
+	bucketChunkCounts = []byte("chunk_counts")
+	// bucketLimits holds the farm's limits: name -> Limit.
+	bucketLimits = []byte("limits")
 )
 
 // ownPriorityMark is the creation index's value for a job with a priority of its own.
@@ -85,7 +90,7 @@ var allBuckets = [][]byte{
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
 	bucketPriorityCounts, bucketBatches, bucketBatchesByTeam, bucketJobsByTeamTemplate,
-	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits,
+	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits, bucketChunkCounts, bucketLimits,
 }
 
 func createBuckets(tx *bolt.Tx) error {

@@ -20,6 +20,9 @@ type QueueEntry struct {
 	Tags     []string
 	// Avoid are the nodes the job failed on.
 	Avoid []string
+	// Pool and Limits are the job's (Job.Pool, Job.Limits).
+	Pool   string
+	Limits []string
 }
 
 // QueueEntry is the job's entry in the scheduler's queue.
@@ -30,13 +33,17 @@ func (j *Job) QueueEntry() QueueEntry {
 			avoid = append(avoid, f.Node)
 		}
 	}
-	return QueueEntry{JobID: j.ID, TeamID: j.TeamID, Priority: j.Priority, Engine: j.Engine, Tags: j.Tags, Avoid: avoid}
+	return QueueEntry{JobID: j.ID, TeamID: j.TeamID, Priority: j.Priority, Engine: j.Engine, Tags: j.Tags, Avoid: avoid, Pool: j.Pool, Limits: j.Limits}
 }
 
 // encodeQueueEntry writes the entry without its job id (the index key holds it): team, priority,
-// then engine, tags and avoided nodes as length-prefixed strings.
+// then engine, tags and avoided nodes as length-prefixed strings, and, when the job has any, its
+// pool and limits (entries written before them end after the avoided nodes).
 func encodeQueueEntry(e QueueEntry) []byte {
-	n := 16 + 8 + binary.MaxVarintLen64*(3+len(e.Tags)+len(e.Avoid)) + len(e.Engine)
+	n := 16 + 8 + binary.MaxVarintLen64*(5+len(e.Tags)+len(e.Avoid)+len(e.Limits)) + len(e.Engine) + len(e.Pool)
+	for _, s := range e.Limits {
+		n += len(s)
+	}
 	for _, s := range e.Tags {
 		n += len(s)
 	}
@@ -48,7 +55,12 @@ func encodeQueueEntry(e QueueEntry) []byte {
 	b = binary.BigEndian.AppendUint64(b, uint64(int64(e.Priority)))
 	b = appendString(b, e.Engine)
 	b = appendStrings(b, e.Tags)
-	return appendStrings(b, e.Avoid)
+	b = appendStrings(b, e.Avoid)
+	if e.Pool == "" && len(e.Limits) == 0 {
+		return b
+	}
+	b = appendString(b, e.Pool)
+	return appendStrings(b, e.Limits)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -76,6 +88,10 @@ func decodeQueueEntry(jobID ulid.ULID, b []byte) (QueueEntry, error) {
 	e.Engine = r.string()
 	e.Tags = r.strings()
 	e.Avoid = r.strings()
+	if len(r.b) > 0 {
+		e.Pool = r.string()
+		e.Limits = r.strings()
+	}
 	if r.err != nil {
 		return e, r.err
 	}

@@ -170,6 +170,30 @@ func (s *Store) Team(teamID ulid.ULID) (team Team, err error) {
 	return team, err
 }
 
+// Teams lists every team, by name.
+func (s *Store) Teams() (all []Team, err error) {
+	err = s.view(func(t *txn) error { all, err = t.Teams(); return err })
+	return all, err
+}
+
+// TeamByName reads the team of a name; ErrNotFound when there is none.
+func (s *Store) TeamByName(name string) (team Team, err error) {
+	err = s.view(func(t *txn) error { team, err = t.TeamByName(name); return err })
+	return team, err
+}
+
+// Waiting counts each team's jobs and chunks waiting to render.
+func (s *Store) Waiting(teams []ulid.ULID) map[ulid.ULID]WaitingCounts {
+	out := make(map[ulid.ULID]WaitingCounts, len(teams))
+	s.view(func(t *txn) error {
+		for _, team := range teams {
+			out[team] = t.Waiting(team)
+		}
+		return nil
+	})
+	return out
+}
+
 // HasTeams reports whether any team exists.
 func (s *Store) HasTeams() (found bool) {
 	s.view(func(t *txn) error { found = t.HasTeams(); return nil })
@@ -256,6 +280,13 @@ func (r TeamReads) Font(fileName string) (*Font, error) { return r.t.FontByFileN
 
 // Fonts reads the team's whole font library, oldest first.
 func (r TeamReads) Fonts() ([]*Font, error) { return r.t.Fonts(r.team) }
+
+// LimitExists reports whether the farm has a limit of that name (limits are the farm's, not a
+// team's).
+func (r TeamReads) LimitExists(name string) bool {
+	_, err := r.t.Limit(name)
+	return err == nil
+}
 
 // Secret reads the team's secret of a name (its value sealed).
 func (r TeamReads) Secret(name string) (*Secret, error) { return r.t.SecretByName(r.team, name) }

@@ -80,6 +80,8 @@ type Team struct {
 	// WebhookSecret signs outbound webhooks (hex).
 	WebhookSecret string    `json:"webhookSecret"`
 	CreatedAt     time.Time `json:"createdAt"`
+	// Policy is how the farm's admin shapes the team's use of the farm (SetTeamPolicy).
+	Policy TeamPolicy `json:"policy,omitzero"`
 }
 
 // Token is an API token; only its SHA-256 hash is stored.
@@ -218,6 +220,23 @@ type JobRequest struct {
 	ChunkFrames int
 	// Unsplit says why a job that asked to be split renders whole.
 	Unsplit string
+	// Name, Pool and Limits are what the job is called, where it renders and what its renders
+	// hold (Job.Name, Job.Pool, Job.Limits).
+	Name   string
+	Pool   string
+	Limits []string
+}
+
+// CapPriority lowers the priority of the request and its nested jobs to maxPriority when
+// above it (nil: no cap): a job retried after its team's cap was lowered.
+func (q *JobRequest) CapPriority(maxPriority *int) {
+	if maxPriority == nil {
+		return
+	}
+	q.Priority = min(q.Priority, *maxPriority)
+	for _, c := range q.Children {
+		c.CapPriority(maxPriority)
+	}
 }
 
 // Records makes the records of a team's request: the job first, then its descendants depth
@@ -230,7 +249,7 @@ func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Jo
 	id := next()
 	j := &Job{
 		ID: id, TeamID: team, Kind: q.Kind, TemplateID: q.TemplateID, Engine: q.Engine, Priority: q.Priority, Tags: q.Tags,
-		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit,
+		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit, Name: q.Name, Pool: q.Pool, Limits: q.Limits,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
 		OutputName: id.String() + renderer.OutputExtension(q.Spec.Settings),
 	}
@@ -273,7 +292,7 @@ func (j *Job) chunk(id ulid.ULID, frames renderer.Frames) *Job {
 	spec.Settings.Frames = &frames
 	return &Job{
 		ID: id, TeamID: j.TeamID, Kind: KindChunk, TemplateID: j.TemplateID, Engine: j.Engine, Priority: j.Priority,
-		Tags: j.Tags, Spec: spec, State: JobQueued, ParentID: j.ID, Depth: j.Depth + 1,
+		Tags: j.Tags, Spec: spec, State: JobQueued, ParentID: j.ID, Depth: j.Depth + 1, Pool: j.Pool, Limits: j.Limits,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
 		OutputName: id.String() + renderer.ChunkExtension(spec.Settings),
 	}
@@ -339,6 +358,12 @@ type Job struct {
 	// StorageRetryAt, on a queued job whose last attempt the farm's storage failed (an attempt
 	// that does not count), is when it is offered to the nodes again.
 	StorageRetryAt time.Time `json:"storageRetryAt,omitzero"`
+	// Name is what its client calls the job (an extension). Pool, when set, is the only pool of
+	// render nodes the job renders on; Limits are the limits its renders hold (those it named
+	// and those its engine implies), sorted.
+	Name   string   `json:"name,omitzero"`
+	Pool   string   `json:"pool,omitzero"`
+	Limits []string `json:"limits,omitzero"`
 }
 
 // Clone returns a copy that can be changed without touching j: records handed out are shared
@@ -368,6 +393,7 @@ type AttemptFailure struct {
 type Batch struct {
 	ID        ulid.ULID    `json:"id"`
 	TeamID    ulid.ULID    `json:"teamId"`
+	Name      string       `json:"name,omitempty"`
 	Total     int          `json:"total"`
 	Jobs      []BatchEntry `json:"jobs"`
 	CreatedAt time.Time    `json:"createdAt"`

@@ -28,7 +28,8 @@ import (
 //	   creation time in all and per priority (listings in priority order by rank)
 //	5  each team's batches are listed in an index of their own (GET /api/v2/batches)
 //	6  jobs are filed under their template (listings of one template's jobs)
-const SchemaVersion = 6
+//	7  each team's live chunks are counted by state (a team's queue cap on chunks)
+const SchemaVersion = 7
 
 const metaSchemaVersion = "schema_version"
 
@@ -44,6 +45,7 @@ var migrations = map[int]func(db *bolt.DB) error{
 	3: upgradeTo4,
 	4: upgradeTo5,
 	5: upgradeTo6,
+	6: upgradeTo7,
 }
 
 // Buckets of earlier schemas.
@@ -329,5 +331,32 @@ func upgradeTo6(db *bolt.DB) error {
 			last, n = bytes.Clone(k), n+1
 		}
 		return last, n < migrationChunk, nil
+	})
+}
+
+// upgradeTo7 counts the live chunks of every team by state, walking the live-jobs index.
+func upgradeTo7(db *bolt.DB) error {
+	return migrateInChunks(db, 7, [][]byte{bucketChunkCounts}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		tx := &txn{tx: btx}
+		c := btx.Bucket(bucketLiveJobs).Cursor()
+		var ids []ulid.ULID
+		var last []byte
+		for k, _ := firstAfter(c, after); k != nil && len(ids) < migrationChunk; k, _ = c.Next() {
+			ids, last = append(ids, ulidAt(k[1:])), bytes.Clone(k)
+		}
+		// Counted after the walk: bbolt cursors may skip keys when their bucket changes.
+		for _, jobID := range ids {
+			j, err := tx.Job(jobID)
+			if err != nil {
+				return nil, false, fmt.Errorf("job %s: %w", jobID, err)
+			}
+			if j.Kind != KindChunk {
+				continue
+			}
+			if err := tx.addJobCounts(j, j.State, 1); err != nil {
+				return nil, false, err
+			}
+		}
+		return last, len(ids) < migrationChunk, tx.finish()
 	})
 }

@@ -20,12 +20,12 @@ func TestAJobsLogShowsTheWaitsOfItsEngine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	record(-60, WaitChange{Engine: "ae2026", Reason: "no render node offers the \"ae2026\" engine"}, WaitChange{Engine: "lottie", Reason: "lottie is down"})
-	record(-30, WaitChange{Engine: "lottie"})
-	record(20, WaitChange{Engine: "ae2026", Reason: "every render node offering the \"ae2026\" engine is draining"})
-	record(30, WaitChange{Engine: "ae2026"})
-	record(50, WaitChange{Engine: "ae2026", Reason: "after the start"})
-	record(60, WaitChange{Engine: "ae2\x00bad", Reason: "never kept"}, WaitChange{Engine: strings.Repeat("e", 65), Reason: "never kept"})
+	record(-60, WaitChange{Subject: "ae2026", Reason: "no render node offers the \"ae2026\" engine"}, WaitChange{Subject: "lottie", Reason: "lottie is down"})
+	record(-30, WaitChange{Subject: "lottie"})
+	record(20, WaitChange{Subject: "ae2026", Reason: "every render node offering the \"ae2026\" engine is draining"})
+	record(30, WaitChange{Subject: "ae2026"})
+	record(50, WaitChange{Subject: "ae2026", Reason: "after the start"})
+	record(60, WaitChange{Subject: "ae2\x00bad", Reason: "never kept"}, WaitChange{Subject: strings.Repeat("e", maxSubject+1), Reason: "never kept"})
 
 	id := ulid.MustNew(ulid.Timestamp(at(0)), nil)
 	j := &Job{ID: id, TeamID: id, Engine: "ae2026", State: JobQueued, CreatedAt: at(0), OutputName: "x.mp4"}

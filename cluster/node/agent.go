@@ -35,6 +35,8 @@ type Config struct {
 	Labels  map[string]string
 	// RequireTags makes the node take only jobs tagged with every one of them.
 	RequireTags []string
+	// Pools are the pools the node belongs to.
+	Pools []string
 	// ClusterKey proves the node's membership to the coordinator (empty when it runs alone).
 	ClusterKey []byte
 	// DataDir holds the node's working directories, template cache and attempt markers.
@@ -148,7 +150,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	sort.Strings(engines)
 	incarnation := ulid.Make().String()
 	base := protocol.Hello{NodeID: cfg.NodeID, Incarnation: incarnation, Engines: engines, Slots: cfg.Slots,
-		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags, Machine: thisMachine()}
+		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags, Pools: cfg.Pools, Machine: thisMachine()}
 	ctx, shutdown := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),

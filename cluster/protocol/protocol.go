@@ -47,6 +47,8 @@ type Hello struct {
 	Labels      map[string]string `json:"labels,omitempty"`
 	// RequireTags, when set, makes the node take only jobs tagged with every one of them.
 	RequireTags []string `json:"requireTags,omitempty"`
+	// Pools are the pools the node belongs to: a job naming a pool renders only on its nodes.
+	Pools []string `json:"pools,omitempty"`
 	// Running are the attempts the node still renders or has unacknowledged results for.
 	Running []AttemptStatus `json:"running,omitempty"`
 	// Nonce is the coordinator's challenge this hello answers; a hello without one asks for a

@@ -15,6 +15,7 @@ import (
 
 	"github.com/framefarm/framefarm/cluster/membership"
 	"github.com/framefarm/framefarm/cluster/remoting"
+	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence/secretbox"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender"
@@ -167,7 +168,9 @@ type LogConfig struct {
 }
 
 type NodeConfig struct {
-	LocalSlots       int      `toml:"local_slots"`
+	LocalSlots int `toml:"local_slots"`
+	// Pools are the pools the node belongs to (the embedded node's, or a framefarm node's).
+	Pools            []string `toml:"pools"`
 	SilenceTimeout   Duration `toml:"silence_timeout"`
 	MaxRenderTime    Duration `toml:"max_render_time"`
 	MaxDownloadBytes int64    `toml:"max_download_bytes"`
@@ -220,6 +223,20 @@ type AEConfig struct {
 	Extension      string `toml:"extension"`
 	RenderSettings string `toml:"render_settings"`
 	DraftSettings  string `toml:"draft_settings"`
+	// Limits are the farm's limits every job of the engine holds while it renders (its
+	// licences), read by the coordinator.
+	Limits []string `toml:"limits"`
+}
+
+// engineLimits are the limits each engine's jobs hold, as the configuration gives them.
+func (c EnginesConfig) engineLimits() map[string][]string {
+	out := map[string][]string{}
+	for engine, ae := range map[string]AEConfig{renderer.EngineAE2025: c.AE2025, renderer.EngineAE2026: c.AE2026} {
+		if len(ae.Limits) > 0 {
+			out[engine] = ae.Limits
+		}
+	}
+	return out
 }
 
 type JobsConfig struct {
@@ -338,7 +355,7 @@ func defaultConfig() Config {
 	return Config{
 		Server: ServerConfig{Listen: "127.0.0.1:8080", DataDir: "./data", ShutdownTimeout: dur(30 * time.Second), MaxBodyBytes: 16 << 20},
 		Log:    LogConfig{Format: "text", Level: "info"},
-		Node: NodeConfig{LocalSlots: 2, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour),
+		Node: NodeConfig{LocalSlots: 2, Pools: []string{}, SilenceTimeout: dur(10 * time.Minute), MaxRenderTime: dur(24 * time.Hour),
 			MaxDownloadBytes: 2 << 30, DownloadTimeout: dur(30 * time.Minute)},
 		Engines: EnginesConfig{LottieWorker: "renderer/lottie/worker", AE2025: defaultAEConfig(), AE2026: defaultAEConfig()},
 		Jobs: JobsConfig{MaxAttempts: 3, MaxNestingDepth: 3, MaxAssets: 1000, ProgressInterval: dur(time.Second),
@@ -360,7 +377,7 @@ func defaultConfig() Config {
 
 func defaultAEConfig() AEConfig {
 	return AEConfig{OutputModule: aerender.DefaultOutputModule, Extension: aerender.DefaultExtension,
-		RenderSettings: aerender.DefaultRenderSettings, DraftSettings: aerender.DefaultDraftSettings}
+		RenderSettings: aerender.DefaultRenderSettings, DraftSettings: aerender.DefaultDraftSettings, Limits: []string{}}
 }
 
 // loadConfig reads path over the defaults; an unknown key is an error, so a typo is not silently
@@ -422,6 +439,10 @@ func (c *Config) check() error {
 	}
 	if c.Node.LocalSlots < 0 {
 		errs = append(errs, errors.New("node.local_slots cannot be negative"))
+	}
+	errs = append(errs, checkNames("node.pools", "pool", c.Node.Pools)...)
+	for engine, limits := range c.Engines.engineLimits() {
+		errs = append(errs, checkNames("engines."+engine+".limits", "limit", limits)...)
 	}
 	if c.Jobs.MaxAttempts < 1 {
 		errs = append(errs, errors.New("jobs.max_attempts must be at least 1"))
@@ -489,4 +510,15 @@ func (c *Config) publicURL() string {
 		return strings.TrimRight(c.Server.PublicURL, "/")
 	}
 	return "http://" + c.Server.Listen
+}
+
+// checkNames refuses names that are not as pools and limits are named.
+func checkNames(setting, what string, names []string) []error {
+	var errs []error
+	for _, n := range names {
+		if !validate.ValidTag(n) {
+			errs = append(errs, fmt.Errorf("%s: %s %q must match ^[a-zA-Z0-9_-]{1,64}$", setting, what, n))
+		}
+	}
+	return errs
 }

@@ -285,6 +285,24 @@ func (d *onDuty) ClearNode(nodeID string) (actors.NodeInfo, error) {
 func (d *onDuty) ForgetNode(nodeID string) error {
 	return tell(d, func(c *actors.Coordinator) error { return c.ForgetNode(nodeID) })
 }
+func (d *onDuty) SetTeamPolicy(teamID ulid.ULID, change persistence.PolicyChange) (persistence.Team, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (persistence.Team, error) { return c.SetTeamPolicy(teamID, change) })
+}
+func (d *onDuty) TeamLoads() map[ulid.ULID]actors.TeamLoad {
+	return look(d, func(c *actors.Coordinator) map[ulid.ULID]actors.TeamLoad { return c.TeamLoads() })
+}
+func (d *onDuty) SetLimit(name string, count int) error {
+	return tell(d, func(c *actors.Coordinator) error { return c.SetLimit(name, count) })
+}
+func (d *onDuty) DeleteLimit(name string) (*persistence.Limit, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Limit, error) { return c.DeleteLimit(name) })
+}
+func (d *onDuty) PoolCapacities() map[string]actors.Capacity {
+	return look(d, func(c *actors.Coordinator) map[string]actors.Capacity { return c.PoolCapacities() })
+}
+func (d *onDuty) LimitUses() map[string]actors.LimitUse {
+	return look(d, func(c *actors.Coordinator) map[string]actors.LimitUse { return c.LimitUses() })
+}
 func (d *onDuty) QueueStats() (actors.QueueStats, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (actors.QueueStats, error) { return c.QueueStats() })
 }

@@ -629,6 +629,7 @@ type (
 	}
 	job struct {
 		ID         string  `json:"id"`
+		Name       string  `json:"name"`
 		TemplateID *string `json:"templateId"`
 		Status     string  `json:"status"`
 		Progress   float64 `json:"progress"`

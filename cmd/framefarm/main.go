@@ -1,6 +1,7 @@
 // Command framefarm is the render farm coordinator: `framefarm serve` runs it, `framefarm node`
 // runs a render node that joins it, `framefarm cluster tls` makes the farm's certificates,
-// `framefarm token create|list|revoke|admin` manages API tokens, `framefarm objects copy --to s3` moves
+// `framefarm token create|list|revoke|admin` manages API tokens, `framefarm team list|set` shows
+// and shapes the teams sharing the farm, `framefarm objects copy --to s3` moves
 // a farm's files into a bucket, `framefarm ha status` shows a coordinator's replicas,
 // `framefarm version` tells the build.
 package main
@@ -62,6 +63,9 @@ const usage = `usage:
   framefarm token list [--data-dir DIR] [--config FILE]
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
   framefarm token admin [--data-dir DIR] [--config FILE]
+  framefarm team list [--url URL] [--admin-token TOKEN] [--data-dir DIR]
+  framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N]
+                 [--max-queued-chunks N] [--max-priority N] [--pools a,b|any] [--url URL] [--admin-token TOKEN]
   framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
@@ -75,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		return 2
 	}
 	// `token --help`, `ha -h`: commands whose first word is a verb answer help before it.
-	if len(args) >= 2 && isHelpFlag(args[1]) && slices.Contains([]string{"token", "cluster", "ha", "objects"}, args[0]) {
+	if len(args) >= 2 && isHelpFlag(args[1]) && slices.Contains([]string{"token", "cluster", "ha", "objects", "team"}, args[0]) {
 		fmt.Fprintf(stdout, "usage:\n%s", commandUsage(args[0]))
 		return 0
 	}
@@ -97,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		err = objectsCommand(ctx, args[1:], stdout, stderr)
 	case "ha":
 		err = haCommand(args[1:], stdout, stderr)
+	case "team":
+		err = teamCommand(args[1:], stdout)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "framefarm", buildVersion())
 		return 0

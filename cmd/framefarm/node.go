@@ -76,6 +76,7 @@ func nodeConfig(args []string, stdout io.Writer) (ns nodeSettings, err error) {
 	actorsAdvertise := fs.String("actors-advertise", "", "actors address other machines reach this node at")
 	dataDir := fs.String("data-dir", "./node-data", "working files, template cache, attempt markers")
 	requireTags := fs.String("require-tags", "", "take only jobs tagged with all of these (comma-separated)")
+	pools := fs.String("pools", "", "pools this node belongs to, comma-separated (default node.pools): a job naming a pool renders only on its nodes")
 	key := fs.String("key", "", "cluster key (default cluster.key or $"+envClusterKey+")")
 	allowPrivate := fs.Bool("allow-private-urls", false, "let asset downloads reach loopback and private addresses")
 	tlsCert := fs.String("tls-cert", "", "this node's certificate, PEM, from framefarm cluster tls cert create --node ID (default cluster.tls.cert_file)")
@@ -108,6 +109,7 @@ func nodeConfig(args []string, stdout io.Writer) (ns nodeSettings, err error) {
 		cfg.Cluster = &c
 	}
 	c := cfg.Cluster
+	var errs []error
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
@@ -134,8 +136,11 @@ func nodeConfig(args []string, stdout io.Writer) (ns nodeSettings, err error) {
 	if *requireTags != "" {
 		ns.requireTags = strings.Split(*requireTags, ",")
 	}
+	if *pools != "" {
+		cfg.Node.Pools = strings.Split(*pools, ",")
+	}
+	errs = append(errs, checkNames("--pools", "pool", cfg.Node.Pools)...)
 	cfg.Server.DataDir = *dataDir
-	var errs []error
 	ns.id = *nodeID
 	if certified, err := certificateNodeID(c.TLS); err != nil {
 		errs = append(errs, err)
@@ -199,7 +204,7 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 	}
 	clusterCfg := *cfg.Cluster
 	agent, err := node.New(node.Config{
-		NodeID: id, Slots: slots, Version: buildVersion(), RequireTags: ns.requireTags, Labels: ns.labels,
+		NodeID: id, Slots: slots, Version: buildVersion(), RequireTags: ns.requireTags, Labels: ns.labels, Pools: cfg.Node.Pools,
 		ClusterKey: []byte(clusterCfg.Key), DataDir: cfg.Server.DataDir,
 		MaxDownloadBytes: cfg.Node.MaxDownloadBytes, DownloadTimeout: cfg.Node.DownloadTimeout.Duration,
 	}, engines, node.Transfers{Internal: &http.Client{}, External: outbound.NewClient(outbound.Options{AllowPrivate: cfg.Server.AllowPrivateURLs})},
@@ -331,9 +336,13 @@ func nodeAdmin(verb string, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected answer: %w", err)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NODE\tSTATE\tENGINES\tSLOTS\tJOBS\tMACHINE\tVERSION\tLAST HEARTBEAT\tREASON")
+	fmt.Fprintln(w, "NODE\tSTATE\tENGINES\tPOOLS\tSLOTS\tJOBS\tMACHINE\tVERSION\tLAST HEARTBEAT\tREASON")
 	for _, n := range nodes {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.ID, n.State, strings.Join(n.Engines, ","), n.Slots,
+		pools := strings.Join(n.Pools, ",")
+		if pools == "" {
+			pools = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", n.ID, n.State, strings.Join(n.Engines, ","), pools, n.Slots,
 			len(n.CurrentJobs), machineText(n.Machine), n.Version, n.LastHeartbeat.Format(time.RFC3339), n.Reason)
 	}
 	return w.Flush()

@@ -118,10 +118,11 @@ func (s *signalPrinter) watch(ev *actors.Events) {
 	// A fenced report: "ffsignal fenced JOB ATTEMPT:WHAT".
 	ev.StaleReport.Subscribe(func(e actors.StaleReport) { s.print("fenced %s %d:%s", e.Job, e.Attempt, e.What) })
 	ev.NodeStateChanged.Subscribe(func(e actors.NodeStateChanged) { s.print("node %s %s", e.Node, e.To) })
-	// "ffsignal waits ENGINE recorded": a change of why the engine's jobs wait is durable.
+	// "ffsignal waits SUBJECT recorded": a change of why an engine's (or a team's) jobs wait is
+	// durable.
 	ev.WaitsRecorded.Subscribe(func(e actors.WaitsRecorded) {
 		for _, c := range e.Changes {
-			s.print("waits %s recorded", c.Engine)
+			s.print("waits %s recorded", c.Subject)
 		}
 	})
 	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) { s.print("webhook %s %s", e.Job, e.Result) })

@@ -302,7 +302,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		LocalAdminToken:  local.Token,
 		Limits: validate.Limits{
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
-			ChunkFrames: cfg.Jobs.ChunkFrames, ChunkAbove: cfg.Jobs.ChunkAbove,
+			ChunkFrames: cfg.Jobs.ChunkFrames, ChunkAbove: cfg.Jobs.ChunkAbove, EngineLimits: cfg.Engines.engineLimits(),
 		},
 	}, api.Deps{
 		Coordinator: coordinator, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
@@ -461,6 +461,7 @@ func (f *farm) greet(stdout io.Writer) {
 	}
 	f.log.Info("framefarm serving", "listen", f.listener.Addr().String(), "public_url", f.publicURL, "version", buildVersion(),
 		"embedded_node_slots", f.cfg.Node.LocalSlots)
+	f.warnOfMissingLimits()
 	fmt.Fprintf(stdout, "framefarm listening on %s\n", f.listener.Addr().String())
 	fmt.Fprintf(stdout, "dashboard: %s/ui/ (sign in with an API token)\n", f.publicURL)
 	// The commands are printed to run as written from any folder: this binary's own path, and
@@ -490,6 +491,7 @@ func startEmbeddedNode(coord *actors.Coordinator, cfg Config, dataDir string, gu
 	agent, err := node.New(node.Config{
 		NodeID:           "embedded-" + hostname,
 		Slots:            cfg.Node.LocalSlots,
+		Pools:            cfg.Node.Pools,
 		Version:          buildVersion(),
 		ClusterKey:       key,
 		DataDir:          filepath.Join(dataDir, "node"),
@@ -546,4 +548,25 @@ func loopbackAddr(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// warnOfMissingLimits says which limits the engines imply that the farm does not have: their
+// jobs are refused until the admin makes them.
+func (f *farm) warnOfMissingLimits() {
+	have, err := f.store.Limits()
+	if err != nil {
+		return
+	}
+	names := map[string]bool{}
+	for _, l := range have {
+		names[l.Name] = true
+	}
+	for engine, limits := range f.cfg.Engines.engineLimits() {
+		for _, name := range limits {
+			if !names[name] {
+				f.log.Warn("an engine's jobs hold a limit the farm does not have: they are refused until the admin makes it",
+					"engine", engine, "limit", name, "make_it", fmt.Sprintf("PUT /api/v2/admin/limits/%s {\"count\": N}", name))
+			}
+		}
+	}
 }

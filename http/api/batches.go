@@ -49,7 +49,7 @@ func (s *Server) createBatch(r *request) {
 		return
 	}
 	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, CreatedAt: s.Clock.Now()}
-	items, verr := validate.ParseBatch(body)
+	name, items, verr := validate.ParseBatch(body)
 	if verr != nil {
 		r.json(http.StatusBadRequest, batchRefused{
 			batchCreated: batchCreated{BatchID: batch.ID.String(), Status: "error", Jobs: []*createdJob{}}, Errors: []batchError{},
@@ -57,7 +57,7 @@ func (s *Server) createBatch(r *request) {
 		})
 		return
 	}
-	batch.Total = len(items)
+	batch.Total, batch.Name = len(items), name
 	answer := &batchCreated{BatchID: batch.ID.String(), TotalJobs: len(items), Jobs: []*createdJob{}}
 	valid := make([]*validate.Job, len(items))
 	chunks := 0
@@ -123,6 +123,7 @@ type batchStatus struct {
 	Status  string           `json:"status"`
 	Stats   batchStats       `json:"stats"`
 	Jobs    []batchJobStatus `json:"jobs"`
+	Name    string           `json:"name,omitempty"`
 }
 
 // batchStats count a batch's jobs as the interface does: total, finished, error and pending add
@@ -160,7 +161,7 @@ func (s *Server) getBatch(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	out := batchStatus{BatchID: b.ID.String(), Jobs: make([]batchJobStatus, 0, len(members))}
+	out := batchStatus{BatchID: b.ID.String(), Jobs: make([]batchJobStatus, 0, len(members)), Name: b.Name}
 	for _, m := range members {
 		j := m.Job
 		out.Stats.Total++
@@ -202,6 +203,7 @@ type batchListed struct {
 	Status    string     `json:"status"`
 	CreatedAt time.Time  `json:"createdAt"`
 	Stats     batchStats `json:"stats"`
+	Name      string     `json:"name,omitempty"`
 }
 
 // listBatches lists the team's batches, newest first: ?from (offset) and ?limit (1 to 100, 20).
@@ -222,7 +224,7 @@ func (s *Server) listBatches(r *request) {
 		st := batchStats{Total: b.Jobs, Finished: b.States[persistence.JobFinished], Error: b.States[persistence.JobFailed] + cancelled,
 			Cancelled: cancelled}
 		st.Pending = st.Total - st.Finished - st.Error
-		out[i] = batchListed{BatchID: b.ID.String(), CreatedAt: b.CreatedAt, Stats: st, Status: st.status()}
+		out[i] = batchListed{BatchID: b.ID.String(), CreatedAt: b.CreatedAt, Stats: st, Status: st.status(), Name: b.Name}
 	}
 	r.json(http.StatusOK, out)
 }

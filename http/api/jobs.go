@@ -25,6 +25,8 @@ type catalog struct {
 	fonts []*persistence.Font
 	// fontsErr is why the library could not be read; the request then fails with it.
 	fontsErr error
+	// policy is the team's, once read.
+	policy *persistence.TeamPolicy
 }
 
 var _ validate.Catalog = (*catalog)(nil)
@@ -63,6 +65,17 @@ func (c *catalog) Fonts() []*persistence.Font {
 func (c *catalog) SecretExists(name string) bool {
 	_, err := c.reads.Secret(name)
 	return err == nil
+}
+
+func (c *catalog) LimitExists(name string) bool { return c.reads.LimitExists(name) }
+
+// Policy is the team's policy, read once per request.
+func (c *catalog) Policy() persistence.TeamPolicy {
+	if c.policy == nil {
+		team, _ := c.reads.Team()
+		c.policy = &team.Policy
+	}
+	return *c.policy
 }
 
 // validateWith runs fn with a catalog of the request's team.
@@ -141,8 +154,15 @@ func (s *Server) createFrom(r *request, parse func([]byte, validate.Catalog, val
 
 // failCreate answers a creation that the store refused.
 func (r *request) failCreate(err error) {
-	if errors.Is(err, persistence.ErrTemplateGone) {
+	var capped *persistence.QueueCapError
+	switch {
+	case errors.Is(err, persistence.ErrTemplateGone):
 		r.fail(newError(http.StatusNotFound, validate.CodeTemplateNotFound, "%v", err))
+		return
+	case errors.As(err, &capped):
+		// Room comes back as the team's jobs start; when is not known here.
+		r.fail(&apiError{status: http.StatusTooManyRequests, Code: codeQueueCap, retryAfter: 30,
+			Error: capped.Error() + "; send it again once some of them started, or ask the farm's admin"})
 		return
 	}
 	r.failErr(err, nil)
@@ -399,6 +419,12 @@ func (s *Server) retryJob(r *request) {
 		r.failErr(err, nil)
 		return
 	}
+	team, err := s.Store.Team(r.team)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	q.CapPriority(team.Policy.MaxPriority)
 	var records []*persistence.Job
 	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) { records = q.Records(r.team, ulid.ULID{}, 0, next) })
 	r.createOnce(body, http.StatusCreated, s.created(records), func(remember *persistence.Answer) error {
@@ -417,7 +443,12 @@ func (s *Server) retagJob(r *request) {
 		r.fail(e)
 		return
 	}
-	change, verr := validate.ParseRetag(body)
+	team, err := s.Store.Team(j.TeamID)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	change, verr := validate.ParseRetag(body, team.Policy)
 	if verr != nil {
 		r.fail(fromValidation(verr))
 		return

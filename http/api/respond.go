@@ -24,6 +24,7 @@ import (
 const (
 	codeUnauthorized     = "unauthorized"
 	codeQuotaExceeded    = "quota_exceeded"
+	codeQueueCap         = "queue_cap"
 	codeForbidden        = "forbidden"
 	codeNotFound         = "not_found"
 	codeNotCancellable   = "not_cancellable"

@@ -135,6 +135,12 @@ type Coordinator interface {
 	DrainNode(nodeID string) (actors.NodeInfo, error)
 	ClearNode(nodeID string) (actors.NodeInfo, error)
 	ForgetNode(nodeID string) error
+	SetTeamPolicy(teamID ulid.ULID, change persistence.PolicyChange) (persistence.Team, error)
+	TeamLoads() map[ulid.ULID]actors.TeamLoad
+	SetLimit(name string, count int) error
+	DeleteLimit(name string) (*persistence.Limit, error)
+	PoolCapacities() map[string]actors.Capacity
+	LimitUses() map[string]actors.LimitUse
 }
 
 // Store is what the API reads of the store: its named reads.
@@ -155,6 +161,10 @@ type Store interface {
 	Fonts(teamID ulid.ULID) ([]*persistence.Font, error)
 	Secrets(teamID ulid.ULID) ([]*persistence.Secret, error)
 	Team(teamID ulid.ULID) (persistence.Team, error)
+	Teams() ([]persistence.Team, error)
+	TeamByName(name string) (persistence.Team, error)
+	Waiting(teams []ulid.ULID) map[ulid.ULID]persistence.WaitingCounts
+	Limits() ([]persistence.Limit, error)
 	Token(hash [32]byte) (*persistence.Token, error)
 	RetryRequest(teamID, jobID ulid.ULID) (*persistence.JobRequest, error)
 	Revocations() uint64
@@ -242,7 +252,10 @@ func New(cfg Config, deps Deps) *Server {
 	cfg.setDefaults()
 	s := &Server{Deps: deps, cfg: cfg, log: deps.Logger, router: router.New()}
 	s.views = &JobViews{URLs: deps.URLs, OutputTTL: cfg.DownloadURLTTL, Clock: deps.Clock,
-		Capacities: func() map[string]actors.Capacity { return s.Coordinator.Capacities() }}
+		Capacities: func() map[string]actors.Capacity { return s.Coordinator.Capacities() },
+		TeamLoads:  func() map[ulid.ULID]actors.TeamLoad { return s.Coordinator.TeamLoads() },
+		Pools:      func() map[string]actors.Capacity { return s.Coordinator.PoolCapacities() },
+		Limits:     func() map[string]actors.LimitUse { return s.Coordinator.LimitUses() }}
 	s.limiter = newRateLimiter(cfg.RateLimit, float64(cfg.RateBurst), deps.Clock)
 	s.routesV2()
 	s.routesV3()

@@ -44,6 +44,11 @@ type jobView struct {
 	// the slot time it took, beside its renderDuration, the wall time of it all.
 	ChunksRenderDuration *float64 `json:"chunksRenderDuration,omitempty"`
 	Unsplit              string   `json:"unsplit,omitempty"`
+	// Name, Pool and Limits are what the job is called, the pool it renders in and the limits
+	// its renders hold.
+	Name   string   `json:"name,omitempty"`
+	Pool   string   `json:"pool,omitempty"`
+	Limits []string `json:"limits,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
 }
@@ -107,6 +112,7 @@ type minimalJobView struct {
 	Progress   float64      `json:"progress"`
 	OutputURL  string       `json:"outputUrl"`
 	Stats      minimalStats `json:"stats"`
+	Name       string       `json:"name,omitempty"`
 }
 
 // minimalStats are a minimal listing's: when the job was made and, once finished, when it
@@ -147,13 +153,18 @@ func idOrEmpty(id ulid.ULID) string {
 }
 
 // JobViews renders jobs as the API shows them, webhook bodies included: output URLs signed with
-// URLs for OutputTTL. Capacities, when set, explains why a queued job waits; a webhook's job has
-// ended, so its views need none.
+// URLs for OutputTTL. Capacities and TeamLoads, when set, explain why a queued job waits; a
+// webhook's job has ended, so its views need neither.
 type JobViews struct {
 	URLs       *blobs.Signer
 	OutputTTL  time.Duration
 	Clock      clock.Clock
 	Capacities func() map[string]actors.Capacity
+	TeamLoads  func() map[ulid.ULID]actors.TeamLoad
+	// Pools and Limits say what each pool's nodes offer (by persistence.PoolWaitSubject) and
+	// how the limits are used.
+	Pools  func() map[string]actors.Capacity
+	Limits func() map[string]actors.LimitUse
 }
 
 func (s *JobViews) jobView(j *persistence.Job) *jobView {
@@ -175,6 +186,9 @@ func (s *JobViews) jobView(j *persistence.Job) *jobView {
 		Node:         j.Node,
 		MissingFonts: j.MissingFonts,
 		Unsplit:      j.Unsplit,
+		Name:         j.Name,
+		Pool:         j.Pool,
+		Limits:       j.Limits,
 		Stats:        s.jobStats(j),
 	}
 	if v.Assets == nil {
@@ -215,6 +229,7 @@ func (s *JobViews) minimalJobView(j *persistence.Job) *minimalJobView {
 	return &minimalJobView{
 		ID: j.ID.String(), TemplateID: optionalID(j.TemplateID), Status: j.Status(),
 		Progress: j.Progress, OutputURL: s.outputURL(j), Stats: minimalStats{CreatedAt: j.CreatedAt.UTC(), FinishedAt: optionalTime(j.FinishedAt)},
+		Name: j.Name,
 	}
 }
 
@@ -239,16 +254,43 @@ func (s *JobViews) waitingFor(j *persistence.Job) string {
 		return fmt.Sprintf("the farm's storage failed attempt %d, which does not count against jobs.max_attempts; it is offered to the render nodes again at %s (in %s)",
 			j.Attempts, j.StorageRetryAt.UTC().Format(time.RFC3339), j.StorageRetryAt.Sub(s.Clock.Now()).Round(time.Second))
 	case queued && s.Capacities != nil:
-		c := s.Capacities()[j.Engine]
-		switch {
-		case c.Nodes == 0:
-			return fmt.Sprintf("no ready render node offers the %q engine", j.Engine)
-		case c.Free == 0:
-			return fmt.Sprintf("all %d render slots for the %q engine are busy; %d jobs are queued for it", c.Slots, j.Engine, c.Queued)
-		}
-		return "being assigned to a render node"
+		return s.queuedWait(j)
 	}
 	return ""
+}
+
+// queuedWait says what a queued job waits for, in the order the scheduler asks: a node for its
+// engine, one of its pool, its team below its maxRunning, its limits free, a free slot.
+func (s *JobViews) queuedWait(j *persistence.Job) string {
+	c := s.Capacities()[j.Engine]
+	if c.Nodes == 0 {
+		return fmt.Sprintf("no ready render node offers the %q engine", j.Engine)
+	}
+	slotsOf := fmt.Sprintf("the %q engine", j.Engine)
+	if j.Pool != "" && s.Pools != nil {
+		c = s.Pools()[persistence.PoolWaitSubject(j.Pool, j.Engine)]
+		if reason := actors.PoolWaitReason(j.Pool, j.Engine, c); reason != "" {
+			return reason
+		}
+		slotsOf = fmt.Sprintf("the %q engine in pool %q", j.Engine, j.Pool)
+	}
+	if s.TeamLoads != nil {
+		if load := s.TeamLoads()[j.TeamID]; load.AtCap() {
+			return fmt.Sprintf("the team's renders hold %d render slots, its maxRunning (%d)", load.Running, load.MaxRunning)
+		}
+	}
+	if len(j.Limits) > 0 && s.Limits != nil {
+		uses := s.Limits()
+		for _, name := range j.Limits {
+			if reason := actors.LimitWaitReason(name, uses[name]); reason != "" {
+				return reason
+			}
+		}
+	}
+	if c.Free == 0 {
+		return fmt.Sprintf("all %d render slots for %s are busy; %d jobs are queued for them", c.Slots, slotsOf, c.Queued)
+	}
+	return "being assigned to a render node"
 }
 
 // outputURL is where a job's output is (or will be) available.

@@ -145,6 +145,15 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 	if v.Unsplit != "" {
 		b = appendString(append(b, `,"unsplit":`...), v.Unsplit)
 	}
+	if v.Name != "" {
+		b = appendString(append(b, `,"name":`...), v.Name)
+	}
+	if v.Pool != "" {
+		b = appendString(append(b, `,"pool":`...), v.Pool)
+	}
+	if len(v.Limits) > 0 {
+		b = appendStrings(append(b, `,"limits":`...), v.Limits)
+	}
 	if len(v.Data) > 0 {
 		if b, err = appendRaw(append(b, `,"data":`...), v.Data); err != nil {
 			return nil, err
@@ -206,7 +215,11 @@ func (v *minimalJobView) appendJSON(b []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return append(b, "}}"...), nil
+	b = append(b, '}')
+	if v.Name != "" {
+		b = appendString(append(b, `,"name":`...), v.Name)
+	}
+	return append(b, '}'), nil
 }
 
 // appendJobHead opens a Job object, full or minimal, with the fields both begin with.

@@ -23,7 +23,7 @@ func decodeJobFast(body []byte) (*decodedJob, bool) {
 }
 
 var (
-	rawJobFields      = []string{"template", "assets", "preview", "fonts", "settings", "upload", "webhook", "priority", "tags", "chunks"}
+	rawJobFields      = []string{"template", "assets", "preview", "fonts", "settings", "upload", "webhook", "priority", "tags", "chunks", "name", "pool", "limits"}
 	rawAssetFields    = []string{"type", "layerName", "composition", "property", "value", "expression", "src", "name", "params", "template", "assets", "preview", "settings", "fonts"}
 	templateRefFields = []string{"id", "composition", "src"}
 )
@@ -52,8 +52,14 @@ func (r *jsonReader) jobField(job *decodedJob, field int) bool {
 		return r.float(&job.Priority)
 	case "tags":
 		return r.raw(&job.Tags)
-	default: // chunks
+	case "chunks":
 		return r.raw(&job.Chunks)
+	case "name":
+		return r.stringPointer(&job.Name)
+	case "pool":
+		return r.stringPointer(&job.Pool)
+	default: // limits
+		return r.strings(&job.Limits)
 	}
 }
 

@@ -24,6 +24,10 @@ type Catalog interface {
 	// Fonts is the team's font library, read when a template names fonts.
 	Fonts() []*persistence.Font
 	SecretExists(name string) bool
+	// Policy is the team's policy (what priority and pools its jobs may ask).
+	Policy() persistence.TeamPolicy
+	// LimitExists reports whether the farm has a limit of that name.
+	LimitExists(name string) bool
 }
 
 // Limits bound what one request may ask for.
@@ -38,6 +42,8 @@ type Limits struct {
 	// frames, if they render at least ChunkAbove frames.
 	ChunkFrames int
 	ChunkAbove  int
+	// EngineLimits are the limits every job of an engine holds while it renders.
+	EngineLimits map[string][]string
 }
 
 func (l Limits) withDefaults() Limits {
@@ -66,6 +72,11 @@ type rawJob struct {
 	Tags     json.RawMessage   `json:"tags"`
 	// Chunks splits the job over several nodes (an extension).
 	Chunks json.RawMessage `json:"chunks"`
+	// Name, Pool and Limits are extensions: what the job is called, the pool of nodes it renders
+	// on, the limits its renders hold.
+	Name   *string  `json:"name"`
+	Pool   *string  `json:"pool"`
+	Limits []string `json:"limits"`
 	// decodedAssets are Assets already decoded (nil: not decoded, or none).
 	decodedAssets []rawAsset
 }
@@ -146,6 +157,8 @@ type checker struct {
 	problems
 	cat Catalog
 	lim Limits
+	// inherited is the top-level job's placement, which its nested jobs take.
+	inherited placement
 }
 
 func (c *checker) job(raw *rawJob, path string, depth int) *Job {
@@ -169,6 +182,11 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	}
 	job.Spec.Settings = c.settings(raw.Settings, at(path, "settings"), false)
 	job.Engine = c.engine(tpl, job.Spec.Settings, at(path, "settings.engine"))
+	if depth == 0 {
+		job.Name = c.name(raw.Name, at(path, "name"))
+		c.inherited = c.placement(raw.Pool, raw.Limits, path)
+	}
+	c.place(job, c.inherited, path)
 	job.Spec.Fonts, job.MissingFonts = c.fonts(raw.Fonts, at(path, "fonts"))
 	if tpl != nil && tpl.Inspection != nil {
 		job.MissingFonts = append(job.MissingFonts, c.templateFontsMissing(tpl.Inspection.Fonts, tpl.Inspection.BundledFonts, job.Spec.Fonts)...)
@@ -455,7 +473,18 @@ func (c *checker) priority(p *float64, path string) int {
 		c.add(CodeValidation, path, "must be an integer between %d and %d", -maxPriority, maxPriority)
 		return 0
 	}
+	if msg := PriorityAllowed(int(*p), c.cat.Policy()); msg != "" {
+		c.add(CodeValidation, path, "%s", msg)
+	}
 	return int(*p)
+}
+
+// PriorityAllowed says why a team's policy refuses a priority, "" when it allows it.
+func PriorityAllowed(priority int, p persistence.TeamPolicy) string {
+	if p.MaxPriority != nil && priority > *p.MaxPriority {
+		return fmt.Sprintf("must be at most %d, the team's maxPriority (set by the farm's admin)", *p.MaxPriority)
+	}
+	return ""
 }
 
 // ValidTag reports whether a tag matches ^[a-zA-Z0-9_-]{1,64}$ (checked on every job created,
@@ -578,3 +607,5 @@ func (noCatalog) Template(string) (*persistence.Template, error) { return nil, p
 func (noCatalog) FontExists(string) bool                         { return false }
 func (noCatalog) Fonts() []*persistence.Font                     { return nil }
 func (noCatalog) SecretExists(string) bool                       { return false }
+func (noCatalog) Policy() persistence.TeamPolicy                 { return persistence.TeamPolicy{} }
+func (noCatalog) LimitExists(string) bool                        { return false }

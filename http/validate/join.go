@@ -15,6 +15,9 @@ type rawJoin struct {
 	Webhook  json.RawMessage   `json:"webhook"`
 	Priority *float64          `json:"priority"`
 	Tags     json.RawMessage   `json:"tags"`
+	Name     *string           `json:"name"`
+	Pool     *string           `json:"pool"`
+	Limits   []string          `json:"limits"`
 }
 
 // ParseJoin reads and checks a POST /jobs/join body: an ordered list of static videos (type video
@@ -31,6 +34,9 @@ func ParseJoin(body []byte, cat Catalog, lim Limits) (*Job, *Error) {
 	job.Tags = c.tags(raw.Tags, "tags")
 	job.Spec.Upload = c.upload(raw.Upload, "upload")
 	job.Spec.Webhook = c.webhook(raw.Webhook, "webhook")
+	job.Name = c.name(raw.Name, "name")
+	c.inherited = c.placement(raw.Pool, raw.Limits, "")
+	c.place(job, c.inherited, "")
 	switch {
 	case len(raw.Assets) == 0:
 		c.add(CodeValidation, "assets", "needs at least one video or job asset")
@@ -104,22 +110,25 @@ const MaxBatchJobs = 1000
 
 // ParseBatch reads a POST /batches body into its items, which are then checked one by one
 // with ParseJob.
-func ParseBatch(body []byte) ([]json.RawMessage, *Error) {
+func ParseBatch(body []byte) (name string, jobs []json.RawMessage, e *Error) {
 	var raw struct {
 		Jobs []json.RawMessage `json:"jobs"`
+		Name *string           `json:"name"`
 	}
 	if err := decodeStrict(body, &raw, ""); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	switch {
 	case raw.Jobs == nil:
-		return nil, fieldError("jobs", "is required")
+		return "", nil, fieldError("jobs", "is required")
 	case len(raw.Jobs) == 0:
-		return nil, fieldError("jobs", "needs at least one job")
+		return "", nil, fieldError("jobs", "needs at least one job")
 	case len(raw.Jobs) > MaxBatchJobs:
-		return nil, fieldError("jobs", fmt.Sprintf("at most %d jobs per batch, got %d", MaxBatchJobs, len(raw.Jobs)))
+		return "", nil, fieldError("jobs", fmt.Sprintf("at most %d jobs per batch, got %d", MaxBatchJobs, len(raw.Jobs)))
 	}
-	return raw.Jobs, nil
+	c := &checker{cat: noCatalog{}}
+	name = c.name(raw.Name, "name")
+	return name, raw.Jobs, c.err()
 }
 
 func fieldError(field, msg string) *Error {

@@ -1,6 +1,10 @@
 package validate
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/framefarm/framefarm/persistence"
+)
 
 // Retag is a change of a queued or pending job's priority and tags (PATCH /api/v2/jobs/{id}, an
 // extension); nil fields are left as they are.
@@ -10,8 +14,9 @@ type Retag struct {
 }
 
 // ParseRetag reads and checks a PATCH /jobs/{id} body: {"priority": 5, "tags": ["a", "b"]}, either
-// field optional, tags in any spelling a job's creation takes ([] clears them).
-func ParseRetag(body []byte) (*Retag, *Error) {
+// field optional, tags in any spelling a job's creation takes ([] clears them); the priority
+// within what the team's policy allows.
+func ParseRetag(body []byte, policy persistence.TeamPolicy) (*Retag, *Error) {
 	var raw struct {
 		Priority *float64        `json:"priority"`
 		Tags     json.RawMessage `json:"tags"`
@@ -19,7 +24,7 @@ func ParseRetag(body []byte) (*Retag, *Error) {
 	if err := decodeStrict(body, &raw, ""); err != nil {
 		return nil, err
 	}
-	c := &checker{}
+	c := &checker{cat: policyOnly{policy: policy}}
 	out := &Retag{}
 	if raw.Priority != nil {
 		p := c.priority(raw.Priority, "priority")
@@ -40,3 +45,11 @@ func ParseRetag(body []byte) (*Retag, *Error) {
 	}
 	return out, nil
 }
+
+// policyOnly knows a team's policy and nothing else.
+type policyOnly struct {
+	noCatalog
+	policy persistence.TeamPolicy
+}
+
+func (p policyOnly) Policy() persistence.TeamPolicy { return p.policy }

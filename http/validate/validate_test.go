@@ -21,6 +21,8 @@ type memoryCatalog struct {
 	// library holds fonts with their names, beside those of fonts known by file name only.
 	library []*persistence.Font
 	secrets []string
+	policy  persistence.TeamPolicy
+	limits  []string
 }
 
 func (m memoryCatalog) Template(id string) (*persistence.Template, error) {
@@ -39,7 +41,9 @@ func (m memoryCatalog) Fonts() []*persistence.Font {
 	}
 	return all
 }
-func (m memoryCatalog) SecretExists(n string) bool { return slices.Contains(m.secrets, n) }
+func (m memoryCatalog) SecretExists(n string) bool     { return slices.Contains(m.secrets, n) }
+func (m memoryCatalog) Policy() persistence.TeamPolicy { return m.policy }
+func (m memoryCatalog) LimitExists(n string) bool      { return slices.Contains(m.limits, n) }
 
 const (
 	lottieID = "01JA0000000000000000000001"
@@ -252,11 +256,11 @@ func TestJoinAndBatchShapes(t *testing.T) {
 	if err != nil || job.Engine != renderer.EngineFFmpeg || job.Spec.Settings.Preset != "mp4" || len(job.Children) != 1 || job.Children[0].Tags[0] != "x" {
 		t.Fatalf("%v %+v", err, job)
 	}
-	items, err := ParseBatch([]byte(`{"jobs": [{}, {}]}`))
+	_, items, err := ParseBatch([]byte(`{"jobs": [{}, {}]}`))
 	if err != nil || len(items) != 2 {
 		t.Fatalf("%v %d", err, len(items))
 	}
-	if _, err := ParseBatch([]byte(`{"jobs": {}}`)); err == nil || err.Code != CodeValidation {
+	if _, _, err := ParseBatch([]byte(`{"jobs": {}}`)); err == nil || err.Code != CodeValidation {
 		t.Fatalf("jobs as an object: %v", err)
 	}
 }
@@ -360,7 +364,7 @@ func FuzzParseBatch(f *testing.F) {
 	f.Add([]byte(`{"jobs": []}`))
 	cat := testCatalog()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		items, err := ParseBatch(body)
+		_, items, err := ParseBatch(body)
 		if err != nil {
 			return
 		}
@@ -462,6 +466,8 @@ var usualBodies = append(seeds[:5:5],
 	`{"template":{"id":"`+aeID+`","composition":"main"},"assets":[{"type":"text","layerName":"Title","value":"Grüße"},{"type":"image","layerName":"Photo","src":"https://a.example.com/1.png"},{"type":"data","layerName":"Title","property":"Source Text","expression":"time"}],"tags":["bench","hot"],"priority":-3.5,"preview":false,"fonts":["Inter.ttf"]}`,
 	` {"template": {"id": "`+aeID+`", "src": "https://a.example.com/t.aep"}, "assets": [{"type": "static", "src": "s", "name": "n"}, {"type": "script", "src": "s", "params": [1, -0.5e+3, true, null, {"k": "v\"\u00e9"}]}, {"type": "job", "layerName": "L", "template": {"id": "x"}, "assets": [], "preview": true, "fonts": [], "settings": {}}], "webhook": {"url": "https://h.example.com"}, "upload": {"prefix": "p/"}, "settings": {"frames": [1, 2]}, "tags": "a,b", "preview": true}
 `,
+	`{"template":{"id":"`+aeID+`"},"name":"Spot: Lyon","pool":"gpu","limits":["ae-licences","plugin"],"assets":[]}`,
+	`{"template":{"id":"`+aeID+`"},"limits":[],"pool":"","name":""}`,
 )
 
 // TestFastJobDecoding: the fast decoder takes the bodies clients send and makes of them what
@@ -532,7 +538,7 @@ func TestRetagBodies(t *testing.T) {
 		`{"priority": 1, "composition": "x"}`: "",
 		`[1]`:                                 "",
 	} {
-		r, err := ParseRetag([]byte(body))
+		r, err := ParseRetag([]byte(body), persistence.TeamPolicy{})
 		got := ""
 		if err == nil {
 			p, tags := "<nil>", "<nil>"
@@ -557,7 +563,7 @@ func FuzzParseRetag(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		r, err := ParseRetag(body)
+		r, err := ParseRetag(body, persistence.TeamPolicy{})
 		if (r == nil) == (err == nil) {
 			t.Fatalf("%q: a change %v and an error %v", body, r, err)
 		}
@@ -641,3 +647,51 @@ func TestChunkPlans(t *testing.T) {
 		t.Errorf("the farm's default over 3,000,000 frames: %v chunks, %v", len(job.Chunks), err)
 	}
 }
+
+// TestNamesPoolsAndLimits: a job's name, pool and limits, as its team's policy and the farm's
+// limits allow them; its nested jobs take its pool and limits, and each job holds what its
+// engine implies.
+func TestNamesPoolsAndLimits(t *testing.T) {
+	cat := testCatalog()
+	cat.limits = []string{"ae-licences", "plugin"}
+	gpu := []string{"gpu"}
+	cat.policy = persistence.TeamPolicy{Pools: &gpu, MaxPriority: intPointer(5)}
+	lim := Limits{EngineLimits: map[string][]string{"ae2026": {"ae-licences"}}}
+	job, err := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}, "name": "  Spot 30s: Lyon  ", "pool": "gpu",
+		"limits": ["plugin"], "priority": 5,
+		"assets": [{"type": "job", "layerName": "Photo", "template": {"id": "`+lottieID+`", "composition": "end"}, "assets": []}]}`), cat, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Name != "Spot 30s: Lyon" || job.Pool != "gpu" || !slices.Equal(job.Limits, []string{"ae-licences", "plugin"}) {
+		t.Fatalf("job %q pool %q limits %v", job.Name, job.Pool, job.Limits)
+	}
+	if child := job.Children[0]; child.Pool != "gpu" || !slices.Equal(child.Limits, []string{"plugin"}) || child.Name != "" {
+		t.Fatalf("nested job: pool %q limits %v name %q", child.Pool, child.Limits, child.Name)
+	}
+	refused := []struct{ body, field, says string }{
+		{`"pool": "cpu"`, "pool", `may name only the pools ["gpu"]`},
+		{`"pool": "a b"`, "pool", "must match"},
+		{`"limits": ["nope"]`, "limits[0]", `no limit "nope"`},
+		{`"priority": 6`, "priority", "maxPriority"},
+		{`"name": "` + strings.Repeat("é", MaxNameLength+1) + `"`, "name", "at most 200 characters"},
+		{`"name": "a\u0007b"`, "name", "control characters"},
+	}
+	for _, r := range refused {
+		_, err := ParseJob([]byte(`{"template": {"id": "`+lottieID+`", "composition": "main"}, `+r.body+`}`), cat, lim)
+		if err == nil || len(err.Details) == 0 || err.Details[0].Field != r.field || !strings.Contains(err.Details[0].Message, r.says) {
+			t.Fatalf("%s: %+v", r.body, err)
+		}
+	}
+	// An engine's limit the farm does not have refuses its jobs, saying how to make it.
+	_, err = ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}}`), cat, Limits{EngineLimits: map[string][]string{"ae2026": {"missing"}}})
+	if err == nil || !strings.Contains(err.Message, `no limit "missing", which every "ae2026" job holds`) {
+		t.Fatalf("an engine's missing limit: %+v", err)
+	}
+	name, _, err := ParseBatch([]byte(`{"name": "Campaign 12", "jobs": [{}]}`))
+	if err != nil || name != "Campaign 12" {
+		t.Fatalf("a batch's name %q: %v", name, err)
+	}
+}
+
+func intPointer(v int) *int { return &v }

@@ -1,0 +1,411 @@
+package main
+
+// A farm many teams share, as its admin governs it: team policies (weights, guarantees, caps),
+// and no team delaying another beyond its share.
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/http/api"
+	"github.com/framefarm/framefarm/renderer"
+)
+
+// teams reads every team as the admin sees it, by name.
+func (c *coordinator) teams() map[string]api.TeamView {
+	c.t.Helper()
+	var list []api.TeamView
+	(&client{c: c, token: adminToken}).must(http.MethodGet, "/api/v2/admin/teams", nil, http.StatusOK, &list)
+	out := map[string]api.TeamView{}
+	for _, team := range list {
+		out[team.Name] = team
+	}
+	return out
+}
+
+// admin runs a framefarm command against the coordinator with its admin token.
+func (c *coordinator) admin(args ...string) string {
+	c.t.Helper()
+	out, err := framefarm(append(args, "--url", c.url, "--admin-token", adminToken)...)
+	if err != nil {
+		c.t.Fatalf("framefarm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestATeamsPolicyShapesItsWork: the admin caps a team from the command line; its jobs may not
+// ask a priority above its cap, its waiting jobs stop at their cap with a 429 that names it, it
+// never renders more at once than its maxRunning while another team takes the other slots, its
+// waiting jobs say why, and the policy outlives a restart.
+func TestATeamsPolicyShapesItsWork(t *testing.T) {
+	c := startCoordinator(t, options{slots: 3})
+	a, b := c.team("a"), c.team("b")
+	tplA, tplB := a.uploadTemplate(inspection()), b.uploadTemplate(inspection())
+	set := c.admin("team", "set", "a", "--max-running", "1", "--max-queued-jobs", "4", "--max-priority", "10", "--weight", "2")
+	if !strings.Contains(set, "TEAM") || !strings.Contains(set, "a ") {
+		t.Fatalf("team set printed:\n%s", set)
+	}
+
+	urgent := renderJob(tplA)
+	urgent["priority"] = 11
+	if e := a.fails(http.MethodPost, "/api/v2/jobs", urgent, http.StatusBadRequest, "validation_error"); !strings.Contains(e.Error, "maxPriority") {
+		t.Fatalf("a priority above the cap refused without naming it: %s", e.Error)
+	}
+	var jobs []created
+	post := func() {
+		var made created
+		a.must(http.MethodPost, "/api/v2/jobs", renderJob(tplA), http.StatusCreated, &made)
+		jobs = append(jobs, made)
+	}
+	post()
+	running := map[string][]*renderCall{"a": {c.control.next(t)}}
+	// Rendering, a's first job no longer waits: four more fit under its cap, a fifth does not.
+	for range 4 {
+		post()
+	}
+	if e := a.fails(http.MethodPost, "/api/v2/jobs", renderJob(tplA), http.StatusTooManyRequests, "queue_cap"); !strings.Contains(e.Error, "maxQueuedJobs is 4") {
+		t.Fatalf("the queue cap's 429 does not name it: %s", e.Error)
+	}
+	if e := a.fails(http.MethodPatch, "/api/v2/jobs/"+jobs[3].ID, map[string]any{"priority": 50}, http.StatusBadRequest, "validation_error"); !strings.Contains(e.Error, "maxPriority") {
+		t.Fatalf("a new priority above the cap: %s", e.Error)
+	}
+	var fromB []created
+	for range 3 {
+		var made created
+		b.must(http.MethodPost, "/api/v2/jobs", renderJob(tplB), http.StatusCreated, &made)
+		fromB = append(fromB, made)
+	}
+
+	// Three slots: a holds one (its maxRunning), b the two others.
+	teamOf := map[string]string{}
+	for _, j := range jobs {
+		teamOf[j.ID] = "a"
+	}
+	for _, j := range fromB {
+		teamOf[j.ID] = "b"
+	}
+	for range 2 {
+		call := c.control.next(t)
+		running[teamOf[call.JobID]] = append(running[teamOf[call.JobID]], call)
+	}
+	if len(running["a"]) != 1 || len(running["b"]) != 2 {
+		t.Fatalf("renders by team %v, want a 1 and b 2", map[string]int{"a": len(running["a"]), "b": len(running["b"])})
+	}
+	c.waitUntil("a's running render and waiting jobs counted", func() bool {
+		team := c.teams()["a"]
+		return team.Running == 1 && team.Waiting.Jobs == 4
+	})
+	teams := c.teams()
+	if got := teams["b"]; got.Running != 2 || got.Policy.Weight != 1 || got.Policy.MaxRunning != nil {
+		t.Fatalf("team b: %+v", got)
+	}
+	if got := teams["a"]; *got.Policy.MaxRunning != 1 || got.Policy.Weight != 2 || *got.Policy.MaxPriority != 10 || got.Share < 0.33 || got.Share > 0.34 {
+		t.Fatalf("team a: %+v", got)
+	}
+	waiting := jobs[1].ID
+	c.waitUntil("the waiting job says why", func() bool { return strings.Contains(a.logs(waiting), "maxRunning (1)") })
+	if w := a.job(waiting).Stats.WaitingFor; !strings.Contains(w, "maxRunning") {
+		t.Fatalf("a waiting job's waitingFor: %q", w)
+	}
+
+	// A slot of b's frees: b's third job takes it, not a's.
+	running["b"][0].answer(renderReply{Result: "finish"})
+	if call := c.control.next(t); teamOf[call.JobID] != "b" {
+		t.Fatalf("the slot b freed went to team %s's job, though a is at its maxRunning", teamOf[call.JobID])
+	} else {
+		running["b"] = append(running["b"][1:], call)
+	}
+	// Without the cap, a's next waiting job takes the next free slot.
+	c.admin("team", "set", "a", "--max-running", "none")
+	running["b"][0].answer(renderReply{Result: "finish"})
+	running["b"] = running["b"][1:]
+	if call := c.control.next(t); teamOf[call.JobID] != "a" {
+		t.Fatalf("with its cap lifted, the next free slot went to team %s's job", teamOf[call.JobID])
+	} else {
+		running["a"] = append(running["a"], call)
+	}
+	c.waitUntil("the wait is over in the log", func() bool { return strings.Contains(a.logs(waiting), "waiting over") })
+	c.control.answerAll(finishAll)
+	for _, call := range append(running["a"], running["b"]...) {
+		call.answer(renderReply{Result: "finish"})
+	}
+	for _, j := range jobs {
+		c.waitJob(j.ID, "finished")
+	}
+
+	c.stop()
+	c.restart()
+	list := c.admin("team", "list")
+	for _, want := range []string{"MAX QUEUED JOBS", "\na ", "\nb "} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("team list lacks %q:\n%s", want, list)
+		}
+	}
+	if got := c.teams()["a"]; got.Policy.MaxRunning != nil || *got.Policy.MaxQueuedJobs != 4 || *got.Policy.MaxPriority != 10 || got.Policy.Weight != 2 {
+		t.Fatalf("team a's policy after a restart: %+v", got.Policy)
+	}
+	admin := &client{c: c, token: adminToken}
+	admin.fails(http.MethodPatch, "/api/v2/admin/teams/nobody", map[string]any{"weight": 2}, http.StatusNotFound, "not_found")
+	admin.fails(http.MethodPatch, "/api/v2/admin/teams/a", map[string]any{"weight": 0}, http.StatusBadRequest, "validation_error")
+	admin.fails(http.MethodPatch, "/api/v2/admin/teams/a", map[string]any{"colour": "red"}, http.StatusBadRequest, "validation_error")
+	a.fails(http.MethodPatch, "/api/v2/admin/teams/a", map[string]any{"weight": 5}, http.StatusForbidden, "forbidden")
+}
+
+// longTemplate is the test template with a composition of 20,000 frames, enough for 5,000
+// chunks.
+func longTemplate() renderer.Inspection {
+	in := inspection()
+	in.Compositions = append(in.Compositions, renderer.Composition{Name: "long", Width: 64, Height: 64, FPS: 40, Duration: 500})
+	return in
+}
+
+// TestNoTeamJumpsAnotherByPriority, the noisy neighbour: team a fills two render nodes with 64
+// jobs at its highest priority and a job of 5,000 chunks; team b sends one job of priority 0.
+// The next slot to free goes to b's job, and the one after goes back to a.
+func TestNoTeamJumpsAnotherByPriority(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true})
+	c.startNode("n1", 2)
+	c.startNode("n2", 2)
+	a, b := c.team("a"), c.team("b")
+	c.admin("team", "set", "a", "--max-priority", "1000")
+	tplA, tplB := a.uploadTemplate(longTemplate()), b.uploadTemplate(inspection())
+	teamOf := map[string]string{}
+	for i := range 64 {
+		j := renderJob(tplA)
+		j["priority"] = 1000
+		var made created
+		a.must(http.MethodPost, "/api/v2/jobs", j, http.StatusCreated, &made)
+		teamOf[made.ID] = fmt.Sprint("a", i)
+	}
+	split := map[string]any{"template": map[string]any{"id": tplA, "composition": "long"}, "assets": []any{},
+		"priority": 1000, "chunks": map[string]any{"count": 5000}}
+	var huge created
+	a.must(http.MethodPost, "/api/v2/jobs", split, http.StatusCreated, &huge)
+	var held []*renderCall
+	for range 4 {
+		call := c.control.next(t)
+		if _, ok := teamOf[call.JobID]; !ok && !call.Chunk {
+			t.Fatalf("a render of neither a's jobs nor its chunks: %+v", call)
+		}
+		held = append(held, call)
+	}
+	c.waitUntil("a's work waits", func() bool {
+		team := c.teams()["a"]
+		return team.Running == 4 && team.Waiting.Chunks > 4900
+	})
+
+	var urgent created
+	b.must(http.MethodPost, "/api/v2/jobs", renderJob(tplB), http.StatusCreated, &urgent)
+	sent := time.Now()
+	held[0].answer(renderReply{Result: "finish"})
+	next := c.control.next(t)
+	if next.JobID != urgent.ID {
+		t.Fatalf("the first slot to free after b's job went to %s (chunk %v), not b's job", next.JobID, next.Chunk)
+	}
+	t.Logf("b's job started %s after it was sent, on the first slot to free", time.Since(sent).Round(time.Millisecond))
+	held[1].answer(renderReply{Result: "finish"})
+	if after := c.control.next(t); after.JobID == urgent.ID || (teamOf[after.JobID] == "" && !after.Chunk) {
+		t.Fatalf("the slot after went to %+v, not back to a", after)
+	}
+}
+
+// TestWeightsShareTheFarm: teams a (weight 3) and b (weight 1) both keep more work queued than two
+// render nodes of four slots each can take; renders last 0.3 to 0.9 s. Over a minute, the slots
+// their renders hold split 3:1 within 10%.
+func TestWeightsShareTheFarm(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true})
+	rng := rand.New(rand.NewPCG(7, 8))
+	var rngMu sync.Mutex
+	c.control.answerAll(func(*renderCall) renderReply {
+		rngMu.Lock()
+		d := 300*time.Millisecond + time.Duration(rng.IntN(600))*time.Millisecond
+		rngMu.Unlock()
+		time.Sleep(d)
+		return renderReply{Result: "finish"}
+	})
+	c.startNode("n1", 4)
+	c.startNode("n2", 4)
+	a, b := c.team("a"), c.team("b")
+	c.admin("team", "set", "a", "--weight", "3")
+	for _, cl := range []*client{a, b} {
+		tpl := cl.uploadTemplate(inspection())
+		jobs := make([]map[string]any, 600)
+		for i := range jobs {
+			jobs[i] = renderJob(tpl)
+		}
+		cl.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": jobs}, http.StatusCreated, nil)
+	}
+	c.waitUntil("every slot held", func() bool { return c.teams()["a"].Running+c.teams()["b"].Running == 8 })
+	var heldA, heldB, samples int
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		teams := c.teams()
+		if teams["a"].Waiting.Jobs == 0 || teams["b"].Waiting.Jobs == 0 {
+			t.Fatalf("a team ran out of work: %+v", teams)
+		}
+		heldA, heldB, samples = heldA+teams["a"].Running, heldB+teams["b"].Running, samples+1
+	}
+	ratio := float64(heldA) / float64(heldB)
+	t.Logf("over %d samples a held %.2f slots and b %.2f on average: %.2f to 1", samples,
+		float64(heldA)/float64(samples), float64(heldB)/float64(samples), ratio)
+	if ratio < 2.7 || ratio > 3.3 {
+		t.Fatalf("a's and b's slots split %.2f to 1, want 3 to 1 within 10%%", ratio)
+	}
+}
+
+// noMoreCalls fails if a render starts within a while: what a cap must hold back.
+func noMoreCalls(t *testing.T, rc *renderControl, while time.Duration, why string) {
+	t.Helper()
+	select {
+	case call := <-rc.calls:
+		t.Fatalf("%s, yet job %s started", why, call.JobID)
+	case <-time.After(while):
+	}
+}
+
+// TestPoolsAndLimitsPlaceTheRenders: on two render node processes, one in pool gpu, a job naming
+// gpu renders there and nowhere else, a team may name only the pools its policy allows, and a
+// job of a pool no node is in waits saying so; jobs holding a limit of one never render two at
+// once, while other work goes on beside them, and a limit's use is shown to the admin.
+func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true})
+	c.startNode("n1", 2, "--pools", "gpu,4k")
+	c.startNode("n2", 2)
+	a, b := c.team("a"), c.team("b")
+	admin := &client{c: c, token: adminToken}
+	c.admin("team", "set", "a", "--pools", "gpu")
+	if list := c.admin("node", "list"); !strings.Contains(list, "POOLS") || !strings.Contains(list, "gpu,4k") {
+		t.Fatalf("node list does not show the pools:\n%s", list)
+	}
+	tplA, tplB := a.uploadTemplate(inspection()), b.uploadTemplate(inspection())
+	job := func(tpl string, fields map[string]any) map[string]any {
+		j := renderJob(tpl)
+		maps.Copy(j, fields)
+		return j
+	}
+	if e := a.fails(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"pool": "4k"}), http.StatusBadRequest, "validation_error"); !strings.Contains(e.Error, `only the pools ["gpu"]`) {
+		t.Fatalf("a pool outside the team's: %s", e.Error)
+	}
+	var onGPU created
+	a.must(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"pool": "gpu", "name": "Spot GPU"}), http.StatusCreated, &onGPU)
+	if call := c.control.next(t); call.JobID != onGPU.ID || call.Node != "n1" {
+		t.Fatalf("the gpu job rendered on %s", call.Node)
+	} else {
+		call.answer(renderReply{Result: "finish"})
+	}
+	var nowhere created
+	b.must(http.MethodPost, "/api/v2/jobs", job(tplB, map[string]any{"pool": "8k"}), http.StatusCreated, &nowhere)
+	c.waitUntil("the job of a pool no node is in says why it waits", func() bool {
+		return strings.Contains(b.logs(nowhere.ID), `no ready render node of pool "8k" offers the "lottie" engine`)
+	})
+	if w := b.job(nowhere.ID).Stats.WaitingFor; !strings.Contains(w, `pool "8k"`) {
+		t.Fatalf("waitingFor %q", w)
+	}
+
+	// A limit of one: one render at a time, the other work beside it.
+	a.fails(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"limits": []string{"lic"}}), http.StatusBadRequest, "validation_error")
+	admin.must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 1}, http.StatusOK, nil)
+	var licensed []created
+	for range 3 {
+		var made created
+		b.must(http.MethodPost, "/api/v2/jobs", job(tplB, map[string]any{"limits": []string{"lic"}}), http.StatusCreated, &made)
+		licensed = append(licensed, made)
+	}
+	var free created
+	b.must(http.MethodPost, "/api/v2/jobs", renderJob(tplB), http.StatusCreated, &free)
+	calls := map[string]*renderCall{}
+	for range 2 {
+		call := c.control.next(t)
+		calls[call.JobID] = call
+	}
+	if calls[licensed[0].ID] == nil || calls[free.ID] == nil {
+		t.Fatalf("the first renders were %v, not the first licensed job and the free one", slices.Collect(maps.Keys(calls)))
+	}
+	noMoreCalls(t, c.control, 500*time.Millisecond, "the limit of one is held")
+	var limits []struct {
+		Name  string `json:"name"`
+		Count int    `json:"count"`
+		InUse int    `json:"inUse"`
+	}
+	admin.must(http.MethodGet, "/api/v2/admin/limits", nil, http.StatusOK, &limits)
+	if len(limits) != 1 || limits[0].Name != "lic" || limits[0].InUse != 1 || limits[0].Count != 1 {
+		t.Fatalf("limits %+v", limits)
+	}
+	c.waitUntil("a licensed job says why it waits", func() bool {
+		return strings.Contains(b.logs(licensed[1].ID), `all 1 renders of limit "lic" are in use`)
+	})
+	calls[free.ID].answer(renderReply{Result: "finish"})
+	noMoreCalls(t, c.control, 500*time.Millisecond, "a slot freed by other work, the limit still held")
+	calls[licensed[0].ID].answer(renderReply{Result: "finish"})
+	if call := c.control.next(t); call.JobID != licensed[1].ID {
+		t.Fatalf("after the licensed render ended, %s started", call.JobID)
+	} else {
+		call.answer(renderReply{Result: "finish"})
+	}
+	if call := c.control.next(t); call.JobID != licensed[2].ID {
+		t.Fatalf("then %s started", call.JobID)
+	} else {
+		call.answer(renderReply{Result: "finish"})
+	}
+	c.waitJob(licensed[2].ID, "finished")
+	if j := a.job(onGPU.ID); j.Name != "Spot GPU" {
+		t.Fatalf("the job's name %q", j.Name)
+	}
+	admin.must(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNoContent, nil)
+	admin.fails(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNotFound, "not_found")
+}
+
+// TestALimitHoldsAcrossAFailover: with a limit of one, the leader is killed while one of three
+// jobs holding it renders; the next leader counts that render (its node carries it on) and
+// starts no other until it ends, then the next, one at a time.
+func TestALimitHoldsAcrossAFailover(t *testing.T) {
+	rs := newReplicaSet(t, 3, testTimings)
+	rs.start()
+	first := rs.leader()
+	control := rs.members[0].control // the nodes' renderer asks the first member's control
+	rs.startNode("n1")
+	rs.startNode("n2")
+	(&client{c: first, token: adminToken}).must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 1}, http.StatusOK, nil)
+	acme := first.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+	var ids []string
+	for range 3 {
+		j := renderJob(tplID)
+		j["limits"] = []string{"lic"}
+		var made created
+		acme.must(http.MethodPost, "/api/v2/jobs", j, http.StatusCreated, &made)
+		ids = append(ids, made.ID)
+	}
+	held := control.next(t)
+	noMoreCalls(t, control, 500*time.Millisecond, "the limit of one is held")
+	first.kill()
+	next := rs.leader()
+	on := &client{c: next, token: acme.token}
+	for deadline := time.Now().Add(waitLimit); !strings.Contains(on.logs(held.JobID), "carried on across a failover"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the render held at the failover did not carry on:\n%s", on.logs(held.JobID))
+		}
+		noMoreCalls(t, control, 200*time.Millisecond, "the next leader has not yet counted the render holding the limit")
+	}
+	// The adopt window (a lease and a heartbeat) is over once the render carried on; the rest
+	// wait for the limit.
+	noMoreCalls(t, control, 2*time.Second, "the render at the failover still holds the limit")
+	held.answer(renderReply{Result: "finish"})
+	for range 2 {
+		call := control.next(t)
+		if call.JobID == held.JobID {
+			t.Fatalf("job %s rendered again", call.JobID)
+		}
+		noMoreCalls(t, control, 300*time.Millisecond, "one licensed render runs")
+		call.answer(renderReply{Result: "finish"})
+	}
+	for _, id := range ids {
+		next.waitJob(id, "finished")
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/framefarm/framefarm/http/api"
+)
+
+// teamPolicyFlags are the flags of `framefarm team set`, each the policy field it sets.
+var teamPolicyFlags = []struct{ flag, field, help string }{
+	{"weight", "weight", "the team's share of the running slots against other teams' weights (default 1)"},
+	{"guaranteed-slots", "guaranteedSlots", "slots the team is served before any share"},
+	{"max-running", "maxRunning", "most render slots the team's renders hold at once"},
+	{"max-queued-jobs", "maxQueuedJobs", "most jobs the team may have waiting to render"},
+	{"max-queued-chunks", "maxQueuedChunks", "most chunks of split jobs the team may have waiting"},
+	{"max-priority", "maxPriority", "highest priority the team's jobs may ask"},
+	{"pools", "pools", `comma-separated pools the team's jobs may name ("any": every pool, the default)`},
+}
+
+// teamCommand runs `framefarm team list|set`: the farm admin's view and shaping of the teams.
+func teamCommand(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: framefarm team list|set NAME [flags]")
+	}
+	switch args[0] {
+	case "list":
+		return teamList(args[1:], stdout)
+	case "set":
+		return teamSet(args[1:], stdout)
+	}
+	return fmt.Errorf("unknown team command %q; usage: framefarm team list|set NAME [flags]", args[0])
+}
+
+func teamList(args []string, stdout io.Writer) error {
+	fs := commandFlags("team list")
+	admin := addAdminFlags(fs)
+	if err := parseFlags(fs, stdout, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return errors.New("usage: framefarm team list [--url URL] [--admin-token TOKEN]")
+	}
+	base, token, err := admin.resolve()
+	if err != nil {
+		return err
+	}
+	_, body, err := adminRequest(http.MethodGet, base, "/api/v2/admin/teams", token, nil)
+	if err != nil {
+		return err
+	}
+	var teams []api.TeamView
+	if err := json.Unmarshal(body, &teams); err != nil {
+		return fmt.Errorf("unexpected answer: %w", err)
+	}
+	return printTeams(stdout, teams)
+}
+
+func printTeams(stdout io.Writer, teams []api.TeamView) error {
+	capText := func(v *int) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.Itoa(*v)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TEAM\tWEIGHT\tGUARANTEED\tMAX RUNNING\tMAX QUEUED JOBS\tMAX QUEUED CHUNKS\tMAX PRIORITY\tPOOLS\tRUNNING\tSHARE\tQUEUED JOBS\tQUEUED CHUNKS")
+	for _, t := range teams {
+		p := t.Policy
+		pools := "any"
+		if p.Pools != nil {
+			pools = strings.Join(*p.Pools, ",")
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.0f%%\t%d\t%d\n", t.Name, p.Weight, p.GuaranteedSlots, capText(p.MaxRunning),
+			capText(p.MaxQueuedJobs), capText(p.MaxQueuedChunks), capText(p.MaxPriority), pools, t.Running, 100*t.Share, t.Waiting.Jobs, t.Waiting.Chunks)
+	}
+	return w.Flush()
+}
+
+// teamSet sends the policy fields whose flags are given: a number (or a list of pools) sets the
+// field, "none" puts a number back at its default, "any" the pools.
+func teamSet(args []string, stdout io.Writer) error {
+	fs := commandFlags("team set")
+	admin := addAdminFlags(fs)
+	values := map[string]*string{}
+	for _, f := range teamPolicyFlags {
+		help := f.help + `; "none" puts back the default`
+		if f.field == "pools" {
+			help = f.help + `; "none": no pool`
+		}
+		values[f.flag] = fs.String(f.flag, "", help)
+	}
+	if err := parseFlags(fs, stdout, args); err != nil {
+		return err
+	}
+	// The team may come before the flags (as the usage shows) or after them.
+	name := ""
+	if fs.NArg() > 0 {
+		name = fs.Arg(0)
+		if err := parseFlags(fs, stdout, fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if name == "" || fs.NArg() != 0 {
+		return errors.New("usage: framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N] [--max-queued-chunks N] [--max-priority N] [--pools a,b|any]")
+	}
+	change := map[string]any{}
+	var bad error
+	fs.Visit(func(f *flag.Flag) {
+		for _, pf := range teamPolicyFlags {
+			if pf.flag != f.Name {
+				continue
+			}
+			v := strings.TrimSpace(*values[f.Name])
+			switch {
+			case pf.field == "pools" && v == "any", pf.field != "pools" && v == "none":
+				change[pf.field] = nil
+			case pf.field == "pools":
+				pools := []string{}
+				for _, p := range strings.Split(v, ",") {
+					if p = strings.TrimSpace(p); p != "" && p != "none" {
+						pools = append(pools, p)
+					}
+				}
+				change[pf.field] = pools
+			default:
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					bad = fmt.Errorf("--%s %q: a whole number, or none", f.Name, v)
+				}
+				change[pf.field] = n
+			}
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	if len(change) == 0 {
+		return errors.New("nothing to set: give at least one of --weight, --guaranteed-slots, --max-running, --max-queued-jobs, --max-queued-chunks, --max-priority, --pools")
+	}
+	body, err := json.Marshal(change)
+	if err != nil {
+		return err
+	}
+	base, token, err := admin.resolve()
+	if err != nil {
+		return err
+	}
+	_, answer, err := adminRequest(http.MethodPatch, base, "/api/v2/admin/teams/"+url.PathEscape(name), token, body)
+	if err != nil {
+		return err
+	}
+	var team api.TeamView
+	if err := json.Unmarshal(answer, &team); err != nil {
+		return fmt.Errorf("unexpected answer: %w", err)
+	}
+	return printTeams(stdout, []api.TeamView{team})
+}
