@@ -131,6 +131,12 @@ func (c *Coordinator) StopJob(jobID ulid.ULID, by string) (*persistence.Job, err
 	return c.askJob(jobID, &stopRequest{by: by})
 }
 
+// SendAgain takes a rendering job's attempt back from its node and queues it again, without
+// counting it (ErrNotRendering when it does not render); by says who, for its log.
+func (c *Coordinator) SendAgain(jobID ulid.ULID, by string) (*persistence.Job, error) {
+	return c.askJob(jobID, &sendAgainRequest{by: by})
+}
+
 // RetagJob gives a queued or pending job (which the caller checked exists and belongs to the
 // team) another priority and tags (nil: as they are); by says who, for its log.
 func (c *Coordinator) RetagJob(jobID ulid.ULID, priority *int, tags *[]string, by string) (*persistence.Job, error) {

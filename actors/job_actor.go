@@ -156,6 +156,8 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		a.onCancel(ctx, sender)
 	case *stopRequest:
 		a.onStop(ctx, msg, sender)
+	case *sendAgainRequest:
+		a.onSendAgain(ctx, msg, sender)
 	case *retagRequest:
 		a.onRetag(ctx, msg, sender)
 	case *childFinished:
@@ -661,6 +663,34 @@ func (a *jobActor) onStop(ctx actor.Context, m *stopRequest, sender *actor.PID) 
 		if rel := a.relatives(); len(rel) > 0 {
 			a.w.walks.start(rel, nil)
 		}
+		ctx.Send(sender, &jobAnswer{job: a.job})
+	})
+	if err != nil {
+		ctx.Send(sender, &jobAnswer{err: err})
+	}
+}
+
+// onSendAgain takes a rendering job's attempt back from its node and queues the job again, as a
+// lost attempt that does not count: an operator moving a render stuck on a slow node.
+func (a *jobActor) onSendAgain(ctx actor.Context, m *sendAgainRequest, sender *actor.PID) {
+	if a.job.State != persistence.JobRendering {
+		ctx.Send(sender, &jobAnswer{job: a.job, err: fmt.Errorf("%w: it is %s; only a rendering job is sent again", ErrNotRendering, a.job.State)})
+		return
+	}
+	attempt, node := a.job.Attempts, a.job.Node
+	line := fmt.Sprintf("attempt %d on node %s taken back by %s: queued again (it does not count)", attempt, node, m.by)
+	err := a.transition(ctx, EventAttemptLost, func(next *persistence.Job) {
+		next.Progress = a.startingProgress()
+	}, []string{line}, func(err error) {
+		if err != nil {
+			ctx.Send(sender, &jobAnswer{err: err})
+			return
+		}
+		if pid := a.w.nodes.pid(node); pid != nil {
+			ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: "sent again by " + m.by})
+		}
+		a.w.events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
+		a.enqueue(ctx)
 		ctx.Send(sender, &jobAnswer{job: a.job})
 	})
 	if err != nil {

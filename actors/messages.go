@@ -66,10 +66,12 @@ type (
 		// relatives are the parent and children to reach next in a cascade.
 		relatives []ulid.ULID
 	}
-	// stopRequest asks a rendering job to stop; retagRequest a queued or pending one to take
-	// another priority and tags (nil: as they are). Both answer a jobAnswer.
-	stopRequest  struct{ by string }
-	retagRequest struct {
+	// stopRequest asks a rendering job to stop; sendAgainRequest a rendering one to start
+	// again, queued (an operator's); retagRequest a queued or pending one to take another
+	// priority and tags (nil: as they are). Each answers a jobAnswer.
+	stopRequest      struct{ by string }
+	sendAgainRequest struct{ by string }
+	retagRequest     struct {
 		priority *int
 		tags     *[]string
 		by       string

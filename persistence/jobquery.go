@@ -39,6 +39,9 @@ type JobQuery struct {
 	// Template, when set, lists that template's jobs alone (oldest or newest first, not with
 	// Tags); they are read from the template's index, so the page costs the template's jobs.
 	Template ulid.ULID
+	// Name, when set, lists the jobs whose name starts with it, case aside, in name order (not
+	// with Tags or Template); the page costs the jobs whose name starts so.
+	Name string
 }
 
 // ListJobs returns one page of jobs matching q and how many match in all. It reads indexes only;
@@ -51,6 +54,8 @@ func (t *txn) ListJobs(q JobQuery) ([]*Job, int, error) {
 	total := 0
 	if q.Template != (ulid.ULID{}) {
 		ids, total = t.templateList(q, lo, hi)
+	} else if q.Name != "" {
+		ids, total = t.nameList(q, lo, hi)
 	} else if scopes := t.heldScopes(q, stateSet(q.States)); len(scopes) > 0 {
 		if q.Sort == SortPriority {
 			ids, total = t.priorityList(q, scopes, lo, hi)
@@ -428,9 +433,15 @@ func prefixEnd(prefix []byte) []byte {
 // templateList walks a template's index in creation order (newest first when asked), counting
 // the jobs in q's states created within [lo, hi) and keeping the page's.
 func (t *txn) templateList(q JobQuery, lo, hi []byte) (ids []ulid.ULID, total int) {
-	prefix := key(id(q.TeamID), id(q.Template))
+	return t.indexPage(bucketJobsByTeamTemplate, key(id(q.TeamID), id(q.Template)), q, lo, hi)
+}
+
+// indexPage walks the keys of an index under prefix, each ending with a job id and holding its
+// state, in key order (backwards for newest first): it counts the jobs in q's states created
+// within [lo, hi) and keeps those of q's page. The page costs the keys under the prefix.
+func (t *txn) indexPage(bucket, prefix []byte, q JobQuery, lo, hi []byte) (ids []ulid.ULID, total int) {
 	allowed := stateSet(q.States)
-	c := t.bucket(bucketJobsByTeamTemplate).Cursor()
+	c := t.bucket(bucket).Cursor()
 	k, v := c.Seek(prefix)
 	next := c.Next
 	if q.Sort == SortNewestFirst {
@@ -442,7 +453,7 @@ func (t *txn) templateList(q JobQuery, lo, hi []byte) (ids []ulid.ULID, total in
 		next = c.Prev
 	}
 	for ; k != nil && hasPrefix(k, prefix); k, v = next() {
-		jobID := k[len(prefix):]
+		jobID := k[len(k)-16:]
 		if (lo != nil && bytes.Compare(jobID, lo) < 0) || (hi != nil && bytes.Compare(jobID, hi) >= 0) || len(v) == 0 || !allowed[JobState(v[0])] {
 			continue
 		}

@@ -187,7 +187,9 @@ func (t *txn) JobCountsByState() map[JobState]int {
 	t.mustFlushCounts()
 	counts := make(map[JobState]int)
 	t.scanPrefix(bucketJobCounts, nil, func(k, v []byte) bool {
-		counts[JobState(k[16])] += int(binary.BigEndian.Uint64(v))
+		if ulidAt(k) != FarmScope { // the farm's counts are the teams' again
+			counts[JobState(k[16])] += int(binary.BigEndian.Uint64(v))
+		}
 		return true
 	})
 	return counts
@@ -211,6 +213,9 @@ func (t *txn) addJobCounts(j *Job, s JobState, delta int) error {
 		}
 	}
 	t.addTimeCounts(j, s, delta)
+	if err := t.addFarmCounts(j, s, delta); err != nil {
+		return err
+	}
 	if j.Priority != 0 {
 		t.addPriorityCounts(j, s, delta)
 	}
@@ -315,6 +320,7 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	if s.Terminal() && j.ParentID == (ulid.ULID{}) {
 		entries = append(entries, jobIndexEntry{bucketJobsByEnd, endKey(j), nil})
 	}
+	entries = append(entries, farmIndexEntries(j, st, jid)...)
 	if j.BatchID != (ulid.ULID{}) && j.ParentID == (ulid.ULID{}) {
 		entries = append(entries, jobIndexEntry{bucketJobsByBatch, key(id(j.BatchID), u32(j.BatchIndex)), key(jid, st)})
 	}

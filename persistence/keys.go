@@ -79,6 +79,9 @@ var (
 	bucketChunkCounts = []byte("chunk_counts")
 	// bucketLimits holds the farm's limits: name -> Limit.
 	bucketLimits = []byte("limits")
+	// bucketJobsByName files named jobs by name: team (or FarmScope) + name, lowered, + 0 + job
+	// id -> state (farm.go).
+	bucketJobsByName = []byte("jobs_by_name")
 )
 
 // ownPriorityMark is the creation index's value for a job with a priority of its own.
@@ -90,7 +93,7 @@ var allBuckets = [][]byte{
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
 	bucketPriorityCounts, bucketBatches, bucketBatchesByTeam, bucketJobsByTeamTemplate,
-	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits, bucketChunkCounts, bucketLimits,
+	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits, bucketChunkCounts, bucketLimits, bucketJobsByName,
 }
 
 func createBuckets(tx *bolt.Tx) error {

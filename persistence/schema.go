@@ -29,7 +29,9 @@ import (
 //	5  each team's batches are listed in an index of their own (GET /api/v2/batches)
 //	6  jobs are filed under their template (listings of one template's jobs)
 //	7  each team's live chunks are counted by state (a team's queue cap on chunks)
-const SchemaVersion = 7
+//	8  every team's jobs are filed and counted in one more scope, the farm's, and under their
+//	   engine and pool; named jobs by name (the farm admin's listings, listings by name)
+const SchemaVersion = 8
 
 const metaSchemaVersion = "schema_version"
 
@@ -46,6 +48,7 @@ var migrations = map[int]func(db *bolt.DB) error{
 	4: upgradeTo5,
 	5: upgradeTo6,
 	6: upgradeTo7,
+	7: upgradeTo8,
 }
 
 // Buckets of earlier schemas.
@@ -358,5 +361,36 @@ func upgradeTo7(db *bolt.DB) error {
 			}
 		}
 		return last, len(ids) < migrationChunk, tx.finish()
+	})
+}
+
+// upgradeTo8 files every job (chunks apart) in the farm's scope, under its placement tag and by
+// its name, walking the jobs.
+func upgradeTo8(db *bolt.DB) error {
+	return migrateInChunks(db, 8, [][]byte{bucketJobsByName}, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		tx := &txn{tx: btx}
+		c := btx.Bucket(bucketJobs).Cursor()
+		var jobs []*Job
+		var last []byte
+		for k, v := firstAfter(c, after); k != nil && len(jobs) < migrationChunk; k, v = c.Next() {
+			j, err := decodeJob(v)
+			if err != nil {
+				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k), err)
+			}
+			jobs, last = append(jobs, j), bytes.Clone(k)
+		}
+		// Written after the walk: bbolt cursors may skip keys when their bucket changes.
+		for _, j := range jobs {
+			if j.Kind == KindChunk {
+				continue
+			}
+			if err := tx.putIndexEntries(farmIndexEntries(j, stateKey(j.State), id(j.ID))); err != nil {
+				return nil, false, err
+			}
+			if err := tx.addFarmCounts(j, j.State, 1); err != nil {
+				return nil, false, err
+			}
+		}
+		return last, len(jobs) < migrationChunk, tx.finish()
 	})
 }

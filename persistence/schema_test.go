@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -256,8 +257,37 @@ func TestUpgradeFromSchema3SurvivesAKillHalfway(t *testing.T) {
 	}
 }
 
+// downgradeToSchema7 makes the store look as schema 7 wrote it: nothing in the farm's scope,
+// under placement tags or by name.
+func downgradeToSchema7(t *testing.T, path string) {
+	rawUpdate(t, path, func(tx *bolt.Tx) error {
+		farm := id(FarmScope)
+		for _, name := range [][]byte{bucketJobsByTeamState, bucketJobsByTeamTag, bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts} {
+			b := tx.Bucket(name)
+			var drop [][]byte
+			b.ForEach(func(k, _ []byte) error {
+				placed := len(k) > 17 && bytes.HasPrefix(k[17:], []byte("engine="))
+				if bytes.HasPrefix(k, farm) || placed {
+					drop = append(drop, bytes.Clone(k))
+				}
+				return nil
+			})
+			for _, k := range drop {
+				if err := b.Delete(k); err != nil {
+					return err
+				}
+			}
+		}
+		if err := tx.DeleteBucket(bucketJobsByName); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("7"))
+	})
+}
+
 // downgradeToSchema3 makes the store look as schema 3 wrote it: no priority counters.
 func downgradeToSchema3(t *testing.T, path string) {
+	downgradeToSchema7(t, path)
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketPriorityTimeCounts, bucketPriorityCounts} {
 			if err := tx.DeleteBucket(b); err != nil {

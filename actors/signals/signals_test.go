@@ -39,7 +39,7 @@ type heldTimer struct {
 	resets chan time.Duration
 }
 
-func (h *heldTimer) Fired() <-chan time.Time     { return h.fired }
+func (h *heldTimer) Fired() <-chan time.Time    { return h.fired }
 func (h *heldTimer) Reset(d time.Duration) bool { h.resets <- d; return true }
 func (h *heldTimer) Stop() bool                 { return true }
 

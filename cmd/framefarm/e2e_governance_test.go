@@ -409,3 +409,116 @@ func TestALimitHoldsAcrossAFailover(t *testing.T) {
 		next.waitJob(id, "finished")
 	}
 }
+
+// TestTheAdminSeesAndActsOnEveryTeamsJobs: the farm's admin lists every team's jobs, each with
+// its team, filtered by team, engine, state and name; changes one team's job's priority, cancels
+// another's, sends a split job's rendering chunk again (its node abandons it, it renders again
+// as a new attempt that does not count) and stops the job. A team finds its own jobs by name.
+func TestTheAdminSeesAndActsOnEveryTeamsJobs(t *testing.T) {
+	c := startCoordinator(t, options{slots: 2})
+	a, b := c.team("a"), c.team("b")
+	admin := &client{c: c, token: adminToken}
+	tplA, tplB := a.uploadTemplate(inspection()), b.uploadTemplate(inspection())
+	named := func(cl *client, tpl, name string, extra map[string]any) created {
+		j := renderJob(tpl)
+		j["name"] = name
+		maps.Copy(j, extra)
+		var made created
+		cl.must(http.MethodPost, "/api/v2/jobs", j, http.StatusCreated, &made)
+		return made
+	}
+	split := named(a, tplA, "Spot Lyon (split)", map[string]any{"chunks": map[string]any{"frames": 50}})
+	first, second := c.control.next(t), c.control.next(t) // two of its three chunks hold both slots
+	waitingA := named(a, tplA, "spot lyon 2", nil)
+	waitingB := named(b, tplB, "Trailer", nil)
+
+	type listed struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Team struct {
+			Name string `json:"name"`
+		} `json:"team"`
+	}
+	list := func(query string) ([]listed, string) {
+		var out []listed
+		h := admin.must(http.MethodGet, "/api/v2/admin/jobs"+query, nil, http.StatusOK, &out)
+		return out, h.Get("X-Total-Count")
+	}
+	all, total := list("")
+	if len(all) != 3 || total != "3" || all[0].ID != split.ID || all[0].Team.Name != "a" || all[2].Team.Name != "b" {
+		t.Fatalf("every team's jobs: %+v (total %s)", all, total)
+	}
+	if onlyB, _ := list("?team=b"); len(onlyB) != 1 || onlyB[0].ID != waitingB.ID {
+		t.Fatalf("team b's: %+v", onlyB)
+	}
+	if lottie, _ := list("?engine=lottie&states=queued"); len(lottie) != 2 {
+		t.Fatalf("queued lottie jobs: %+v", lottie)
+	}
+	if none, _ := list("?engine=ae2026"); len(none) != 0 {
+		t.Fatalf("ae2026 jobs: %+v", none)
+	}
+	if spots, _ := list("?name=SPOT"); len(spots) != 2 || spots[0].ID != split.ID || spots[1].ID != waitingA.ID { // "(" before "2"
+		t.Fatalf("jobs named spot..., by name: %+v", spots)
+	}
+	admin.fails(http.MethodGet, "/api/v2/admin/jobs?tags=x", nil, http.StatusBadRequest, "validation_error")
+	var own []listed
+	a.must(http.MethodGet, "/api/v2/jobs?name=spot%20lyon%202", nil, http.StatusOK, &own)
+	if len(own) != 1 || own[0].ID != waitingA.ID || own[0].Name != "spot lyon 2" {
+		t.Fatalf("a's jobs named spot lyon 2: %+v", own)
+	}
+
+	admin.must(http.MethodPatch, "/api/v2/admin/jobs/"+waitingB.ID, map[string]any{"priority": 7}, http.StatusOK, nil)
+	if j := b.job(waitingB.ID); j.Priority != 7 || !strings.Contains(b.logs(waitingB.ID), "the farm's admin") {
+		t.Fatalf("b's job after the admin's change: priority %d\n%s", j.Priority, b.logs(waitingB.ID))
+	}
+	admin.must(http.MethodPatch, "/api/v2/admin/jobs/"+waitingA.ID+"/cancel", nil, http.StatusOK, nil)
+	c.waitJob(waitingA.ID, "manually_cancelled")
+
+	// The split job's first chunk goes back to the queue, and renders again.
+	var chunk struct {
+		Index  int    `json:"index"`
+		Status string `json:"status"`
+	}
+	admin.must(http.MethodPost, "/api/v2/admin/jobs/"+split.ID+"/chunks/0/retry", nil, http.StatusOK, &chunk)
+	if chunk.Status != "queued" {
+		t.Fatalf("the chunk sent again: %+v", chunk)
+	}
+	stopped := first
+	if first.Settings.Frames.Start != 0 {
+		stopped = second
+	}
+	select {
+	case <-stopped.gone:
+	case <-time.After(waitLimit):
+		t.Fatal("the node did not abandon the chunk sent again")
+	}
+	// The slot it freed goes to team b, which holds none (fair share); then the chunk, the oldest
+	// of team a's work, renders again.
+	if other := c.control.next(t); other.JobID != waitingB.ID {
+		t.Fatalf("the slot the chunk freed went to %s, not team b's job", other.JobID)
+	} else {
+		other.answer(renderReply{Result: "finish"})
+	}
+	again := c.control.next(t)
+	if !again.Chunk || again.Settings.Frames.Start != 0 || again.Attempt != 2 {
+		t.Fatalf("after it was sent again: %+v", again)
+	}
+	admin.fails(http.MethodPost, "/api/v2/admin/jobs/"+split.ID+"/chunks/9/retry", nil, http.StatusNotFound, "not_found")
+	admin.fails(http.MethodPost, "/api/v2/admin/jobs/"+waitingB.ID+"/chunks/0/retry", nil, http.StatusConflict, "conflict")
+	var view struct {
+		Team   struct{ Name string } `json:"team"`
+		Chunks []struct {
+			Attempts int `json:"attempts"`
+		} `json:"chunks"`
+	}
+	admin.must(http.MethodGet, "/api/v2/admin/jobs/"+split.ID, nil, http.StatusOK, &view)
+	if view.Team.Name != "a" || len(view.Chunks) != 3 || view.Chunks[0].Attempts != 2 {
+		t.Fatalf("the admin's view of the split job: %+v", view)
+	}
+	if log := a.logs(split.ID); !strings.Contains(log, "split into 3 chunks") {
+		t.Fatalf("split job log:\n%s", log)
+	}
+	admin.must(http.MethodPost, "/api/v2/admin/jobs/"+split.ID+"/stop", nil, http.StatusOK, nil)
+	c.waitJob(split.ID, "manually_cancelled")
+	a.fails(http.MethodGet, "/api/v2/admin/jobs", nil, http.StatusForbidden, "forbidden")
+}

@@ -135,6 +135,8 @@ func newAPIWalk(t *testing.T, c *coordinator) *apiWalk {
 		"/api/v2/admin/cluster/replicas/{id}":           "/api/v2/admin/cluster/replicas/c9",
 		"/api/v2/admin/teams/{team}":                    "/api/v2/admin/teams/throwaway",
 		"/api/v2/admin/limits/{name}":                   "/api/v2/admin/limits/walk",
+		"/api/v2/admin/jobs/{id}":                       "/api/v2/admin/jobs/" + job.ID,
+		"/api/v2/admin/jobs/{id}/chunks/{index}":        "/api/v2/admin/jobs/" + job.ID + "/chunks/0",
 		"/api/v2/nodes/{node}":                          "/api/v2/nodes/" + nodes[0].ID,
 		"/api/v3/templates/{id}":                        "/api/v3/templates/" + w.templateID,
 		"/files/{key}":                                  output.RequestURI(),

@@ -291,6 +291,9 @@ func (d *onDuty) SetTeamPolicy(teamID ulid.ULID, change persistence.PolicyChange
 func (d *onDuty) TeamLoads() map[ulid.ULID]actors.TeamLoad {
 	return look(d, func(c *actors.Coordinator) map[ulid.ULID]actors.TeamLoad { return c.TeamLoads() })
 }
+func (d *onDuty) SendAgain(jobID ulid.ULID, by string) (*persistence.Job, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Job, error) { return c.SendAgain(jobID, by) })
+}
 func (d *onDuty) SetLimit(name string, count int) error {
 	return tell(d, func(c *actors.Coordinator) error { return c.SetLimit(name, count) })
 }

@@ -173,16 +173,25 @@ func (s *Server) getJob(r *request) {
 	if !ok {
 		return
 	}
+	v, err := s.fullJobView(j)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	r.json(http.StatusOK, v)
+}
+
+// fullJobView is the job as GET /jobs/{id} shows it: a split job with its chunks.
+func (s *Server) fullJobView(j *persistence.Job) (*jobView, error) {
 	v := s.views.jobView(j)
 	if j.Split() {
 		chunks, err := s.Store.Jobs(j.Children)
 		if err != nil {
-			r.failErr(err, nil)
-			return
+			return nil, err
 		}
 		v.Chunks, v.ChunksRenderDuration = chunkViews(chunks)
 	}
-	r.json(http.StatusOK, v)
+	return v, nil
 }
 
 func (s *Server) loadJob(r *request) (*persistence.Job, bool) {
@@ -203,7 +212,7 @@ func (s *Server) jobLogs(r *request) {
 }
 
 func (s *Server) listJobs(r *request) {
-	q, minimal, e := s.jobQuery(r)
+	q, minimal, e := s.jobQuery(r, false)
 	if e != nil {
 		r.fail(e)
 		return
@@ -225,17 +234,22 @@ func (s *Server) listJobs(r *request) {
 	r.json(http.StatusOK, s.views.jobViews(jobs))
 }
 
-// jobQuery reads GET /jobs's query parameters.
-func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
+// jobQuery reads GET /jobs's query parameters, and for the farm's admin (every team's jobs)
+// team, engine and pool.
+func (s *Server) jobQuery(r *request, admin bool) (persistence.JobQuery, bool, *apiError) {
 	args := r.ctx.QueryArgs()
 	q := persistence.JobQuery{TeamID: r.team, Limit: 100, Sort: persistence.SortOldestFirst}
+	if admin {
+		q.TeamID = persistence.FarmScope
+	}
 	bad := func(field, format string, a ...any) *apiError {
 		msg := fmt.Sprintf(format, a...)
 		return &apiError{status: http.StatusBadRequest, Code: validate.CodeValidation, Error: field + ": " + msg,
 			Details: []validate.FieldError{{Field: field, Message: msg}}}
 	}
 	known := map[string]bool{"minimal": true, "from": true, "limit": true, "from_date": true, "to_date": true,
-		"states": true, "exclude_states": true, "sort": true, "tags": true, "template": true}
+		"states": true, "exclude_states": true, "sort": true, "tags": true, "template": true, "name": true,
+		"team": admin, "engine": admin, "pool": admin}
 	var unknown string
 	for k := range args.All() {
 		if !known[string(k)] {
@@ -324,7 +338,62 @@ func (s *Server) jobQuery(r *request) (persistence.JobQuery, bool, *apiError) {
 		}
 		q.Template = id
 	}
+	if admin {
+		if e := s.adminScope(args.Peek, &q, bad); e != nil {
+			return q, false, e
+		}
+	}
+	// name (an extension) lists the jobs whose name starts with it, in name order.
+	if v := string(args.Peek("name")); v != "" {
+		switch {
+		case len(q.Tags) > 0 || q.Template != (ulid.ULID{}):
+			return q, false, bad("name", "cannot be combined with tags, template, engine or pool")
+		case q.Sort != persistence.SortOldestFirst && q.Sort != persistence.SortNewestFirst:
+			return q, false, bad("name", "lists in name order: sort oldest_first (A to Z) or newest_first (Z to A)")
+		case len(v) > 4*validate.MaxNameLength:
+			return q, false, bad("name", "is longer than any job's name")
+		}
+		q.Name = v
+	}
 	return q, minimal, nil
+}
+
+// adminScope reads the admin's team, engine and pool: the jobs of one team (its id or name), and
+// of an engine or a pool (their placement tags; "-" for no pool).
+func (s *Server) adminScope(arg func(string) []byte, q *persistence.JobQuery, bad func(string, string, ...any) *apiError) *apiError {
+	if ref := string(arg("team")); ref != "" {
+		team, err := s.Store.TeamByName(ref)
+		if id, ok := persistence.ParseID(ref); ok {
+			team, err = s.Store.Team(id)
+		}
+		if err != nil {
+			return bad("team", "no team %q", ref)
+		}
+		q.TeamID = team.ID
+	}
+	switch {
+	case len(q.Tags) > 0 && q.TeamID == persistence.FarmScope:
+		return bad("tags", "needs team: a client's tags are its team's")
+	case q.Template != (ulid.ULID{}) && q.TeamID == persistence.FarmScope:
+		return bad("template", "needs team: a template is its team's")
+	case q.Sort == persistence.SortPriority && q.TeamID == persistence.FarmScope:
+		return bad("sort", "priority orders one team's jobs: give team")
+	}
+	engine, pool := string(arg("engine")), string(arg("pool"))
+	if engine == "" && pool == "" {
+		return nil
+	}
+	switch {
+	case len(q.Tags) > 0 || q.Template != (ulid.ULID{}):
+		return bad("engine", "engine and pool cannot be combined with tags or template")
+	case q.Sort == persistence.SortPriority:
+		return bad("sort", "priority order cannot be combined with engine or pool")
+	}
+	q.Tags = s.Store.PlacementTags(q.TeamID, engine, pool)
+	if len(q.Tags) == 0 {
+		q.Tags = []string{"engine=" + engine + ",pool=" + pool + ",none"} // no job carries it: nothing listed
+	}
+	return nil
 }
 
 func parseStates(v, field string, bad func(string, string, ...any) *apiError) ([]persistence.JobState, *apiError) {
@@ -472,6 +541,9 @@ func (s *Server) retagJob(r *request) {
 // actingTeam names who changed or stopped a job, for its log: the team, and the token's id (what
 // `framefarm token list` shows).
 func (s *Server) actingTeam(r *request) string {
+	if r.admin {
+		return fmt.Sprintf("the farm's admin (token %s) through the API", (&persistence.Token{Hash: r.holder.Token}).ID())
+	}
 	name := r.team.String()
 	if team, err := s.Store.Team(r.team); err == nil {
 		name = team.Name

@@ -137,6 +137,7 @@ type Coordinator interface {
 	ForgetNode(nodeID string) error
 	SetTeamPolicy(teamID ulid.ULID, change persistence.PolicyChange) (persistence.Team, error)
 	TeamLoads() map[ulid.ULID]actors.TeamLoad
+	SendAgain(jobID ulid.ULID, by string) (*persistence.Job, error)
 	SetLimit(name string, count int) error
 	DeleteLimit(name string) (*persistence.Limit, error)
 	PoolCapacities() map[string]actors.Capacity
@@ -165,6 +166,7 @@ type Store interface {
 	TeamByName(name string) (persistence.Team, error)
 	Waiting(teams []ulid.ULID) map[ulid.ULID]persistence.WaitingCounts
 	Limits() ([]persistence.Limit, error)
+	PlacementTags(scope ulid.ULID, engine, pool string) []string
 	Token(hash [32]byte) (*persistence.Token, error)
 	RetryRequest(teamID, jobID ulid.ULID) (*persistence.JobRequest, error)
 	Revocations() uint64

@@ -49,6 +49,8 @@ type jobView struct {
 	Name   string   `json:"name,omitempty"`
 	Pool   string   `json:"pool,omitempty"`
 	Limits []string `json:"limits,omitempty"`
+	// Team is the job's team, in the farm admin's views.
+	Team *teamRef `json:"team,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
 }

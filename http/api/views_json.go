@@ -154,6 +154,10 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 	if len(v.Limits) > 0 {
 		b = appendStrings(append(b, `,"limits":`...), v.Limits)
 	}
+	if v.Team != nil {
+		b = appendString(append(b, `,"team":{"id":`...), v.Team.ID)
+		b = append(appendString(append(b, `,"name":`...), v.Team.Name), '}')
+	}
 	if len(v.Data) > 0 {
 		if b, err = appendRaw(append(b, `,"data":`...), v.Data); err != nil {
 			return nil, err
