@@ -66,27 +66,29 @@ type IssuedToken struct {
 	TeamCreated bool
 }
 
-// IssueToken makes a token for the team of that name, creating the team (with its webhook
-// signing secret) when there is none. A zero expires never expires.
-func (c *Coordinator) IssueToken(teamName string, expires time.Time) (IssuedToken, error) {
+// IssueToken makes a token of a role for the team of that name, creating the team (with its
+// webhook signing secret) when there is none. A zero expires never expires.
+func (c *Coordinator) IssueToken(teamName string, expires time.Time, role persistence.TokenRole) (IssuedToken, error) {
 	token, hash := persistence.NewToken()
 	secret, err := persistence.NewWebhookSecret()
 	if err != nil {
 		return IssuedToken{}, err
 	}
 	now := c.deps.Clock.Now()
-	issued := &persistence.IssueToken{At: now, TeamName: teamName, NewTeamID: c.deps.IDs.New(now), WebhookSecret: secret, TokenHash: hash, ExpiresAt: expires}
+	issued := &persistence.IssueToken{At: now, TeamName: teamName, NewTeamID: c.deps.IDs.New(now), WebhookSecret: secret, TokenHash: hash,
+		ExpiresAt: expires, Role: role}
 	if err := c.deps.Store.Apply(issued); err != nil {
 		return IssuedToken{}, err
 	}
 	return IssuedToken{Token: token, Team: issued.Team, TeamCreated: issued.Created,
-		Record: &persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Hash: hash}}, nil
+		Record: &persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Role: role, Hash: hash}}, nil
 }
 
-// RevokeToken removes the token of an id (the start of its hash): it stops working at once, and
-// TokenRevoked tells those who hold what it opened (event streams). ErrNotFound: no such token.
-func (c *Coordinator) RevokeToken(tokenID string) (*persistence.Token, error) {
-	revoke := &persistence.RevokeToken{TokenID: tokenID}
+// RevokeToken removes the token of an id (the start of its hash), of team when it is not zero:
+// it stops working at once, and TokenRevoked tells those who hold what it opened (event
+// streams). ErrNotFound: no such token.
+func (c *Coordinator) RevokeToken(tokenID string, team ulid.ULID) (*persistence.Token, error) {
+	revoke := &persistence.RevokeToken{TokenID: tokenID, TeamID: team}
 	if err := c.deps.Store.Apply(revoke); err != nil {
 		return nil, err
 	}

@@ -123,6 +123,7 @@ type (
 		WebhookSecret string    `json:"webhookSecret"`
 		TokenHash     [32]byte  `json:"tokenHash"`
 		ExpiresAt     time.Time `json:"expiresAt,omitzero"`
+		Role          TokenRole `json:"role,omitempty"`
 		Team          Team      `json:"-"`
 		Created       bool      `json:"-"`
 	}
@@ -144,11 +145,12 @@ type (
 		Name    string `json:"name"`
 		Deleted *Limit `json:"-"`
 	}
-	// RevokeToken removes the token whose ID is TokenID; Revoked is the token removed
-	// (ErrNotFound when there is none).
+	// RevokeToken removes the token whose ID is TokenID, when TeamID is set only a token of that
+	// team; Revoked is the token removed (ErrNotFound when there is none).
 	RevokeToken struct {
-		TokenID string `json:"tokenId"`
-		Revoked *Token `json:"-"`
+		TokenID string    `json:"tokenId"`
+		TeamID  ulid.ULID `json:"teamId,omitzero"`
+		Revoked *Token    `json:"-"`
 	}
 	// ForgetObjects queues objects nothing refers to for deletion (keys ending in "/" are
 	// folders); the object store deletes them in the background, retrying until it succeeds.
@@ -313,7 +315,7 @@ func (t *txn) apply(c Command) error {
 			return err
 		}
 		c.Team, c.Created = team, created
-		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At, ExpiresAt: c.ExpiresAt})
+		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At, ExpiresAt: c.ExpiresAt, Role: c.Role})
 	case *SetTeamPolicy:
 		return t.setTeamPolicy(c)
 	case *PutLimit:
@@ -324,6 +326,9 @@ func (t *txn) apply(c Command) error {
 		tok, err := t.tokenByID(c.TokenID)
 		if err != nil {
 			return err
+		}
+		if c.TeamID != (ulid.ULID{}) && tok.TeamID != c.TeamID {
+			return ErrNotFound
 		}
 		c.Revoked = tok
 		return t.bucket(bucketTokens).Delete(tok.Hash[:])

@@ -84,10 +84,34 @@ type Team struct {
 	Policy TeamPolicy `json:"policy,omitzero"`
 }
 
+// TokenRole is what a token may do in its team: a viewer reads and streams only, a submitter (the
+// default) also sends and changes work, a manager also issues and revokes its team's tokens.
+type TokenRole string
+
+// Token roles.
+const (
+	RoleViewer    TokenRole = "viewer"
+	RoleSubmitter TokenRole = "submitter"
+	RoleManager   TokenRole = "manager"
+)
+
+// ParseTokenRole reads a role's name; "" is the default, submitter.
+func ParseTokenRole(name string) (TokenRole, bool) {
+	switch r := TokenRole(name); r {
+	case "":
+		return RoleSubmitter, true
+	case RoleViewer, RoleSubmitter, RoleManager:
+		return r, true
+	}
+	return "", false
+}
+
 // Token is an API token; only its SHA-256 hash is stored.
 type Token struct {
 	TeamID    ulid.ULID `json:"teamId"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Role is what the token may do; tokens made before roles have none: submitter.
+	Role TokenRole `json:"role,omitempty"`
 	// ExpiresAt, when set, is when the token stops working.
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 	// Hash is the key the token is stored under (not stored inside the record).
@@ -100,6 +124,14 @@ const TokenIDLength = 8
 
 // ID names the token without revealing it.
 func (t *Token) ID() string { return hex.EncodeToString(t.Hash[:TokenIDLength]) }
+
+// RoleOrDefault is the token's role, submitter when it has none.
+func (t *Token) RoleOrDefault() TokenRole {
+	if t.Role == "" {
+		return RoleSubmitter
+	}
+	return t.Role
+}
 
 // Expired reports whether the token no longer works at now.
 func (t *Token) Expired(now time.Time) bool { return !t.ExpiresAt.IsZero() && !now.Before(t.ExpiresAt) }

@@ -522,3 +522,84 @@ func TestTheAdminSeesAndActsOnEveryTeamsJobs(t *testing.T) {
 	c.waitJob(split.ID, "manually_cancelled")
 	a.fails(http.MethodGet, "/api/v2/admin/jobs", nil, http.StatusForbidden, "forbidden")
 }
+
+// TestRolesDecideWhatATokenMayDo: a manager's token makes, lists and revokes its own team's
+// tokens and no other team's; a viewer's reads and streams and changes nothing, and is not told
+// the team's webhook signing secret; a submitter's reaches no token route.
+func TestRolesDecideWhatATokenMayDo(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	submitter, other := c.team("a"), c.team("b")
+	admin := &client{c: c, token: adminToken}
+	var made struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+		Role  string `json:"role"`
+	}
+	admin.must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "a", "role": "manager"}, http.StatusCreated, &made)
+	manager := &client{c: c, token: made.Token}
+	admin.fails(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "a", "role": "owner"}, http.StatusBadRequest, "validation_error")
+
+	manager.must(http.MethodPost, "/api/v2/tokens", map[string]string{"role": "viewer"}, http.StatusCreated, &made)
+	if made.Role != "viewer" {
+		t.Fatalf("the manager made a %q token", made.Role)
+	}
+	viewer, viewerID := &client{c: c, token: made.Token}, made.ID
+	manager.fails(http.MethodPost, "/api/v2/tokens", map[string]string{"team": "b"}, http.StatusBadRequest, "validation_error")
+	var listed []struct {
+		ID   string            `json:"id"`
+		Role string            `json:"role"`
+		Team map[string]string `json:"team"`
+	}
+	manager.must(http.MethodGet, "/api/v2/tokens", nil, http.StatusOK, &listed)
+	roles := map[string]int{}
+	for _, tok := range listed {
+		if tok.Team["name"] != "a" {
+			t.Fatalf("a manager of team a sees a token of team %s", tok.Team["name"])
+		}
+		roles[tok.Role]++
+	}
+	if roles["manager"] != 1 || roles["viewer"] != 1 || roles["submitter"] != 1 {
+		t.Fatalf("team a's tokens by role: %v", roles)
+	}
+
+	tpl := submitter.uploadTemplate(inspection())
+	var job created
+	submitter.must(http.MethodPost, "/api/v2/jobs", renderJob(tpl), http.StatusCreated, &job)
+	viewer.must(http.MethodGet, "/api/v2/jobs/"+job.ID, nil, http.StatusOK, nil)
+	viewer.must(http.MethodGet, "/api/v2/jobs", nil, http.StatusOK, nil)
+	viewer.fails(http.MethodPost, "/api/v2/jobs", renderJob(tpl), http.StatusForbidden, "forbidden")
+	viewer.fails(http.MethodPatch, "/api/v2/jobs/"+job.ID+"/cancel", nil, http.StatusForbidden, "forbidden")
+	var team struct {
+		Role          string `json:"role"`
+		SigningSecret string `json:"webhookSigningSecret"`
+	}
+	viewer.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &team)
+	if team.Role != "viewer" || team.SigningSecret != "" {
+		t.Fatalf("a viewer's team view: %+v", team)
+	}
+	submitter.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &team)
+	if team.Role != "submitter" || team.SigningSecret == "" {
+		t.Fatalf("a submitter's team view: %+v", team)
+	}
+	submitter.fails(http.MethodGet, "/api/v2/tokens", nil, http.StatusForbidden, "forbidden")
+
+	// The manager can neither revoke another team's token nor tell it exists.
+	var all []struct {
+		ID   string            `json:"id"`
+		Team map[string]string `json:"team"`
+	}
+	admin.must(http.MethodGet, "/api/v2/admin/tokens", nil, http.StatusOK, &all)
+	for _, tok := range all {
+		if tok.Team["name"] == "b" {
+			manager.fails(http.MethodDelete, "/api/v2/tokens/"+tok.ID, nil, http.StatusNotFound, "not_found")
+		}
+	}
+	other.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, nil) // b's token still works
+	manager.must(http.MethodDelete, "/api/v2/tokens/"+viewerID, nil, http.StatusOK, nil)
+	viewer.fails(http.MethodGet, "/api/v2/jobs", nil, http.StatusUnauthorized, "unauthorized")
+
+	out, err := framefarm("token", "list", "--data-dir", c.dataDir())
+	if err != nil || !strings.Contains(string(out), "ROLE") || !strings.Contains(string(out), "manager") {
+		t.Fatalf("token list: %v\n%s", err, out)
+	}
+}

@@ -363,7 +363,7 @@ func lastLine(out []byte) string {
 	return lines[len(lines)-1]
 }
 
-// tokenIDIn reads the id token create prints ("token id ID (...").
+// tokenIDIn reads the id token create prints ("token id ID, a ROLE's (...").
 func tokenIDIn(t *testing.T, out []byte) string {
 	t.Helper()
 	_, rest, ok := strings.Cut(string(out), "token id ")

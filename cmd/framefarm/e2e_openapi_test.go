@@ -42,6 +42,57 @@ func TestEveryOperationAnswersWhatClientsSend(t *testing.T) {
 	t.Logf("%d requests over %d operations", sent, len(w.operations()))
 }
 
+// TestAViewersTokenOnlyReads tries every operation of the OpenAPI document that a team's token
+// opens with a viewer's token of the team, the documented body with it: every read answers 200
+// (the team's tokens, a manager's to read, 403), everything else 403 with code forbidden.
+func TestAViewersTokenOnlyReads(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	c.control.answerAll(finishAll)
+	w := newAPIWalk(t, c)
+	var viewer struct {
+		Token string `json:"token"`
+		Role  string `json:"role"`
+	}
+	(&client{c: c, token: adminToken}).must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "walker", "role": "viewer"},
+		http.StatusCreated, &viewer)
+	if viewer.Role != "viewer" {
+		t.Fatalf("a viewer's token made with role %q", viewer.Role)
+	}
+	tried := 0
+	for _, op := range w.operations() {
+		if w.token(op) != w.team.token {
+			continue
+		}
+		tried++
+		target := w.target(op)
+		body := w.generateBody(t, op)
+		head := op.method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + viewer.Token + "\r\n" +
+			fmt.Sprintf("Content-Type: application/json\r\nContent-Length: %d\r\n", len(body))
+		streams := strings.HasSuffix(op.path, "/events")
+		answers, err := exchangeRaw(c.addr, variant{name: "a viewer's token", head: head, body: body}, op.method, streams)
+		if err != nil || len(answers) != 1 {
+			t.Errorf("%s %s: %v", op.method, op.path, err)
+			continue
+		}
+		a := answers[0]
+		want := http.StatusForbidden
+		if reads(op.method) && op.path != "/api/v2/tokens" {
+			want = http.StatusOK
+		}
+		if a.status != want {
+			t.Errorf("%s %s with a viewer's token: %d, want %d: %.200s", op.method, op.path, a.status, want, a.body)
+			continue
+		}
+		if want == http.StatusForbidden && op.method != http.MethodHead && !strings.Contains(string(a.body), `"code":"forbidden"`) {
+			t.Errorf("%s %s: a 403 without code forbidden: %s", op.method, op.path, a.body)
+		}
+	}
+	t.Logf("%d operations tried with a viewer's token", tried)
+}
+
+// reads reports whether a method only reads.
+func reads(method string) bool { return method == http.MethodGet || method == http.MethodHead }
+
 // apiWalk holds the document and the records whose ids fill its paths.
 type apiWalk struct {
 	t    *testing.T
@@ -86,7 +137,7 @@ func newAPIWalk(t *testing.T, c *coordinator) *apiWalk {
 	w.jobID = job.ID
 	finished := w.team.job(job.ID)
 	var batch struct {
-		ID string `json:"id"`
+		ID string `json:"batchId"`
 	}
 	w.team.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(w.templateID)}}, http.StatusCreated, &batch)
 	font, err := os.ReadFile("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
@@ -135,6 +186,7 @@ func newAPIWalk(t *testing.T, c *coordinator) *apiWalk {
 		"/api/v2/admin/cluster/replicas/{id}":           "/api/v2/admin/cluster/replicas/c9",
 		"/api/v2/admin/teams/{team}":                    "/api/v2/admin/teams/throwaway",
 		"/api/v2/admin/limits/{name}":                   "/api/v2/admin/limits/walk",
+		"/api/v2/tokens/{token}":                        "/api/v2/tokens/" + throwaway.ID,
 		"/api/v2/admin/jobs/{id}":                       "/api/v2/admin/jobs/" + job.ID,
 		"/api/v2/admin/jobs/{id}/chunks/{index}":        "/api/v2/admin/jobs/" + job.ID + "/chunks/0",
 		"/api/v2/nodes/{node}":                          "/api/v2/nodes/" + nodes[0].ID,

@@ -265,11 +265,11 @@ func (d *onDuty) AddSecret(teamID ulid.ULID, name, value string) (*persistence.S
 func (d *onDuty) DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Secret, error) { return c.DeleteSecret(teamID, secretID) })
 }
-func (d *onDuty) IssueToken(teamName string, expires time.Time) (actors.IssuedToken, error) {
-	return onDutyAsk(d, func(c *actors.Coordinator) (actors.IssuedToken, error) { return c.IssueToken(teamName, expires) })
+func (d *onDuty) IssueToken(teamName string, expires time.Time, role persistence.TokenRole) (actors.IssuedToken, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (actors.IssuedToken, error) { return c.IssueToken(teamName, expires, role) })
 }
-func (d *onDuty) RevokeToken(tokenID string) (*persistence.Token, error) {
-	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Token, error) { return c.RevokeToken(tokenID) })
+func (d *onDuty) RevokeToken(tokenID string, team ulid.ULID) (*persistence.Token, error) {
+	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Token, error) { return c.RevokeToken(tokenID, team) })
 }
 func (d *onDuty) OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error) {
 	return onDutyAsk(d, func(c *actors.Coordinator) (*persistence.Template, error) {

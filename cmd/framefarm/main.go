@@ -59,7 +59,7 @@ const usage = `usage:
   framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm cluster tls ca create [--dir DIR] [--days N]
   framefarm cluster tls cert create (--coordinator | --node ID | --any-node) [--dir DIR] [--days N]
-  framefarm token create --team NAME [--expires 720h] [--data-dir DIR] [--config FILE]
+  framefarm token create --team NAME [--role viewer|submitter|manager] [--expires 720h] [--data-dir DIR] [--config FILE]
   framefarm token list [--data-dir DIR] [--config FILE]
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
   framefarm token admin [--data-dir DIR] [--config FILE]

@@ -25,6 +25,7 @@ type tokenInfo struct {
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt"`
 	Expired   bool       `json:"expired"`
+	Role      string     `json:"role"`
 	// Token, TeamCreated and WebhookSigningSecret are set only in a creation's answer.
 	Token                string `json:"token,omitempty"`
 	TeamCreated          bool   `json:"teamCreated,omitempty"`
@@ -44,6 +45,7 @@ func tokenCommand(args []string, stdout, stderr io.Writer) error {
 	dataDir := fs.String("data-dir", "", "data directory of the coordinator")
 	team := fs.String("team", "", "create: team name; the team is created if it does not exist")
 	expires := fs.Duration("expires", 0, "create: the token stops working after this long (for example 720h); 0: never")
+	role := fs.String("role", "submitter", "create: viewer (reads and streams only), submitter (also sends and changes work) or manager (also makes and revokes the team's tokens)")
 	if err := parseFlags(fs, stdout, args[1:]); err != nil {
 		return err
 	}
@@ -57,7 +59,11 @@ func tokenCommand(args []string, stdout, stderr io.Writer) error {
 	t := tokenTool{dataDir: cfg.Server.DataDir, stdout: stdout, dashboard: cfg.publicURL() + "/ui/"}
 	switch args[0] {
 	case "create":
-		return t.create(strings.TrimSpace(*team), *expires)
+		r, ok := persistence.ParseTokenRole(*role)
+		if !ok {
+			return fmt.Errorf("--role %q: viewer, submitter or manager", *role)
+		}
+		return t.create(strings.TrimSpace(*team), *expires, r)
 	case "list":
 		return t.list()
 	case "admin":
@@ -141,7 +147,7 @@ func ask(la localAdmin, method, path string, body any, want int, out any) error 
 	return json.Unmarshal(raw, out)
 }
 
-func (t tokenTool) create(name string, expires time.Duration) error {
+func (t tokenTool) create(name string, expires time.Duration, role persistence.TokenRole) error {
 	if name == "" || len(name) > 128 {
 		return errors.New("--team NAME is required (1 to 128 characters)")
 	}
@@ -160,16 +166,16 @@ func (t tokenTool) create(name string, expires time.Duration) error {
 		}
 		now := time.Now()
 		issued := &persistence.IssueToken{At: now, TeamName: name, NewTeamID: persistence.NewIDs().New(now), WebhookSecret: secret,
-			TokenHash: hash, ExpiresAt: expiresAt}
+			TokenHash: hash, ExpiresAt: expiresAt, Role: role}
 		if err := store.Apply(issued); err != nil {
 			return err
 		}
 		t.printTeam(issued.Created, issued.Team.Name, issued.Team.ID.String(), issued.Team.WebhookSecret)
 		info := persistence.Token{Hash: hash, ExpiresAt: expiresAt}
-		t.printCreated(info.ID(), expiresAt, token)
+		t.printCreated(info.ID(), role, expiresAt, token)
 		return nil
 	}, func(la localAdmin) error {
-		body := map[string]any{"team": name}
+		body := map[string]any{"team": name, "role": role}
 		if !expiresAt.IsZero() {
 			body["expiresAt"] = expiresAt
 		}
@@ -182,7 +188,7 @@ func (t tokenTool) create(name string, expires time.Duration) error {
 		if la.Dashboard != "" {
 			t.dashboard = la.Dashboard
 		}
-		t.printCreated(answer.ID, expiresAt, answer.Token)
+		t.printCreated(answer.ID, role, expiresAt, answer.Token)
 		return nil
 	})
 }
@@ -198,12 +204,12 @@ func (t tokenTool) printTeam(created bool, name, id, webhookSecret string) {
 }
 
 // printCreated ends a creation's output; the token is the last line.
-func (t tokenTool) printCreated(id string, expiresAt time.Time, token string) {
+func (t tokenTool) printCreated(id string, role persistence.TokenRole, expiresAt time.Time, token string) {
 	until := "never expires"
 	if !expiresAt.IsZero() {
 		until = "expires " + expiresAt.Format(time.RFC3339)
 	}
-	fmt.Fprintf(t.stdout, "token id %s (%s; framefarm token revoke %s stops it)\n", id, until, id)
+	fmt.Fprintf(t.stdout, "token id %s, a %s's (%s; framefarm token revoke %s stops it)\n", id, role, until, id)
 	fmt.Fprintf(t.stdout, "dashboard, signed in (the part after # never reaches the server): %s#token=%s\n", t.dashboard, token)
 	fmt.Fprintln(t.stdout, "API token (shown once; send it as Authorization: Bearer <token>):")
 	fmt.Fprintln(t.stdout, token)
@@ -215,7 +221,7 @@ func (t tokenTool) list() error {
 		now := time.Now()
 		all, err := store.Tokens()
 		for _, tok := range all {
-			info := tokenInfo{ID: tok.ID(), CreatedAt: tok.CreatedAt, Expired: tok.Expired(now)}
+			info := tokenInfo{ID: tok.ID(), CreatedAt: tok.CreatedAt, Expired: tok.Expired(now), Role: string(tok.RoleOrDefault())}
 			info.Team.ID, info.Team.Name = tok.Team.ID.String(), tok.Team.Name
 			if !tok.ExpiresAt.IsZero() {
 				info.ExpiresAt = &tok.ExpiresAt
@@ -230,7 +236,7 @@ func (t tokenTool) list() error {
 		return err
 	}
 	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tTEAM\tCREATED\tEXPIRES")
+	fmt.Fprintln(w, "ID\tTEAM\tROLE\tCREATED\tEXPIRES")
 	for _, tok := range tokens {
 		expires := "never"
 		if tok.ExpiresAt != nil {
@@ -239,7 +245,7 @@ func (t tokenTool) list() error {
 				expires += " (expired)"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", tok.ID, tok.Team.Name, tok.CreatedAt.UTC().Format(time.RFC3339), expires)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", tok.ID, tok.Team.Name, tok.Role, tok.CreatedAt.UTC().Format(time.RFC3339), expires)
 	}
 	return w.Flush()
 }

@@ -71,8 +71,10 @@ type request struct {
 	team ulid.ULID
 	// holder is the request's token, once authenticated (event streams end with it).
 	holder Holder
-	// admin is set once the request is authenticated with an admin token.
+	// admin is set once the request is authenticated with an admin token; role is a team
+	// token's.
 	admin bool
+	role  persistence.TokenRole
 	s     *Server
 }
 

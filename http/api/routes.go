@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -93,6 +92,9 @@ func (s *Server) routesV2() {
 	v2(http.MethodDelete, "/secrets/{id}", authTeam, s.deleteSecret)
 
 	v2(http.MethodGet, "/team", authTeam, s.getTeam)
+	v2(http.MethodGet, "/tokens", authTeam, s.listTokens)
+	v2(http.MethodPost, "/tokens", authTeam, s.createTeamToken)
+	v2(http.MethodDelete, "/tokens/{token}", authTeam, s.revokeToken)
 	v2(http.MethodGet, "/events", authTeam, s.streamEvents)
 	v2(http.MethodPost, "/admin/tokens", authAdmin, s.createToken)
 	v2(http.MethodGet, "/admin/tokens", authAdmin, s.listTokens)
@@ -169,10 +171,13 @@ func (s *Server) readyz(r *request) {
 type teamView struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
-	// WebhookSigningSecret keys the X-Webhook-Signature of this team's webhooks.
-	WebhookSigningSecret string `json:"webhookSigningSecret"`
+	// WebhookSigningSecret keys the X-Webhook-Signature of this team's webhooks (not told to
+	// a viewer's token: it would let its holder forge the team's webhooks).
+	WebhookSigningSecret string `json:"webhookSigningSecret,omitempty"`
 	// Engines are those that ready render nodes offer now: a job for another engine waits.
 	Engines []string `json:"engines"`
+	// Role is what the request's token may do (the dashboard shows only that).
+	Role persistence.TokenRole `json:"role"`
 }
 
 func (s *Server) getTeam(r *request) {
@@ -188,91 +193,11 @@ func (s *Server) getTeam(r *request) {
 		}
 	}
 	slices.Sort(engines)
-	r.json(http.StatusOK, teamView{ID: team.ID.String(), Name: team.Name, WebhookSigningSecret: team.WebhookSecret, Engines: engines})
-}
-
-// createToken makes a team (if new) and a token for it: the admin route behind
-// "framefarm token create" for a running server.
-func (s *Server) createToken(r *request) {
-	var body struct {
-		Team      string     `json:"team"`
-		ExpiresAt *time.Time `json:"expiresAt"`
+	secret := team.WebhookSecret
+	if r.role == persistence.RoleViewer {
+		secret = ""
 	}
-	if !r.decode(&body) {
-		return
-	}
-	name := strings.TrimSpace(body.Team)
-	if name == "" || len(name) > 128 {
-		r.fail(badField("team", "must be 1 to 128 characters"))
-		return
-	}
-	var expires time.Time
-	if body.ExpiresAt != nil {
-		if expires = body.ExpiresAt.UTC(); !expires.After(s.Clock.Now()) {
-			r.fail(badField("expiresAt", "must be in the future"))
-			return
-		}
-	}
-	issued, err := s.Coordinator.IssueToken(name, expires)
-	if err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	view := tokenViewOf(issued.Record, issued.Team, s.Clock.Now())
-	r.logger().Info("token created", "for_team", issued.Team.ID.String(), "token_id", view.ID)
-	// The admin who makes a team's token is told the team's webhook signing secret with it, as
-	// `framefarm token create` prints it.
-	r.json(http.StatusCreated, struct {
-		tokenView
-		Token                string `json:"token"`
-		TeamCreated          bool   `json:"teamCreated"`
-		WebhookSigningSecret string `json:"webhookSigningSecret"`
-	}{view, issued.Token, issued.TeamCreated, issued.Team.WebhookSecret})
-}
-
-// tokenView describes a token without revealing it: its id is the start of its hash.
-type tokenView struct {
-	ID        string            `json:"id"`
-	Team      map[string]string `json:"team"`
-	CreatedAt time.Time         `json:"createdAt"`
-	ExpiresAt *time.Time        `json:"expiresAt"`
-	Expired   bool              `json:"expired"`
-}
-
-func tokenViewOf(t *persistence.Token, team persistence.Team, now time.Time) tokenView {
-	v := tokenView{ID: t.ID(), Team: map[string]string{"id": team.ID.String(), "name": team.Name}, CreatedAt: t.CreatedAt.UTC(), Expired: t.Expired(now)}
-	if !t.ExpiresAt.IsZero() {
-		at := t.ExpiresAt.UTC()
-		v.ExpiresAt = &at
-	}
-	return v
-}
-
-func (s *Server) listTokens(r *request) {
-	now := s.Clock.Now()
-	out := []tokenView{}
-	tokens, err := s.Store.Tokens()
-	for _, t := range tokens {
-		out = append(out, tokenViewOf(t.Token, t.Team, now))
-	}
-	if err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	r.json(http.StatusOK, out)
-}
-
-// revokeToken removes a token; it stops working at once.
-func (s *Server) revokeToken(r *request) {
-	id, _ := r.ctx.UserValue("token").(string)
-	revoked, err := s.Coordinator.RevokeToken(id)
-	if err != nil {
-		r.failErr(err, newError(http.StatusNotFound, codeNotFound, "no token %q", id))
-		return
-	}
-	team, _ := s.Store.Team(revoked.TeamID)
-	r.logger().Info("token revoked", "for_team", revoked.TeamID.String(), "token_id", id)
-	r.json(http.StatusOK, tokenViewOf(revoked, team, s.Clock.Now()))
+	r.json(http.StatusOK, teamView{ID: team.ID.String(), Name: team.Name, WebhookSigningSecret: secret, Engines: engines, Role: r.role})
 }
 
 func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }

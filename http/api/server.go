@@ -127,8 +127,8 @@ type Coordinator interface {
 	DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error)
 	AddSecret(teamID ulid.ULID, name, value string) (*persistence.Secret, error)
 	DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error)
-	IssueToken(teamName string, expires time.Time) (actors.IssuedToken, error)
-	RevokeToken(tokenID string) (*persistence.Token, error)
+	IssueToken(teamName string, expires time.Time, role persistence.TokenRole) (actors.IssuedToken, error)
+	RevokeToken(tokenID string, team ulid.ULID) (*persistence.Token, error)
 	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
 	Capacities() map[string]actors.Capacity
 	Nodes() []actors.NodeInfo
@@ -403,10 +403,17 @@ func (s *Server) authenticate(r *request) bool {
 		r.fail(errUnauthorized)
 		return false
 	}
-	r.team, r.holder = tok.TeamID, Holder{Token: hash, Expires: tok.ExpiresAt}
+	r.team, r.holder, r.role = tok.TeamID, Holder{Token: hash, Expires: tok.ExpiresAt}, tok.RoleOrDefault()
 	r.log = nil // made again with the team when first used
+	if r.role == persistence.RoleViewer && !reads(string(r.ctx.Method())) {
+		r.fail(newError(http.StatusForbidden, codeForbidden, "this token is a viewer's: it reads and streams the team's work, and changes nothing"))
+		return false
+	}
 	return s.limit(r, hash)
 }
+
+// reads reports whether a method only reads.
+func reads(method string) bool { return method == http.MethodGet || method == http.MethodHead }
 
 // token loads a token by its hash, through a cache that revocation empties: one through this
 // server at once, any other (on another replica) once the store applied it. Each entry carries
