@@ -338,6 +338,7 @@ func (a *jobActor) onOffer(ctx actor.Context, o *offer) {
 		next.Attempts++
 		next.Node = o.nodeID
 		next.StorageRetryAt = time.Time{}
+		next.AttemptStartedAt = now
 		if !a.job.Split() || next.StartedAt.IsZero() { // a split job started with its first chunk
 			next.StartedAt = now
 		}
@@ -522,6 +523,7 @@ func (a *jobActor) finish(ctx actor.Context, d *renderDone) {
 		next.Progress = 100
 		next.FinishedAt = now
 		next.RenderDuration = took
+		next.OutputBytes = d.size
 	}, log, d.logAt, func(err error) {
 		if err != nil {
 			return

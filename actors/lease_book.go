@@ -269,7 +269,7 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 		}
 		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}})
 	case *protocol.Done:
-		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration,
+		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, size: m.Size,
 			output: m.Output, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}, "", now)
 	case *protocol.UploadRequest:
 		jobID := parseJobID(m.JobID)

@@ -30,6 +30,8 @@ type (
 		attempt  int
 		node     string
 		duration time.Duration
+		// size is the output's, in bytes (0: the node did not say).
+		size int64
 		// output is what the node uploaded to the farm's bucket (nil: to the coordinator, or
 		// the job's own bucket).
 		output *protocol.OutputReport

@@ -272,6 +272,7 @@ func (t *txn) apply(c Command) error {
 		if err := t.appendLogAt(c.Job.ID, c.At, c.Log, c.LogAt); err != nil {
 			return err
 		}
+		t.addUsage(c.Prev, c.Job, c.At)
 		return t.updateJob(c.Prev, c.Job, c.At)
 	case *AppendJobLog:
 		return t.appendLog(c.JobID, c.At, c.Lines...)

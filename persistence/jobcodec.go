@@ -19,7 +19,7 @@ import (
 // the time JSON takes, which listings (a hundred records a page) and intake feel first. The
 // first byte is the form's version; records written as JSON before it (they start with '{')
 // are still read, and so are those of earlier forms.
-const jobCodecVersion = 4
+const jobCodecVersion = 5
 
 var errBadJobRecord = errors.New("malformed job record")
 
@@ -95,6 +95,11 @@ func jobFields(c fieldCodec, j *Job, form byte) {
 		c.string(&j.Name)
 		c.string(&j.Pool)
 		c.strings(&j.Limits)
+	}
+	if form >= 5 {
+		c.time(&j.AttemptStartedAt)
+		c.int(&j.Frames)
+		c.int64(&j.OutputBytes)
 	}
 }
 

@@ -82,6 +82,9 @@ var (
 	// bucketJobsByName files named jobs by name: team (or FarmScope) + name, lowered, + 0 + job
 	// id -> state (farm.go).
 	bucketJobsByName = []byte("jobs_by_name")
+	// bucketUsage holds what each team used of each engine, per hour: hour (since the epoch) +
+	// team + engine -> Usage (usage.go).
+	bucketUsage = []byte("usage")
 )
 
 // ownPriorityMark is the creation index's value for a job with a priority of its own.
@@ -93,7 +96,7 @@ var allBuckets = [][]byte{
 	bucketJobsByTeamPriority, bucketLiveJobs, bucketTemplateLiveJobs, bucketJobsByBatch,
 	bucketJobCounts, bucketTagCounts, bucketJobsByEnd, bucketJobTimeCounts, bucketTagTimeCounts, bucketPriorityTimeCounts,
 	bucketPriorityCounts, bucketBatches, bucketBatchesByTeam, bucketJobsByTeamTemplate,
-	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits, bucketChunkCounts, bucketLimits, bucketJobsByName,
+	bucketLogs, bucketOutbox, bucketMeta, bucketAnswers, bucketObjectDeletes, bucketWaits, bucketChunkCounts, bucketLimits, bucketJobsByName, bucketUsage,
 }
 
 func createBuckets(tx *bolt.Tx) error {

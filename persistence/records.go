@@ -253,10 +253,11 @@ type JobRequest struct {
 	// Unsplit says why a job that asked to be split renders whole.
 	Unsplit string
 	// Name, Pool and Limits are what the job is called, where it renders and what its renders
-	// hold (Job.Name, Job.Pool, Job.Limits).
+	// hold (Job.Name, Job.Pool, Job.Limits); Frames the frames it renders (Job.Frames).
 	Name   string
 	Pool   string
 	Limits []string
+	Frames int
 }
 
 // CapPriority lowers the priority of the request and its nested jobs to maxPriority when
@@ -281,7 +282,7 @@ func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Jo
 	id := next()
 	j := &Job{
 		ID: id, TeamID: team, Kind: q.Kind, TemplateID: q.TemplateID, Engine: q.Engine, Priority: q.Priority, Tags: q.Tags,
-		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit, Name: q.Name, Pool: q.Pool, Limits: q.Limits,
+		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit, Name: q.Name, Pool: q.Pool, Limits: q.Limits, Frames: q.Frames,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
 		OutputName: id.String() + renderer.OutputExtension(q.Spec.Settings),
 	}
@@ -325,6 +326,7 @@ func (j *Job) chunk(id ulid.ULID, frames renderer.Frames) *Job {
 	return &Job{
 		ID: id, TeamID: j.TeamID, Kind: KindChunk, TemplateID: j.TemplateID, Engine: j.Engine, Priority: j.Priority,
 		Tags: j.Tags, Spec: spec, State: JobQueued, ParentID: j.ID, Depth: j.Depth + 1, Pool: j.Pool, Limits: j.Limits,
+		Frames:     frames.End - frames.Start + 1,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
 		OutputName: id.String() + renderer.ChunkExtension(spec.Settings),
 	}
@@ -396,6 +398,12 @@ type Job struct {
 	Name   string   `json:"name,omitzero"`
 	Pool   string   `json:"pool,omitzero"`
 	Limits []string `json:"limits,omitzero"`
+	// AttemptStartedAt is when its current (or last) attempt was dispatched; Frames the frames
+	// its render makes (0: not known before it renders); OutputBytes its output's size, once
+	// finished. What it used of the farm is counted from them (usage.go).
+	AttemptStartedAt time.Time `json:"attemptStartedAt,omitzero"`
+	Frames           int       `json:"frames,omitzero"`
+	OutputBytes      int64     `json:"outputBytes,omitzero"`
 }
 
 // Clone returns a copy that can be changed without touching j: records handed out are shared

@@ -50,6 +50,9 @@ func (t *txn) removeExpired(cutoff time.Time, after []byte, max int) (Removal, e
 		if err := t.pruneWaits(cutoff); err != nil {
 			return out, err
 		}
+		if err := t.pruneUsage(cutoff); err != nil {
+			return out, err
+		}
 	}
 	limit := binary.BigEndian.AppendUint64(nil, uint64(cutoff.UnixMilli()))
 	var candidates [][]byte

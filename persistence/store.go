@@ -345,12 +345,17 @@ type txn struct {
 	counts     map[string]int
 	timeCounts map[timeCount]int
 	countsErr  error
+	// usage is what the transaction's job changes used, written when it commits (usage.go).
+	usage map[string]Usage
 }
 
 // finish writes what a write transaction holds back until its commit.
 func (t *txn) finish() error {
 	if t.countsErr != nil {
 		return t.countsErr
+	}
+	if err := t.flushUsage(); err != nil {
+		return err
 	}
 	return t.flushCounts()
 }

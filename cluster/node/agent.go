@@ -554,7 +554,11 @@ func (a *Agent) run(ctx context.Context, cancel context.CancelCauseFunc, m *prot
 			Fault: fault, Log: revealed.ScrubAll(lines), LogAt: at}
 	}
 	lines, at := log.Lines()
-	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Output: report,
+	var size int64
+	if info, err := os.Stat(task.OutputPath); err == nil {
+		size = info.Size()
+	}
+	return &protocol.Done{JobID: m.JobID, Attempt: m.Attempt, Duration: a.clock.Now().Sub(started), Output: report, Size: size,
 		Log: revealed.ScrubAll(lines), LogAt: at}
 }
 

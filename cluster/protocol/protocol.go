@@ -284,7 +284,8 @@ type Done struct {
 	Sender
 	JobID   string `json:"jobId"`
 	Attempt int    `json:"attempt"`
-	Size    int64  `json:"size"`
+	// Size is the output's, in bytes.
+	Size int64 `json:"size"`
 	// Output is what was uploaded to the farm's bucket (Output.PartSize set).
 	Output   *OutputReport `json:"output,omitempty"`
 	Duration time.Duration `json:"duration"`

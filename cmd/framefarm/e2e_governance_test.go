@@ -4,6 +4,7 @@ package main
 // and no team delaying another beyond its share.
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -601,5 +602,76 @@ func TestRolesDecideWhatATokenMayDo(t *testing.T) {
 	out, err := framefarm("token", "list", "--data-dir", c.dataDir())
 	if err != nil || !strings.Contains(string(out), "ROLE") || !strings.Contains(string(out), "manager") {
 		t.Fatalf("token list: %v\n%s", err, out)
+	}
+}
+
+// usageOf reads what a team used in the last day, as its token or the admin sees it.
+func usageOf(t *testing.T, cl *client, path string) (total struct {
+	RenderSeconds float64 `json:"renderSeconds"`
+	Frames        int     `json:"frames"`
+	JobsFinished  int     `json:"jobsFinished"`
+	JobsFailed    int     `json:"jobsFailed"`
+}) {
+	t.Helper()
+	var report struct {
+		Teams []struct {
+			Total json.RawMessage `json:"total"`
+			Hours []struct {
+				RenderSeconds float64 `json:"renderSeconds"`
+			} `json:"hours"`
+		} `json:"teams"`
+	}
+	cl.must(http.MethodGet, path, nil, http.StatusOK, &report)
+	if len(report.Teams) != 1 {
+		t.Fatalf("%s: %d teams", path, len(report.Teams))
+	}
+	if err := json.Unmarshal(report.Teams[0].Total, &total); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// TestUsageOutlivesARestartAndAFailover: what a team's finished and failed jobs used is there
+// after the coordinator restarts, and on the next leader after a leader is killed.
+func TestUsageOutlivesARestartAndAFailover(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, config: "\n[jobs]\nmax_attempts = 1\n"})
+	c.control.answerAll(func(call *renderCall) renderReply {
+		if call.Composition == "outro" {
+			return renderReply{Result: "fail", Message: "the outro failed"}
+		}
+		return renderReply{Result: "finish"}
+	})
+	a := c.team("a")
+	tpl := a.uploadTemplate(inspection())
+	ids := a.createJobs(tpl, 2)
+	outro := renderJob(tpl)
+	outro["template"] = map[string]any{"id": tpl, "composition": "outro"}
+	var failed created
+	a.must(http.MethodPost, "/api/v2/jobs", outro, http.StatusCreated, &failed)
+	for _, id := range ids {
+		c.waitJob(id, "finished")
+	}
+	c.waitJob(failed.ID, "error")
+	c.stop()
+	c.restart()
+	used := usageOf(t, a, "/api/v2/usage")
+	if used.JobsFinished != 2 || used.JobsFailed != 1 || used.Frames != 300 || used.RenderSeconds <= 0 {
+		t.Fatalf("a's usage after a restart: %+v", used)
+	}
+
+	rs := newReplicaSet(t, 3, testTimings)
+	rs.start()
+	first := rs.leader()
+	rs.members[0].control.answerAll(finishAll)
+	rs.startNode("n1")
+	b := first.team("b")
+	tplB := b.uploadTemplate(inspection())
+	for _, id := range b.createJobs(tplB, 3) {
+		first.waitJob(id, "finished")
+	}
+	first.kill()
+	next := rs.leader()
+	if used := usageOf(t, &client{c: next, token: adminToken}, "/api/v2/admin/usage?team=b"); used.JobsFinished != 3 || used.Frames != 450 {
+		t.Fatalf("b's usage on the next leader: %+v", used)
 	}
 }

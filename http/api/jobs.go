@@ -362,10 +362,7 @@ func (s *Server) jobQuery(r *request, admin bool) (persistence.JobQuery, bool, *
 // of an engine or a pool (their placement tags; "-" for no pool).
 func (s *Server) adminScope(arg func(string) []byte, q *persistence.JobQuery, bad func(string, string, ...any) *apiError) *apiError {
 	if ref := string(arg("team")); ref != "" {
-		team, err := s.Store.TeamByName(ref)
-		if id, ok := persistence.ParseID(ref); ok {
-			team, err = s.Store.Team(id)
-		}
+		team, err := s.teamByRef(ref)
 		if err != nil {
 			return bad("team", "no team %q", ref)
 		}

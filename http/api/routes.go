@@ -92,6 +92,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodDelete, "/secrets/{id}", authTeam, s.deleteSecret)
 
 	v2(http.MethodGet, "/team", authTeam, s.getTeam)
+	v2(http.MethodGet, "/usage", authTeam, s.teamUsage)
 	v2(http.MethodGet, "/tokens", authTeam, s.listTokens)
 	v2(http.MethodPost, "/tokens", authTeam, s.createTeamToken)
 	v2(http.MethodDelete, "/tokens/{token}", authTeam, s.revokeToken)
@@ -115,6 +116,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodPost, "/admin/jobs/{id}/retry", authAdmin, s.anyTeamsJob(s.retryJob))
 	v2(http.MethodPost, "/admin/jobs/{id}/chunks/{index}/retry", authAdmin, s.anyTeamsJob(s.sendChunkAgain))
 	v2(http.MethodGet, "/admin/limits", authAdmin, s.listLimits)
+	v2(http.MethodGet, "/admin/usage", authAdmin, s.farmUsage)
 	v2(http.MethodPut, "/admin/limits/{name}", authAdmin, s.putLimit)
 	v2(http.MethodDelete, "/admin/limits/{name}", authAdmin, s.deleteLimit)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)

@@ -167,6 +167,7 @@ type Store interface {
 	Waiting(teams []ulid.ULID) map[ulid.ULID]persistence.WaitingCounts
 	Limits() ([]persistence.Limit, error)
 	PlacementTags(scope ulid.ULID, engine, pool string) []string
+	Usage(from, to time.Time, team ulid.ULID) ([]persistence.UsageRecord, error)
 	Token(hash [32]byte) (*persistence.Token, error)
 	RetryRequest(teamID, jobID ulid.ULID) (*persistence.JobRequest, error)
 	Revocations() uint64

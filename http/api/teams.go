@@ -78,13 +78,7 @@ func (s *Server) listTeams(r *request) {
 // teamOf finds the team a path's {team} names: its id or its name.
 func (s *Server) teamOf(r *request) (persistence.Team, bool) {
 	ref, _ := r.ctx.UserValue("team").(string)
-	var team persistence.Team
-	var err error
-	if id, ok := persistence.ParseID(ref); ok {
-		team, err = s.Store.Team(id)
-	} else {
-		team, err = s.Store.TeamByName(ref)
-	}
+	team, err := s.teamByRef(ref)
 	if errors.Is(err, persistence.ErrNotFound) {
 		r.fail(newError(http.StatusNotFound, codeNotFound, "no team %q (a team is made with its first token: framefarm token create --team NAME)", ref))
 		return team, false
@@ -121,4 +115,12 @@ func (s *Server) setTeamPolicy(r *request) {
 	policy, _ := marshal(changed.Policy)
 	r.logger().Info("team policy changed", "for_team", team.ID.String(), "policy", string(policy))
 	r.json(http.StatusOK, s.teamViews([]persistence.Team{changed})[0])
+}
+
+// teamByRef reads the team a reference names: its id, or its name.
+func (s *Server) teamByRef(ref string) (persistence.Team, error) {
+	if id, ok := persistence.ParseID(ref); ok {
+		return s.Store.Team(id)
+	}
+	return s.Store.TeamByName(ref)
 }

@@ -200,7 +200,27 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	if depth == 0 { // nested jobs render whole; their parent may be split
 		c.chunks(raw.Chunks, job, comp, at(path, "chunks"))
 	}
+	job.Frames = framesOf(job.Spec.Settings, comp)
+	if job.Spec.TemplateSrc != "" {
+		job.Frames = 0 // its template, and so its frames, are known only when it renders
+	}
 	return job
+}
+
+// framesOf is how many frames a render makes: its range, one for a single frame, its
+// composition's; 0 when that is not known (an aep output is a project, not frames).
+func framesOf(s renderer.Settings, comp *renderer.Composition) int {
+	switch {
+	case s.Type == renderer.OutputAEP:
+		return 0
+	case s.Frames != nil && s.Frames.Range:
+		return s.Frames.End - s.Frames.Start + 1
+	case s.Frames != nil, s.Type == renderer.OutputImage:
+		return 1
+	case comp != nil:
+		return int(math.Round(comp.Duration * comp.FPS))
+	}
+	return 0
 }
 
 // at joins a field path.
