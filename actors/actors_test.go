@@ -275,8 +275,9 @@ type testNode struct {
 	pid        *actor.PID
 	f          *fixture
 	assigned   chan assignment
-	// acks are the results the coordinator acknowledged.
-	acks chan *protocol.FinalAck
+	// acks are the results the coordinator acknowledged; selfTests the self-tests it asked for.
+	acks      chan *protocol.FinalAck
+	selfTests chan *protocol.SelfTest
 
 	mu sync.Mutex
 	// sessions are those of every welcome the node had: work under another is not its own.
@@ -296,7 +297,7 @@ type assignment struct {
 func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.Hello)) *testNode {
 	f.t.Helper()
 	n := &testNode{id: id, f: f, assigned: make(chan assignment, 1000), acks: make(chan *protocol.FinalAck, 1000),
-		sessions: map[string]bool{}, welcomed: make(chan struct{}, 1)}
+		selfTests: make(chan *protocol.SelfTest, 10), sessions: map[string]bool{}, welcomed: make(chan struct{}, 1)}
 	system := f.coord.ActorSystem()
 	reply := n.send
 	n.pid = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -309,6 +310,8 @@ func (f *fixture) attachTestNode(id string, slots int, opts ...func(*protocol.He
 			n.assigned <- assignment{msg: m, reply: reply}
 		case *protocol.FinalAck:
 			n.acks <- m
+		case *protocol.SelfTest:
+			n.selfTests <- m
 		}
 	}))
 	hello := &protocol.Hello{NodeID: id, Engines: []string{"test"}, Slots: slots, AgentAddress: n.pid.Address, AgentID: n.pid.Id, Incarnation: "1"}

@@ -72,9 +72,11 @@ type Config struct {
 	// NodeLease is how long a node may go without a heartbeat before it is lost and its attempts
 	// run elsewhere [5s].
 	NodeLease time.Duration
-	// NodeFailureLimit is how many renders in a row may fail on one node before it is
-	// quarantined until an operator clears it [3].
-	NodeFailureLimit int
+	// NodeFailureLimit is how many renders of different jobs may fail in a row on one node before
+	// it runs its self-test, which quarantines it until an operator clears it if it fails [3];
+	// NodeSelfTestTimeout how long the self-test may take [5m].
+	NodeFailureLimit    int
+	NodeSelfTestTimeout time.Duration
 	// ClusterKey is the key nodes prove they hold when they join (empty: no proof asked).
 	ClusterKey []byte
 	// AdoptAfterRestart lets nodes that outlive a coordinator restart keep the renders they
@@ -115,6 +117,7 @@ func (c *Config) setDefaults() {
 	setDefault(&c.HeartbeatInterval, time.Second)
 	setDefault(&c.NodeLease, 5*time.Second)
 	setDefault(&c.NodeFailureLimit, 3)
+	setDefault(&c.NodeSelfTestTimeout, 5*time.Minute)
 	setDefault(&c.AdoptWindow, c.NodeLease+c.HeartbeatInterval)
 	setDefault(&c.MaxOutputBytes, 64<<30)
 	setDefault(&c.StorageRetry, 15*time.Second)

@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -18,9 +19,12 @@ import (
 type NodeState string
 
 const (
-	NodeJoined      NodeState = "joined"
-	NodeReady       NodeState = "ready"
-	NodeSuspect     NodeState = "suspect"
+	NodeJoined  NodeState = "joined"
+	NodeReady   NodeState = "ready"
+	NodeSuspect NodeState = "suspect"
+	// NodeTesting: renders of different jobs failed on the node in a row, and it runs its
+	// engines' self-test, which decides whether it is quarantined; it takes no work meanwhile.
+	NodeTesting     NodeState = "testing"
 	NodeDraining    NodeState = "draining"
 	NodeQuarantined NodeState = "quarantined"
 	NodeLost        NodeState = "lost"
@@ -28,7 +32,7 @@ const (
 )
 
 // NodeStates lists every node state, for metrics.
-var NodeStates = []NodeState{NodeJoined, NodeReady, NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}
+var NodeStates = []NodeState{NodeJoined, NodeReady, NodeSuspect, NodeTesting, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}
 
 // leaseBook is every rule of the coordinator's side of one render node's link, with no I/O of
 // its own (as etcd's raft core): sessions, assignment sequence numbers, the attempts the node
@@ -49,15 +53,14 @@ type leaseBook struct {
 	seq      uint64
 	held     map[ulid.ULID]*heldAttempt
 	lastBeat time.Time
-	// failStreak holds the distinct jobs, with their teams, whose renders failed by the node's own
-	// fault since its last finished render: one broken job failing again is not the node's
-	// fault, many different ones are.
-	failStreak map[ulid.ULID]ulid.ULID
-	// firstTeam is the first team whose work the node was given; shared, whether another's
-	// followed. On a shared node one team's failures alone never quarantine it: they may be
-	// that team's input crashing the engine, and the quarantine would stop every team.
-	firstTeam ulid.ULID
-	shared    bool
+	// failStreak holds the distinct jobs, with their engines, whose renders failed by what looks
+	// like the node's own fault since its last finished render or self-test: one broken job
+	// failing again is not the node's fault, many different ones may be, or they may be one
+	// team's input crashing the engine. The node's self-test of those engines then decides
+	// (testingSince: when it was asked for), so no team's jobs alone take a node from the farm.
+	failStreak   map[ulid.ULID]string
+	testingSince time.Time
+	lastFailure  string
 	// adminDrain: an operator drained the node; quarantine: why the node was quarantined. Both
 	// are persisted (holdChanged) and hold until an operator clears the node.
 	adminDrain bool
@@ -83,8 +86,10 @@ type leaseRules struct {
 	lease time.Duration
 	// stall is how long an attempt's progress may stand still before it is taken back.
 	stall time.Duration
-	// failureLimit is how many different jobs may fail in a row before the node is quarantined.
+	// failureLimit is how many different jobs may fail in a row before the node runs its
+	// self-test; selfTest how long the test may take before the node is quarantined for it.
 	failureLimit int
+	selfTest     time.Duration
 	// key is the cluster key the welcome proves.
 	key []byte
 	// internalURL is the base of the coordinator's own file URLs, told to nodes in the welcome.
@@ -94,6 +99,7 @@ type leaseRules struct {
 type heldAttempt struct {
 	attempt int
 	team    ulid.ULID
+	engine  string
 	seq     uint64
 	percent float64
 	// progressAt is when the attempt last moved.
@@ -174,7 +180,7 @@ const drainedByOperator = "drained by an operator"
 // it (an operator's drain or a quarantine).
 func newLeaseBook(rules leaseRules, hello *protocol.Hello, hold string) *leaseBook {
 	b := &leaseBook{rules: rules, hello: *hello, state: NodeJoined, held: map[ulid.ULID]*heldAttempt{},
-		failStreak: map[ulid.ULID]ulid.ULID{}, settling: map[attemptRef]settlingResult{}}
+		failStreak: map[ulid.ULID]string{}, settling: map[attemptRef]settlingResult{}}
 	if hold == drainedByOperator {
 		b.adminDrain = true
 	} else {
@@ -215,6 +221,7 @@ func (b *leaseBook) onHello(h *protocol.Hello, now time.Time, session string, cl
 	}
 	b.hello = *h
 	b.lastBeat = now
+	b.testingSince = time.Time{} // a test asked of an earlier incarnation gets no answer
 	for _, s := range h.Running {
 		jobID := parseJobID(s.JobID)
 		if _, known := b.held[jobID]; known {
@@ -268,6 +275,8 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 			r.percent, r.progressAt = m.Percent, now
 		}
 		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}})
+	case *protocol.SelfTested:
+		b.onSelfTested(&out, m)
 	case *protocol.Done:
 		b.onResult(&out, parseJobID(m.JobID), m.Attempt, &renderDone{attempt: m.Attempt, node: b.hello.NodeID, duration: m.Duration, size: m.Size,
 			output: m.Output, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}, "", now)
@@ -333,9 +342,9 @@ func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any
 	}
 	b.settling[ref] = settlingResult{done: done, since: now}
 	out.add(toJob{job: jobID, attempt: attempt, msg: msg, settle: true})
-	var team ulid.ULID
+	var engine string
 	if r := b.held[jobID]; r != nil {
-		team = r.team
+		engine = r.engine
 	}
 	if !b.release(out, jobID, attempt) {
 		return
@@ -353,31 +362,54 @@ func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any
 	if nodeFault == "" {
 		return
 	}
-	b.failStreak[jobID] = team
+	b.failStreak[jobID] = engine
 	if len(b.failStreak) >= b.rules.failureLimit && b.state == NodeReady {
-		if b.shared && b.streakOfOneTeam() {
-			out.log(slog.LevelWarn, "render node kept in the farm: its failures in a row are all one team's jobs, which may be that team's input",
-				"team", team.String(), "failures", len(b.failStreak), "last", nodeFault)
-			return
-		}
-		why := fmt.Sprintf("renders of %d different jobs failed in a row, the last: %s", len(b.failStreak), nodeFault)
-		b.hold(out, why)
-		out.log(slog.LevelWarn, "render node quarantined: it takes no more work until an operator clears it", "reason", why)
-		b.setState(out, NodeQuarantined, why)
+		b.lastFailure = nodeFault
+		b.testingSince = now
+		engines := slices.Sorted(maps.Values(b.failStreak))
+		engines = slices.DeleteFunc(slices.Compact(engines), func(e string) bool { return e == "" })
+		why := fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s): its self-test decides whether the node is at fault",
+			len(b.failStreak), nodeFault)
+		out.log(slog.LevelWarn, "render node testing itself: it takes no work until its self-test ends", "reason", why, "engines", engines)
+		b.setState(out, NodeTesting, why)
+		out.add(toAgent{&protocol.SelfTest{Session: b.session, Engines: engines}})
 	}
 }
 
-// streakOfOneTeam reports whether every job of the fail streak is one team's.
-func (b *leaseBook) streakOfOneTeam() bool {
-	var first ulid.ULID
-	for _, team := range b.failStreak {
-		if first == (ulid.ULID{}) {
-			first = team
-		} else if team != first {
-			return false
-		}
+// onSelfTested: the node's self-test ended. Passed, the failures were its jobs' (one team's
+// input crashing the engine, say): the node goes back to work and its streak starts again.
+// Failed, the node is at fault and is quarantined until an operator clears it.
+func (b *leaseBook) onSelfTested(out *effects, m *protocol.SelfTested) {
+	if b.state != NodeTesting {
+		return
 	}
-	return true
+	b.testingSince = time.Time{}
+	if m.Passed {
+		out.log(slog.LevelInfo, "render node kept in the farm: its self-test passed, so its failures in a row were its jobs'",
+			"failures", len(b.failStreak), "last", b.lastFailure)
+		clear(b.failStreak)
+		b.setState(out, b.workingState(), "")
+		return
+	}
+	b.quarantineFor(out, fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s), and its self-test failed: %s",
+		len(b.failStreak), b.lastFailure, m.Error))
+}
+
+// quarantineFor holds the node out of the farm until an operator clears it.
+func (b *leaseBook) quarantineFor(out *effects, why string) {
+	b.testingSince = time.Time{}
+	b.hold(out, why)
+	out.log(slog.LevelWarn, "render node quarantined: it takes no more work until an operator clears it", "reason", why)
+	b.setState(out, NodeQuarantined, why)
+}
+
+// workingState is the state a node in the farm is in when nothing else holds it: draining when
+// it is stopping or an operator drained it, ready otherwise.
+func (b *leaseBook) workingState() NodeState {
+	if b.hello.Draining || b.adminDrain {
+		return NodeDraining
+	}
+	return NodeReady
 }
 
 // onSettled: a job's outcome of a result is durable; the node may forget the result.
@@ -399,11 +431,7 @@ func (b *leaseBook) onAssign(jobID, team ulid.ULID, attempt int, task protocol.T
 		out.add(toJob{job: jobID, msg: &renderFailed{attempt: attempt, node: b.hello.NodeID, err: taskErr.Error()}}, slotFree{jobID})
 	default:
 		b.seq++
-		b.held[jobID] = &heldAttempt{attempt: attempt, team: team, seq: b.seq, progressAt: now}
-		if b.firstTeam == (ulid.ULID{}) {
-			b.firstTeam = team
-		}
-		b.shared = b.shared || team != b.firstTeam
+		b.held[jobID] = &heldAttempt{attempt: attempt, team: team, engine: task.Engine, seq: b.seq, progressAt: now}
 		out.add(toAgent{&protocol.Assign{Session: b.session, Seq: b.seq, JobID: jobID.String(), Attempt: attempt, Task: task}},
 			counted{what: countAssigned, waited: waited})
 	}
@@ -415,9 +443,13 @@ func (b *leaseBook) onAssign(jobID, team ulid.ULID, attempt int, task protocol.T
 func (b *leaseBook) onTick(now time.Time) effects {
 	var out effects
 	switch b.state {
-	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect:
+	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect, NodeTesting:
 	default:
 		return out
+	}
+	if b.state == NodeTesting && now.Sub(b.testingSince) > b.rules.selfTest {
+		b.quarantineFor(&out, fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s), and its self-test did not end within %s",
+			len(b.failStreak), b.lastFailure, b.rules.selfTest))
 	}
 	since := now.Sub(b.lastBeat)
 	if since > b.rules.lease {
@@ -624,7 +656,7 @@ func logTimes(lines []string, unixMillis []int64) []time.Time {
 // from within the lease.
 func (b *leaseBook) heldBy(now time.Time) bool {
 	switch b.state {
-	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect:
+	case NodeReady, NodeDraining, NodeQuarantined, NodeSuspect, NodeTesting:
 		return now.Sub(b.lastBeat) <= b.rules.lease
 	}
 	return false

@@ -45,8 +45,8 @@ func jobName(id ulid.ULID) string {
 }
 
 func rules() leaseRules {
-	return leaseRules{heartbeat: time.Second, lease: 5 * time.Second, stall: 20 * time.Second, failureLimit: 2, key: bookKey,
-		internalURL: "http://coordinator/files/"}
+	return leaseRules{heartbeat: time.Second, lease: 5 * time.Second, stall: 20 * time.Second, failureLimit: 2, selfTest: 30 * time.Second,
+		key: bookKey, internalURL: "http://coordinator/files/"}
 }
 
 func hello(incarnation string, running ...protocol.AttemptStatus) *protocol.Hello {
@@ -116,6 +116,8 @@ func describeMsg(msg any) string {
 		return fmt.Sprintf("ack %s/%d session=%s", jobName(parseJobID(m.JobID)), m.Attempt, m.Session)
 	case *protocol.Ack:
 		return "ack " + m.Kind
+	case *protocol.SelfTest:
+		return fmt.Sprintf("self-test %s session=%s", strings.Join(m.Engines, ","), m.Session)
 	case *renderProgress:
 		return fmt.Sprintf("progress/%d", m.attempt)
 	case *renderDone:
@@ -182,6 +184,11 @@ func failed(session, name string, attempt int, notStarted bool) func(*leaseBook,
 // failedBy is a started render's failure, fault saying whose it is.
 func failedBy(session, name string, attempt int, fault protocol.Fault) func(*leaseBook, time.Time) effects {
 	return send(session, &protocol.Failed{JobID: job(name).String(), Attempt: attempt, Error: "bad input", Fault: fault})
+}
+
+// selfTested is the node's answer to its self-test ("" passed).
+func selfTested(session, failure string) func(*leaseBook, time.Time) effects {
+	return send(session, &protocol.SelfTested{Passed: failure == "", Error: failure})
 }
 
 func settle(name string, attempt int) func(*leaseBook, time.Time) effects {
@@ -292,7 +299,7 @@ func TestLeaseBook(t *testing.T) {
 			{at: 4 * s, event: done("s1", "J1", 1), want: none},
 			{at: 6 * s, event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)"}},
 		}},
-		{name: "renders of different jobs failing in a row quarantine the node; one job failing again counts once; a refusal counts not", steps: []step{
+		{name: "renders of different jobs failing in a row make the node test itself, a failed test quarantines it; one job failing again counts once; a refusal counts not", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
 			{event: give("J1", 1)},
 			{event: failed("s1", "J1", 1, false), want: []string{"job J1 failed/1: boom (settle)", "free J1", "count render-failed"}},
@@ -302,9 +309,36 @@ func TestLeaseBook(t *testing.T) {
 			{event: failed("s1", "J2", 1, true), want: []string{"job J2 failed/1: boom [uncounted] (settle)", "free J2"}, state: NodeReady},
 			{event: give("J3", 1)},
 			{event: failed("s1", "J3", 1, false), want: []string{"job J3 failed/1: boom (settle)", "free J3", "count render-failed",
-				`hold "renders of 2 different jobs failed in a row, the last: boom"`, "state ready->quarantined"}, state: NodeQuarantined},
-			{event: give("J4", 1), want: []string{"job J4 failed/1: the render node is quarantined [retry] [uncounted]", "free J4"}},
+				"state ready->testing", "agent self-test lottie session=s1"}, state: NodeTesting},
+			{event: give("J4", 1), want: []string{"job J4 failed/1: the render node is testing [retry] [uncounted]", "free J4"}},
+			{event: selfTested("forged", "no"), want: []string{"count refused"}, state: NodeTesting},
+			{event: selfTested("s1", "ffmpeg cannot start"), want: []string{
+				`hold "renders of 2 different jobs failed in a row (the last: boom), and its self-test failed: ffmpeg cannot start"`,
+				"state testing->quarantined"}, state: NodeQuarantined},
 			{event: command(false), want: []string{`hold ""`, "state quarantined->ready"}, state: NodeReady},
+		}},
+		{name: "a self-test that passes keeps the node in the farm, whoever's jobs failed, right after a start too; the streak starts again", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: failed("s1", "J1", 1, false)},
+			{event: give("J2", 1)},
+			{event: failed("s1", "J2", 1, false), state: NodeTesting},
+			{event: selfTested("s1", ""), want: []string{"state testing->ready"}, state: NodeReady},
+			{event: give("J3", 1)},
+			{event: failed("s1", "J3", 1, false), want: []string{"job J3 failed/1: boom (settle)", "free J3", "count render-failed"}, state: NodeReady},
+			{event: selfTested("s1", "late"), want: none, state: NodeReady},
+		}},
+		{name: "a self-test that does not end in time quarantines the node; the lease still holds meanwhile", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: failed("s1", "J1", 1, false)},
+			{event: give("J2", 1)},
+			{event: failed("s1", "J2", 1, false), state: NodeTesting},
+			{at: 4 * s, event: beat("s1", 2), state: NodeTesting},
+			{at: 8 * s, event: beat("s1", 2), state: NodeTesting},
+			{at: 31 * s, event: tick, want: []string{
+				`hold "renders of 2 different jobs failed in a row (the last: boom), and its self-test did not end within 30s"`,
+				"state testing->quarantined", "count lease-expired", "state quarantined->lost"}, state: NodeLost},
 		}},
 		{name: "failures of a job's own input or of the farm's storage never count toward a quarantine; the farm's cost the job no attempt", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
@@ -316,20 +350,6 @@ func TestLeaseBook(t *testing.T) {
 			{event: failedBy("s1", "J3", 1, protocol.FaultJob), want: []string{"job J3 failed/1: bad input (settle)", "free J3", "count render-failed"}},
 			{event: give("J4", 1)},
 			{event: failed("s1", "J4", 1, false), want: []string{"job J4 failed/1: boom (settle)", "free J4", "count render-failed"}, state: NodeReady},
-		}},
-		{name: "on a node shared by two teams one team's failures alone keep it in the farm; another team's failure too quarantines it", steps: []step{
-			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
-			{event: giveFor(otherTeam, "J1", 1)},
-			{event: done("s1", "J1", 1)},
-			{event: give("J2", 1)},
-			{event: failed("s1", "J2", 1, false)},
-			{event: give("J3", 1)},
-			{event: failed("s1", "J3", 1, false), want: []string{"job J3 failed/1: boom (settle)", "free J3", "count render-failed"}, state: NodeReady},
-			{event: give("J4", 1)},
-			{event: failed("s1", "J4", 1, false), state: NodeReady},
-			{event: giveFor(otherTeam, "J5", 1)},
-			{event: failed("s1", "J5", 1, false), want: []string{"job J5 failed/1: boom (settle)", "free J5", "count render-failed",
-				`hold "renders of 4 different jobs failed in a row, the last: boom"`, "state ready->quarantined"}, state: NodeQuarantined},
 		}},
 		{name: "a finished render clears the fail streak", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},

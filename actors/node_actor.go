@@ -97,7 +97,7 @@ func newNodeActor(w *nodeWorld, hello *protocol.Hello) *nodeActor {
 	// A quarantine or an operator's drain outlives the node's restarts and the coordinator's.
 	hold := w.store.Meta(nodeHoldKey(hello.NodeID))
 	rules := leaseRules{heartbeat: w.cfg.HeartbeatInterval, lease: w.cfg.NodeLease, stall: w.cfg.SilenceTimeout + w.cfg.NodeLease,
-		failureLimit: w.cfg.NodeFailureLimit, key: w.cfg.ClusterKey, internalURL: w.urls.Base()}
+		failureLimit: w.cfg.NodeFailureLimit, selfTest: w.cfg.NodeSelfTestTimeout, key: w.cfg.ClusterKey, internalURL: w.urls.Base()}
 	return &nodeActor{w: w, book: newLeaseBook(rules, hello, hold), log: w.log.With("node", hello.NodeID),
 		refusals: clock.Throttle{Period: 10 * time.Second}}
 }
@@ -196,6 +196,8 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 		case stateSet:
 			n.tellScheduler(ctx, e.to)
 			if e.from != e.to {
+				// Who hears of the change reads the node's new state at once.
+				n.w.nodes.put(n.book.info())
 				n.w.events.NodeStateChanged.Publish(NodeStateChanged{Node: n.book.hello.NodeID, From: e.from, To: e.to})
 			}
 		case holdChanged:

@@ -126,10 +126,10 @@ func TestHeartbeatTellsLostAndStaleAttempts(t *testing.T) {
 	}
 }
 
-// TestNodeQuarantinedAfterDifferentJobsFail: renders of different jobs failing in a row by the
-// node's own fault stop its work until an operator clears it; one job failing again does not
-// count twice.
-func TestNodeQuarantinedAfterDifferentJobsFail(t *testing.T) {
+// TestNodeQuarantinedWhenItsSelfTestFails: renders of different jobs failing in a row by what
+// looks like the node's own fault make it test itself; its test failing stops its work until an
+// operator clears it. One job failing again does not count twice.
+func TestNodeQuarantinedWhenItsSelfTestFails(t *testing.T) {
 	f := newFixture(t, actors.Config{NodeFailureLimit: 2, MaxAttempts: 2, NodeLease: time.Hour})
 	n1 := f.attachTestNode("n1", 1)
 	a := f.queue(f.team, 0, 1)[0]
@@ -143,6 +143,17 @@ func TestNodeQuarantinedAfterDifferentJobsFail(t *testing.T) {
 	}
 	b := f.queue(f.team, 0, 1)[0]
 	n1.next(t).reply(&protocol.Failed{JobID: b.String(), Attempt: 1, Error: "cannot open the GPU", Fault: protocol.FaultNode})
+	// Two different jobs failed: the node tests itself, and fails.
+	select {
+	case test := <-n1.selfTests:
+		if !slices.Equal(test.Engines, []string{"test"}) || test.Session != n1.session {
+			t.Fatalf("self-test asked: %+v", test)
+		}
+	case <-time.After(wait):
+		t.Fatal("no self-test was asked of the node")
+	}
+	f.untilNode("n1", actors.NodeTesting)
+	n1.send(&protocol.SelfTested{Passed: false, Error: "the GPU is gone"})
 	f.untilNode("n1", actors.NodeQuarantined)
 	c := f.queue(f.team, 0, 1)[0]
 	select {

@@ -121,7 +121,7 @@ func TestWaitReasonsAreRecordedOncePerChange(t *testing.T) {
 	step("a node offers lottie", persistence.WaitChange{Subject: "lottie"})
 	step("it renders")
 	s.pauseNode("n1")
-	step("it is drained", persistence.WaitChange{Subject: "lottie", Reason: `every render node offering the "lottie" engine is draining, quarantined or out of reach`})
+	step("it is drained", persistence.WaitChange{Subject: "lottie", Reason: `every render node offering the "lottie" engine is draining, testing itself, quarantined or out of reach`})
 	s.addNode(&nodeReady{nodeID: "n2", engines: []string{"lottie", "ffmpeg"}, slots: 2})
 	step("another comes", persistence.WaitChange{Subject: "ffmpeg"}, persistence.WaitChange{Subject: "lottie"})
 	s.dropNode("n2")

@@ -131,8 +131,9 @@ var nodeTransitions = []struct {
 	to   []NodeState
 }{
 	{NodeJoined, []NodeState{NodeReady, NodeDraining, NodeQuarantined}},
-	{NodeReady, []NodeState{NodeSuspect, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
+	{NodeReady, []NodeState{NodeSuspect, NodeTesting, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
 	{NodeSuspect, []NodeState{NodeReady, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
+	{NodeTesting, []NodeState{NodeReady, NodeDraining, NodeQuarantined, NodeLost, NodeLeft}},
 	{NodeDraining, []NodeState{NodeReady, NodeLost, NodeLeft}},
 	{NodeQuarantined, []NodeState{NodeReady, NodeDraining, NodeLost, NodeLeft}},
 	{NodeLost, []NodeState{NodeReady, NodeDraining, NodeQuarantined, NodeLeft}},

@@ -93,7 +93,7 @@ func (s *scheduler) engineWaitReason(engine string) string {
 	}
 	for _, n := range s.nodes {
 		if slices.Contains(n.engines, engine) { // paused, or it would count as ready
-			return fmt.Sprintf("every render node offering the %q engine is draining, quarantined or out of reach", engine)
+			return fmt.Sprintf("every render node offering the %q engine is draining, testing itself, quarantined or out of reach", engine)
 		}
 	}
 	return fmt.Sprintf("no render node offers the %q engine", engine)

@@ -36,6 +36,13 @@ type Renderer interface {
 	Render(ctx context.Context, task *Task, report func(percent float64)) error
 }
 
+// SelfTester is a renderer that shows it works on this machine by rendering a small test of its
+// own in dir (an empty folder it may fill). A render node runs it when the coordinator asks,
+// before it quarantines the node for failures that may be its jobs' rather than its own.
+type SelfTester interface {
+	SelfTest(ctx context.Context, dir string) error
+}
+
 // Task is everything a renderer needs, already staged on the node's disk.
 type Task struct {
 	JobID   string

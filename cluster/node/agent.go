@@ -286,6 +286,10 @@ func (a *Agent) receive(ctx actor.Context) {
 		a.heartbeatAnswered(m, from)
 	case *protocol.FinalAck:
 		a.acknowledged(m, from)
+	case *protocol.SelfTest:
+		if a.fromWelcomer(from, m.Session, "self-test") {
+			go a.selfTest(m)
+		}
 	default:
 		a.log.Warn("ignored a message the coordinator should not send", "kind", env.GetKind())
 	}
@@ -623,3 +627,35 @@ func (a *Agent) render(ctx context.Context, cancel context.CancelCauseFunc, m *p
 	}
 	return err
 }
+
+// selfTest runs the self-test of each engine asked (those of the jobs that failed here) in a
+// folder of its own, and reports whether all passed: what decides whether the node is at fault.
+func (a *Agent) selfTest(m *protocol.SelfTest) {
+	result := &protocol.SelfTested{Passed: true}
+	dir, err := os.MkdirTemp(workRoot(a.cfg), "self-test-")
+	if err != nil {
+		result.Passed, result.Error = false, "cannot make a working directory: "+err.Error()
+	}
+	for _, engine := range m.Engines {
+		if !result.Passed {
+			break
+		}
+		tester, ok := a.renderers[engine].(renderer.SelfTester)
+		if !ok {
+			continue // an engine with no test of its own: the working directory was the test
+		}
+		ctx, cancel := context.WithTimeout(a.ctx, selfTestTimeout)
+		if err := tester.SelfTest(ctx, dir); err != nil {
+			result.Passed, result.Error = false, err.Error()
+		}
+		cancel()
+	}
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+	a.log.Info("ran the self-test the coordinator asked for", "engines", m.Engines, "passed", result.Passed, "error", result.Error)
+	a.report(result)
+}
+
+// selfTestTimeout bounds one engine's self-test.
+const selfTestTimeout = 2 * time.Minute

@@ -49,6 +49,8 @@ func init() {
 	register[UploadPlan]("upload-plan")
 	register[Ack]("ack")
 	register[Error]("error")
+	register[SelfTest]("self-test")
+	register[SelfTested]("self-tested")
 }
 
 // kindOf names a message's kind; it panics on a type that is not a protocol message, which is

@@ -29,6 +29,8 @@ func TestEveryKindRoundTrips(t *testing.T) {
 		&Abandon{Session: "s", JobID: "j", Attempt: 3, Reason: "withdrawn"},
 		&Drain{Sender: Sender{NodeID: "n1"}},
 		&Bye{Sender: Sender{NodeID: "n1"}},
+		&SelfTest{Session: "s", Engines: []string{"ffmpeg", "lottie"}},
+		&SelfTested{Sender: Sender{NodeID: "n1", Session: "s"}, Passed: false, Error: "ffmpeg's self-test encode failed"},
 		&Ack{Kind: "bye"},
 		&Error{Kind: "x", Message: "unknown"},
 	}

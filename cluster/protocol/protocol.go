@@ -334,6 +334,21 @@ type FinalAck struct {
 	Attempt int    `json:"attempt"`
 }
 
+// SelfTest asks a node to render its engines' own small tests (renderer.SelfTester): the
+// coordinator asks before it quarantines a node whose renders of different jobs failed in a row,
+// which may be the jobs' fault rather than the node's. The node answers SelfTested.
+type SelfTest struct {
+	Session string   `json:"session"`
+	Engines []string `json:"engines"`
+}
+
+// SelfTested answers a SelfTest: whether every engine's test passed, and if not, why.
+type SelfTested struct {
+	Sender
+	Passed bool   `json:"passed"`
+	Error  string `json:"error,omitempty"`
+}
+
 // Drain says a node takes no new work: it was told to stop (SIGTERM) and finishes what it holds.
 type Drain struct {
 	Sender

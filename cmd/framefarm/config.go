@@ -64,8 +64,10 @@ type ClusterConfig struct {
 	// waits for one before the node's renders run elsewhere.
 	HeartbeatInterval Duration `toml:"heartbeat_interval"`
 	Lease             Duration `toml:"lease"`
-	// NodeFailureLimit: renders failing in a row on one node before it is quarantined.
-	NodeFailureLimit int `toml:"node_failure_limit"`
+	// NodeFailureLimit: renders of different jobs failing in a row on one node before it runs
+	// its self-test (quarantined if that fails, or takes longer than NodeSelfTestTimeout).
+	NodeFailureLimit    int      `toml:"node_failure_limit"`
+	NodeSelfTestTimeout Duration `toml:"node_self_test_timeout"`
 	// Insecure runs the actors endpoint without TLS: whoever reaches it is heard, so it is for a
 	// trusted network only, and binds loopback unless ActorsBind says otherwise.
 	Insecure bool         `toml:"insecure"`
@@ -74,7 +76,7 @@ type ClusterConfig struct {
 
 func defaultClusterConfig() ClusterConfig {
 	return ClusterConfig{Bind: "0.0.0.0:7946", Seeds: []string{}, HeartbeatInterval: dur(time.Second),
-		Lease: dur(5 * time.Second), NodeFailureLimit: 3}
+		Lease: dur(5 * time.Second), NodeFailureLimit: 3, NodeSelfTestTimeout: dur(5 * time.Minute)}
 }
 
 // actorsBind is where the actors endpoint listens.
@@ -146,8 +148,8 @@ func (c *ClusterConfig) check(who member) []error {
 	if c.HeartbeatInterval.Duration <= 0 || c.Lease.Duration < 2*c.HeartbeatInterval.Duration {
 		errs = append(errs, errors.New("cluster.lease must be at least twice cluster.heartbeat_interval, which must be positive"))
 	}
-	if c.NodeFailureLimit < 1 {
-		errs = append(errs, errors.New("cluster.node_failure_limit must be at least 1"))
+	if c.NodeFailureLimit < 1 || c.NodeSelfTestTimeout.Duration <= 0 {
+		errs = append(errs, errors.New("cluster.node_failure_limit must be at least 1, and cluster.node_self_test_timeout positive"))
 	}
 	return errs
 }

@@ -549,7 +549,7 @@ func TestAWaitingJobSaysWhyInItsLog(t *testing.T) {
 	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &first)
 	c.waitCount("waits", "lottie", "recorded", 1)
 	const absent, drained = `waiting: no render node offers the "lottie" engine`,
-		`waiting: every render node offering the "lottie" engine is draining, quarantined or out of reach`
+		`waiting: every render node offering the "lottie" engine is draining, testing itself, quarantined or out of reach`
 	if log := acme.logs(first.ID); !strings.Contains(log, absent) {
 		t.Fatalf("a job no node can render:\n%s", log)
 	}

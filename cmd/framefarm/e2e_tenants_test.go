@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/framefarm/framefarm/actors"
 )
 
 // TestBadInputNeverQuarantinesASharedNode: one team's jobs whose input the node refuses (a video
@@ -83,6 +85,77 @@ func TestBadInputNeverQuarantinesASharedNode(t *testing.T) {
 		t.Fatalf("the shared node after thirteen bad jobs: %s, fail streak %d", state, streak)
 	}
 	goodEnds([]string{submit(acme, kenburnsJob(good.ID))})
+}
+
+// TestOneTeamsSilentJobsNeverQuarantineANode: on a freshly started coordinator, whose one node
+// has rendered no other team's work, one team's renders going silent make the node test itself
+// and take no work meanwhile; the test passes, so the node goes back to work and another team's
+// job renders there. When the self-test fails, the node is quarantined, saying why.
+func TestOneTeamsSilentJobsNeverQuarantineANode(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1, config: "\n[node]\nsilence_timeout = \"1s\"\n"})
+	admin, mallory, acme := &client{c: c, token: adminToken}, c.team("mallory"), c.team("acme")
+	silent, good := mallory.uploadTemplate(inspection()), acme.uploadTemplate(inspection())
+	type nodeView struct {
+		ID         string `json:"id"`
+		State      string `json:"state"`
+		Reason     string `json:"reason"`
+		FailStreak int    `json:"failStreak"`
+	}
+	node := func() nodeView {
+		var nodes []nodeView
+		admin.must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, &nodes)
+		if len(nodes) != 1 {
+			t.Fatalf("%d nodes", len(nodes))
+		}
+		return nodes[0]
+	}
+	submit := func(cl *client, tpl string) string {
+		var cr created
+		cl.must(http.MethodPost, "/api/v2/jobs", renderJob(tpl), http.StatusCreated, &cr)
+		return cr.ID
+	}
+	id := node().ID
+	// silentUntilSelfTest leaves every render unanswered, so the node stops each as silent,
+	// until the node runs its self-test, which it answers with reply.
+	silentUntilSelfTest := func(reply renderReply) {
+		for {
+			if call := c.control.next(t); call.SelfTest {
+				if call.Node != "" && call.Node != id || call.Engine != "lottie" {
+					t.Fatalf("a self-test of %q on %q, want lottie on %s", call.Engine, call.Node, id)
+				}
+				call.answer(reply)
+				return
+			}
+		}
+	}
+
+	var readyBefore int
+	c.Read(func() { readyBefore = c.counts["node "+id+" ready"] })
+	for range 3 {
+		submit(mallory, silent)
+	}
+	silentUntilSelfTest(renderReply{Result: "finish"})
+	c.waitNode(id, actors.NodeTesting)
+	c.waitCount("node", id, string(actors.NodeReady), readyBefore+1)
+	if n := node(); n.State != "ready" || n.FailStreak != 0 {
+		t.Fatalf("the node after its self-test passed: %+v", n)
+	}
+	c.control.answerAll(finishAll)
+	acmes := submit(acme, good)
+	if state := c.waitFor("job", acmes, "finished", "error"); state != "finished" {
+		t.Fatalf("acme's job on the node mallory's jobs failed on ended %s: %s", state, errorText(acme.job(acmes)))
+	}
+
+	// The same again, but the self-test fails: the node is at fault.
+	c.control.answerAll(nil)
+	for range 3 {
+		submit(mallory, silent)
+	}
+	silentUntilSelfTest(renderReply{Result: "fail", Message: "the engine cannot start"})
+	c.waitNode(id, actors.NodeQuarantined)
+	if n := node(); n.State != "quarantined" || !strings.Contains(n.Reason, "self-test failed: the engine cannot start") {
+		t.Fatalf("the node after its self-test failed: %+v", n)
+	}
 }
 
 // errorText is a job's error, or what it has instead.

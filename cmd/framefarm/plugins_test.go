@@ -173,6 +173,8 @@ type renderCall struct {
 	// the chunks it was given, in order.
 	Chunk  bool         `json:"chunk,omitempty"`
 	Chunks []renderCall `json:"chunks,omitempty"`
+	// SelfTest is set on the engine's self-test, which passes when answered "finish".
+	SelfTest bool `json:"selfTest,omitempty"`
 	// reply and gone are set in the test process only; gone is closed when the render stopped
 	// asking before it was answered (its node abandoned it).
 	reply chan renderReply
@@ -266,6 +268,23 @@ func (r *testRenderer) Render(ctx context.Context, task *renderer.Task, report f
 			return errors.New(reply.Message)
 		}
 	}
+}
+
+var _ renderer.SelfTester = (*testRenderer)(nil)
+
+// SelfTest asks the control server whether the engine's self-test passes; without one it does.
+func (r *testRenderer) SelfTest(ctx context.Context, dir string) error {
+	if r.control == "" {
+		return nil
+	}
+	reply, err := r.ask(ctx, renderCall{Node: os.Getenv(envNodeName), Engine: r.engine, SelfTest: true})
+	if err != nil {
+		return err
+	}
+	if reply.Result != "finish" {
+		return errors.New(reply.Message)
+	}
+	return nil
 }
 
 func (r *testRenderer) ask(ctx context.Context, call renderCall) (renderReply, error) {

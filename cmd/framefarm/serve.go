@@ -213,6 +213,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	nodeURLBase := localURL
 	var clusterKey []byte
 	heartbeat, lease, failureLimit := time.Duration(0), time.Duration(0), 0
+	var selfTestTimeout time.Duration
 	if cfg.Cluster != nil {
 		nodeURLBase = f.publicURL
 		if u, err := url.Parse(f.publicURL); err == nil && isLoopback(u.Hostname()) && cfg.Objects.Backend == "local" {
@@ -221,6 +222,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		}
 		clusterKey = []byte(cfg.Cluster.Key)
 		heartbeat, lease, failureLimit = cfg.Cluster.HeartbeatInterval.Duration, cfg.Cluster.Lease.Duration, cfg.Cluster.NodeFailureLimit
+		selfTestTimeout = cfg.Cluster.NodeSelfTestTimeout.Duration
 	}
 	if f.objects, err = openObjects(cfg, nodeURLBase, urlKey, f.clock, f.metrics, log); err != nil {
 		return nil, err
@@ -252,6 +254,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 			HeartbeatInterval:       heartbeat,
 			NodeLease:               lease,
 			NodeFailureLimit:        failureLimit,
+			NodeSelfTestTimeout:     selfTestTimeout,
 			ClusterKey:              clusterKey,
 			AdoptAfterRestart:       cfg.Cluster != nil,
 			AdoptWindow:             adoptWindow,

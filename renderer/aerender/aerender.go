@@ -271,3 +271,15 @@ func DefaultFontsDir() string {
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".local", "share", "fonts")
 }
+
+var _ renderer.SelfTester = (*Renderer)(nil)
+
+// SelfTest checks what this machine gives the engine: aerender is still there, and ffmpeg,
+// which makes every output from After Effects' render, encodes. (aerender itself renders only a
+// project, which the farm has none of its own to give it.)
+func (r *Renderer) SelfTest(ctx context.Context, dir string) error {
+	if _, err := os.Stat(r.cfg.Aerender); err != nil {
+		return fmt.Errorf("aerender for %s is gone: %w", r.cfg.Engine, err)
+	}
+	return ffmpeg.SelfTest(ctx, r.cfg.Tools, dir)
+}

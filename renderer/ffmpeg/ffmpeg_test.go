@@ -130,3 +130,16 @@ func TestPlaylistsCannotReadTheNodesFiles(t *testing.T) {
 		t.Fatalf("an MPEG-TS clip with sound: %v", err)
 	}
 }
+
+// TestSelfTestEncodes: ffmpeg's self-test encodes on this machine, and says so when it cannot.
+func TestSelfTestEncodes(t *testing.T) {
+	tl := tools(t)
+	if err := SelfTest(context.Background(), tl, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	broken := tl
+	broken.FFmpeg = filepath.Join(t.TempDir(), "no-ffmpeg")
+	if err := SelfTest(context.Background(), broken, t.TempDir()); err == nil || !strings.Contains(err.Error(), "self-test") {
+		t.Fatalf("a self-test without ffmpeg: %v", err)
+	}
+}

@@ -511,3 +511,11 @@ func sameFrameZips(t *testing.T, whole, joined string, frames int) {
 		}
 	}
 }
+
+// TestSelfTestRendersOnThisMachine: the engine's self-test renders its own animation.
+func TestSelfTestRendersOnThisMachine(t *testing.T) {
+	r, _ := newTestRenderer(t)
+	if err := r.SelfTest(context.Background(), t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+}
