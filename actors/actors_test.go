@@ -103,9 +103,13 @@ func newFixtureWith(t testing.TB, cfg actors.Config, change func(*actors.Deps)) 
 
 // restart stops the coordinator and starts a new one on the same store. The new one gets its
 // own fake clock (at the same time): the old one's timers belong to a process that is gone.
-func (f *fixture) restart() {
+func (f *fixture) restart() { f.t.Helper(); f.restartWith(func() {}) }
+
+// restartWith is restart doing between, to the store, while no coordinator runs.
+func (f *fixture) restartWith(between func()) {
 	f.t.Helper()
 	f.coord.Stop(context.Background())
+	between()
 	f.clock = clock.NewFake(f.clock.Now())
 	f.deps.Clock = f.clock
 	f.coord = actors.New(f.cfg, f.deps)

@@ -266,7 +266,7 @@ type Coordinator struct {
 
 // addresses are the long-lived actors every other one may tell something.
 type addresses struct {
-	scheduler, gateway, webhooks, templates *actor.PID
+	scheduler, gateway, webhooks, templates, sweeper *actor.PID
 }
 
 // New builds a coordinator; Start brings it up.
@@ -333,6 +333,9 @@ func (c *Coordinator) Start() error {
 			poolsPublished: &c.pools, limitsPublished: &c.limitUses})
 	}))
 	scheduler := c.addr.scheduler
+	c.addr.sweeper = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &sweeper{jobs: c.jobs, store: store, scheduler: scheduler, log: c.log}
+	}))
 	c.deps.Clock.AfterFunc(c.cfg.AdoptWindow, func() { root.Send(scheduler, &judgeWaits{}) })
 	c.addr.gateway, err = root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor {
 		return &nodeGateway{w: c.nodeWorld, challenges: newChallengeBook(), refusals: clock.Throttle{Period: 10 * time.Second}}
@@ -377,6 +380,7 @@ func (c *Coordinator) Start() error {
 	if err != nil {
 		return fmt.Errorf("resume jobs: %w", err)
 	}
+	resumeSweeps(store, root, c.addr.sweeper)
 	for _, j := range resume {
 		if j.State == persistence.JobRendering && c.cfg.AdoptAfterRestart {
 			// Offered before any node can reach this process, so none says hello too early.

@@ -172,11 +172,17 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	case *childFailed:
 		a.onChildFailed(ctx, msg)
 	case *relativeFailed:
+		// A sweep asking waits for the answer; a parent telling does not.
+		ended := func() {
+			if sender != nil {
+				ctx.Send(sender, &relativeEnded{})
+			}
+		}
 		if a.chunkRendering() {
-			a.abandonChunk(ctx, msg.reason, nil)
+			a.abandonChunk(ctx, msg.reason, func(error) { ended() })
 			return
 		}
-		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil)
+		a.failWaiting(ctx, EventRelativeFailed, msg.reason, nil, ended)
 	case *adoptionExpired:
 		a.onAdoptionExpired(ctx, msg)
 	case *renderAdopted:
@@ -781,11 +787,31 @@ func (a *jobActor) onRetag(ctx actor.Context, m *retagRequest, sender *actor.PID
 }
 
 func (a *jobActor) relatives() []ulid.ULID {
-	rel := slices.Clone(a.job.Children)
+	rel := slices.Clone(a.walkedChildren())
 	if a.job.ParentID != (ulid.ULID{}) {
 		rel = append(rel, a.job.ParentID)
 	}
 	return rel
+}
+
+// walkedChildren are the children a cascade reaches one by one; a split job's chunks, which may
+// be thousands, are swept in the background instead (sweep.go).
+func (a *jobActor) walkedChildren() []ulid.ULID {
+	if a.job.Split() {
+		return nil
+	}
+	return a.job.Children
+}
+
+// unfinishedChildren are the children a pending parent still waits for, in order.
+func (a *jobActor) unfinishedChildren() []ulid.ULID {
+	var out []ulid.ULID
+	for _, id := range a.job.Children {
+		if a.waitingOn[id] {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (a *jobActor) onChildFinished(ctx actor.Context, m *childFinished) {
@@ -911,28 +937,31 @@ func (a *jobActor) onChildFailed(ctx actor.Context, m *childFailed) {
 	if a.chunks != nil {
 		reason = fmt.Sprintf("%s failed: %s", a.chunks.describe(m.child), m.reason)
 	}
-	a.failWaiting(ctx, EventChildFailed, reason, &m.child)
+	a.failWaiting(ctx, EventChildFailed, reason, &m.child, func() {})
 }
 
 // failWaiting fails a queued or pending job because a relative failed, then passes the failure
-// on: up to its parent (unless the parent caused it) and down to its other children.
-func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, failedChild *ulid.ULID) {
+// on: up to its parent (unless the parent caused it) and down to its other children. then runs
+// once the job has ended (or when it cannot).
+func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, failedChild *ulid.ULID, then func()) {
 	if !a.job.State.Cancellable() {
+		then()
 		return
 	}
 	wasQueued := a.job.State == persistence.JobQueued
 	now := a.w.clock.Now()
-	a.transition(ctx, ev, func(next *persistence.Job) {
+	err := a.transition(ctx, ev, func(next *persistence.Job) {
 		next.Error = reason
 		next.ErrorAt = now
 	}, []string{reason}, func(err error) {
+		defer then()
 		if err != nil {
 			return
 		}
 		if wasQueued {
 			ctx.Send(a.w.addr.scheduler, &jobWithdrawn{jobID: a.job.ID})
 		}
-		for _, childID := range a.job.Children {
+		for _, childID := range a.walkedChildren() {
 			if failedChild == nil || childID != *failedChild {
 				a.w.jobs.tell(childID, &relativeFailed{reason: fmt.Sprintf("parent job %s failed: %s", a.job.ID, reason)})
 			}
@@ -941,6 +970,9 @@ func (a *jobActor) failWaiting(ctx actor.Context, ev JobEvent, reason string, fa
 			a.notifyParent(ctx, &childFailed{child: a.job.ID, reason: reason})
 		}
 	})
+	if err != nil {
+		then()
+	}
 }
 
 func (a *jobActor) notifyParent(_ actor.Context, msg any) {
@@ -1000,6 +1032,9 @@ func (a *jobActor) finishWrite(ctx actor.Context, w *writeDone) {
 		if w.next.State != a.job.State {
 			a.w.events.JobStateChanged.Publish(JobStateChanged{Job: a.job.ID, From: a.job.State, To: w.next.State,
 				Chunk: a.job.Kind == persistence.KindChunk})
+		}
+		if persistence.SweepLeft(a.job.State, w.next) {
+			ctx.Send(a.w.addr.sweeper, sweepOf(w.next, a.unfinishedChildren()))
 		}
 		a.job = w.next
 	}

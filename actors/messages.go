@@ -101,8 +101,10 @@ type (
 	}
 	// chunkProgressDue: the split job's progress, held back since its last save, is due.
 	chunkProgressDue struct{}
-	// relativeFailed: this job's parent failed, so this job's output is no longer wanted.
+	// relativeFailed: this job's parent failed, so this job's output is no longer wanted. A
+	// sender (a sweep) is answered with relativeEnded once the job has ended.
 	relativeFailed struct{ reason string }
+	relativeEnded  struct{}
 	// adoptionExpired: no node reclaimed the attempt the coordinator's restart interrupted.
 	adoptionExpired struct{ attempt int }
 	// renderAdopted: the node still rendering the attempt reclaimed it from this coordinator,
@@ -134,10 +136,12 @@ type (
 		entries   []persistence.QueueEntry
 		restoring bool
 	}
-	jobWithdrawn  struct{ jobID ulid.ULID }
-	offerClaimed  struct{ jobID ulid.ULID }
-	offerDeclined struct{ jobID ulid.ULID }
-	slotFreed     struct {
+	jobWithdrawn struct{ jobID ulid.ULID }
+	// chunksWithdrawn: the chunks of a split job that ended; they are swept (sweep.go).
+	chunksWithdrawn struct{ ids []ulid.ULID }
+	offerClaimed    struct{ jobID ulid.ULID }
+	offerDeclined   struct{ jobID ulid.ULID }
+	slotFreed       struct {
 		nodeID string
 		jobID  ulid.ULID
 	}

@@ -332,6 +332,10 @@ func (s *scheduler) Receive(ctx actor.Context) {
 		}
 	case *jobWithdrawn:
 		s.remove(m.jobID)
+	case *chunksWithdrawn:
+		for _, id := range m.ids {
+			s.remove(id)
+		}
 	case *offerClaimed:
 		delete(s.offered, m.jobID)
 		return

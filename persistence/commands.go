@@ -79,7 +79,7 @@ type (
 		Done  ulid.ULID `json:"done,omitzero"`
 		Line  string    `json:"line,omitempty"`
 	}
-	// SetMeta records a fact about the store (a clean shutdown, a node's hold).
+	// SetMeta records a fact about the store (a clean shutdown, a node's hold); "" removes it.
 	SetMeta struct {
 		Name  string `json:"name"`
 		Value string `json:"value"`
@@ -273,6 +273,9 @@ func (t *txn) apply(c Command) error {
 			return err
 		}
 		t.addUsage(c.Prev, c.Job, c.At)
+		if err := t.recordSweep(c.Prev, c.Job); err != nil {
+			return err
+		}
 		return t.updateJob(c.Prev, c.Job, c.At)
 	case *AppendJobLog:
 		return t.appendLog(c.JobID, c.At, c.Lines...)
@@ -293,6 +296,9 @@ func (t *txn) apply(c Command) error {
 		}
 		return t.bucket(bucketOutbox).Delete(id(c.Done))
 	case *SetMeta:
+		if c.Value == "" {
+			return t.bucket(bucketMeta).Delete([]byte(c.Name))
+		}
 		return t.bucket(bucketMeta).Put([]byte(c.Name), []byte(c.Value))
 	case *PutTemplate:
 		return t.putTemplate(c.Template)

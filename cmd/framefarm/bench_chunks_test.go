@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os/exec"
 	"runtime"
@@ -129,4 +130,80 @@ func BenchmarkHugeSplitJob(b *testing.B) {
 	if j := f.client.job(made.ID); len(j.Chunks) != 1666 {
 		b.Fatalf("the huge job has %d chunks", len(j.Chunks))
 	}
+}
+
+// BenchmarkCancelOfManyChunks: team bench queues 20 jobs of 5,000 chunks each (100,000 chunks,
+// no render node) and cancels them in one request, while team other keeps creating jobs at a
+// steady 40 a second; other's POST /jobs latency idle and during the cancel's sweep of the
+// chunks, how long the cancel took to answer, and how long the sweep took.
+func BenchmarkCancelOfManyChunks(b *testing.B) {
+	f := newBenchFarm(b)
+	long := inspection()
+	long.Compositions[0].Duration = 100000 / long.Compositions[0].FPS
+	huge := renderJob(f.client.uploadTemplate(long))
+	huge["chunks"] = map[string]any{"count": 5000}
+	var ids []string
+	for range 20 {
+		var made created
+		f.client.must(http.MethodPost, "/api/v2/jobs", huge, http.StatusCreated, &made)
+		ids = append(ids, made.ID)
+	}
+	admin := &client{c: f.c, token: adminToken}
+	queuedChunks := func() int {
+		var teams []struct {
+			Name    string `json:"name"`
+			Waiting struct {
+				Chunks int `json:"chunks"`
+			} `json:"queued"`
+		}
+		admin.must(http.MethodGet, "/api/v2/admin/teams", nil, http.StatusOK, &teams)
+		for _, t := range teams {
+			if t.Name == "bench" {
+				return t.Waiting.Chunks
+			}
+		}
+		b.Fatal("no team bench")
+		return 0
+	}
+	if n := queuedChunks(); n != 100000 {
+		b.Fatalf("%d chunks queued, want 100000", n)
+	}
+	other := f.c.team("other")
+	body, _ := json.Marshal(renderJob(other.uploadTemplate(inspection())))
+	load := newLoadClient(f.c, other.token, 8)
+	// posts sends other's jobs at 40 a second while phase runs, and returns their latencies.
+	posts := func(phase func()) *latencies {
+		lat, stop := &latencies{}, make(chan struct{})
+		done := paced(load, 8, 40, stop, func(l *loadClient, _ int) {
+			_, d, err := l.do(http.MethodPost, "/api/v2/jobs", body, http.StatusCreated)
+			if err != nil {
+				b.Error(err)
+			}
+			lat.add(d)
+		})
+		phase()
+		close(stop)
+		done.Wait()
+		slices.Sort(lat.all)
+		return lat
+	}
+	p99 := func(l *latencies) float64 { return float64(l.all[len(l.all)*99/100].Microseconds()) / 1000 }
+	b.ResetTimer()
+	idle := posts(func() { time.Sleep(5 * time.Second) })
+	var started time.Time
+	var answered time.Duration
+	during := posts(func() {
+		started = time.Now()
+		f.client.must(http.MethodPost, "/api/v2/jobs/cancel", map[string]any{"jobs": ids}, http.StatusOK, nil)
+		answered = time.Since(started)
+		for queuedChunks() > 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	swept := time.Since(started)
+	b.ReportMetric(p99(idle), "idle-post-p99-ms")
+	b.ReportMetric(p99(during), "cancelling-post-p99-ms")
+	b.ReportMetric(p99(during)/p99(idle), "x-idle-p99")
+	b.ReportMetric(float64(answered.Milliseconds()), "cancel-answer-ms")
+	b.ReportMetric(swept.Seconds(), "s-to-all-cancelled")
 }
