@@ -94,16 +94,22 @@ func renderTimed(b *testing.B, c *coordinator, cl *client, body map[string]any) 
 	return took
 }
 
+// hugeSplitJob is a job of a 100,000-frame composition split as chunks says.
+func (f *benchFarm) hugeSplitJob(chunks map[string]any) map[string]any {
+	long := inspection()
+	long.Compositions[0].Duration = 100000 / long.Compositions[0].FPS
+	huge := renderJob(f.client.uploadTemplate(long))
+	huge["chunks"] = chunks
+	return huge
+}
+
 // BenchmarkHugeSplitJob: intake (POST /jobs, 16 clients) and listings (GET /jobs, 4 clients)
 // before and after a 100,000-frame job split into 60-frame chunks (1,667 chunks) joins the
 // queue of a farm with no render node; how long its own POST takes, and the coordinator's
 // resident memory before and after.
 func BenchmarkHugeSplitJob(b *testing.B) {
 	f := newBenchFarm(b)
-	long := inspection()
-	long.Compositions[0].Duration = 100000 / long.Compositions[0].FPS
-	huge := renderJob(f.client.uploadTemplate(long))
-	huge["chunks"] = map[string]any{"frames": 60}
+	huge := f.hugeSplitJob(map[string]any{"frames": 60})
 	load := newLoadClient(f.c, f.client.token, 20)
 	measure := func(phase string) {
 		lat, elapsed := drive(b, 16, 4000, func(int) (time.Duration, error) {
@@ -138,10 +144,7 @@ func BenchmarkHugeSplitJob(b *testing.B) {
 // chunks, how long the cancel took to answer, and how long the sweep took.
 func BenchmarkCancelOfManyChunks(b *testing.B) {
 	f := newBenchFarm(b)
-	long := inspection()
-	long.Compositions[0].Duration = 100000 / long.Compositions[0].FPS
-	huge := renderJob(f.client.uploadTemplate(long))
-	huge["chunks"] = map[string]any{"count": 5000}
+	huge := f.hugeSplitJob(map[string]any{"count": 5000})
 	var ids []string
 	for range 20 {
 		var made created

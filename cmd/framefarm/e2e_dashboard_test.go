@@ -16,6 +16,8 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/framefarm/framefarm/http/api"
 )
 
 // browserTab starts headless Chromium (Debian's, installed by make test) at a laptop's size and
@@ -531,11 +533,10 @@ func TestDashboardActsOnJobs(t *testing.T) {
 	admin := newTab(t, tab)
 	browse(t, admin, "the admin's jobs screen",
 		chromedp.Navigate(c.url+"/ui/jobs#token="+adminToken),
-		chromedp.WaitVisible(`tr[data-team="acme"]`))
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"] td[data-team="acme"]`, queued.ID)))
 	if text := value(t, admin, "the admin's page", chromedp.Text(`main`)); strings.Contains(text, "HTTP") {
 		t.Errorf("the admin's jobs screen shows a raw status:\n%s", text)
 	}
-	screenshot(t, admin, "admin-jobs")
 
 	// A system that asks for a dark theme gets one.
 	dark := newTab(t, tab)
@@ -586,4 +587,145 @@ func TestDashboardShowsASplitJobsChunks(t *testing.T) {
 	browse(t, tab, "the job ends",
 		chromedp.WaitVisible(`//h2[.="Chunks (3 of 3 rendered)"]`),
 		chromedp.WaitVisible(`h1 .badge[data-status="finished"]`))
+}
+
+// TestDashboardGovernsTheFarm: the farm's admin lists every team's jobs with their team, name,
+// priority and tags, narrows them by team, sends one chunk of a split job again from its chunk
+// table, cancels another team's job, and sets a team's policy beside the farm's share and usage;
+// a viewer's token is shown no button it would be refused, and a manager issues a token.
+func TestDashboardGovernsTheFarm(t *testing.T) {
+	c, acme, _ := clusterFarm(t, 2) // acme is the team "cluster"
+	globex := c.team("globex")
+	admin := &client{c: c, token: adminToken}
+	tokenOf := func(role string) string {
+		var out struct {
+			Token string `json:"token"`
+		}
+		admin.must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "cluster", "role": role}, http.StatusCreated, &out)
+		return out.Token
+	}
+	split := splitJob(acme.uploadTemplate(inspection()), 50)
+	split["name"] = "Spring promo, split"
+	var made, teaser created
+	acme.must(http.MethodPost, "/api/v2/jobs", split, http.StatusCreated, &made)
+	calls := chunkCalls(t, c, 2)
+	waiting := renderJob(globex.uploadTemplate(inspection()))
+	waiting["name"], waiting["priority"], waiting["tags"] = "Globex teaser", 5, []string{"client-9"}
+	globex.must(http.MethodPost, "/api/v2/jobs", waiting, http.StatusCreated, &teaser)
+
+	tab := browserTab(t)
+	browse(t, tab, "every team's jobs",
+		chromedp.Navigate(c.url+"/ui/jobs#token="+adminToken),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"] td[data-team="cluster"]`, made.ID)),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"] td[data-team="globex"]`, teaser.ID)),
+		chromedp.WaitVisible(`//tr[@data-job="`+teaser.ID+`"][contains(., "Globex teaser") and contains(., "client-9")]`),
+		chromedp.WaitReady(`//select[@id="job-team"]/option[@value="globex"]`))
+	screenshot(t, tab, "admin-jobs")
+	browse(t, tab, "one team's",
+		chromedp.SetValue(`#job-team`, "globex"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById("job-team").dispatchEvent(new Event("change"))`),
+		chromedp.WaitNotPresent(fmt.Sprintf(`tr[data-job="%s"]`, made.ID)),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"]`, teaser.ID)))
+	if got := value(t, tab, "the address", chromedp.Evaluate[string](`location.search`)); !strings.Contains(got, "team=globex") {
+		t.Errorf("the team filter is not in the address: %q", got)
+	}
+
+	// Both nodes render the split job's chunks: globex's job waits, and the admin cancels it.
+	browse(t, tab, "cancel another team's waiting job",
+		chromedp.Navigate(c.url+"/ui/jobs/"+teaser.ID),
+		chromedp.WaitVisible(`//dt[.="Name"]/following-sibling::dd[1][.="Globex teaser"]`),
+		chromedp.Click(`//h1//button[normalize-space(.)="Cancel"]`),
+		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`))
+	if j := globex.job(teaser.ID); j.Status != "manually_cancelled" {
+		t.Fatalf("globex's job after the admin's cancel: %s", j.Status)
+	}
+
+	// The split job's chunks, one by one: the first is taken back from its node and queued again.
+	browse(t, tab, "the split job's chunk table",
+		chromedp.Navigate(c.url+"/ui/jobs/"+made.ID),
+		chromedp.WaitVisible(`#chunk-table tr[data-chunk="0"] .badge[data-status="render:dorender"]`),
+		chromedp.WaitVisible(`//dt[.="Team"]/following-sibling::dd[1][.="cluster"]`))
+	screenshot(t, tab, "admin-split")
+	browse(t, tab, "send the first chunk again", chromedp.Click(`#chunk-table tr[data-chunk="0"] button`))
+	select {
+	case <-calls[0].gone:
+	case <-time.After(waitLimit):
+		t.Fatal("the chunk sent again from the page kept rendering on its node")
+	}
+	// It renders again (the third chunk, waiting, may go first).
+	for {
+		next := c.control.next(t)
+		if !next.Chunk {
+			t.Fatalf("a render that is not one of the split job's chunks: %+v", next)
+		}
+		next.answer(renderReply{Result: "finish"})
+		if next.Settings.Frames.Start == 0 {
+			break
+		}
+	}
+	calls[50].answer(renderReply{Result: "finish"})
+	c.control.answerAll(finishAll)
+	c.waitJob(made.ID, "finished")
+
+	// Each team's policy, share and usage; the admin gives acme a weight of 3.
+	browse(t, tab, "the teams",
+		chromedp.Navigate(c.url+"/ui/teams"),
+		chromedp.WaitVisible(`#teams tr[data-team="cluster"]`),
+		chromedp.WaitVisible(`#usage-chart svg.chart polyline`),
+		chromedp.Click(`#teams tr[data-team="cluster"] button`),
+		chromedp.WaitVisible(`#policy-form`),
+		chromedp.SetValue(`#policy-form input[name="weight"]`, "3"),
+		chromedp.SetValue(`#policy-form input[name="maxPriority"]`, "500"),
+		chromedp.Click(`#policy-form button[type=submit]`),
+		chromedp.WaitNotPresent(`#policy-form`),
+		chromedp.WaitVisible(`//table[@id="teams"]//tr[@data-team="cluster"]/td[@data-field="weight"][.="3"]`))
+	var teams []api.TeamView
+	admin.must(http.MethodGet, "/api/v2/admin/teams", nil, http.StatusOK, &teams)
+	for _, team := range teams {
+		if team.Name == "cluster" && (team.Policy.Weight != 3 || team.Policy.MaxPriority == nil || *team.Policy.MaxPriority != 500 || team.Policy.MaxRunning != nil) {
+			t.Fatalf("acme's policy after the page's change: %+v", team.Policy)
+		}
+	}
+	screenshot(t, tab, "admin-teams")
+
+	// A viewer's token reads, and is shown nothing it may not do.
+	viewer := tokenOf("viewer")
+	look := newTab(t, tab)
+	browse(t, look, "a viewer's jobs",
+		chromedp.Navigate(c.url+"/ui/jobs#token="+viewer),
+		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"]`, made.ID)),
+		chromedp.WaitVisible(`//span[@id="who"][contains(., "(viewer)")]`))
+	if n := value(t, look, "checkboxes", chromedp.Evaluate[int](`[...document.querySelectorAll("main button, tbody input[type=checkbox]")].filter((e) => e.offsetParent).length`)); n != 0 {
+		t.Errorf("a viewer's jobs screen shows %d buttons or boxes", n)
+	}
+	screenshot(t, look, "jobs-viewer")
+	browse(t, look, "a viewer's job page",
+		chromedp.Navigate(c.url+"/ui/jobs/"+made.ID),
+		chromedp.WaitVisible(`h1 .badge[data-status="finished"]`))
+	if n := value(t, look, "actions", chromedp.Evaluate[int](`document.querySelectorAll("h1 button, #retag").length`)); n != 0 {
+		t.Errorf("a viewer's job page shows %d actions", n)
+	}
+	browse(t, look, "a viewer's templates", chromedp.Navigate(c.url+"/ui/templates"), chromedp.WaitVisible(`tbody tr`))
+	if n := value(t, look, "the upload", chromedp.Evaluate[int](`document.querySelectorAll("#template-file").length`)); n != 0 {
+		t.Error("a viewer is offered a template upload")
+	}
+
+	// A manager issues its team a viewer's token from the page.
+	manager := tokenOf("manager")
+	run := newTab(t, tab)
+	browse(t, run, "a manager's tokens",
+		chromedp.Navigate(c.url+"/ui/library#token="+manager),
+		chromedp.WaitVisible(`#tokens`),
+		chromedp.SetValue(`#token-role`, "viewer"),
+		chromedp.Click(`#tokens button[type=submit]`),
+		chromedp.WaitVisible(`#new-token code`))
+	issued := value(t, run, "the new token", chromedp.Evaluate[string](`document.querySelector("#new-token code").textContent`))
+	var who struct {
+		Name string `json:"name"`
+		Role string `json:"role"`
+	}
+	(&client{c: c, token: issued}).must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &who)
+	if who.Name != "cluster" || who.Role != "viewer" {
+		t.Fatalf("the token the manager issued from the page: %+v", who)
+	}
 }

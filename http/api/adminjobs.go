@@ -54,21 +54,7 @@ func (s *Server) listAllJobs(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	r.ctx.Response.Header.Set("X-Total-Count", strconv.Itoa(total))
-	if minimal {
-		out := make(minimalJobPage, len(jobs))
-		for i, j := range jobs {
-			out[i] = s.views.minimalJobView(j)
-		}
-		r.json(http.StatusOK, out)
-		return
-	}
-	views := s.views.jobViews(jobs)
-	if err := s.withTeams(views, jobs); err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	r.json(http.StatusOK, views)
+	s.answerJobPage(r, jobs, total, minimal, true)
 }
 
 // anyTeamsJob makes a team route serve the farm's admin for any team's job: the job the path

@@ -222,6 +222,12 @@ func (s *Server) listJobs(r *request) {
 		r.failErr(err, nil)
 		return
 	}
+	s.answerJobPage(r, jobs, total, minimal, false)
+}
+
+// answerJobPage answers a page of a job listing and its total; withTeams names each job's team
+// (the farm admin's listing of every team's jobs).
+func (s *Server) answerJobPage(r *request, jobs []*persistence.Job, total int, minimal, withTeams bool) {
 	r.ctx.Response.Header.Set("X-Total-Count", strconv.Itoa(total))
 	if minimal {
 		out := make(minimalJobPage, len(jobs))
@@ -231,7 +237,14 @@ func (s *Server) listJobs(r *request) {
 		r.json(http.StatusOK, out)
 		return
 	}
-	r.json(http.StatusOK, s.views.jobViews(jobs))
+	views := s.views.jobViews(jobs)
+	if withTeams {
+		if err := s.withTeams(views, jobs); err != nil {
+			r.failErr(err, nil)
+			return
+		}
+	}
+	r.json(http.StatusOK, views)
 }
 
 // jobQuery reads GET /jobs's query parameters, and for the farm's admin (every team's jobs)

@@ -8,7 +8,14 @@ const main = document.getElementById("main");
 // ---- the API ----
 
 let token = localStorage.getItem(TOKEN_KEY) || "";
-let me = null; // {kind: "team", name} or {kind: "admin"}
+let me = null; // {kind: "team", name, role} or {kind: "admin"}
+
+// mayAct says whether the token may change anything: a viewer's reads only, so the page shows it
+// no button it would be refused.
+const mayAct = () => me && (me.kind === "admin" || me.role !== "viewer");
+
+// jobsAPI is where the jobs are read and acted on: a team's own, or every team's for the admin.
+const jobsAPI = () => (me && me.kind === "admin" ? "/api/v2/admin/jobs" : "/api/v2/jobs");
 
 class APIError extends Error {
   constructor(status, body) {
@@ -26,6 +33,15 @@ async function api(method, path, body, extraHeaders = {}) {
   try { data = text ? JSON.parse(text) : null; } catch { data = text; }
   if (!resp.ok) throw new APIError(resp.status, data);
   return data;
+}
+
+// currentTokenID names the page's own token as token lists do: the first 8 bytes of its SHA-256,
+// in hex ("" where the browser computes no digest, off a secure origin).
+let currentTokenID = "";
+async function tokenIDOf(tok) {
+  if (!crypto.subtle) return "";
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(tok)));
+  return [...digest.slice(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 // ---- small DOM helpers ----
@@ -197,7 +213,7 @@ async function signIn(candidate) {
   token = candidate.trim();
   try {
     const team = await api("GET", "/api/v2/team");
-    me = { kind: "team", name: team.name };
+    me = { kind: "team", name: team.name, role: team.role || "submitter" };
   } catch (e) {
     if (e.status !== 401 && e.status !== 403) throw e;
     try {
@@ -211,10 +227,13 @@ async function signIn(candidate) {
     }
   }
   localStorage.setItem(TOKEN_KEY, token);
-  document.getElementById("who").textContent = me.kind === "team" ? `team ${me.name}` : "farm admin";
+  currentTokenID = await tokenIDOf(token);
+  document.getElementById("who").textContent = me.kind === "team" ? `team ${me.name}${me.role === "submitter" ? "" : ` (${me.role})`}` : "farm admin";
   document.getElementById("nav").hidden = false;
-  // The admin's token reads no team's templates or library: those screens are a team's.
+  // The admin's token reads no team's templates or library: those screens are a team's; the
+  // teams' policies and usage are the admin's.
   for (const screen of ["batches", "templates", "library"]) document.querySelector(`nav a[data-screen="${screen}"]`).hidden = me.kind === "admin";
+  document.querySelector(`nav a[data-screen="teams"]`).hidden = me.kind !== "admin";
   document.getElementById("signout").hidden = false;
   runEvents();
 }
@@ -279,6 +298,7 @@ const ULID_PATTERN = /^[0-9A-HJKMNP-TV-Z]{26}$/i;
 function jobsScreen() {
   // The filters live in the address, so a reload or a shared link shows the same list.
   const query = new URLSearchParams(location.search);
+  const admin = me.kind === "admin";
   const selected = new Set();
   const rows = new Map();
   const states = new Set((query.get("states") || "").split(",").filter((s) => JOB_STATES.includes(s)));
@@ -288,11 +308,11 @@ function jobsScreen() {
   const tbody = h("tbody");
   const count = h("span", { class: "count" });
   let names = new Map();
-  const cancelButton = h("button", { class: "danger", disabled: true, onclick: cancelSelected }, "Cancel selected");
+  const cancelButton = mayAct() ? h("button", { class: "danger", disabled: true, onclick: cancelSelected }, "Cancel selected") : null;
   const more = h("button", { class: "quiet", hidden: true, onclick: () => load(false) }, "Load more");
   // One box finds a job by its id, a template's jobs by its name, or filters by tags.
   let template = query.get("template") || "";
-  const tagsInput = h("input", { type: "search", id: "job-search", placeholder: "job id, template name, or tags (comma separated)",
+  const tagsInput = h("input", { type: "search", id: "job-search", placeholder: admin ? "job id, or tags (comma separated)" : "job id, template name, or tags (comma separated)",
     "aria-label": "search by job id, template name or tags", value: query.get("tags") || "", onchange: () => {
       const text = tagsInput.value.trim();
       if (ULID_PATTERN.test(text)) { navigate(`/ui/jobs/${text.toUpperCase()}`); return; }
@@ -305,16 +325,30 @@ function jobsScreen() {
       else if (text) template = "";
       load(true);
     } });
+  const nameInput = h("input", { type: "search", id: "job-name", placeholder: "name starts with", "aria-label": "name starts with", value: query.get("name") || "", onchange: () => load(true) });
+  // The admin narrows every team's jobs by team, engine and pool too.
+  let team = query.get("team") || "";
+  const teamSelect = h("select", { id: "job-team", "aria-label": "team", onchange: () => { team = teamSelect.value; load(true); } }, h("option", { value: "" }, "every team"));
+  const engineInput = h("input", { type: "search", id: "job-engine", placeholder: "engine", "aria-label": "engine", size: "8", value: query.get("engine") || "", onchange: () => load(true) });
+  const poolInput = h("input", { type: "search", id: "job-pool", placeholder: "pool", "aria-label": "pool", size: "8", value: query.get("pool") || "", onchange: () => load(true) });
+  if (admin) {
+    api("GET", "/api/v2/admin/teams").then((teams) => {
+      for (const t of teams.sort((a, b) => a.name.localeCompare(b.name))) teamSelect.append(h("option", { value: t.name, selected: t.name === team }, t.name));
+    }).catch((e) => toast(e.message));
+  }
   const templateChip = h("span", { class: "toolbar" });
   const fromInput = h("input", { type: "datetime-local", "aria-label": "created from", title: "created from", value: query.get("from") || "", onchange: () => load(true) });
   const toInput = h("input", { type: "datetime-local", "aria-label": "created before", title: "created before", value: query.get("to") || "", onchange: () => load(true) });
+  // The address, and the API's query, hold the same filters.
+  const filters = () => [["tags", tagsInput.value.trim()], ["template", template], ["name", nameInput.value.trim()],
+    ["team", admin ? team : ""], ["engine", admin ? engineInput.value.trim() : ""], ["pool", admin ? poolInput.value.trim() : ""]]
+    .filter(([, v]) => v);
 
   function remember() {
     const q = new URLSearchParams();
     if (states.size) q.set("states", [...states].join(","));
     if (sort !== "newest_first") q.set("sort", sort);
-    if (tagsInput.value.trim()) q.set("tags", tagsInput.value.trim());
-    if (template) q.set("template", template);
+    for (const [k, v] of filters()) q.set(k, v);
     if (fromInput.value) q.set("from", fromInput.value);
     if (toInput.value) q.set("to", toInput.value);
     const search = q.toString();
@@ -322,17 +356,16 @@ function jobsScreen() {
   }
 
   async function load(reset) {
-    if (reset) { names = await templateNames(); remember(); }
+    if (reset) { if (!admin) names = await templateNames(); remember(); }
     const params = new URLSearchParams({ limit: String(pageSize), sort, minimal: "false", from: String(reset ? 0 : loaded) });
     if (states.size) params.set("states", [...states].join(","));
-    if (tagsInput.value.trim()) params.set("tags", tagsInput.value.trim());
-    if (template) params.set("template", template);
+    for (const [k, v] of filters()) params.set(k, v);
     templateChip.replaceChildren(...(template ? [h("span", { class: "chip", id: "template-filter" }, `template ${names.get(template) || template}`,
       h("button", { class: "quiet", "aria-label": "show every template's jobs", onclick: () => { template = ""; load(true); } }, "×"))] : []));
     for (const [name, input] of [["from_date", fromInput], ["to_date", toInput]]) {
       if (input.value) params.set(name, new Date(input.value).toISOString());
     }
-    const resp = await fetch(`/api/v2/jobs?${params}`, { headers: { Authorization: `Bearer ${token}` } });
+    const resp = await fetch(`${jobsAPI()}?${params}`, { headers: { Authorization: `Bearer ${token}` } });
     if (!resp.ok) {
       let reason = `the jobs could not be listed (HTTP ${resp.status})`;
       try { reason = (await resp.json()).error || reason; } catch { /* not JSON */ }
@@ -350,11 +383,14 @@ function jobsScreen() {
     loaded += jobs.length;
     count.textContent = `${total.toLocaleString()} job${total === 1 ? "" : "s"}`;
     more.hidden = loaded >= total;
-    if (!rows.size) tbody.append(h("tr", {}, h("td", { colspan: "7", class: "empty" }, "No jobs yet. Jobs created through the API appear here as they come.")));
+    if (!rows.size) {
+      tbody.append(h("tr", {}, h("td", { colspan: "11", class: "empty" }, admin ? "No team's job matches." : "No jobs yet. Jobs created through the API appear here as they come.")));
+    }
   }
 
   function jobRow(j) {
-    const box = h("input", { type: "checkbox", "aria-label": `select ${j.id}`, disabled: !["queued", "pending"].includes(j.status),
+    const waiting = (status) => ["queued", "pending"].includes(status);
+    const box = h("input", { type: "checkbox", "aria-label": `select ${j.id}`, disabled: !waiting(j.status), checked: selected.has(j.id),
       onchange: (e) => { e.target.checked ? selected.add(j.id) : selected.delete(j.id); cancelButton.disabled = !selected.size; } });
     const statusCell = h("td", {}, badge(j.status));
     const progressCell = h("td", {}, progressBar(j.status, j.progress), h("span", { class: "pct" }, `${Math.round(j.progress || 0)}%`));
@@ -363,11 +399,14 @@ function jobsScreen() {
     const ageCell = h("td", { class: "muted age", title: when(created) }, age(created));
     let status = j.status;
     const tr = h("tr", { "data-job": j.id },
-      h("td", {}, box),
-      h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
+      mayAct() ? h("td", {}, box) : null,
+      h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id), j.name ? h("div", { class: "job-name" }, j.name) : null),
+      admin ? h("td", { class: "name", "data-team": j.team ? j.team.name : "" }, j.team ? j.team.name : "") : null,
       statusCell, progressCell,
       h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—"),
         j.composition ? h("div", { class: "muted" }, j.composition) : null),
+      h("td", { class: "num" }, String(j.priority || 0)),
+      h("td", { class: "name muted" }, (j.tags || []).join(", "), j.pool ? h("div", {}, `pool ${j.pool}`) : null),
       nodeCell, ageCell);
     return {
       tr,
@@ -376,11 +415,11 @@ function jobsScreen() {
         if (ev.status && ev.status !== status) {
           status = ev.status;
           // Events carry no node: the job says where it renders now.
-          api("GET", `/api/v2/jobs/${j.id}`).then((now) => { nodeCell.textContent = now.node || ""; }).catch(() => {});
+          api("GET", `${jobsAPI()}/${j.id}`).then((now) => { nodeCell.textContent = now.node || ""; }).catch(() => {});
         }
         statusCell.replaceChildren(badge(ev.status));
         progressCell.replaceChildren(progressBar(ev.status, ev.progress), h("span", { class: "pct" }, `${Math.round(ev.progress || 0)}%`));
-        box.disabled = !["queued", "pending"].includes(ev.status);
+        box.disabled = !waiting(ev.status);
         if (box.disabled && box.checked) { box.checked = false; selected.delete(j.id); cancelButton.disabled = !selected.size; }
       },
     };
@@ -390,8 +429,13 @@ function jobsScreen() {
     const ids = [...selected];
     if (!confirm(`Cancel ${ids.length} job${ids.length === 1 ? "" : "s"}, with their related jobs still waiting?`)) return;
     try {
-      const cancelled = await api("POST", "/api/v2/jobs/cancel", { jobs: ids });
-      toast(`${cancelled.length} job${cancelled.length === 1 ? "" : "s"} cancelled (with their related jobs)`);
+      let cancelled = 0;
+      if (admin) {
+        for (const id of ids) cancelled += (await api("PATCH", `${jobsAPI()}/${id}/cancel`)).length;
+      } else {
+        cancelled = (await api("POST", "/api/v2/jobs/cancel", { jobs: ids })).length;
+      }
+      toast(`${cancelled} job${cancelled === 1 ? "" : "s"} cancelled (with their related jobs)`);
       selected.clear();
       cancelButton.disabled = true;
       load(true);
@@ -406,7 +450,9 @@ function jobsScreen() {
     if (row) row.update(ev);
     else if (sort === "newest_first" && (!states.size || states.has(ev.status))) reloadSoon(); // a new job
   });
-  const ticker = setInterval(() => { for (const row of rows.values()) row.tick(); }, 15000); // ages move on
+  // The farm's event stream carries render nodes, not every team's jobs: the admin's list is
+  // read again every few seconds instead.
+  const ticker = setInterval(() => { if (admin && !document.hidden) load(true); else for (const row of rows.values()) row.tick(); }, admin ? 5000 : 15000);
   const stopKeys = listKeys(tbody, tagsInput);
   leaveScreen = () => { stopEvents(); clearInterval(ticker); stopKeys(); };
 
@@ -415,13 +461,15 @@ function jobsScreen() {
   const sortSelect = h("select", { "aria-label": "sort", id: "job-sort", onchange: (e) => { sort = e.target.value; load(true); } },
     ...[["newest_first", "newest first"], ["oldest_first", "oldest first"], ["priority", "pickup order"]].map(([v, text]) => h("option", { value: v, selected: v === sort }, text)));
   load(true);
+  const heads = [mayAct() ? "" : null, "Job", admin ? "Team" : null, "Status", "Progress", "Template", "Priority", "Tags", "Node", "Created"].filter((x) => x !== null);
   return [
-    h("h1", {}, "Jobs", liveBadge(), count),
+    h("h1", {}, admin ? "Every team's jobs" : "Jobs", admin ? null : liveBadge(), count),
     h("div", { class: "toolbar" }, ...chips, sortSelect, cancelButton),
-    h("div", { class: "toolbar" }, tagsInput, templateChip, h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput,
-      h("span", { class: "muted keys" }, "keys: j k move, Enter opens, x selects, / searches")),
+    h("div", { class: "toolbar" }, admin ? [teamSelect, engineInput, poolInput] : null, nameInput, tagsInput, templateChip,
+      h("span", { class: "muted" }, "created"), fromInput, h("span", { class: "muted" }, "to"), toInput,
+      h("span", { class: "muted keys" }, mayAct() ? "keys: j k move, Enter opens, x selects, / searches" : "keys: j k move, Enter opens, / searches")),
     h("div", { class: "table-wrap" }, h("table", {},
-      h("thead", {}, h("tr", {}, h("th", {}, ""), h("th", {}, "Job"), h("th", {}, "Status"), h("th", {}, "Progress"), h("th", {}, "Template"), h("th", {}, "Node"), h("th", {}, "Created"))),
+      h("thead", {}, h("tr", {}, ...heads.map((t) => h("th", {}, t)))),
       tbody)),
     h("div", { class: "toolbar" }, more),
   ];
@@ -445,7 +493,7 @@ function listKeys(tbody, search) {
       case "j": move(at + 1); break;
       case "k": move(at - 1); break;
       case "Enter": case "o": if (current) navigate(current.querySelector("a[data-link]").getAttribute("href")); break;
-      case "x": if (current) { const box = current.querySelector("input[type=checkbox]"); if (!box.disabled) box.click(); } break;
+      case "x": if (current) { const box = current.querySelector("input[type=checkbox]"); if (box && !box.disabled) box.click(); } break;
       case "/": search.focus(); break;
       default: return;
     }
@@ -529,6 +577,7 @@ function timelineOf(log) {
 
 function jobScreen(id) {
   const container = h("div");
+  let shown = "";
   const logPre = h("pre", { class: "log", "aria-label": "log" }, "…");
   const timeline = h("ol", { class: "timeline" });
   const deliveries = h("section", { class: "panel", id: "deliveries", hidden: true }, h("h2", {}, "Webhook deliveries"),
@@ -537,32 +586,33 @@ function jobScreen(id) {
   async function load() {
     let job;
     const names = await templateNames();
-    try { job = await api("GET", `/api/v2/jobs/${id}`); } catch (e) {
+    try { job = await api("GET", `${jobsAPI()}/${id}`); shown = JSON.stringify(job); } catch (e) {
       container.replaceChildren(h("p", { class: "empty" }, e.status === 404 ? "No such job." : e.message));
       return;
     }
     const stats = job.stats || {};
     const waiting = ["queued", "pending"].includes(job.status);
-    const cancel = waiting
+    const acts = mayAct();
+    const cancel = waiting && acts
       ? h("button", { class: "danger", onclick: async () => {
         if (!confirm(`Cancel the job ${job.id}, with its related jobs still waiting?`)) return;
         try {
-          const cancelled = await api("PATCH", `/api/v2/jobs/${id}/cancel`);
+          const cancelled = await api("PATCH", `${jobsAPI()}/${id}/cancel`);
           toast(`cancelled: ${cancelled.map((j) => j.id).join(", ")}`);
           load();
         } catch (e) { toast(`not cancelled: ${e.message}`); }
       } }, "Cancel")
       : null;
-    const stop = job.status === "render:dorender"
+    const stop = job.status === "render:dorender" && acts
       ? h("button", { class: "danger", onclick: async () => {
         if (!confirm(`Stop the render of ${job.id} on node ${job.node || "?"}? What it rendered so far is discarded.`)) return;
-        try { await api("POST", `/api/v2/jobs/${id}/stop`); toast("render stopped"); load(); } catch (e) { toast(`not stopped: ${e.message}`); }
+        try { await api("POST", `${jobsAPI()}/${id}/stop`); toast("render stopped"); load(); } catch (e) { toast(`not stopped: ${e.message}`); }
       } }, "Stop")
       : null;
-    const retry = ["error", "manually_cancelled"].includes(job.status)
+    const retry = ["error", "manually_cancelled"].includes(job.status) && acts
       ? h("button", { onclick: async () => {
         try {
-          const again = await api("POST", `/api/v2/jobs/${id}/retry`);
+          const again = await api("POST", `${jobsAPI()}/${id}/retry`);
           toast(`retried as ${again.id}`);
           navigate(`/ui/jobs/${again.id}`);
         } catch (e) { toast(`not retried: ${e.message}`); }
@@ -573,6 +623,8 @@ function jobScreen(id) {
       h("section", { class: "panel" },
         progressBar(job.status, job.progress),
         h("dl", { class: "facts" },
+          job.name ? [h("dt", {}, "Name"), h("dd", { id: "job-name-fact" }, job.name)] : null,
+          job.team ? [h("dt", {}, "Team"), h("dd", {}, job.team.name)] : null,
           h("dt", {}, "Progress"), h("dd", {}, `${Math.round(job.progress || 0)}%`),
           h("dt", {}, "Template"), h("dd", {}, templateLink(job.templateId, names)),
           job.composition ? [h("dt", {}, "Composition"), h("dd", {}, job.composition)] : null,
@@ -583,6 +635,8 @@ function jobScreen(id) {
           h("dt", {}, "Attempts"), h("dd", {}, String(job.attempts || 0)),
           h("dt", {}, "Priority"), h("dd", {}, String(job.priority || 0)),
           h("dt", {}, "Tags"), h("dd", {}, (job.tags || []).length ? job.tags.join(", ") : "—"),
+          job.pool ? [h("dt", {}, "Pool"), h("dd", {}, job.pool)] : null,
+          (job.limits || []).length ? [h("dt", {}, "Limits"), h("dd", {}, job.limits.join(", "))] : null,
           job.node ? [h("dt", {}, "Node"), h("dd", {}, job.node)] : null,
           stats.error ? [h("dt", {}, "Error"), h("dd", {}, stats.error)] : null,
           stats.waitingFor ? [h("dt", {}, "Waiting for"), h("dd", {}, stats.waitingFor)] : null,
@@ -590,7 +644,8 @@ function jobScreen(id) {
           job.children && job.children.length ? [h("dt", {}, "Children"), h("dd", {}, ...job.children.map((c) => h("div", {}, h("a", { href: `/ui/jobs/${c}`, "data-link": true }, c))))] : null,
           job.batchId ? [h("dt", {}, "Batch"), h("dd", {}, h("a", { href: `/ui/batches/${job.batchId}`, "data-link": true, class: "mono" }, job.batchId))] : null)),
       chunksPanel(job.chunks),
-      waiting ? retagForm(job, load) : null,
+      me.kind === "admin" ? chunksTable(job, load) : null,
+      waiting && acts ? retagForm(job, load) : null,
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
         job.assets && job.assets.length ? h("ul", { class: "assets" }, ...job.assets.map(assetItem)) : h("p", { class: "muted" }, "none")),
@@ -598,7 +653,7 @@ function jobScreen(id) {
       deliveries,
       h("section", { class: "panel" }, h("h2", {}, "Log"), logPre)].filter(Boolean));
     try {
-      const resp = await fetch(`/api/v2/jobs/${id}/logs`, { headers: { Authorization: `Bearer ${token}` } });
+      const resp = await fetch(`${jobsAPI()}/${id}/logs`, { headers: { Authorization: `Bearer ${token}` } });
       const text = resp.ok ? await resp.text() : `HTTP ${resp.status}`;
       logPre.textContent = text;
       logPre.scrollTop = logPre.scrollHeight;
@@ -609,11 +664,42 @@ function jobScreen(id) {
     } catch { /* the next event reloads */ }
   }
   let timer = null;
-  leaveScreen = onEvents((ev) => {
+  const stopEvents = onEvents((ev) => {
     if (ev.id === id || ev.type === "refresh") { clearTimeout(timer); timer = setTimeout(load, 200); }
   });
+  // The farm's event stream carries no job's changes: the admin's page reads the job again.
+  // Only a change redraws it, so a form being filled in is left alone.
+  const ticker = me.kind === "admin" ? setInterval(() => {
+    if (!document.hidden) api("GET", `${jobsAPI()}/${id}`).then((now) => { if (JSON.stringify(now) !== shown) load(); }).catch(() => {});
+  }, 3000) : null;
+  leaveScreen = () => { stopEvents(); clearInterval(ticker); };
   load();
   return [container];
+}
+
+// chunksTable lists a split job's chunks for the farm's admin, one row each, with a button that
+// takes a rendering chunk back from its node and queues it again (a render stuck on a slow node).
+function chunksTable(job, reload) {
+  if (!job.chunks || !job.chunks.length) return null;
+  const rows = job.chunks.map((c) => h("tr", { "data-chunk": String(c.index) },
+    h("td", { class: "num" }, String(c.index + 1)),
+    h("td", {}, `${c.frames[0]}–${c.frames[1]}`),
+    h("td", {}, badge(c.status)),
+    h("td", {}, progressBar(c.status, c.progress), h("span", { class: "pct" }, `${Math.round(c.progress || 0)}%`)),
+    h("td", { class: "name mono" }, c.node || ""),
+    h("td", { class: "num" }, String(c.attempts || 0)),
+    h("td", { class: "name muted" }, c.error || ""),
+    h("td", {}, c.status === "render:dorender" ? h("button", { class: "quiet", onclick: async () => {
+      if (!confirm(`Take chunk ${c.index + 1} back from node ${c.node} and queue it again?`)) return;
+      try {
+        await api("POST", `${jobsAPI()}/${job.id}/chunks/${c.index}/retry`);
+        toast(`chunk ${c.index + 1} queued again`);
+        reload();
+      } catch (e) { toast(`not sent again: ${e.message}`); }
+    } }, "Send again") : null)));
+  return h("section", { class: "panel", id: "chunk-table" }, h("h2", {}, "Chunks, one by one"),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ...["#", "Frames", "Status", "Progress", "Node", "Attempts", "Error", ""].map((t) => h("th", {}, t)))),
+      h("tbody", {}, ...rows))));
 }
 
 // retagForm changes a waiting job's priority and tags: its place in the queue.
@@ -623,7 +709,7 @@ function retagForm(job, reload) {
   return h("form", { class: "panel toolbar", id: "retag", onsubmit: async (e) => {
     e.preventDefault();
     try {
-      await api("PATCH", `/api/v2/jobs/${job.id}`, { priority: Number(priority.value), tags: tags.value.split(",").map((t) => t.trim()).filter(Boolean) });
+      await api("PATCH", `${jobsAPI()}/${job.id}`, { priority: Number(priority.value), tags: tags.value.split(",").map((t) => t.trim()).filter(Boolean) });
       toast("priority and tags saved");
       reload();
     } catch (err) { toast(`not saved: ${err.message}`); }
@@ -639,7 +725,7 @@ function templatesScreen() {
     tbody.replaceChildren(...(list.length ? list.map((t) => h("tr", {},
       h("td", { class: "name" }, h("a", { href: `/ui/templates/${t.id}`, "data-link": true }, t.displayName)),
       h("td", {}, t.type), h("td", {}, badge(t.status)), h("td", { class: "muted" }, age(t.createdAt))))
-      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, "No templates yet: drop a .zip, .aep or .mogrt above."))]));
+      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, mayAct() ? "No templates yet: drop a .zip, .aep or .mogrt above." : "No templates yet."))]));
   }
   async function upload(file) {
     const ext = file.name.split(".").pop().toLowerCase();
@@ -670,7 +756,7 @@ function templatesScreen() {
   }, "Drop a template here, or ", h("label", { class: "chip file" }, "choose a file", input), progress);
   load().catch((e) => toast(e.message));
   leaveScreen = onEvents((ev) => { if (ev.type === "template" || ev.type === "refresh") load().catch(() => {}); });
-  return [h("h1", {}, "Templates", liveBadge()), h("section", { class: "panel" }, drop),
+  return [h("h1", {}, "Templates", liveBadge()), mayAct() ? h("section", { class: "panel" }, drop) : null,
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Name"), h("th", {}, "Type"), h("th", {}, "Status"), h("th", {}, "Created"))), tbody))];
 }
 
@@ -732,7 +818,7 @@ function posterPanel(tpl, comps, byComp) {
   const body = h("div", {}, h("p", { class: "muted" }, "…"));
   const panel = h("section", { class: "panel poster", id: "poster" }, h("h2", {}, "Poster frame"), body);
   let jobId = null;
-  const again = () => h("button", { class: "quiet", onclick: () => request("").catch((e) => toast(e.message)) }, "Render it again");
+  const again = () => (mayAct() ? h("button", { class: "quiet", onclick: () => request("").catch((e) => toast(e.message)) }, "Render it again") : "");
   function showJob(job) {
     jobId = job.id;
     panel.dataset.status = job.status;
@@ -768,7 +854,8 @@ function posterPanel(tpl, comps, byComp) {
     if (id) { showJob(await api("GET", `/api/v2/jobs/${id}`)); return; }
     const [newest] = await api("GET", `/api/v2/jobs?tags=${tag}&sort=newest_first&limit=1&minimal=false`);
     if (newest) showJob(newest);
-    else await request(tag);
+    else if (mayAct()) await request(tag);
+    else body.replaceChildren(h("p", { class: "muted" }, "No poster frame has been rendered yet."));
   }
   refresh().catch((e) => body.replaceChildren(h("p", { class: "empty" }, e.message)));
   return { panel, onEvent: (ev) => { if (ev.type === "job" && ev.id === jobId) refresh(jobId).catch(() => {}); } };
@@ -795,7 +882,7 @@ function templateScreen(id) {
         navigate("/ui/templates");
       } catch (e) { toast(e.message); }
     } }, "Delete");
-    head.append(h("span", { class: "actions" }, rename, remove));
+    if (mayAct()) head.append(h("span", { class: "actions" }, rename, remove));
     if (tpl.status !== "uploaded") {
       container.replaceChildren(head, h("p", { class: tpl.status === "error" ? "problem" : "muted" }, tpl.error || "Inspecting the file…"));
       return; // its next status arrives as an event
@@ -806,8 +893,8 @@ function templateScreen(id) {
     for (const l of layers) (byComp.get(String(l.composition_id)) || []).push(l);
     const nameOf = new Map(comps.map((c) => [c.aeid, c.name]));
     poster = comps.length ? posterPanel(tpl, comps, byComp) : null;
-    const form = renderForm(tpl, comps, byComp);
-    container.replaceChildren(head, poster ? h("div", { class: "split" }, poster.panel, form) : form,
+    const form = mayAct() ? renderForm(tpl, comps, byComp) : null;
+    container.replaceChildren(head, poster && form ? h("div", { class: "split" }, poster.panel, form) : poster ? poster.panel : form || "",
       h("p", { class: "muted" }, "Use a composition's name as template.composition and a layer's name as an asset's layerName. Layers inside nested compositions are found from the composition that nests them."),
       ...comps.map((c) => h("section", { class: "panel", "data-composition": c.name },
         h("h2", {}, c.name, " ", h("span", { class: "muted" }, `${c.width}×${c.height}, ${c.frame_rate} fps, ${c.duration} s`)),
@@ -881,7 +968,7 @@ function batchScreen(id) {
     const st = b.stats;
     const parts = [["finished", st.finished], ["error", st.error - st.cancelled], ["rendering", st.pending], ["cancelled", st.cancelled]];
     const bar = countsBar(st);
-    const cancellable = b.jobs.some((j) => ["queued", "pending"].includes(j.status));
+    const cancellable = mayAct() && b.jobs.some((j) => ["queued", "pending"].includes(j.status));
     container.replaceChildren(
       h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(st.cancelled === st.total ? "manually_cancelled" : b.status), liveBadge(),
         cancellable ? h("button", { class: "danger actions", onclick: async () => {
@@ -917,14 +1004,14 @@ function libraryScreen() {
     const [fl, sl] = await Promise.all([api("GET", "/api/v2/fonts"), api("GET", "/api/v2/secrets")]);
     fonts.replaceChildren(...(fl.length ? fl.map((f) => h("tr", { "data-font": f.fileName },
       h("td", { class: "name" }, f.fileName), h("td", {}, f.familyName), h("td", { class: "muted" }, age(f.createdAt)),
-      h("td", {}, h("button", { class: "quiet", onclick: async () => {
+      h("td", {}, mayAct() && h("button", { class: "quiet", onclick: async () => {
         if (!confirm(`Delete the font ${f.fileName}?`)) return;
         try { await api("DELETE", `/api/v2/fonts/${f.id}`); load(); } catch (e) { toast(e.message); }
       } }, "Delete"))))
       : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, "No fonts. Jobs name fonts by file name in their fonts list."))]));
     secrets.replaceChildren(...(sl.length ? sl.map((x) => h("tr", { "data-secret": x.name },
       h("td", { class: "name mono" }, `\${secret.${x.name}}`), h("td", { class: "muted" }, age(x.createdAt)),
-      h("td", {}, h("button", { class: "quiet", onclick: async () => {
+      h("td", {}, mayAct() && h("button", { class: "quiet", onclick: async () => {
         if (!confirm(`Delete the secret ${x.name}?`)) return;
         try { await api("DELETE", `/api/v2/secrets/${x.id}`); load(); } catch (e) { toast(e.message); }
       } }, "Delete"))))
@@ -956,12 +1043,43 @@ function libraryScreen() {
   load().catch((e) => toast(e.message));
   return [h("h1", {}, "Fonts and secrets"),
     h("section", { class: "panel" }, h("h2", {}, "Fonts"),
-      h("div", { class: "toolbar" }, h("label", { class: "chip file" }, "Add a font (.ttf, .otf)", fontFile)),
+      mayAct() ? h("div", { class: "toolbar" }, h("label", { class: "chip file" }, "Add a font (.ttf, .otf)", fontFile)) : null,
       h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "File"), h("th", {}, "Family"), h("th", {}, "Added"), h("th", {}, ""))), fonts))),
     h("section", { class: "panel" }, h("h2", {}, "Secrets"),
       h("p", { class: "muted" }, "Jobs refer to a secret as ${secret.NAME}; its value is never shown, and is hidden from logs and errors."),
-      form,
-      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Reference"), h("th", {}, "Added"), h("th", {}, ""))), secrets)))];
+      mayAct() ? form : null,
+      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Reference"), h("th", {}, "Added"), h("th", {}, ""))), secrets))),
+    me.role === "manager" ? tokensPanel() : null];
+}
+
+// tokensPanel lets a team's manager issue its team's tokens (each shown once) and revoke them.
+function tokensPanel() {
+  const tbody = h("tbody");
+  const shown = h("p", { class: "muted", id: "new-token" });
+  async function load() {
+    const list = await api("GET", "/api/v2/tokens");
+    tbody.replaceChildren(...list.map((t) => h("tr", { "data-token": t.id },
+      h("td", { class: "mono" }, t.id), h("td", {}, t.role), h("td", { class: "muted" }, age(t.createdAt)),
+      h("td", { class: "muted" }, t.expired ? "expired" : t.expiresAt ? `until ${when(t.expiresAt)}` : "never expires"),
+      h("td", {}, t.id === currentTokenID ? h("span", { class: "muted" }, "this page's") : h("button", { class: "quiet", onclick: async () => {
+        if (!confirm(`Revoke the ${t.role}'s token ${t.id}? It stops working at once.`)) return;
+        try { await api("DELETE", `/api/v2/tokens/${t.id}`); load(); } catch (e) { toast(e.message); }
+      } }, "Revoke")))));
+  }
+  const role = h("select", { id: "token-role", "aria-label": "role" }, ...["viewer", "submitter", "manager"].map((r) => h("option", { value: r }, r)));
+  const form = h("form", { class: "toolbar", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      const made = await api("POST", "/api/v2/tokens", { role: role.value });
+      shown.replaceChildren(`A ${made.role}'s token, shown this once: `, h("code", {}, made.token));
+      load();
+    } catch (err) { toast(err.message); }
+  } }, role, h("button", { type: "submit" }, "Issue a token"));
+  load().catch((e) => toast(e.message));
+  return h("section", { class: "panel", id: "tokens" }, h("h2", {}, "Tokens of the team"),
+    h("p", { class: "muted" }, "A viewer's token reads only; a submitter's also sends and acts on work; a manager's also issues and revokes the team's tokens."),
+    form, shown,
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ...["Token", "Role", "Issued", "Expires", ""].map((t) => h("th", {}, t)))), tbody)));
 }
 
 // ---- charts: small SVGs, no library ----
@@ -976,7 +1094,7 @@ function svg(tag, attrs = {}) {
 
 // chart draws series over the minutes: bars (stacked, in order) or lines, with the scale of its
 // values (axis, in what they count) and of time; its legend says what the last minute held.
-function chart(title, minutes, series, { kind = "line", unit = "", axis = "" } = {}) {
+function chart(title, minutes, series, { kind = "line", unit = "", axis = "", span = "last hour", step = "min" } = {}) {
   const W = 600, H = 120, pad = 4;
   const n = minutes.length;
   const values = series.map((s) => minutes.map(s.value));
@@ -1009,9 +1127,9 @@ function chart(title, minutes, series, { kind = "line", unit = "", axis = "" } =
     return h("span", {}, h("span", { class: `dot ${s.class}` }), ` ${s.label} `, h("b", {}, v === null ? "—" : `${Math.round(v * 10) / 10}${unit}`));
   });
   const scale = (v) => `${Math.round(v * 10) / 10} ${axis}`.trim();
-  return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, "last hour")),
+  return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, span)),
     h("div", { class: "plot" }, h("div", { class: "axis-y", "aria-hidden": "true" }, h("span", {}, scale(top)), h("span", {}, scale(top / 2)), h("span", {}, scale(0))),
-      el, h("span"), h("div", { class: "axis-x", "aria-hidden": "true" }, h("span", {}, `${n} min ago`), h("span", {}, `${Math.round(n / 2)} min ago`), h("span", {}, "now"))),
+      el, h("span"), h("div", { class: "axis-x", "aria-hidden": "true" }, h("span", {}, `${n} ${step} ago`), h("span", {}, `${Math.round(n / 2)} ${step} ago`), h("span", {}, "now"))),
     h("p", { class: "legend" }, ...legend));
 }
 
@@ -1090,34 +1208,125 @@ function farmScreen() {
 
 // ---- routing ----
 
-// adminJobsScreen: jobs belong to teams, and the admin token reads none of them; the admin is
-// shown the teams and how to see one's work, never an empty list.
-function adminJobsScreen() {
-  const tbody = h("tbody", {}, h("tr", {}, h("td", { colspan: "3", class: "muted" }, "…")));
-  api("GET", "/api/v2/admin/tokens").then((tokens) => {
-    const teams = new Map();
-    for (const t of tokens) {
-      const team = teams.get(t.team.id) || { name: t.team.name, tokens: 0, expired: 0 };
-      team.tokens++;
-      if (t.expired) team.expired++;
-      teams.set(t.team.id, team);
+// teamsScreen shows the farm's admin each team: its policy (editable), what it holds of the farm
+// now and waits for, and what it used over the last 24 hours, charted hour by hour.
+function teamsScreen() {
+  const tbody = h("tbody");
+  const share = h("section", { class: "panel", id: "farm-share" });
+  const usageChart = h("div", { id: "usage-chart", class: "charts" });
+  const editor = h("div");
+  const TEAM_COLOURS = 6;
+  const bytes = (n) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`);
+  const hours = (sec) => (sec >= 3600 ? `${(sec / 3600).toFixed(1)} h` : sec >= 60 ? `${Math.round(sec / 60)} min` : `${Math.round(sec)} s`);
+  const cap = (v) => (v === null || v === undefined ? "—" : String(v));
+  async function load() {
+    const since = new Date(Date.now() - 23 * 3600 * 1000);
+    since.setUTCMinutes(0, 0, 0);
+    const [teams, usage, tokens] = await Promise.all([api("GET", "/api/v2/admin/teams"),
+      api("GET", `/api/v2/admin/usage?from=${since.toISOString()}`), api("GET", "/api/v2/admin/tokens")]);
+    teams.sort((a, b) => a.name.localeCompare(b.name));
+    const usageOf = new Map(usage.teams.map((u) => [u.team.id, u]));
+    const live = new Map();
+    for (const t of tokens) if (!t.expired) live.set(t.team.id, (live.get(t.team.id) || 0) + 1);
+    const colour = new Map(teams.map((t, i) => [t.id, `team${i % TEAM_COLOURS}`]));
+
+    const running = teams.reduce((n, t) => n + t.running, 0);
+    const bar = h("div", { class: "stack", role: "img", "aria-label": teams.map((t) => `${t.name} ${t.running} slots`).join(", ") });
+    for (const t of teams) {
+      if (!t.running) continue;
+      const seg = h("span", { class: `seg ${colour.get(t.id)}`, title: `${t.name}: ${t.running} slots` });
+      seg.style.flexGrow = String(t.running);
+      bar.append(seg);
     }
-    tbody.replaceChildren(...(teams.size ? [...teams.values()].sort((a, b) => a.name.localeCompare(b.name)).map((t) => h("tr", { "data-team": t.name },
-      h("td", { class: "name" }, t.name), h("td", {}, String(t.tokens - t.expired)), h("td", { class: "muted" }, t.expired ? `${t.expired} expired` : "")))
-      : [h("tr", {}, h("td", { colspan: "3", class: "empty" }, "No team yet: framefarm token create --team NAME makes one."))]));
-  }).catch((e) => toast(e.message));
-  return [h("h1", {}, "Jobs"),
-    h("section", { class: "panel" }, h("p", {}, "Jobs, templates and fonts belong to teams: the farm admin's token reads none of them. ",
-      "To see a team's work, sign in with one of its tokens (framefarm token create --team NAME prints one, with a link that signs you in). ",
-      "The farm's load, its render nodes and its replicas are on the ", h("a", { href: "/ui/farm", "data-link": true }, "Farm"), " screen.")),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Team"), h("th", {}, "Tokens"), h("th", {}, ""))), tbody))];
+    share.replaceChildren(h("h2", {}, "The farm's slots now"), running ? bar : h("p", { class: "muted" }, "No render holds a slot."),
+      h("p", { class: "legend" }, ...teams.map((t) => h("span", {}, h("span", { class: `dot ${colour.get(t.id)}` }), ` ${t.name} `,
+        h("b", {}, `${t.running} (${Math.round((t.share || 0) * 100)}%)`)))));
+
+    tbody.replaceChildren(...(teams.length ? teams.map((t) => {
+      const p = t.policy;
+      const u = (usageOf.get(t.id) || {}).total || {};
+      return h("tr", { "data-team": t.name },
+        h("td", { class: "name" }, h("a", { href: `/ui/jobs?team=${encodeURIComponent(t.name)}`, "data-link": true }, t.name)),
+        h("td", { class: "num" }, String(live.get(t.id) || 0)),
+        h("td", { class: "num", "data-field": "weight" }, String(p.weight)),
+        h("td", { class: "num" }, String(p.guaranteedSlots)),
+        h("td", { class: "num" }, cap(p.maxRunning)),
+        h("td", { class: "num" }, `${cap(p.maxQueuedJobs)} / ${cap(p.maxQueuedChunks)}`),
+        h("td", { class: "num" }, cap(p.maxPriority)),
+        h("td", {}, p.pools ? p.pools.join(", ") || "none" : "any"),
+        h("td", { class: "num" }, `${t.running} (${Math.round((t.share || 0) * 100)}%)`),
+        h("td", { class: "num" }, `${t.queued.jobs} / ${t.queued.chunks}`),
+        h("td", { class: "num" }, hours(u.renderSeconds || 0)),
+        h("td", { class: "num" }, String(u.frames || 0)),
+        h("td", { class: "num" }, `${u.jobsFinished || 0} / ${u.jobsFailed || 0}`),
+        h("td", { class: "num" }, bytes(u.outputBytes || 0)),
+        h("td", {}, h("button", { class: "quiet", onclick: () => edit(t) }, "Edit")));
+    }) : [h("tr", {}, h("td", { colspan: "15", class: "empty" }, "No team yet: framefarm token create --team NAME makes one."))]));
+
+    // Render time hour by hour, a line per team, in the unit its largest hour reads best in.
+    const buckets = [];
+    for (let at = since.getTime(); at <= Date.now(); at += 3600 * 1000) buckets.push(at);
+    const most = Math.max(0, ...usage.teams.flatMap((u) => u.hours.map((x) => x.renderSeconds)));
+    const [per, unit] = most >= 7200 ? [3600, "h"] : most >= 120 ? [60, "min"] : [1, "s"];
+    const series = teams.map((t) => {
+      const byHour = new Map(((usageOf.get(t.id) || {}).hours || []).map((x) => [new Date(x.at).getTime(), x.renderSeconds / per]));
+      return { label: t.name, class: colour.get(t.id), value: (at) => byHour.get(at) || 0 };
+    });
+    usageChart.replaceChildren(chart("Render time per team, each hour", buckets, series, { unit: ` ${unit}`, axis: unit, span: "last 24 hours", step: "h" }));
+  }
+  // edit opens the team's policy in a form: an empty cap is no cap.
+  function edit(t) {
+    const p = t.policy;
+    const field = (name, label, v, hint) => h("label", { class: "field" }, h("span", {}, label),
+      h("input", { type: name === "pools" ? "text" : "number", name, value: v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v),
+        placeholder: hint, "aria-label": label, min: name === "weight" ? "1" : name === "maxPriority" ? undefined : "0" }));
+    const form = h("form", { class: "panel", id: "policy-form", onsubmit: async (e) => {
+      e.preventDefault();
+      const change = {};
+      for (const input of form.querySelectorAll("input")) {
+        const text = input.value.trim();
+        if (input.name === "pools") change.pools = text === "" ? null : text.split(",").map((x) => x.trim()).filter(Boolean);
+        else if (input.name === "weight" || input.name === "guaranteedSlots") change[input.name] = Number(text || (input.name === "weight" ? 1 : 0));
+        else change[input.name] = text === "" ? null : Number(text);
+      }
+      try {
+        await api("PATCH", `/api/v2/admin/teams/${encodeURIComponent(t.id)}`, change);
+        toast(`${t.name}'s policy saved`);
+        editor.replaceChildren();
+        load();
+      } catch (err) { toast(`not saved: ${err.message}`); }
+    } }, h("h2", {}, `Policy of ${t.name}`),
+    h("div", { class: "fields" },
+      field("weight", "Weight", p.weight, "1"), field("guaranteedSlots", "Guaranteed slots", p.guaranteedSlots, "0"),
+      field("maxRunning", "Max running", p.maxRunning, "no cap"), field("maxQueuedJobs", "Max queued jobs", p.maxQueuedJobs, "no cap"),
+      field("maxQueuedChunks", "Max queued chunks", p.maxQueuedChunks, "no cap"), field("maxPriority", "Max priority", p.maxPriority, "no cap"),
+      field("pools", "Pools it may name", p.pools, "any")),
+    h("div", { class: "toolbar" }, h("button", { type: "submit" }, "Save"), h("button", { type: "button", class: "quiet", onclick: () => editor.replaceChildren() }, "Close"),
+      h("span", { class: "muted" }, "Free slots go to teams by weight; a team below its guaranteed slots goes first. An empty cap is no cap.")));
+    editor.replaceChildren(form);
+    form.querySelector("input").focus();
+  }
+  load().catch((e) => toast(e.message));
+  const timer = setInterval(() => { if (!document.hidden && !editor.firstChild) load().catch(() => {}); }, 10000);
+  leaveScreen = () => clearInterval(timer);
+  return [h("h1", {}, "Teams"), share, editor,
+    h("div", { class: "table-wrap" }, h("table", { id: "teams" }, h("thead", {}, h("tr", {}, ...["Team", "Tokens", "Weight", "Guaranteed", "Max running",
+      "Max queued (jobs / chunks)", "Max priority", "Pools", "Running (share)", "Queued (jobs / chunks)", "Render time, 24 h", "Frames", "Finished / failed", "Output", ""]
+      .map((x) => h("th", {}, x)))), tbody)),
+    usageChart];
 }
 
 function screenFor(path) {
   const parts = path.replace(/^\/ui\/?/, "").split("/").filter(Boolean);
   if (!me) return ["signin", signInScreen()];
-  if (me.kind === "admin" && ["jobs", "templates", "library", "batches"].includes(parts[0])) return ["jobs", adminJobsScreen()];
+  // The admin's token reads every team's jobs, not their templates, batches or libraries.
+  const elsewhere = (me.kind === "admin" && ["templates", "library", "batches"].includes(parts[0])) || (me.kind !== "admin" && parts[0] === "teams");
+  if (elsewhere) {
+    history.replaceState(null, "", "/ui/jobs");
+    return ["jobs", jobsScreen()];
+  }
   switch (parts[0]) {
+    case "teams": return ["teams", teamsScreen()];
     case "jobs": return parts[1] ? ["jobs", jobScreen(parts[1])] : ["jobs", jobsScreen()];
     case "templates": return parts[1] ? ["templates", templateScreen(parts[1])] : ["templates", templatesScreen()];
     case "batches": return parts[1] ? ["batches", batchScreen(parts[1])] : ["batches", batchesScreen()];
