@@ -136,11 +136,6 @@ func JoinEncodes(s Settings) bool {
 	return s.Type != OutputImage && strings.HasPrefix(s.Codec, "video_h264_cbr_")
 }
 
-// MinChunkFrames is the fewest frames a chunk of a split job holds. x264 starts a segment of
-// three frames or more with the decoding delay its B-frames need, and one of one or two frames
-// without: a join mixing both would leave a gap at their seam.
-const MinChunkFrames = 3
-
 // ChunkExtension is the file extension of a chunk's output: its frames encoded as the job asks,
 // in a container its join concatenates without decoding (MPEG-TS for H.264, QuickTime for
 // ProRes), a Matroska file of CodecLossless when the join encodes, or the zip of its frames for

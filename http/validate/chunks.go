@@ -8,12 +8,8 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 )
 
-// MaxChunks caps the chunks of one job: its join's task names every chunk. MaxBatchChunks caps
-// those of one batch, which are written with it in one transaction.
-const (
-	MaxChunks      = 5000
-	MaxBatchChunks = 20000
-)
+// MaxBatchChunks caps the chunks of one batch, which are written with it in one transaction.
+const MaxBatchChunks = 20000
 
 // TooManyChunks refuses a batch's job whose chunks would take the batch's past MaxBatchChunks.
 func TooManyChunks(n int) *Error {
@@ -28,9 +24,9 @@ type rawChunks struct {
 	Count  *float64 `json:"count"`
 }
 
-// chunks plans how a job splits into chunks rendered on several nodes: as its "chunks" field
-// asks, or by the farm's default. A job that asked but cannot be split renders whole, and its
-// log says why.
+// chunks reads how a job splits into chunks rendered on several nodes: as its "chunks" field
+// asks, or by the farm's default (renderer.PlanChunks plans them). A job that asked but cannot
+// be split renders whole, and its log says why.
 func (c *checker) chunks(raw json.RawMessage, job *Job, comp *renderer.Composition, path string) {
 	asked := len(raw) > 0 && string(raw) != "null"
 	size, count := c.lim.ChunkFrames, 0
@@ -51,8 +47,8 @@ func (c *checker) chunks(raw json.RawMessage, job *Job, comp *renderer.Compositi
 			}
 			size = int(*rc.Frames)
 		default:
-			if !integerIn(*rc.Count, 1, MaxChunks) {
-				c.add(CodeValidation, at(path, "count"), "must be an integer from 1 to %d", MaxChunks)
+			if !integerIn(*rc.Count, 1, renderer.MaxChunks) {
+				c.add(CodeValidation, at(path, "count"), "must be an integer from 1 to %d", renderer.MaxChunks)
 				return
 			}
 			count = int(*rc.Count)
@@ -65,34 +61,16 @@ func (c *checker) chunks(raw json.RawMessage, job *Job, comp *renderer.Compositi
 	if why == "" && !asked && to-from+1 < c.lim.ChunkAbove {
 		return
 	}
-	frames := to - from + 1
 	if why == "" {
-		if count > 0 {
-			size = frames / count
-		}
-		switch n := frames / max(size, 1); {
-		case size < renderer.MinChunkFrames || n < 2:
-			why = fmt.Sprintf("its %d frames make a single chunk", frames)
-		case n > MaxChunks && asked:
-			c.add(CodeValidation, path, "would make %d chunks; a job has at most %d (ask for larger chunks)", n, MaxChunks)
+		plan, err := renderer.PlanChunks(from, to, size, count, asked)
+		if err != nil {
+			c.add(CodeValidation, path, "%s", err)
 			return
-		case n > MaxChunks:
-			size = (frames + MaxChunks - 1) / MaxChunks
 		}
+		why, job.ChunkFrames, job.Chunks = plan.Unsplit, plan.Size, plan.Chunks
 	}
-	if why != "" {
-		if asked {
-			job.Unsplit = why
-		}
-		return
-	}
-	job.ChunkFrames = size
-	for start := from; start+size-1 <= to; start += size {
-		end := start + size - 1
-		if end+size > to {
-			end = to // the last chunk takes the frames left over
-		}
-		job.Chunks = append(job.Chunks, renderer.Frames{Start: start, End: end, Range: true})
+	if why != "" && asked {
+		job.Unsplit = why
 	}
 }
 

@@ -643,7 +643,7 @@ func TestChunkPlans(t *testing.T) {
 	if _, err := ParseJob([]byte(`{`+main+`, "chunks": {"frames": 3}}`), many, Limits{}); err == nil || !strings.Contains(err.Message, "at most 5000") {
 		t.Errorf("1,000,000 chunks: %v", err)
 	}
-	if job, err := ParseJob([]byte(`{`+main+`}`), many, Limits{ChunkFrames: 3}); err != nil || len(job.Chunks) != MaxChunks {
+	if job, err := ParseJob([]byte(`{`+main+`}`), many, Limits{ChunkFrames: 3}); err != nil || len(job.Chunks) != renderer.MaxChunks {
 		t.Errorf("the farm's default over 3,000,000 frames: %v chunks, %v", len(job.Chunks), err)
 	}
 }
