@@ -36,6 +36,22 @@ type Renderer interface {
 	Render(ctx context.Context, task *Task, report func(percent float64)) error
 }
 
+// AssetRules are what an engine can apply of a job's assets, asked when the job is created, so
+// what it cannot apply is refused then rather than failing on a render node. An engine without
+// rules takes every asset.
+type AssetRules interface {
+	// LayerType is the type of layer an asset of assetType must go into ("" for any).
+	LayerType(assetType string) string
+	// CheckAsset refuses what the engine cannot apply of an asset, naming the asset's field.
+	CheckAsset(a Asset) *AssetRefusal
+}
+
+// AssetRefusal says which field of an asset an engine cannot take, and why.
+type AssetRefusal struct {
+	Field string
+	Err   error
+}
+
 // SelfTester is a renderer that shows it works on this machine by rendering a small test of its
 // own in dir (an empty folder it may fill). A render node runs it when the coordinator asks,
 // before it quarantines the node for failures that may be its jobs' rather than its own.

@@ -28,6 +28,8 @@ import (
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/persistence/secretbox"
+	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/lottie"
 	"github.com/valyala/fasthttp"
 )
 
@@ -306,6 +308,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		Limits: validate.Limits{
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 			ChunkFrames: cfg.Jobs.ChunkFrames, ChunkAbove: cfg.Jobs.ChunkAbove, EngineLimits: cfg.Engines.engineLimits(),
+			Engines: map[string]renderer.AssetRules{renderer.EngineLottie: lottie.AssetRules{}},
 		},
 	}, api.Deps{
 		Coordinator: coordinator, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,

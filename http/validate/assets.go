@@ -12,7 +12,6 @@ import (
 
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
-	"github.com/framefarm/framefarm/renderer/lottie"
 )
 
 // assetFields says, per asset type, which fields it takes ("!" marks required ones).
@@ -149,9 +148,13 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 	if ra.LayerName != nil {
 		a.LayerName = c.str(ra.LayerName, path, "layerName")
 		layerPath := at(path, "layerName")
+		rules := c.lim.Engines[job.Engine]
 		for _, l := range c.layers(scope, a.LayerName, layerPath) {
-			if want := lottie.LayerTypeFor(a.Type); job.Engine == renderer.EngineLottie && want != "" && l.Type != want {
-				c.add(CodeValidation, layerPath, "layer %q is a %s layer; the lottie engine puts %s assets in %s layers", l.Name, l.Type, a.Type, want)
+			if rules == nil {
+				continue
+			}
+			if want := rules.LayerType(a.Type); want != "" && l.Type != want {
+				c.add(CodeValidation, layerPath, "layer %q is a %s layer; the %s engine puts %s assets in %s layers", l.Name, l.Type, job.Engine, a.Type, want)
 				break
 			}
 		}
@@ -179,11 +182,12 @@ func (c *checker) asset(job *Job, ra *rawAsset, path string, tpl *persistence.Te
 
 // engineCheck refuses, at creation, what the job's engine cannot apply.
 func (c *checker) engineCheck(job *Job, a renderer.Asset, path string) {
-	if job.Engine != renderer.EngineLottie {
+	rules := c.lim.Engines[job.Engine]
+	if rules == nil {
 		return
 	}
-	if err := lottie.Check(a); err != nil {
-		c.add(CodeValidation, at(path, err.Field), "%s (this job renders with the lottie engine)", err.Err)
+	if err := rules.CheckAsset(a); err != nil {
+		c.add(CodeValidation, at(path, err.Field), "%s (this job renders with the %s engine)", err.Err, job.Engine)
 	}
 }
 

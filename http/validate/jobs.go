@@ -44,6 +44,9 @@ type Limits struct {
 	ChunkAbove  int
 	// EngineLimits are the limits every job of an engine holds while it renders.
 	EngineLimits map[string][]string
+	// Engines are the rules of the engines that refuse some assets at creation (the Lottie
+	// engine's, from the composition root); an engine without rules takes every asset.
+	Engines map[string]renderer.AssetRules
 }
 
 func (l Limits) withDefaults() Limits {

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
+	"github.com/framefarm/framefarm/renderer/lottie"
 )
 
 // memoryCatalog is a team's library held in memory; the HTTP layer's catalog reads the store.
@@ -89,9 +91,12 @@ func testCatalog() memoryCatalog {
 	}
 }
 
+// engines are the rules the composition root gives request checking: the Lottie engine's.
+var engines = map[string]renderer.AssetRules{renderer.EngineLottie: lottie.AssetRules{}}
+
 func parse(t *testing.T, body string) (*Job, *Error) {
 	t.Helper()
-	return ParseJob([]byte(body), testCatalog(), Limits{})
+	return ParseJob([]byte(body), testCatalog(), Limits{Engines: engines})
 }
 
 func TestAcceptsTheContractsForms(t *testing.T) {
@@ -325,7 +330,7 @@ func FuzzParseJob(f *testing.F) {
 	}
 	cat := testCatalog()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		job, err := ParseJob(body, cat, Limits{})
+		job, err := ParseJob(body, cat, Limits{Engines: engines})
 		if (job == nil) == (err == nil) {
 			t.Fatalf("job %v and error %v", job, err)
 		}
@@ -345,7 +350,7 @@ func FuzzParseJoin(f *testing.F) {
 	}
 	cat := testCatalog()
 	f.Fuzz(func(t *testing.T, body []byte) {
-		job, err := ParseJoin(body, cat, Limits{})
+		job, err := ParseJoin(body, cat, Limits{Engines: engines})
 		if err != nil {
 			if err.Code == "" || err.Message == "" {
 				t.Fatalf("error without code or message: %+v", err)
@@ -695,3 +700,48 @@ func TestNamesPoolsAndLimits(t *testing.T) {
 }
 
 func intPointer(v int) *int { return &v }
+
+// refusingRules are an engine's asset rules for tests: image assets go into image layers, and a
+// text asset whose value is "no" is refused.
+type refusingRules struct{}
+
+func (refusingRules) LayerType(assetType string) string {
+	if assetType == renderer.AssetImage {
+		return "image"
+	}
+	return ""
+}
+
+func (refusingRules) CheckAsset(a renderer.Asset) *renderer.AssetRefusal {
+	if a.Type == renderer.AssetText && string(a.Value) == `"no"` {
+		return &renderer.AssetRefusal{Field: "value", Err: errors.New("this engine takes no no")}
+	}
+	return nil
+}
+
+// TestTheJobsEngineRulesItsAssets: a job's assets are checked by its engine's rules, asked
+// through the renderer's interface (the layer an asset goes into, what the engine can apply),
+// each refusal naming the field and the engine; an engine without rules takes them all.
+func TestTheJobsEngineRulesItsAssets(t *testing.T) {
+	lim := Limits{Engines: map[string]renderer.AssetRules{renderer.EngineLottie: refusingRules{}}}
+	job := func(tpl, asset string) *Error {
+		_, err := ParseJob([]byte(`{"template": {"id": "`+tpl+`", "composition": "main"}, "assets": [`+asset+`]}`), testCatalog(), lim)
+		return err
+	}
+	for _, c := range []struct{ tpl, asset, field, says string }{
+		{lottieID, `{"type": "text", "layerName": "Title", "value": "no"}`, "assets[0].value", "this engine takes no no (this job renders with the lottie engine)"},
+		{lottieID, `{"type": "image", "layerName": "Title", "src": "https://example.com/a.png"}`, "assets[0].layerName",
+			`layer "Title" is a text layer; the lottie engine puts image assets in image layers`},
+		{lottieID, `{"type": "text", "layerName": "Title", "value": "yes"}`, "", ""},
+		{aeID, `{"type": "text", "layerName": "Title", "value": "no"}`, "", ""},
+		{aeID, `{"type": "image", "layerName": "Title", "src": "https://example.com/a.png"}`, "", ""},
+	} {
+		err := job(c.tpl, c.asset)
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: refused: %+v", c.asset, err)
+		case c.field != "" && (err == nil || len(err.Details) == 0 || err.Details[0].Field != c.field || err.Details[0].Message != c.says):
+			t.Errorf("%s: %+v, want %s: %s", c.asset, err, c.field, c.says)
+		}
+	}
+}

@@ -14,17 +14,16 @@ import (
 // matter).
 var DataProperties = []string{"Source Text", "Opacity", "Position", "Scale", "Rotation", "Fill Color"}
 
-// Refusal says which field of an asset the engine cannot take, and why.
-type Refusal struct {
-	Field string
-	Err   error
-}
+// AssetRules are the Lottie engine's rules for the assets of a job, checked at its creation.
+type AssetRules struct{}
 
-// Check tells, before any render, whether this engine can apply an asset: its type, and for
-// text and data assets their values. The same parsing applies the asset at render time, so what
-// Check accepts renders. Function assets are checked by renderer.ParseFunction, layer and
+var _ renderer.AssetRules = AssetRules{}
+
+// CheckAsset tells, before any render, whether this engine can apply an asset: its type, and
+// for text and data assets their values. The same parsing applies the asset at render time, so
+// what it accepts renders. Function assets are checked by renderer.ParseFunction, layer and
 // composition names by the caller against the template's inspection.
-func Check(a renderer.Asset) *Refusal {
+func (AssetRules) CheckAsset(a renderer.Asset) *renderer.AssetRefusal {
 	var err error
 	field := "value"
 	switch a.Type {
@@ -42,7 +41,7 @@ func Check(a renderer.Asset) *Refusal {
 		field, err = "type", fmt.Errorf("%s assets are an After Effects feature; the lottie engine cannot apply them", a.Type)
 	}
 	if err != nil {
-		return &Refusal{Field: field, Err: err}
+		return &renderer.AssetRefusal{Field: field, Err: err}
 	}
 	return nil
 }
@@ -203,9 +202,9 @@ func setTextParams(doc obj, t renderer.TextParams) {
 	}
 }
 
-// LayerTypeFor is the layer type (as inspection names it) an asset type replaces on this engine,
+// LayerType is the layer type (as inspection names it) an asset type replaces on this engine,
 // or "" when any layer will do.
-func LayerTypeFor(assetType string) string {
+func (AssetRules) LayerType(assetType string) string {
 	switch assetType {
 	case renderer.AssetText:
 		return "text"
