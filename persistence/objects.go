@@ -46,8 +46,11 @@ func (j *Job) OutputKey() string {
 // job's own bucket).
 func (j *Job) OutputInFarm() bool { return j.Spec.Upload == nil || j.Spec.Upload.Params == nil }
 
+// OutputsPrefix starts the key of every job's output (each attempt's, and those uploaded in parts).
+const OutputsPrefix = "outputs/"
+
 // OutputFolder holds every attempt's output of the job.
-func (j *Job) OutputFolder() string { return "outputs/" + j.ID.String() }
+func (j *Job) OutputFolder() string { return OutputsPrefix + j.ID.String() }
 
 // OutputLink is the key clients are given for the job's output: the same for every attempt, it
 // is served from the attempt that is current when it is read (ParseOutputLink).
@@ -56,7 +59,7 @@ func (j *Job) OutputLink() string { return j.OutputFolder() + "/" + j.OutputName
 // ParseOutputLink reads a key made by OutputLink.
 func ParseOutputLink(key string) (ulid.ULID, string, bool) {
 	parts := strings.Split(key, "/")
-	if len(parts) != 3 || parts[0] != "outputs" || parts[2] == "" {
+	if len(parts) != 3 || parts[0]+"/" != OutputsPrefix || parts[2] == "" {
 		return ulid.ULID{}, "", false
 	}
 	jobID, ok := ParseID(parts[1])
@@ -75,13 +78,13 @@ func AttemptOutputKey(jobID, attempt, name string) (key string, ok bool) {
 	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return "", false
 	}
-	return "outputs/" + jobID + "/" + attempt + "/" + name, true
+	return OutputsPrefix + jobID + "/" + attempt + "/" + name, true
 }
 
 // Downloadable reports whether a key names an object clients may fetch through a signed URL:
 // template files, fonts and outputs.
 func Downloadable(key string) bool {
-	for _, prefix := range []string{"templates/", "outputs/", "fonts/"} {
+	for _, prefix := range []string{"templates/", OutputsPrefix, "fonts/"} {
 		if strings.HasPrefix(key, prefix) {
 			return true
 		}

@@ -61,7 +61,7 @@ func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock,
 		janitor: func(ctx context.Context) {
 			for {
 				// A node that died mid-upload leaves parts no job points to: a day later they go.
-				if n, err := bucket.AbortUploads(ctx, "outputs/", time.Now().Add(-24*time.Hour)); err != nil {
+				if n, err := bucket.AbortUploads(ctx, persistence.OutputsPrefix, time.Now().Add(-24*time.Hour)); err != nil {
 					log.Warn("cannot look for unfinished uploads in the bucket", "err", err)
 				} else if n > 0 {
 					log.Info("gave up uploads nodes left unfinished", "uploads", n)
