@@ -46,6 +46,9 @@ func (j *Job) OutputKey() string {
 // job's own bucket).
 func (j *Job) OutputInFarm() bool { return j.Spec.Upload == nil || j.Spec.Upload.Params == nil }
 
+// ObjectKinds are the kinds of the farm's objects, each the first part of its keys (kind/...).
+var ObjectKinds = []string{"templates", "fonts", "outputs"}
+
 // OutputsPrefix starts the key of every job's output (each attempt's, and those uploaded in parts).
 const OutputsPrefix = "outputs/"
 
@@ -84,8 +87,8 @@ func AttemptOutputKey(jobID, attempt, name string) (key string, ok bool) {
 // Downloadable reports whether a key names an object clients may fetch through a signed URL:
 // template files, fonts and outputs.
 func Downloadable(key string) bool {
-	for _, prefix := range []string{"templates/", OutputsPrefix, "fonts/"} {
-		if strings.HasPrefix(key, prefix) {
+	for _, kind := range ObjectKinds {
+		if strings.HasPrefix(key, kind+"/") {
 			return true
 		}
 	}

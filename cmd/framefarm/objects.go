@@ -115,7 +115,7 @@ func objectStoreClient(t traffic) *http.Client {
 func countObjects(store *objectStore, m *metrics.Metrics, clk clock.Clock, interval time.Duration, log *slog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
 		for {
-			for _, kind := range []string{"templates", "fonts", "outputs"} {
+			for _, kind := range persistence.ObjectKinds {
 				objects, bytes, err := store.store.Usage(ctx, kind+"/")
 				if err != nil {
 					log.Warn("cannot count the farm's objects", "kind", kind, "err", err)
