@@ -2,12 +2,14 @@
 // actor. Messages are the state transitions (STATE_MACHINE.md); the actor that owns a job is the
 // only writer of its state, so a cancel racing a dispatch has exactly one winner.
 //
-//	HTTP handler ──ask──> JobActor(id) ──persist──> store (group commit) ──ack──> handler
-//	                         │  ▲
-//	           offer/claim   │  │ progress, done, failed (fenced by attempt)
-//	                         ▼  │
-//	                    Scheduler ──assign──> NodeActor(node) ──> node's agent
+//	POST /jobs ──> intake ──CreateJobs──> store (group commit) ──ack──> handler
+//	                 └──queue──> Scheduler ──offer──> JobActor(id), activated from the store
+//	                                ▲    ◀──claim──      │ ▲ progress, done, failed
+//	                                │                    ▼ │ (fenced by attempt)
+//	                                └──slot──── NodeActor(node) ──assign──> node's agent
+//	cancel, stop, retry, retag ──ask──> JobActor(id) ──persist──> store ──> answer
 //	BatchActor(id): creates a batch's jobs in one write; cancels them through a cascade walk.
+//	sweeper: ends a split job's chunks in the background, a step at a time.
 //	TemplateProcessor: upload or download -> inspect -> uploaded | error.
 //	WebhookDispatcher: durable outbox -> HTTP delivery with retries.
 package actors
