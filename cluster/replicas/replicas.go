@@ -593,6 +593,10 @@ func (r *Replica) Leadership() <-chan bool { return r.leadership }
 // step before it acts on the records).
 func (r *Replica) Barrier(timeout time.Duration) error { return r.raft.Barrier(timeout).Error() }
 
+// TransferLeadership hands the leadership to another replica: raft elects one of the others
+// at once.
+func (r *Replica) TransferLeadership() error { return r.raft.LeadershipTransfer().Error() }
+
 // StillLeads makes sure this replica still leads: a quorum heard it within half a heartbeat
 // timeout (asked again when longer ago).
 func (r *Replica) StillLeads() bool { return r.Leading() && r.reads.stillLeads() }

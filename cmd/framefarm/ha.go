@@ -319,55 +319,20 @@ func (d *onDuty) LiveJobActors() int {
 	return look(d, func(c *actors.Coordinator) int { return c.LiveJobActors() })
 }
 
-// leaderDuties runs the leader's duties (duties, then the cluster) while this replica leads: on
-// becoming the leader, once every entry committed before is applied (a barrier), with a new
-// coordinator that restores the queue from the records; on losing the leadership, they stop at
-// once, before anything else this replica knows is acted on.
+// leaderDuties runs the leader's duties (duties, then the cluster) while this replica leads
+// (replicas.WhileLeading: after a barrier, with a new coordinator that restores the queue from
+// the records; stopped at once when the leadership is lost; handed on when they cannot start).
 func (f *farm) leaderDuties() service {
 	return background("leader duties", func(ctx context.Context) {
-		var running []service
-		var term uint64 // the term the running duties lead
-		stop := func() {
-			if running == nil {
-				return
-			}
-			f.duty.current.Store(nil)
-			stopServices(f.log, running, f.cfg.Server.ShutdownTimeout.Duration)
-			running = nil
-			f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: false, Term: term})
-		}
-		defer stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case leading := <-f.replica.Leadership():
-				if !leading {
-					if running != nil {
-						f.log.Info("no longer the leader: the duties stop")
-					}
-					stop()
-					continue
-				}
-				if running == nil {
-					running, term = f.takeLead()
-				}
-			}
-		}
+		replicas.WhileLeading(ctx, f.replica, f.takeLead, replicas.LeadOptions{Clock: f.clock, Log: f.log})
 	})
 }
 
-// takeLead starts the duties of a new term, and tells which; nil when they cannot start (logged:
-// the replica stays a leader without duties until the next change, and writes fail meanwhile).
-func (f *farm) takeLead() ([]service, uint64) {
-	term := f.replica.Term()
-	if err := f.replica.Barrier(30 * time.Second); err != nil {
-		f.log.Error("elected, but the records committed before cannot be applied: the duties wait for the next election", "err", err)
-		return nil, 0
-	}
+// takeLead starts the duties of a new term; stop takes them down.
+func (f *farm) takeLead(term uint64) (stop func(), err error) {
 	if err := checkKeys(f.store, f.urlKey, f.secretKey, true); err != nil {
 		f.failed <- err
-		return nil, 0
+		return nil, err
 	}
 	coord := f.newCoordinator()
 	list := f.duties(coord)
@@ -379,15 +344,18 @@ func (f *farm) takeLead() ([]service, uint64) {
 			continue
 		}
 		if err := s.start(); err != nil {
-			f.log.Error("elected, but a duty cannot start", "duty", s.name, "err", err)
 			stopServices(f.log, list[:i], f.cfg.Server.ShutdownTimeout.Duration)
-			return nil, 0
+			return nil, fmt.Errorf("the duty %s: %w", s.name, err)
 		}
 	}
 	f.duty.current.Store(coord)
 	f.log.Info("leading the replicas", "term", term)
 	f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: true, Term: term})
-	return list, term
+	return func() {
+		f.duty.current.Store(nil)
+		stopServices(f.log, list, f.cfg.Server.ShutdownTimeout.Duration)
+		f.happen.DutiesChanged.Publish(actors.DutiesChanged{Leading: false, Term: term})
+	}, nil
 }
 
 // replicaAPI is what the API asks of this replica.
