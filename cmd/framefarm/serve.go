@@ -282,7 +282,8 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 	} else {
 		f.duty = &onDuty{}
 		coordinator = f.duty
-		replicated = &replicaAPI{replica: f.replica, forward: newForwarder(f.replica, f.clock, timeouts{request: cfg.HTTP.RequestTimeout.Duration, transfer: cfg.HTTP.TransferTimeout.Duration})}
+		replicated = &replicaAPI{replica: f.replica, forward: replicas.NewForwarder(f.replica, f.clock,
+			replicas.ForwardTimeouts{Request: cfg.HTTP.RequestTimeout.Duration, Transfer: cfg.HTTP.TransferTimeout.Duration})}
 	}
 	f.history = &api.FarmHistory{Source: coordinator, Clock: f.clock}
 	f.history.Watch(f.happen)
