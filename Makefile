@@ -13,6 +13,8 @@ APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
 # The dashboard's tests drive a real browser.
 TEST_APT_PACKAGES := chromium
 LOTTIE_WORKER := renderer/lottie/worker
+# make check runs staticcheck at this version (go run fetches it; go.mod is left alone).
+STATICCHECK_VERSION := v0.8.2
 # The tests' S3 server: SeaweedFS, built once from its pinned Go module into a cache folder outside
 # the checkout. Its module has replace directives, so `go install` refuses it: the source is
 # downloaded and built in a writable copy.
@@ -50,9 +52,10 @@ run: setup build ## serve on 127.0.0.1:8080 with an embedded render node and the
 token: setup build ## print an API token for TEAM (while no server holds ./data)
 	bin/framefarm token create --config $(CONFIG) --team $(TEAM)
 
-check: ## formatting, vet, and the builds of render nodes on Windows and macOS (After Effects machines)
+check: ## formatting, vet, staticcheck, and the builds of render nodes on Windows and macOS (After Effects machines)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	GOOS=windows GOARCH=amd64 $(GO) build -o /dev/null ./cmd/framefarm
 	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/framefarm
 

@@ -21,7 +21,6 @@ var (
 	bookStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	bookJobs  = map[string]ulid.ULID{}
 	bookTeam  = ulid.MustParse("01JTEAM0000000000000000000")
-	otherTeam = ulid.MustParse("01JTEAM0000000000000000001")
 	bookKey   = []byte("book-key-0123456789")
 )
 

@@ -22,7 +22,8 @@ func (s *Store) TeamBatches(teamID ulid.ULID, offset, limit int) (page []BatchSu
 	err = s.view(func(t *txn) error {
 		team := id(teamID)
 		c := t.bucket(bucketBatchesByTeam).Cursor()
-		k, name := c.Seek(prefixEnd(team))
+		var name []byte
+		k, _ := c.Seek(prefixEnd(team))
 		if k == nil {
 			k, name = c.Last()
 		} else {
