@@ -161,16 +161,22 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 	case *retagRequest:
 		a.onRetag(ctx, msg, sender)
 	case *childFinished:
-		a.onChildFinished(ctx, msg)
+		if a.knowsChildren(ctx) {
+			a.onChildFinished(ctx, msg)
+		}
 	case *chunkProgress:
-		a.onChunkProgress(ctx, msg)
+		if a.knowsChildren(ctx) {
+			a.onChunkProgress(ctx, msg)
+		}
 	case *chunkProgressDue:
 		a.chunkSaveDue = false
 		if a.job.State == persistence.JobPending && a.chunks != nil {
 			a.saveChunkProgress(ctx)
 		}
 	case *childFailed:
-		a.onChildFailed(ctx, msg)
+		if a.knowsChildren(ctx) {
+			a.onChildFailed(ctx, msg)
+		}
 	case *relativeFailed:
 		// A sweep asking waits for the answer; a parent telling does not.
 		ended := func() {
@@ -196,11 +202,13 @@ func (a *jobActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 func (a *jobActor) log() *slog.Logger { return a.w.log.With("job", a.job.ID.String()) }
 
 // start takes the job up from its stored state. A pending parent learns again which children it
-// waits for (and acts on any that ended while it had no actor); after a restart, a rendering
-// job's attempt was interrupted. A queued job needs nothing: it is in the scheduler's queue.
+// waits for (and acts on any that ended while it had no actor), a split job's when a message
+// needs it; after a restart, a rendering job's attempt was interrupted. A queued job needs nothing: it is in the scheduler's queue.
 func (a *jobActor) start(ctx actor.Context) {
 	switch {
-	case a.job.State == persistence.JobPending:
+	case a.job.State == persistence.JobPending && (a.resume || !a.job.Split()):
+		// A split job's chunks, thousands maybe, are read when a message needs them
+		// (knowsChildren): its cancel does not.
 		a.resumeWaiting(ctx)
 	case a.job.State == persistence.JobRendering && a.resume:
 		// Its node may still hold the attempt and reclaim it when it reconnects; otherwise it
@@ -803,8 +811,23 @@ func (a *jobActor) walkedChildren() []ulid.ULID {
 	return a.job.Children
 }
 
-// unfinishedChildren are the children a pending parent still waits for, in order.
+// knowsChildren makes sure a pending parent knows which children it waits for, reading them
+// the first time a message needs it; false when that reading acted on what they did meanwhile
+// (the job joins or fails), which the message then needs no more.
+func (a *jobActor) knowsChildren(ctx actor.Context) bool {
+	if a.waitingOn != nil || a.job.State != persistence.JobPending {
+		return true
+	}
+	a.resumeWaiting(ctx)
+	return !a.held.busy
+}
+
+// unfinishedChildren are the children a pending parent still waits for, in order: all of them
+// when it has not read them.
 func (a *jobActor) unfinishedChildren() []ulid.ULID {
+	if a.waitingOn == nil {
+		return a.job.Children
+	}
 	var out []ulid.ULID
 	for _, id := range a.job.Children {
 		if a.waitingOn[id] {

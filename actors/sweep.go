@@ -14,7 +14,7 @@ import (
 // sweepStep is how many chunks the sweeper asks at once, for all the farm's sweeps together:
 // the store's queue holds at most this many of its writes, so other teams' work waits on a
 // small write at most.
-const sweepStep = 16
+const sweepStep = 4
 
 // sweepChunks asks the sweeper to end the chunks of a split job that ended before them
 // (cancelled, stopped, or failed by one of them). The job's answer does not wait for them: there

@@ -192,7 +192,7 @@ func BenchmarkCancelOfManyChunks(b *testing.B) {
 	}
 	p99 := func(l *latencies) float64 { return float64(l.all[len(l.all)*99/100].Microseconds()) / 1000 }
 	b.ResetTimer()
-	idle := posts(func() { time.Sleep(5 * time.Second) })
+	idle := posts(func() { time.Sleep(15 * time.Second) })
 	var started time.Time
 	var answered time.Duration
 	during := posts(func() {
