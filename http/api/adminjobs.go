@@ -43,19 +43,7 @@ func (s *Server) withTeams(views []*jobView, jobs []*persistence.Job) error {
 	return nil
 }
 
-func (s *Server) listAllJobs(r *request) {
-	q, minimal, e := s.jobQuery(r, true)
-	if e != nil {
-		r.fail(e)
-		return
-	}
-	jobs, total, err := s.Store.ListJobs(q)
-	if err != nil {
-		r.failErr(err, nil)
-		return
-	}
-	s.answerJobPage(r, jobs, total, minimal, true)
-}
+func (s *Server) listAllJobs(r *request) { s.listJobsOf(r, true) }
 
 // anyTeamsJob makes a team route serve the farm's admin for any team's job: the job the path
 // names decides the team the route runs for.

@@ -211,8 +211,12 @@ func (s *Server) jobLogs(r *request) {
 	r.ctx.SetBodyString(log)
 }
 
-func (s *Server) listJobs(r *request) {
-	q, minimal, e := s.jobQuery(r, false)
+func (s *Server) listJobs(r *request) { s.listJobsOf(r, false) }
+
+// listJobsOf answers a page of a job listing and its total: the team's jobs, or every team's
+// for the farm's admin (all), each then naming its team.
+func (s *Server) listJobsOf(r *request, all bool) {
+	q, minimal, e := s.jobQuery(r, all)
 	if e != nil {
 		r.fail(e)
 		return
@@ -222,12 +226,6 @@ func (s *Server) listJobs(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	s.answerJobPage(r, jobs, total, minimal, false)
-}
-
-// answerJobPage answers a page of a job listing and its total; withTeams names each job's team
-// (the farm admin's listing of every team's jobs).
-func (s *Server) answerJobPage(r *request, jobs []*persistence.Job, total int, minimal, withTeams bool) {
 	r.ctx.Response.Header.Set("X-Total-Count", strconv.Itoa(total))
 	if minimal {
 		out := make(minimalJobPage, len(jobs))
@@ -238,7 +236,7 @@ func (s *Server) answerJobPage(r *request, jobs []*persistence.Job, total int, m
 		return
 	}
 	views := s.views.jobViews(jobs)
-	if withTeams {
+	if all {
 		if err := s.withTeams(views, jobs); err != nil {
 			r.failErr(err, nil)
 			return
