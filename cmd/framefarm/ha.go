@@ -328,7 +328,10 @@ func (f *farm) leaderDuties() service {
 // takeLead starts the duties of a new term; stop takes them down.
 func (f *farm) takeLead(term uint64) (stop func(), err error) {
 	if err := checkKeys(f.store, f.urlKey, f.secretKey, true); err != nil {
-		f.failed <- err
+		select {
+		case f.failed <- err: // keys that do not open the records stop the process
+		default: // it is stopping already, for this or another reason
+		}
 		return nil, err
 	}
 	coord := f.newCoordinator()
