@@ -203,7 +203,8 @@ func (a *jobActor) log() *slog.Logger { return a.w.log.With("job", a.job.ID.Stri
 
 // start takes the job up from its stored state. A pending parent learns again which children it
 // waits for (and acts on any that ended while it had no actor), a split job's when a message
-// needs it; after a restart, a rendering job's attempt was interrupted. A queued job needs nothing: it is in the scheduler's queue.
+// needs it; after a restart, a rendering job's attempt was interrupted. A queued job needs
+// nothing: it is in the scheduler's queue.
 func (a *jobActor) start(ctx actor.Context) {
 	switch {
 	case a.job.State == persistence.JobPending && (a.resume || !a.job.Split()):
@@ -702,9 +703,7 @@ func (a *jobActor) onSendAgain(ctx actor.Context, m *sendAgainRequest, sender *a
 			ctx.Send(sender, &jobAnswer{err: err})
 			return
 		}
-		if pid := a.w.nodes.pid(node); pid != nil {
-			ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: "sent again by " + m.by})
-		}
+		a.takeBack(ctx, node, attempt, "sent again by "+m.by)
 		a.w.events.JobRequeued.Publish(JobRequeued{Job: a.job.ID})
 		a.enqueue(ctx)
 		ctx.Send(sender, &jobAnswer{job: a.job})
@@ -729,12 +728,17 @@ func (a *jobActor) withdraw(ctx actor.Context, reason string, then func(error)) 
 			then(err)
 			return
 		}
-		if pid := a.w.nodes.pid(node); pid != nil {
-			ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: reason})
-		}
+		a.takeBack(ctx, node, attempt, reason)
 		a.forget(a.job.OutputsToForget())
 		then(nil)
 	})
+}
+
+// takeBack tells the node an attempt it renders is no longer wanted (its slot comes back).
+func (a *jobActor) takeBack(ctx actor.Context, node string, attempt int, reason string) {
+	if pid := a.w.nodes.pid(node); pid != nil {
+		ctx.Send(pid, &withdrawAttempt{jobID: a.job.ID, attempt: attempt, reason: reason})
+	}
 }
 
 // forget queues the objects under the keys for deletion.

@@ -368,8 +368,7 @@ func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any
 		b.testingSince = now
 		engines := slices.Sorted(maps.Values(b.failStreak))
 		engines = slices.DeleteFunc(slices.Compact(engines), func(e string) bool { return e == "" })
-		why := fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s): its self-test decides whether the node is at fault",
-			len(b.failStreak), nodeFault)
+		why := b.streak() + ": its self-test decides whether the node is at fault"
 		out.log(slog.LevelWarn, "render node testing itself: it takes no work until its self-test ends", "reason", why, "engines", engines)
 		b.setState(out, NodeTesting, why)
 		out.add(toAgent{&protocol.SelfTest{Session: b.session, Engines: engines}})
@@ -391,8 +390,12 @@ func (b *leaseBook) onSelfTested(out *effects, m *protocol.SelfTested) {
 		b.setState(out, b.workingState(), "")
 		return
 	}
-	b.quarantineFor(out, fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s), and its self-test failed: %s",
-		len(b.failStreak), b.lastFailure, m.Error))
+	b.quarantineFor(out, b.streak()+", and its self-test failed: "+m.Error)
+}
+
+// streak says what made the node test itself.
+func (b *leaseBook) streak() string {
+	return fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s)", len(b.failStreak), b.lastFailure)
 }
 
 // quarantineFor holds the node out of the farm until an operator clears it.
@@ -448,8 +451,7 @@ func (b *leaseBook) onTick(now time.Time) effects {
 		return out
 	}
 	if b.state == NodeTesting && now.Sub(b.testingSince) > b.rules.selfTest {
-		b.quarantineFor(&out, fmt.Sprintf("renders of %d different jobs failed in a row (the last: %s), and its self-test did not end within %s",
-			len(b.failStreak), b.lastFailure, b.rules.selfTest))
+		b.quarantineFor(&out, fmt.Sprintf("%s, and its self-test did not end within %s", b.streak(), b.rules.selfTest))
 	}
 	since := now.Sub(b.lastBeat)
 	if since > b.rules.lease {

@@ -121,7 +121,7 @@ func resumeSweeps(store Store, root *actor.RootContext, sweeper *actor.PID) {
 		job, err := store.Job(id)
 		if err != nil || !persistence.SweepLeft(persistence.JobPending, job) {
 			// Deleted meanwhile: nothing is left to end.
-			store.ApplyAsync(&persistence.SetMeta{Name: persistence.SweepPrefix + name, Value: ""}, func(error) {})
+			store.ApplyAsync(&persistence.SetMeta{Name: persistence.SweepKey(id), Value: ""}, func(error) {})
 			continue
 		}
 		root.Send(sweeper, sweepOf(job, job.Children))
