@@ -271,6 +271,18 @@ type addresses struct {
 	scheduler, gateway, webhooks, templates, sweeper *actor.PID
 }
 
+// service is the address of a service a job tells.
+func (a *addresses) service(s service) *actor.PID {
+	switch s {
+	case serviceScheduler:
+		return a.scheduler
+	case serviceSweeper:
+		return a.sweeper
+	default:
+		return a.webhooks
+	}
+}
+
 // New builds a coordinator; Start brings it up.
 func New(cfg Config, deps Deps) *Coordinator {
 	cfg.setDefaults()
@@ -283,7 +295,9 @@ func New(cfg Config, deps Deps) *Coordinator {
 	c := &Coordinator{cfg: cfg, deps: deps, log: deps.Logger, system: system, addr: &addresses{},
 		nodes: newNodeDirectory(), adoptions: newAdoptionBook()}
 	idle := idleRule{clock: deps.Clock, after: cfg.PassivateAfter, root: system.Root}
-	c.jobWorld = &jobWorld{cfg: cfg, store: deps.Store, clock: deps.Clock, ids: deps.IDs, events: deps.Events, log: deps.Logger,
+	rules := jobRules{progressInterval: cfg.ProgressInterval, maxAttempts: cfg.MaxAttempts, storageRetry: cfg.StorageRetry,
+		adoptAfterRestart: cfg.AdoptAfterRestart, adoptWindow: cfg.AdoptWindow, takeover: cfg.Takeover, farmUploads: deps.Uploads != nil}
+	c.jobWorld = &jobWorld{rules: rules, store: deps.Store, clock: deps.Clock, ids: deps.IDs, events: deps.Events, log: deps.Logger,
 		root: system.Root, addr: c.addr, adoptions: c.adoptions, idle: idle}
 	c.jobs = &jobDirectory{registry: newRegistry(system, c.jobWorld.load), log: deps.Logger}
 	c.walks = &cancelWalks{root: system.Root, jobs: c.jobs, log: deps.Logger}
@@ -312,7 +326,7 @@ const metaCleanShutdown = "clean_shutdown"
 // queue, pending parents and interrupted renders into actors.
 func (c *Coordinator) Start() error {
 	store := c.deps.Store
-	c.jobWorld.cleanRestart = store.Meta(metaCleanShutdown) == "1"
+	c.jobWorld.rules.cleanRestart = store.Meta(metaCleanShutdown) == "1"
 	if err := store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
 		return err
 	}
@@ -390,7 +404,7 @@ func (c *Coordinator) Start() error {
 		}
 		c.jobs.activate(j.ID, c.jobWorld.producer(j, true))
 	}
-	c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "clean_restart", c.jobWorld.cleanRestart)
+	c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "clean_restart", c.jobWorld.rules.cleanRestart)
 	return nil
 }
 

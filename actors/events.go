@@ -52,6 +52,22 @@ func (t *Topic[E]) Publish(e E) {
 	}
 }
 
+// publishJobEvent publishes what a job's book decided (published) on its topic.
+func (e *Events) publishJobEvent(ev any) {
+	switch ev := ev.(type) {
+	case JobStateChanged:
+		e.JobStateChanged.Publish(ev)
+	case JobProgressSaved:
+		e.JobProgressSaved.Publish(ev)
+	case RenderFinished:
+		e.RenderFinished.Publish(ev)
+	case StaleReport:
+		e.StaleReport.Publish(ev)
+	case JobRequeued:
+		e.JobRequeued.Publish(ev)
+	}
+}
+
 // The happenings.
 type (
 	// JobStateChanged: a job's transition is durable; From is 0 for a job just created. Chunk

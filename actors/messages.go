@@ -118,12 +118,6 @@ type (
 		done *renderDone
 		err  error
 	}
-	// writeDone carries the result of a persisted change back into the actor.
-	writeDone struct {
-		err  error
-		next *persistence.Job
-		then func(err error)
-	}
 )
 
 // Messages to the scheduler.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -118,4 +119,19 @@ func (r *registry) live() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// jobDirectory reaches the actor of any job, activating it from the store when it has none.
+type jobDirectory struct {
+	*registry
+	log *slog.Logger
+}
+
+// tell sends msg to a job, logging when the job cannot be reached.
+func (d *jobDirectory) tell(jobID ulid.ULID, msg any) error {
+	err := d.deliver(jobID, msg, nil)
+	if err != nil {
+		d.log.Warn("message for a job that cannot be reached", "job", jobID.String(), "err", err)
+	}
+	return err
 }
