@@ -854,3 +854,41 @@ func TestAReplicaThatNoLongerLeadsSendsNoWebhook(t *testing.T) {
 		t.Fatalf("outbox %d (%v), requests sent %d: want the delivery kept and nothing sent", len(pending), err, calls.Load())
 	}
 }
+
+// A coordinator between terms (a replica that follows) answers every command that it does not
+// lead, and finds nothing; its next term restores the queue from the records and serves again.
+func TestACoordinatorBetweenTermsAnswersNotLeading(t *testing.T) {
+	f := newFixture(t, actors.Config{})
+	ids := f.queue(f.team, 0, 2)
+	f.coord.Stop(context.Background())
+
+	_, cancelErr := f.coord.CancelJobs(ids[:1])
+	_, stopErr := f.coord.StopJob(ids[0], "test")
+	_, statsErr := f.coord.QueueStats()
+	_, tokenErr := f.coord.IssueToken("acme", time.Time{}, persistence.RoleSubmitter)
+	_, drainErr := f.coord.DrainNode("n1")
+	for name, err := range map[string]error{"CancelJobs": cancelErr, "StopJob": stopErr, "QueueStats": statsErr,
+		"IssueToken": tokenErr, "DrainNode": drainErr,
+		"CreateJobs": f.coord.CreateJobs(nil, nil), "SetLimit": f.coord.SetLimit("aerender", 1)} {
+		if !errors.Is(err, actors.ErrNotLeading) || !errors.Is(err, persistence.ErrNotReplicated) {
+			t.Errorf("%s between terms: %v, want ErrNotLeading", name, err)
+		}
+	}
+	if f.coord.Nodes() != nil || f.coord.Capacities() != nil || f.coord.LiveJobActors() != 0 || f.coord.ActorSystem() != nil {
+		t.Error("a coordinator between terms shows what a term held")
+	}
+
+	if err := f.coord.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.coord.Start(); err == nil {
+		t.Error("a second Start during a term was taken")
+	}
+	out, err := f.coord.CancelJobs(ids[:1])
+	if err != nil || len(out.Cancelled) != 1 {
+		t.Fatalf("cancel in the next term: %+v, %v", out, err)
+	}
+	if stats, err := f.coord.QueueStats(); err != nil || stats.Depth["test"] != 1 {
+		t.Errorf("the next term's queue: %+v, %v; want the one job left", stats, err)
+	}
+}

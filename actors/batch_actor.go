@@ -164,8 +164,12 @@ func (b *batchActor) done(ctx actor.Context, answer any) {
 // CreateBatch stores a batch and its jobs (children included) in one durable write and starts
 // them; it returns once the write is durable. remember is as for CreateJobs.
 func (c *Coordinator) CreateBatch(batch *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error {
-	c.batches.activate(batch.ID, c.batchWorld.producer(batch.ID))
-	res, err := c.askBatch(batch.ID, &batchCreate{batch: batch, jobs: jobs, remember: remember})
+	t, err := c.leading()
+	if err != nil {
+		return err
+	}
+	t.batches.activate(batch.ID, t.batchWorld.producer(batch.ID))
+	res, err := t.askBatch(batch.ID, &batchCreate{batch: batch, jobs: jobs, remember: remember})
 	if err != nil {
 		return err
 	}
@@ -174,7 +178,11 @@ func (c *Coordinator) CreateBatch(batch *persistence.Batch, jobs []*persistence.
 
 // CancelBatch cancels a batch's cancellable top-level jobs with their cascades.
 func (c *Coordinator) CancelBatch(batchID ulid.ULID) (*BatchCancelOutcome, error) {
-	res, err := c.askBatch(batchID, &batchCancel{})
+	t, err := c.leading()
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.askBatch(batchID, &batchCancel{})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +195,7 @@ func (c *Coordinator) CancelBatch(batchID ulid.ULID) (*BatchCancelOutcome, error
 	return nil, errors.New("batch cancel: unexpected answer")
 }
 
-func (c *Coordinator) askBatch(batchID ulid.ULID, msg any) (any, error) {
+func (c *term) askBatch(batchID ulid.ULID, msg any) (any, error) {
 	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
 	if err := c.batches.deliver(batchID, msg, future.PID()); err != nil {
 		return nil, err

@@ -145,8 +145,12 @@ func (c *Coordinator) RetagJob(jobID ulid.ULID, priority *int, tags *[]string, b
 
 // askJob asks a job's actor something answered with a jobAnswer.
 func (c *Coordinator) askJob(jobID ulid.ULID, msg any) (*persistence.Job, error) {
-	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
-	if err := c.jobs.deliver(jobID, msg, future.PID()); err != nil {
+	t, err := c.leading()
+	if err != nil {
+		return nil, err
+	}
+	future := actor.NewFuture(t.system, c.cfg.AskTimeout)
+	if err := t.jobs.deliver(jobID, msg, future.PID()); err != nil {
 		return nil, err
 	}
 	res, err := future.Result()
@@ -160,8 +164,12 @@ func (c *Coordinator) askJob(jobID ulid.ULID, msg any) (*persistence.Job, error)
 // CancelJobs cancels the jobs (which the caller checked exist and belong to the team) with
 // their cascades, and waits for the outcome.
 func (c *Coordinator) CancelJobs(ids []ulid.ULID) (*CancelOutcome, error) {
-	future := actor.NewFuture(c.system, c.cfg.AskTimeout)
-	c.walks.start(ids, future.PID())
+	t, err := c.leading()
+	if err != nil {
+		return nil, err
+	}
+	future := actor.NewFuture(t.system, c.cfg.AskTimeout)
+	t.walks.start(ids, future.PID())
 	res, err := future.Result()
 	if err != nil {
 		return nil, ErrUnavailable

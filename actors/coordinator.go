@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -238,10 +239,34 @@ var (
 	_ IDs           = (*persistence.IDs)(nil)
 )
 
-// Coordinator runs the actors and is what the HTTP layer talks to. It owns the actor system and
-// the farm's shared parts; each actor is given the few parts it uses (a world of its own, in its
-// file), never the coordinator.
+// Coordinator runs the farm's actors and is what the HTTP layer, the metrics and the history talk
+// to. A process makes one, which runs terms: a farm alone runs one from Start to Stop; a replica
+// one each time it leads, and between them it follows: every command then answers ErrNotLeading
+// and every look finds nothing.
 type Coordinator struct {
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	// now is the running term (nil: following, or not started).
+	now atomic.Pointer[term]
+}
+
+// ErrNotLeading is the answer of a coordinator that runs no term: a replica that follows (the API
+// answers 503: send it again, to the leader).
+var ErrNotLeading = fmt.Errorf("%w: this replica does not lead", persistence.ErrNotReplicated)
+
+// leading is the running term, or ErrNotLeading.
+func (c *Coordinator) leading() (*term, error) {
+	if t := c.now.Load(); t != nil {
+		return t, nil
+	}
+	return nil, ErrNotLeading
+}
+
+// term is one run of the actors, from Start to Stop. It owns the actor system and the farm's
+// shared parts; each actor is given the few parts it uses (a world of its own, in its file),
+// never the term.
+type term struct {
 	cfg    Config
 	deps   Deps
 	log    *slog.Logger
@@ -283,16 +308,21 @@ func (a *addresses) service(s service) *actor.PID {
 	}
 }
 
-// New builds a coordinator; Start brings it up.
+// New builds a coordinator; Start brings a term up.
 func New(cfg Config, deps Deps) *Coordinator {
 	cfg.setDefaults()
 	if deps.Events == nil {
 		deps.Events = &Events{}
 	}
+	return &Coordinator{cfg: cfg, deps: deps, log: deps.Logger}
+}
+
+// newTerm makes the actor system and parts of a term; nothing runs yet.
+func newTerm(cfg Config, deps Deps) *term {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return deps.Logger.With("component", "protoactor")
 	}))
-	c := &Coordinator{cfg: cfg, deps: deps, log: deps.Logger, system: system, addr: &addresses{},
+	c := &term{cfg: cfg, deps: deps, log: deps.Logger, system: system, addr: &addresses{},
 		nodes: newNodeDirectory(), adoptions: newAdoptionBook()}
 	idle := idleRule{clock: deps.Clock, after: cfg.PassivateAfter, root: system.Root}
 	rules := jobRules{progressInterval: cfg.ProgressInterval, maxAttempts: cfg.MaxAttempts, storageRetry: cfg.StorageRetry,
@@ -321,10 +351,24 @@ func (c *Coordinator) Config() Config { return c.cfg }
 
 const metaCleanShutdown = "clean_shutdown"
 
-// Start spawns the scheduler, template processor and webhook dispatcher, then resumes every
-// job that was not terminal when the previous process stopped: queued jobs into the scheduler's
-// queue, pending parents and interrupted renders into actors.
+// Start begins a term: it spawns the scheduler, template processor and webhook dispatcher, then
+// resumes every job that was not terminal when the previous term or process stopped: queued
+// jobs into the scheduler's queue, pending parents and interrupted renders into actors. Commands
+// reach the term once it is up.
 func (c *Coordinator) Start() error {
+	if c.now.Load() != nil {
+		return errors.New("the coordinator runs a term already")
+	}
+	t := newTerm(c.cfg, c.deps)
+	if err := t.start(); err != nil {
+		t.system.Shutdown()
+		return err
+	}
+	c.now.Store(t)
+	return nil
+}
+
+func (c *term) start() error {
 	store := c.deps.Store
 	c.jobWorld.rules.cleanRestart = store.Meta(metaCleanShutdown) == "1"
 	if err := store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
@@ -461,12 +505,18 @@ func (r *queueRestore) finish() error {
 	return r.wait()
 }
 
-// Stop stops the actors in order: the node gateway and the scheduler first (no node reports
-// taken, no new dispatches), then the template
-// processor and the webhook dispatcher (unfinished work stays in the store and resumes at the
-// next start), and finally records that the shutdown was clean. The caller stops HTTP intake and
-// render nodes before, and closes the store after.
-func (c *Coordinator) Stop(ctx context.Context) {
+// Stop ends the term: commands answer ErrNotLeading from now on, and the actors stop in order:
+// the node gateway and the scheduler first (no node reports taken, no new dispatches), then the
+// template processor and the webhook dispatcher (unfinished work stays in the store and resumes
+// at the next start), and finally the term records that it ended cleanly. The caller stops HTTP
+// intake and render nodes before, and closes the store after.
+func (c *Coordinator) Stop(context.Context) {
+	if t := c.now.Swap(nil); t != nil {
+		t.stop()
+	}
+}
+
+func (c *term) stop() {
 	for _, pid := range []*actor.PID{c.addr.gateway, c.addr.scheduler, c.addr.templates, c.addr.webhooks} {
 		if err := c.system.Root.StopFuture(pid).Wait(); err != nil {
 			c.log.Warn("actor did not stop cleanly", "pid", pid.String(), "err", err)
@@ -479,7 +529,12 @@ func (c *Coordinator) Stop(ctx context.Context) {
 }
 
 // LiveJobActors counts the job actors in memory.
-func (c *Coordinator) LiveJobActors() int { return c.jobs.live() }
+func (c *Coordinator) LiveJobActors() int {
+	if t := c.now.Load(); t != nil {
+		return t.jobs.live()
+	}
+	return 0
+}
 
 // ErrUnavailable is returned when an actor did not answer in time.
 var ErrUnavailable = errors.New("the coordinator did not answer in time")
@@ -489,12 +544,16 @@ var ErrUnavailable = errors.New("the coordinator did not answer in time")
 // remember (nil without an Idempotency-Key) keeps the request's answer in the same write; a key
 // answered before fails with *persistence.AnsweredError and creates nothing.
 func (c *Coordinator) CreateJobs(jobs []*persistence.Job, remember *persistence.Answer) error {
+	t, err := c.leading()
+	if err != nil {
+		return err
+	}
 	result := make(chan error, 1)
-	c.intake.write(nil, jobs, remember, func(err error) { result <- err })
+	t.intake.write(nil, jobs, remember, func(err error) { result <- err })
 	if err := <-result; err != nil {
 		return err
 	}
-	c.intake.start(jobs)
+	t.intake.start(jobs)
 	return nil
 }
 
@@ -530,3 +589,6 @@ func (in *intake) start(jobs []*persistence.Job) {
 		in.root.Send(in.addr.scheduler, &jobsQueued{entries: queued})
 	}
 }
+
+// tellScheduler sends the term's scheduler a message.
+func (c *term) tellScheduler(msg any) { c.system.Root.Send(c.addr.scheduler, msg) }

@@ -19,6 +19,9 @@ import (
 // names; its id, file and time are set here. ErrConflict: the library already has a font of
 // that file name (and the file is not kept).
 func (c *Coordinator) AddFont(f *persistence.Font, data []byte) (*persistence.Font, error) {
+	if _, err := c.leading(); err != nil {
+		return nil, err
+	}
 	f.CreatedAt = c.deps.Clock.Now()
 	f.ID = c.deps.IDs.New(f.CreatedAt)
 	key := persistence.FontKey(f.TeamID, f.ID)
@@ -36,6 +39,9 @@ func (c *Coordinator) AddFont(f *persistence.Font, data []byte) (*persistence.Fo
 // DeleteFont removes a font from the team's library and returns it; the same write queues its
 // file for deletion.
 func (c *Coordinator) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, error) {
+	if _, err := c.leading(); err != nil {
+		return nil, err
+	}
 	deleted := &persistence.DeleteFont{TeamID: teamID, FontID: fontID}
 	err := c.deps.Store.Apply(deleted)
 	return deleted.Deleted, err
@@ -44,6 +50,9 @@ func (c *Coordinator) DeleteFont(teamID, fontID ulid.ULID) (*persistence.Font, e
 // AddSecret seals a secret's value, bound to its team and name, and stores it. ErrConflict: the
 // team has a secret of that name.
 func (c *Coordinator) AddSecret(teamID ulid.ULID, name, value string) (*persistence.Secret, error) {
+	if _, err := c.leading(); err != nil {
+		return nil, err
+	}
 	now := c.deps.Clock.Now()
 	sec := &persistence.Secret{ID: c.deps.IDs.New(now), TeamID: teamID, Name: name, CreatedAt: now,
 		Ciphertext: c.deps.Secrets.Seal([]byte(value), persistence.SecretAAD(teamID, name))}
@@ -52,6 +61,9 @@ func (c *Coordinator) AddSecret(teamID ulid.ULID, name, value string) (*persiste
 
 // DeleteSecret removes one of a team's secrets and returns it (its value sealed).
 func (c *Coordinator) DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error) {
+	if _, err := c.leading(); err != nil {
+		return nil, err
+	}
 	deleted := &persistence.DeleteSecret{TeamID: teamID, SecretID: secretID}
 	err := c.deps.Store.Apply(deleted)
 	return deleted.Deleted, err
@@ -69,6 +81,9 @@ type IssuedToken struct {
 // IssueToken makes a token of a role for the team of that name, creating the team (with its
 // webhook signing secret) when there is none. A zero expires never expires.
 func (c *Coordinator) IssueToken(teamName string, expires time.Time, role persistence.TokenRole) (IssuedToken, error) {
+	if _, err := c.leading(); err != nil {
+		return IssuedToken{}, err
+	}
 	token, hash := persistence.NewToken()
 	secret, err := persistence.NewWebhookSecret()
 	if err != nil {
@@ -88,6 +103,9 @@ func (c *Coordinator) IssueToken(teamName string, expires time.Time, role persis
 // it stops working at once, and TokenRevoked tells those who hold what it opened (event
 // streams). ErrNotFound: no such token.
 func (c *Coordinator) RevokeToken(tokenID string, team ulid.ULID) (*persistence.Token, error) {
+	if _, err := c.leading(); err != nil {
+		return nil, err
+	}
 	revoke := &persistence.RevokeToken{TokenID: tokenID, TeamID: team}
 	if err := c.deps.Store.Apply(revoke); err != nil {
 		return nil, err
@@ -106,31 +124,43 @@ func (c *Coordinator) forgetObject(key string) {
 // SetTeamPolicy changes a team's policy (persistence.ErrNotFound: no such team); the scheduler
 // applies it from its next pick.
 func (c *Coordinator) SetTeamPolicy(teamID ulid.ULID, change persistence.PolicyChange) (persistence.Team, error) {
+	t, err := c.leading()
+	if err != nil {
+		return persistence.Team{}, err
+	}
 	set := &persistence.SetTeamPolicy{TeamID: teamID, Change: change}
 	if err := c.deps.Store.Apply(set); err != nil {
 		return persistence.Team{}, err
 	}
-	c.system.Root.Send(c.addr.scheduler, &teamPolicySet{team: teamID, policy: set.Team.Policy})
+	t.tellScheduler(&teamPolicySet{team: teamID, policy: set.Team.Policy})
 	return set.Team, nil
 }
 
 // SetLimit makes a limit of the farm, or changes its count; renders holding it go on when the
 // count falls below them, and no new one starts until they fall below it.
 func (c *Coordinator) SetLimit(name string, count int) error {
+	t, err := c.leading()
+	if err != nil {
+		return err
+	}
 	if err := c.deps.Store.Apply(&persistence.PutLimit{At: c.deps.Clock.Now(), Name: name, Count: count}); err != nil {
 		return err
 	}
-	c.system.Root.Send(c.addr.scheduler, &limitSet{name: name, count: count, exists: true})
+	t.tellScheduler(&limitSet{name: name, count: count, exists: true})
 	return nil
 }
 
 // DeleteLimit removes a limit (persistence.ErrNotFound: no such limit); jobs naming it wait until
 // it is made again.
 func (c *Coordinator) DeleteLimit(name string) (*persistence.Limit, error) {
+	t, err := c.leading()
+	if err != nil {
+		return nil, err
+	}
 	del := &persistence.DeleteLimit{Name: name}
 	if err := c.deps.Store.Apply(del); err != nil {
 		return nil, err
 	}
-	c.system.Root.Send(c.addr.scheduler, &limitSet{name: name})
+	t.tellScheduler(&limitSet{name: name})
 	return del.Deleted, nil
 }

@@ -199,18 +199,28 @@ func (d *nodeDirectory) actorFor(nodeID string, made func() actor.Actor, root *a
 
 // Nodes lists the known render nodes, by id.
 func (c *Coordinator) Nodes() []NodeInfo {
-	c.nodes.mu.Lock()
-	defer c.nodes.mu.Unlock()
-	out := make([]NodeInfo, 0, len(c.nodes.nodes))
-	for _, n := range c.nodes.nodes {
+	t := c.now.Load()
+	if t == nil {
+		return nil
+	}
+	t.nodes.mu.Lock()
+	defer t.nodes.mu.Unlock()
+	out := make([]NodeInfo, 0, len(t.nodes.nodes))
+	for _, n := range t.nodes.nodes {
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
 	return out
 }
 
-// NodeGateway is the actor render nodes talk to; remote nodes reach it by GatewayName.
-func (c *Coordinator) NodeGateway() *actor.PID { return c.addr.gateway }
+// NodeGateway is the actor render nodes talk to in the running term; remote nodes reach it by
+// GatewayName.
+func (c *Coordinator) NodeGateway() *actor.PID {
+	if t := c.now.Load(); t != nil {
+		return t.addr.gateway
+	}
+	return nil
+}
 
 // ErrNoSuchNode is returned for an operator command on a node the coordinator never saw.
 var ErrNoSuchNode = errors.New("no such render node")
@@ -223,7 +233,11 @@ func (c *Coordinator) DrainNode(nodeID string) (NodeInfo, error) { return c.node
 func (c *Coordinator) ClearNode(nodeID string) (NodeInfo, error) { return c.nodeCommand(nodeID, false) }
 
 func (c *Coordinator) nodeCommand(nodeID string, drain bool) (NodeInfo, error) {
-	res, _, err := c.askNode(nodeID, &nodeCommand{drain: drain})
+	t, err := c.leading()
+	if err != nil {
+		return NodeInfo{}, err
+	}
+	res, _, err := t.askNode(nodeID, &nodeCommand{drain: drain})
 	if err != nil {
 		return NodeInfo{}, err
 	}
@@ -231,7 +245,7 @@ func (c *Coordinator) nodeCommand(nodeID string, drain bool) (NodeInfo, error) {
 }
 
 // askNode asks a node's actor and returns its answer and the actor.
-func (c *Coordinator) askNode(nodeID string, msg any) (any, *actor.PID, error) {
+func (c *term) askNode(nodeID string, msg any) (any, *actor.PID, error) {
 	pid := c.nodes.pid(nodeID)
 	if pid == nil {
 		return nil, nil, fmt.Errorf("%w: %s", ErrNoSuchNode, nodeID)
@@ -249,14 +263,18 @@ var ErrNodeActive = errors.New("the render node is still in the farm")
 // ForgetNode drops a lost or departed node from the farm's records, with its drain or
 // quarantine hold. Should it come back, it joins as a new node.
 func (c *Coordinator) ForgetNode(nodeID string) error {
-	res, pid, err := c.askNode(nodeID, &forgetNode{})
+	t, err := c.leading()
+	if err != nil {
+		return err
+	}
+	res, pid, err := t.askNode(nodeID, &forgetNode{})
 	if err != nil {
 		return err
 	}
 	if err, _ := res.(error); err != nil {
 		return err
 	}
-	c.nodes.forget(nodeID, pid)
+	t.nodes.forget(nodeID, pid)
 	c.deps.Store.ApplyAsync(&persistence.SetMeta{Name: nodeGossipKey(nodeID)}, func(err error) {
 		if err != nil {
 			c.log.Error("cannot forget a node's gossip address", "node", nodeID, "err", err)
@@ -295,11 +313,20 @@ func (c *Coordinator) NodeAddresses() []string {
 // NodeLeft tells the coordinator cluster membership saw an incarnation of a node leave or die:
 // its lease ends now instead of at its expiry. A later incarnation (the node restarted) is kept.
 func (c *Coordinator) NodeLeft(nodeID, incarnation, reason string) {
-	if pid := c.nodes.pid(nodeID); pid != nil {
-		c.system.Root.Send(pid, &nodeLeft{incarnation: incarnation, reason: reason})
+	t := c.now.Load()
+	if t == nil {
+		return
+	}
+	if pid := t.nodes.pid(nodeID); pid != nil {
+		t.system.Root.Send(pid, &nodeLeft{incarnation: incarnation, reason: reason})
 	}
 }
 
-// ActorSystem is the system the coordinator's actors run in; an embedded render node spawns
-// its agent there.
-func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }
+// ActorSystem is the system the running term's actors run in (nil: none runs); an embedded
+// render node spawns its agent there, and the cluster's remote serves it.
+func (c *Coordinator) ActorSystem() *actor.ActorSystem {
+	if t := c.now.Load(); t != nil {
+		return t.system
+	}
+	return nil
+}

@@ -860,8 +860,10 @@ type teamLoadSnapshot = atomic.Pointer[map[ulid.ULID]TeamLoad]
 // TeamLoads returns each team's load as last published; a team holding and queueing nothing is
 // absent.
 func (c *Coordinator) TeamLoads() map[ulid.ULID]TeamLoad {
-	if m := c.loads.Load(); m != nil {
-		return *m
+	if t := c.now.Load(); t != nil {
+		if m := t.loads.Load(); m != nil {
+			return *m
+		}
 	}
 	return nil
 }
@@ -871,15 +873,21 @@ type capacitySnapshot = atomic.Pointer[map[string]Capacity]
 
 // Capacities returns the latest published capacity of every engine.
 func (c *Coordinator) Capacities() map[string]Capacity {
-	if m := c.capacity.Load(); m != nil {
-		return *m
+	if t := c.now.Load(); t != nil {
+		if m := t.capacity.Load(); m != nil {
+			return *m
+		}
 	}
 	return nil
 }
 
 // QueueStats asks the scheduler for queue depth per engine and the oldest queued job.
 func (c *Coordinator) QueueStats() (QueueStats, error) {
-	res, err := c.system.Root.RequestFuture(c.addr.scheduler, &statsRequest{}, c.cfg.AskTimeout).Result()
+	t, err := c.leading()
+	if err != nil {
+		return QueueStats{}, err
+	}
+	res, err := t.system.Root.RequestFuture(t.addr.scheduler, &statsRequest{}, c.cfg.AskTimeout).Result()
 	if err != nil {
 		return QueueStats{}, ErrUnavailable
 	}

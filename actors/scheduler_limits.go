@@ -252,8 +252,10 @@ type (
 // PoolCapacities returns what the ready nodes of each pool offer of each engine, by wait subject
 // (persistence.PoolWaitSubject).
 func (c *Coordinator) PoolCapacities() map[string]Capacity {
-	if m := c.pools.Load(); m != nil {
-		return *m
+	if t := c.now.Load(); t != nil {
+		if m := t.pools.Load(); m != nil {
+			return *m
+		}
 	}
 	return nil
 }
@@ -261,8 +263,10 @@ func (c *Coordinator) PoolCapacities() map[string]Capacity {
 // LimitUses returns the limits' use as last published: every limit the farm has, and those
 // jobs hold or wait for that it no longer has.
 func (c *Coordinator) LimitUses() map[string]LimitUse {
-	if m := c.limitUses.Load(); m != nil {
-		return maps.Clone(*m)
+	if t := c.now.Load(); t != nil {
+		if m := t.limitUses.Load(); m != nil {
+			return maps.Clone(*m)
+		}
 	}
 	return nil
 }

@@ -553,7 +553,11 @@ func always(ev TemplateEvent) func(*persistence.Template) (TemplateEvent, error)
 }
 
 func (c *Coordinator) askTemplates(msg any) (*persistence.Template, error) {
-	res, err := c.system.Root.RequestFuture(c.addr.templates, msg, c.cfg.AskTimeout).Result()
+	t, err := c.leading()
+	if err != nil {
+		return nil, err
+	}
+	res, err := t.system.Root.RequestFuture(t.addr.templates, msg, c.cfg.AskTimeout).Result()
 	if err != nil {
 		return nil, ErrUnavailable
 	}
@@ -586,6 +590,9 @@ func (c *Coordinator) OpenTemplateReplacement(teamID, id ulid.ULID) (*persistenc
 // UploadAwaited reports why a file sent through the URL of upload window window would be
 // refused, before it is received (nil: it would be taken, unless the template changes first).
 func (c *Coordinator) UploadAwaited(tpl *persistence.Template, window int) error {
+	if _, err := c.leading(); err != nil {
+		return err
+	}
 	_, err := FileEvent(tpl, window)
 	return err
 }

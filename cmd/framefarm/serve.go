@@ -101,15 +101,13 @@ type farm struct {
 	metrics   *metrics.Metrics
 	hub       *api.Hub
 	history   *api.FarmHistory
-	// coord is the coordinator of a farm that runs alone; newCoordinator makes it, and, for a
-	// replica, a coordinator for each term it leads, which duty holds meanwhile.
-	coord          *actors.Coordinator
-	newCoordinator func() *actors.Coordinator
-	replica        *replicas.Replica
-	duty           *onDuty
-	server         *api.Server
-	outbound       *http.Client
-	happen         *actors.Events
+	// coord runs the farm's actors: all along in a farm alone, for each term it leads in a
+	// replica, which between terms follows and answers that it does not lead.
+	coord    *actors.Coordinator
+	replica  *replicas.Replica
+	server   *api.Server
+	outbound *http.Client
+	happen   *actors.Events
 	// member is the coordinator's membership of the cluster, once joined.
 	member *clusterMember
 	// failed is told of a service that stopped by itself: the process shuts down.
@@ -240,52 +238,39 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		adoptWindow = lease + heartbeat + nodesFindTheLeader
 		stillLeads = f.replica.StillLeads
 	}
-	f.newCoordinator = func() *actors.Coordinator {
-		return actors.New(actors.Config{
-			MaxAttempts:             cfg.Jobs.MaxAttempts,
-			ProgressInterval:        cfg.Jobs.ProgressInterval.Duration,
-			SilenceTimeout:          cfg.Node.SilenceTimeout.Duration,
-			MaxRenderTime:           cfg.Node.MaxRenderTime.Duration,
-			WebhookBackoff:          durations(cfg.Webhooks.RetryBackoff),
-			WebhookTimeout:          cfg.Webhooks.Timeout.Duration,
-			WebhookConcurrency:      cfg.Webhooks.Concurrency,
-			TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
-			TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
-			TemplateWorkers:         cfg.Templates.Workers,
-			MaxTeamTemplateBytes:    cfg.Templates.MaxBytesPerTeam,
-			HeartbeatInterval:       heartbeat,
-			NodeLease:               lease,
-			NodeFailureLimit:        failureLimit,
-			NodeSelfTestTimeout:     selfTestTimeout,
-			ClusterKey:              clusterKey,
-			AdoptAfterRestart:       cfg.Cluster != nil,
-			AdoptWindow:             adoptWindow,
-			Takeover:                f.replica != nil,
-			MaxOutputBytes:          cfg.Outputs.MaxBytes,
-			StorageRetry:            cfg.Objects.RetryAfter.Duration,
-		}, actors.Deps{
-			Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
-			Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
-			WebhookBody: webhookViews.WebhookBody, StillLeads: stillLeads,
-		})
-	}
-	// The API, the history and the metrics ask the coordinator: a replica's is the one on duty.
-	var coordinator interface {
-		api.Coordinator
-		api.FarmSource
-		metrics.QueueSource
-	}
+	f.coord = actors.New(actors.Config{
+		MaxAttempts:             cfg.Jobs.MaxAttempts,
+		ProgressInterval:        cfg.Jobs.ProgressInterval.Duration,
+		SilenceTimeout:          cfg.Node.SilenceTimeout.Duration,
+		MaxRenderTime:           cfg.Node.MaxRenderTime.Duration,
+		WebhookBackoff:          durations(cfg.Webhooks.RetryBackoff),
+		WebhookTimeout:          cfg.Webhooks.Timeout.Duration,
+		WebhookConcurrency:      cfg.Webhooks.Concurrency,
+		TemplateMaxBytes:        cfg.Templates.MaxFileBytes,
+		TemplateDownloadTimeout: cfg.Templates.DownloadTimeout.Duration,
+		TemplateWorkers:         cfg.Templates.Workers,
+		MaxTeamTemplateBytes:    cfg.Templates.MaxBytesPerTeam,
+		HeartbeatInterval:       heartbeat,
+		NodeLease:               lease,
+		NodeFailureLimit:        failureLimit,
+		NodeSelfTestTimeout:     selfTestTimeout,
+		ClusterKey:              clusterKey,
+		AdoptAfterRestart:       cfg.Cluster != nil,
+		AdoptWindow:             adoptWindow,
+		Takeover:                f.replica != nil,
+		MaxOutputBytes:          cfg.Outputs.MaxBytes,
+		StorageRetry:            cfg.Objects.RetryAfter.Duration,
+	}, actors.Deps{
+		Store: actorStore, Objects: f.objects.store, Uploads: f.objects.uploads, NodeURLs: f.objects.nodeURLs, ClientURLs: publicURLs, Secrets: box,
+		Inspector: p.inspector, Clock: f.clock, IDs: ids, Events: f.happen, Logger: log, Outbound: f.outbound,
+		WebhookBody: webhookViews.WebhookBody, StillLeads: stillLeads,
+	})
 	var replicated api.Replicas
-	if f.replica == nil {
-		f.coord = f.newCoordinator()
-		coordinator = f.coord
-	} else {
-		f.duty = &onDuty{}
-		coordinator = f.duty
+	if f.replica != nil {
 		replicated = &replicaAPI{replica: f.replica, forward: replicas.NewForwarder(f.replica, f.clock,
 			replicas.ForwardTimeouts{Request: cfg.HTTP.RequestTimeout.Duration, Transfer: cfg.HTTP.TransferTimeout.Duration})}
 	}
-	f.history = &api.FarmHistory{Source: coordinator, Clock: f.clock}
+	f.history = &api.FarmHistory{Source: f.coord, Clock: f.clock}
 	f.history.Watch(f.happen)
 	// With a listener of their own, the metrics are not on the API's port.
 	var apiMetrics fasthttp.RequestHandler
@@ -312,12 +297,12 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 			Engines: map[string]renderer.AssetRules{renderer.EngineLottie: lottie.AssetRules{}},
 		},
 	}, api.Deps{
-		Coordinator: coordinator, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
+		Coordinator: f.coord, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
 		IDs: ids, Clock: f.clock, Logger: log, Observer: f.metrics, Metrics: apiMetrics, Events: f.hub, History: f.history,
 		UI: ui.Handler, UIRedirect: ui.Redirect, Replicas: replicated,
 	})
 	f.metrics.SetJobCounts(f.store.JobCountsByState())
-	f.metrics.WatchQueue(coordinator, f.clock.Now)
+	f.metrics.WatchQueue(f.coord, f.clock.Now)
 	return f, nil
 }
 
