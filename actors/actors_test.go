@@ -25,7 +25,6 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/cluster/protocol"
-	"github.com/framefarm/framefarm/http/metrics"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/persistence/secretbox"
@@ -69,7 +68,6 @@ func newFixtureWith(t testing.TB, cfg actors.Config, change func(*actors.Deps)) 
 	box, _ := secretbox.New(make([]byte, 32))
 	obs := newRecorder()
 	events := &actors.Events{}
-	metrics.New().Watch(events)
 	obs.watch(events)
 	ids := persistence.NewIDs()
 	// Nodes upload outputs here; the coordinator's own file routes are the API's, not tested here.

@@ -71,7 +71,9 @@ func chunkOf(parent string, i int) jobOption {
 
 func childOf(parent string) jobOption { return func(j *persistence.Job) { j.ParentID = job(parent) } }
 
-func withWebhook(j *persistence.Job) { j.Spec.Webhook = &persistence.Webhook{URL: "https://example.test/hook"} }
+func withWebhook(j *persistence.Job) {
+	j.Spec.Webhook = &persistence.Webhook{URL: "https://example.test/hook"}
+}
 
 func startedAt(t time.Time) jobOption { return func(j *persistence.Job) { j.StartedAt = t } }
 

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 const waitLimit = 20 * time.Second
 
 func start(t *testing.T, name, key string, meta Meta, seeds ...string) *Member {
 	t.Helper()
-	m, err := Start(Config{Name: name, Bind: membershiptest.FreeAddr(t), Seeds: seeds, Key: key, Meta: meta, Fast: true, Logger: slog.New(slog.DiscardHandler)})
+	m, err := Start(Config{Name: name, Bind: porttest.FreeAddr(t), Seeds: seeds, Key: key, Meta: meta, Fast: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

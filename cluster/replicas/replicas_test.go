@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/framefarm/framefarm/cluster/certs"
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 // set is replicas of one test, each with its store, and what they tell of their leadership.
@@ -67,7 +67,7 @@ func newSet(t *testing.T, ids ...string) *set {
 	s := &set{t: t, dirs: map[string]string{}, server: server, client: client, ca: ca, members: map[string]*member{}, changes: make(chan change, 64),
 		heartbeat: 300 * time.Millisecond, lease: 150 * time.Millisecond}
 	for _, id := range ids {
-		s.peers = append(s.peers, Peer{ID: id, Addr: membershiptest.FreeAddr(t)})
+		s.peers = append(s.peers, Peer{ID: id, Addr: porttest.FreeAddr(t)})
 		s.dirs[id] = filepath.Join(dir, id)
 	}
 	return s
@@ -367,7 +367,7 @@ func TestAStoreOfRecordsSeedsTheReplicas(t *testing.T) {
 // answers them; a dial to it ends as soon as its context does, long before its timeout.
 func TestADialEndsWithItsContext(t *testing.T) {
 	s := newSet(t)
-	m, err := newMux(membershiptest.FreeAddr(t), "", s.server, s.client, slog.New(slog.DiscardHandler))
+	m, err := newMux(porttest.FreeAddr(t), "", s.server, s.client, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

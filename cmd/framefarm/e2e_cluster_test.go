@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/framefarm/framefarm/actors"
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 const clusterKey = "test-cluster-key-0123456789"
@@ -78,7 +78,7 @@ func (c *coordinator) newNode(dir, id string, slots int, extra ...string) *rende
 	n := &renderNode{
 		t: c.t, id: id, stderr: &lockedBuffer{},
 		args: append([]string{"node", "--join", c.gossip, "--slots", fmt.Sprint(slots),
-			"--bind", membershiptest.FreeAddr(c.t), "--actors-bind", membershiptest.FreeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
+			"--bind", porttest.FreeAddr(c.t), "--actors-bind", porttest.FreeAddr(c.t), "--data-dir", filepath.Join(dir, "data"),
 			"--engines", "lottie,ffmpeg", "--allow-private-urls"}, append(c.nodeTLS(id), extra...)...),
 		env: append(os.Environ(), envRun+"=1", envControl+"="+c.control.url, envNodeName+"="+id, envClusterKey+"="+clusterKey),
 	}
@@ -481,7 +481,7 @@ func TestClusterNodeDrains(t *testing.T) {
 func TestClusterRefusesANodeWithoutTheKey(t *testing.T) {
 	c := startCoordinator(t, options{cluster: true})
 	n := &renderNode{t: t, id: "intruder", stderr: &lockedBuffer{},
-		args: append([]string{"node", "--join", c.gossip, "--id", "intruder", "--bind", membershiptest.FreeAddr(t), "--actors-bind", membershiptest.FreeAddr(t),
+		args: append([]string{"node", "--join", c.gossip, "--id", "intruder", "--bind", porttest.FreeAddr(t), "--actors-bind", porttest.FreeAddr(t),
 			"--data-dir", filepath.Join(t.TempDir(), "data"), "--engines", "lottie"}, c.nodeTLS("intruder")...),
 		env: append(os.Environ(), envRun+"=1", envClusterKey+"=another-key-0123456789"),
 	}

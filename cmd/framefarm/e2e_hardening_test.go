@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 // closedBy reports whether the server closes conn (or answers and closes) within d.
@@ -150,7 +150,7 @@ func TestMetricsTokenAndListener(t *testing.T) {
 		t.Fatalf("token: %d", code)
 	}
 
-	addr := membershiptest.FreeAddr(t)
+	addr := porttest.FreeAddr(t)
 	c = startCoordinator(t, options{slots: 0, config: "\n[metrics]\ntoken = \"scrape-me\"\nlisten = \"" + addr + "\"\n"})
 	if code := metricsGet(c.url+"/metrics", "scrape-me"); code != http.StatusNotFound {
 		t.Fatalf("the API's port still serves metrics: %d", code)
@@ -172,7 +172,7 @@ func TestSecretsNeverLeakFromFailures(t *testing.T) {
 	acme := c.team("acme")
 	acme.must(http.MethodPut, "/api/v2/secrets", map[string]string{"name": "tok", "value": secret}, http.StatusCreated, nil)
 	tpl := acme.uploadTemplateFile("zip", fixtureZip(t, "lottie/synthetic"))
-	closed := "http://" + membershiptest.FreeAddr(t) // nothing listens there
+	closed := "http://" + porttest.FreeAddr(t) // nothing listens there
 	files := newFileServer(t, map[string][]byte{})
 	still := func(extra map[string]any, assets ...map[string]any) string {
 		body := kenburnsJob(tpl.ID, assets...)

@@ -21,8 +21,8 @@ import (
 	"github.com/chromedp/chromedp"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/cluster/relay"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 // replicaSet is three (or more) coordinator processes replicating one farm: files in one
@@ -120,7 +120,7 @@ func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 	for i := range n {
 		id := fmt.Sprintf("c%d", i+1)
 		rs.ids = append(rs.ids, id)
-		peers = append(peers, id+"="+membershiptest.FreeAddr(t))
+		peers = append(peers, id+"="+porttest.FreeAddr(t))
 	}
 	for _, id := range rs.ids {
 		rs.members = append(rs.members, newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info",
@@ -813,7 +813,7 @@ func TestTheSetOfReplicasChanges(t *testing.T) {
 	for _, s := range mustStatus(t, leader).Replicas {
 		peers = append(peers, s.ID+"="+s.Address)
 	}
-	joinAddr := membershiptest.FreeAddr(t)
+	joinAddr := porttest.FreeAddr(t)
 	peers = append(peers, "c4="+joinAddr)
 	// A replica whose public URL is not the others' refuses to start, naming both.
 	stray := newCoordinator(t, options{cluster: true, pki: rs.pki, publicURL: "http://127.0.0.1:1", config: rs.shared + haTable("c4", peers, extra)})

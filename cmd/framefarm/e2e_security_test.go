@@ -23,11 +23,11 @@ import (
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/certs"
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/cluster/node"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/cluster/remoting/remotingtest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 // envStranger makes this test binary run strangerMain with the plan it holds (JSON).
@@ -133,7 +133,7 @@ func stranger(t *testing.T, plan strangerPlan) []string {
 func TestClusterRefusesToStartWithoutTLS(t *testing.T) {
 	dir := t.TempDir()
 	config := filepath.Join(dir, "framefarm.toml")
-	gossip := membershiptest.FreeAddr(t)
+	gossip := porttest.FreeAddr(t)
 	os.WriteFile(config, []byte(fmt.Sprintf("[cluster]\nbind = %q\nkey = %q\n", gossip, clusterKey)), 0o600)
 	out, err := framefarm("serve", "--config", config, "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0")
 	for _, want := range []string{"framefarm cluster tls ca create", "[cluster.tls]", "insecure = true"} {
@@ -151,7 +151,7 @@ func TestClusterRefusesToStartWithoutTLS(t *testing.T) {
 	// A replica's port carries every record of the farm: insecure = true, which a lone
 	// coordinator may use for its actors port, does not start a replica.
 	replica := filepath.Join(dir, "replica.toml")
-	haPort := membershiptest.FreeAddr(t)
+	haPort := porttest.FreeAddr(t)
 	os.WriteFile(replica, []byte(fmt.Sprintf("[cluster]\nbind = %q\nkey = %q\ninsecure = true\n", gossip, clusterKey)+
 		sharedConfig("\n[objects]\nbackend = \"s3\"\n\n[objects.s3]\nbucket = \"farm\"\n")+"[node]\nlocal_slots = 0\n"+haTable("c1", []string{"c1=" + haPort}, "")), 0o600)
 	out, err = framefarm("serve", "--config", replica, "--data-dir", filepath.Join(dir, "replica"), "--listen", "127.0.0.1:0")
@@ -266,7 +266,7 @@ func TestClusterRefusesStrangers(t *testing.T) {
 	ownCA, _ := os.ReadFile(filepath.Join(otherPKI, "farm-ca.pem"))
 	os.WriteFile(filepath.Join(otherPKI, "both-ca.pem"), append(ownCA, farmCA...), 0o600)
 	intruder := &renderNode{t: t, id: "intruder", stderr: &lockedBuffer{},
-		args: []string{"node", "--join", c.gossip, "--bind", membershiptest.FreeAddr(t), "--actors-bind", membershiptest.FreeAddr(t),
+		args: []string{"node", "--join", c.gossip, "--bind", porttest.FreeAddr(t), "--actors-bind", porttest.FreeAddr(t),
 			"--data-dir", filepath.Join(t.TempDir(), "data"), "--engines", "lottie",
 			"--tls-cert", filepath.Join(otherPKI, "node-intruder.pem"), "--tls-key", filepath.Join(otherPKI, "node-intruder-key.pem"),
 			"--tls-ca", filepath.Join(otherPKI, "both-ca.pem")},

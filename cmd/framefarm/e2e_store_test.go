@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 // The data folder in testdata/data-0fb8cdc.tar.gz was written by framefarm at commit 0fb8cdc (the
@@ -178,7 +178,7 @@ func TestRetentionRemovesEndedJobsFromTheAPI(t *testing.T) {
 // TestDebugListenerServesProfiles: with [debug] listen, the coordinator serves Go's profiles on
 // that loopback address, and nothing of the API there.
 func TestDebugListenerServesProfiles(t *testing.T) {
-	addr := membershiptest.FreeAddr(t)
+	addr := porttest.FreeAddr(t)
 	startCoordinator(t, options{config: fmt.Sprintf("\n[debug]\nlisten = %q\n", addr)})
 	if status, body := get(t, "http://"+addr+"/debug/pprof/heap?debug=1"); status != http.StatusOK || !strings.Contains(string(body), "heap profile") {
 		t.Fatalf("heap profile: %d %.100s", status, body)

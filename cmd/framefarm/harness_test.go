@@ -31,7 +31,7 @@ import (
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/actors/signals"
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 	"github.com/framefarm/framefarm/persistence/s3store/s3test"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/aerender/aerendertest"
@@ -250,7 +250,7 @@ timeout = "2s"
 		cfg += bucketConfig(filepath.Base(c.dir))
 	}
 	if opts.metricsListen {
-		addr := membershiptest.FreeAddr(t)
+		addr := porttest.FreeAddr(t)
 		c.metricsURL = "http://" + addr
 		cfg += fmt.Sprintf("\n[metrics]\nlisten = %q\n", addr)
 	}
@@ -258,7 +258,7 @@ timeout = "2s"
 		if opts.heartbeat == "" {
 			opts.heartbeat, opts.lease = "200ms", "1500ms"
 		}
-		c.gossip, c.actors = membershiptest.FreeAddr(t), membershiptest.FreeAddr(t)
+		c.gossip, c.actors = porttest.FreeAddr(t), porttest.FreeAddr(t)
 		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = %q\nlease = %q\n",
 			c.gossip, c.actors, clusterKey, opts.heartbeat, opts.lease)
 		if opts.insecure {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/porttest"
 	"github.com/framefarm/framefarm/persistence/s3store"
 	"github.com/framefarm/framefarm/persistence/s3store/s3test"
 )
@@ -47,7 +47,7 @@ func TestCheckSaysWhatIsWrong(t *testing.T) {
 	}{
 		{"no such bucket", "no such bucket", func(c *s3store.Config) { c.Bucket = "not-there" }},
 		{"wrong secret", "credentials are refused", func(c *s3store.Config) { c.SecretAccessKey = "wrong-secret-0123456789" }},
-		{"unreachable", "unreachable", func(c *s3store.Config) { c.Endpoint = "http://" + membershiptest.FreeAddr(t) }},
+		{"unreachable", "unreachable", func(c *s3store.Config) { c.Endpoint = "http://" + porttest.FreeAddr(t) }},
 	} {
 		err := open(t, srv, tc.change).Check(ctx)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Count(err.Error(), "\n") > 0 {
@@ -184,7 +184,7 @@ func TestRequestsAreObservedWithHowTheyEnded(t *testing.T) {
 	}
 	var got []seen
 	observe := func(op string, _ time.Duration, err error) { got = append(got, seen{op, err != nil}) }
-	down, err := s3store.Open(context.Background(), s3store.Config{Endpoint: "http://" + membershiptest.FreeAddr(t),
+	down, err := s3store.Open(context.Background(), s3store.Config{Endpoint: "http://" + porttest.FreeAddr(t),
 		Bucket: "b", PathStyle: true, AccessKeyID: "k", SecretAccessKey: "s", TempDir: t.TempDir(),
 		HTTPClient: &http.Client{Timeout: 5 * time.Second}, Observe: observe})
 	if err != nil {

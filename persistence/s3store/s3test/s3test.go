@@ -25,7 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/framefarm/framefarm/cluster/membership/membershiptest"
+	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
 // EnvWeed names the SeaweedFS binary.
@@ -66,7 +66,7 @@ func Start(t testing.TB) *Server {
 func Launch(bin, dir string) (*Server, error) {
 	var portErr error
 	port := func() string {
-		addr, err := membershiptest.Free()
+		addr, err := porttest.Free()
 		if err != nil {
 			portErr = err
 		}
@@ -219,7 +219,7 @@ type Gate struct {
 // Gate opens a gate to s on a free loopback port, closed when t ends.
 func (s *Server) Gate(t testing.TB) *Gate {
 	t.Helper()
-	addr, err := membershiptest.Free()
+	addr, err := porttest.Free()
 	if err != nil {
 		t.Fatal(err)
 	}

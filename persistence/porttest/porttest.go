@@ -1,5 +1,7 @@
-// Package membershiptest helps tests run cluster members on loopback.
-package membershiptest
+// Package porttest gives tests free loopback addresses for the servers they start (SeaweedFS,
+// cluster members, coordinators). It sits on the persistence floor, the lowest that needs it, so
+// the tests of every room above may use it.
+package porttest
 
 import (
 	"errors"
@@ -21,8 +23,8 @@ var (
 	given   = map[int]bool{}
 )
 
-// FreeAddr returns a loopback address whose port was free for both TCP and UDP (memberlist
-// listens on both) at the time of asking. The port lies below the kernel's ephemeral range, so
+// FreeAddr returns a loopback address whose port was free for both TCP and UDP (a cluster
+// member's memberlist listens on both) at the time of asking. The port lies below the kernel's ephemeral range, so
 // no listener on port 0 and no outgoing connection can take it between the asking and the
 // member's bind (a coordinator's HTTP listener on 127.0.0.1:0 once did).
 func FreeAddr(t testing.TB) string {
