@@ -356,6 +356,8 @@ func (t *txn) apply(c Command) error {
 		next, n, err := t.forgetAnswers(c.Before, c.After, c.Max)
 		c.Next, c.Forgotten = next, n
 		return err
+	case *Ignored:
+		return nil
 	}
 	return fmt.Errorf("unknown command %T", c)
 }
@@ -363,13 +365,33 @@ func (t *txn) apply(c Command) error {
 // commandKinds names each command on the wire.
 var commandKinds = map[string]reflect.Type{}
 
+// ignorableKinds are the commands a replica that does not know them (an older release, during
+// a rolling upgrade) may skip rather than stop on: losing one leaves every record whole. Their
+// entries say so (formIgnorable), as Nomad's log entries carry IgnoreUnknownTypeFlag, so a
+// command added later is skipped by older replicas only when its own release marked it here.
+var ignorableKinds = map[string]bool{}
+
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
 		&IssueToken{}, &RevokeToken{}, &SetTeamPolicy{}, &PutLimit{}, &DeleteLimit{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}, &RetagJob{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
+	// Why queued jobs wait is worked out again from the queue; forgotten answers are forgotten
+	// again by the next sweep.
+	for _, c := range []Command{&RecordWaits{}, &ForgetAnswers{}} {
+		ignorableKinds[reflect.TypeOf(c).Elem().Name()] = true
+	}
 }
+
+// errUnknownCommand is a command of a kind, or a form, this build does not know.
+var errUnknownCommand = errors.New("a command this build does not know")
+
+// Ignored stands for a command a replica skipped: one it does not know, which its entry says
+// may be skipped. It changes nothing.
+type Ignored struct{ What string }
+
+func (*Ignored) command() {}
 
 type wireCommand struct {
 	Kind    string          `json:"kind"`
@@ -394,7 +416,7 @@ func DecodeCommand(raw []byte) (Command, error) {
 	}
 	typ, ok := commandKinds[w.Kind]
 	if !ok {
-		return nil, fmt.Errorf("decode command: unknown kind %q", w.Kind)
+		return nil, fmt.Errorf("decode command: %w: kind %q", errUnknownCommand, w.Kind)
 	}
 	c := reflect.New(typ).Interface().(Command)
 	if err := json.Unmarshal(w.Command, c); err != nil {

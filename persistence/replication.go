@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -61,6 +62,10 @@ const (
 	formCreateJobs
 	formChangeJob
 )
+
+// formIgnorable marks a command's form: a replica that does not know the command skips it
+// (ignorableKinds).
+const formIgnorable byte = 0x80
 
 // encodeEntry writes a group of commands as one entry: the version, the count, then each
 // command's form and its bytes after their length.
@@ -117,7 +122,11 @@ func encodeEntryCommand(c Command) (form byte, raw []byte, err error) {
 		return formChangeJob, w.b, nil
 	}
 	raw, err = EncodeCommand(c)
-	return formJSON, raw, err
+	form = formJSON
+	if ignorableKinds[reflect.TypeOf(c).Elem().Name()] {
+		form |= formIgnorable
+	}
+	return form, raw, err
 }
 
 type marshaled struct {
@@ -160,7 +169,10 @@ func decodeEntry(entry []byte) ([]Command, error) {
 		if r.err != nil {
 			return nil, errors.New("a malformed entry")
 		}
-		c, err := decodeEntryCommand(form, raw)
+		c, err := decodeEntryCommand(form&^formIgnorable, raw)
+		if errors.Is(err, errUnknownCommand) && form&formIgnorable != 0 {
+			c, err = &Ignored{What: err.Error()}, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +248,7 @@ func decodeEntryCommand(form byte, raw []byte) (Command, error) {
 		c.Job = j
 		return c, unmarshalOptional(delivery, &c.Delivery)
 	}
-	return nil, fmt.Errorf("a command of form %d, which this build does not know: upgrade this replica to the leader's version", form)
+	return nil, fmt.Errorf("%w: its form is %d: upgrade this replica to the leader's version", errUnknownCommand, form)
 }
 
 func firstByte(b []byte) int {

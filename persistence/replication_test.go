@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"path/filepath"
 	"reflect"
@@ -340,4 +341,48 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatalf("an entry written again does not read: %v", err)
 		}
 	})
+}
+
+// A command an entry marks ignorable, of a kind this build does not know (a later release's,
+// during a rolling upgrade), is skipped and the entry's other commands applied; one not marked
+// stops the replica (TestAReplicaRefusesWhatItCannotRead). Commands this build writes carry the
+// mark of their kind.
+func TestAReplicaSkipsAnIgnorableCommandItDoesNotKnow(t *testing.T) {
+	s := openTestStore(t, "")
+	type part struct {
+		form byte
+		raw  []byte
+	}
+	encode := func(c Command) part {
+		form, raw, err := encodeEntryCommand(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return part{form, raw}
+	}
+	entry := func(parts ...part) []byte {
+		e := binary.AppendUvarint([]byte{entryVersion}, uint64(len(parts)))
+		for _, p := range parts {
+			e = append(binary.AppendUvarint(append(e, p.form), uint64(len(p.raw))), p.raw...)
+		}
+		return e
+	}
+	waits, meta := encode(&RecordWaits{At: testNow}), encode(&SetMeta{Name: "after", Value: "2"})
+	if waits.form != formJSON|formIgnorable || meta.form != formJSON {
+		t.Fatalf("forms written: RecordWaits %#x, SetMeta %#x", waits.form, meta.form)
+	}
+	future := part{formJSON | formIgnorable, []byte(`{"kind":"RecordHeat","command":{}}`)}
+	results, err := s.ApplyEntries([]ReplicatedEntry{{Index: 1, Data: entry(future, waits, meta)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ig, ok := results[0].Commands[0].(*Ignored); !ok || !strings.Contains(ig.What, "RecordHeat") {
+		t.Errorf("the unknown ignorable command was read as %#v", results[0].Commands[0])
+	}
+	if _, ok := results[0].Commands[1].(*RecordWaits); !ok {
+		t.Errorf("a known ignorable command was read as %T", results[0].Commands[1])
+	}
+	if s.Meta("after") != "2" || s.AppliedIndex() != 1 {
+		t.Errorf("after the entry: after=%q, applied %d", s.Meta("after"), s.AppliedIndex())
+	}
 }

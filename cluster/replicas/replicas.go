@@ -813,8 +813,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		return out
 	}
 	for k, i := range at {
-		if results[k] != nil {
-			out[i] = results[k]
+		if results[k] == nil {
+			continue
+		}
+		out[i] = results[k]
+		for _, c := range results[k].Commands {
+			if ig, ok := c.(*persistence.Ignored); ok {
+				f.r.log.Warn("skipped a command of a later release, which may be skipped: upgrade this replica", "entry", logs[i].Index, "command", ig.What)
+			}
 		}
 	}
 	return out
