@@ -1,6 +1,9 @@
 // Package actors drives every job, batch and render node of the coordinator as a Proto.Actor
 // actor. Messages are the state transitions (STATE_MACHINE.md); the actor that owns a job is the
-// only writer of its state, so a cancel racing a dispatch has exactly one winner.
+// only writer of its state, so a cancel racing a dispatch has exactly one winner. Where rules are
+// dense they are kept apart from effects: a job's in the job book (job_book.go), a node link's in
+// the lease book (lease_book.go); each returns what to do, and its actor does it. The
+// Coordinator runs the actors for a term: a farm alone for its life, a replica while it leads.
 //
 //	POST /jobs ──> intake ──CreateJobs──> store (group commit) ──ack──> handler
 //	                 └──queue──> Scheduler ──offer──> JobActor(id), activated from the store
