@@ -524,3 +524,41 @@ func checkNames(setting, what string, names []string) []error {
 	}
 	return errs
 }
+
+// checkPublicURL refuses a replica whose public URL names its own API port, which dies with it:
+// the URL must name the farm, in front of every replica. listen is where the API listens.
+func checkPublicURL(publicURL, listen string) error {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return fmt.Errorf("server.public_url %q: %w", publicURL, err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	listenHost, listenPort, err := net.SplitHostPort(listen)
+	if err != nil || port != listenPort {
+		return nil
+	}
+	ips, _ := net.LookupIP(u.Hostname())
+	for _, ip := range ips {
+		if ip.String() == listenHost || ip.IsLoopback() || isLocalAddress(ip) {
+			return fmt.Errorf("server.public_url %s names this replica's own API (%s), which dies with it: give the farm's address, a load balancer in front of every replica", publicURL, listen)
+		}
+	}
+	return nil
+}
+
+// isLocalAddress reports whether ip is an address of this machine.
+func isLocalAddress(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}

@@ -130,6 +130,17 @@ func newReplicaSet(t testing.TB, n int, extra string) *replicaSet {
 	return rs
 }
 
+// startedReplicaSet starts three replicas (extra added to each [ha] table) and returns them, the
+// leader, a team's client on it and a template of the team's.
+func startedReplicaSet(t *testing.T, extra string) (rs *replicaSet, leader *coordinator, acme *client, tplID string) {
+	t.Helper()
+	rs = newReplicaSet(t, 3, extra)
+	rs.start()
+	leader = rs.leader()
+	acme = leader.team("acme")
+	return rs, leader, acme, acme.uploadTemplate(inspection())
+}
+
 // listening are the addresses of the replicas whose process listens, read from any goroutine
 // (the balancer's).
 func (rs *replicaSet) listening() []string {
@@ -267,11 +278,7 @@ func storeContents(t *testing.T, c *coordinator) map[string]string {
 // again with its key until it is acknowledged. Afterwards every acknowledged job is on every
 // replica, one per key, and the replicas' stores are equal.
 func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
-	rs := newReplicaSet(t, 3, testTimings)
-	rs.start()
-	leader := rs.leader()
-	acme := leader.team("acme")
-	tplID := acme.uploadTemplate(inspection())
+	rs, _, acme, tplID := startedReplicaSet(t, testTimings)
 
 	// The clients' addresses: a replica restarts on its own (its process is written meanwhile).
 	var urls []string
@@ -407,11 +414,7 @@ func postWithKey(url, token, key string, body []byte) (int, []byte) {
 // gone, starts empty and receives every record in a snapshot of the leader's store (its log no
 // longer reaches back that far), then follows the writes after it.
 func TestAWipedReplicaCatchesUpFromASnapshot(t *testing.T) {
-	rs := newReplicaSet(t, 3, testTimings+"snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
-	rs.start()
-	leader := rs.leader()
-	acme := leader.team("acme")
-	tplID := acme.uploadTemplate(inspection())
+	rs, leader, acme, tplID := startedReplicaSet(t, testTimings+"snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
 	var wiped *coordinator
 	for _, c := range rs.members {
 		if c != leader {
@@ -451,11 +454,7 @@ func TestAWipedReplicaCatchesUpFromASnapshot(t *testing.T) {
 // store as a power cut could leave it: marked by another boot, its pages garbled): restarted, it
 // sets the store aside and rebuilds it from its snapshot and log, every acknowledged job in it.
 func TestALeaderWhoseMachineStoppedRebuildsItsStore(t *testing.T) {
-	rs := newReplicaSet(t, 3, testTimings+"snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
-	rs.start()
-	leader := rs.leader()
-	acme := leader.team("acme")
-	tplID := acme.uploadTemplate(inspection())
+	rs, leader, acme, tplID := startedReplicaSet(t, testTimings+"snapshot_threshold = 16\ntrailing_logs = 4\nsnapshot_interval = \"50ms\"\n")
 	ids := acme.createJobs(tplID, 60)
 	leader.kill()
 	store := filepath.Join(leader.dataDir(), "framefarm.db")
@@ -791,11 +790,7 @@ func TestEveryReplicaServesWritesAndLiveViews(t *testing.T) {
 // records; `ha remove` takes a follower out.
 func TestTheSetOfReplicasChanges(t *testing.T) {
 	const extra = testTimings + "remove_dead_after = \"2s\"\n"
-	rs := newReplicaSet(t, 3, extra)
-	rs.start()
-	leader := rs.leader()
-	acme := leader.team("acme")
-	tplID := acme.uploadTemplate(inspection())
+	rs, leader, acme, tplID := startedReplicaSet(t, extra)
 	ids := acme.createJobs(tplID, 3)
 
 	var lost *coordinator
@@ -821,11 +816,7 @@ func TestTheSetOfReplicasChanges(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), `server.public_url is "http://127.0.0.1:1" here, "`+rs.balancer.url+`" on replica`) {
 		t.Fatalf("a replica with another public URL: %v\n%s", err, out)
 	}
-	joined := newCoordinator(t, options{cluster: true, pki: rs.pki, logLevel: "info", publicURL: rs.balancer.url, config: rs.shared + haTable("c4", peers, extra)})
-	joined.launch("127.0.0.1:0")
-	if out, err := framefarm("ha", "join", "--id", "c4", "--address", joinAddr, "--url", leader.url, "--admin-token", adminToken); err != nil {
-		t.Fatalf("ha join: %v\n%s", err, out)
-	}
+	joined := rs.join("c4", joinAddr, peers, extra, leader)
 	on := &client{c: joined, token: acme.token}
 	for _, id := range ids {
 		if j := on.job(id); j.ID != id {
@@ -857,6 +848,71 @@ func TestTheSetOfReplicasChanges(t *testing.T) {
 	if j := (&client{c: leader, token: acme.token}).job(more[0]); j.ID != more[0] {
 		t.Fatal("the two replicas left do not write")
 	}
+}
+
+// TestASurvivorRecoversTheFarm: two of three replicas are gone for good; on the third, stopped,
+// `framefarm ha recover` makes a set of one with every acknowledged write, which serves writes
+// once started and takes a new replica in.
+func TestASurvivorRecoversTheFarm(t *testing.T) {
+	rs, leader, acme, tplID := startedReplicaSet(t, testTimings)
+	ids := acme.createJobs(tplID, 20)
+	rs.settle(acme)
+
+	var survivor *coordinator
+	for _, c := range rs.members {
+		if c != leader && survivor == nil {
+			survivor = c
+			continue
+		}
+		c.kill()
+	}
+	survivor.stop()
+	config := filepath.Join(survivor.dir, "framefarm.toml")
+	out, err := framefarm("ha", "recover", "--config", config, "--data-dir", survivor.dataDir())
+	if err != nil || !strings.Contains(string(out), "is a set of one") {
+		t.Fatalf("ha recover: %v\n%s", err, out)
+	}
+	t.Logf("ha recover: %s", out)
+	started := time.Now()
+	survivor.launch("127.0.0.1:0")
+	if rs.leader() != survivor {
+		t.Fatal("the survivor does not lead")
+	}
+	t.Logf("the survivor leads alone %s after its start", time.Since(started).Round(time.Millisecond))
+	on := &client{c: survivor, token: acme.token}
+	for _, id := range ids {
+		if j := on.job(id); j.ID != id {
+			t.Fatalf("job %s after the recovery: %+v", id, j)
+		}
+	}
+	more := on.createJobs(tplID, 2)
+
+	// A new replica joins the set of one, and holds what it held.
+	alone := mustStatus(t, survivor)
+	if len(alone.Replicas) != 1 || alone.Replicas[0].ID != alone.ID {
+		t.Fatalf("the set after the recovery: %+v", alone)
+	}
+	peers := []string{alone.ID + "=" + alone.Replicas[0].Address}
+	joinAddr := porttest.FreeAddr(t)
+	peers = append(peers, "c4="+joinAddr)
+	joined := rs.join("c4", joinAddr, peers, testTimings, survivor)
+	for _, id := range append(ids, more...) {
+		if j := (&client{c: joined, token: acme.token}).job(id); j.ID != id {
+			t.Fatalf("the joined replica shows %+v for %s", j, id)
+		}
+	}
+}
+
+// join starts replica id at addr from an empty folder, peers in its [ha] table (extra added),
+// and adds it to the set through via (framefarm ha join).
+func (rs *replicaSet) join(id, addr string, peers []string, extra string, via *coordinator) *coordinator {
+	rs.t.Helper()
+	joined := newCoordinator(rs.t, options{cluster: true, pki: rs.pki, logLevel: "info", publicURL: rs.balancer.url, config: rs.shared + haTable(id, peers, extra)})
+	joined.launch("127.0.0.1:0")
+	if out, err := framefarm("ha", "join", "--id", id, "--address", addr, "--url", via.url, "--admin-token", adminToken); err != nil {
+		rs.t.Fatalf("ha join: %v\n%s", err, out)
+	}
+	return joined
 }
 
 func mustStatus(t testing.TB, c *coordinator) clusterStatus {

@@ -1,19 +1,23 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/framefarm/framefarm/cluster/replicas"
+	"github.com/framefarm/framefarm/persistence"
 )
 
 // HAConfig is the [ha] table: this coordinator is one of several replicas on raft, which hold
@@ -92,54 +96,19 @@ func (h *HAConfig) check(c *Config) []error {
 	return errs
 }
 
-// checkPublicURL refuses a replica whose public URL names its own API port, which dies with it:
-// the URL must name the farm, in front of every replica. listen is where the API listens.
-func checkPublicURL(publicURL, listen string) error {
-	u, err := url.Parse(publicURL)
-	if err != nil {
-		return fmt.Errorf("server.public_url %q: %w", publicURL, err)
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	listenHost, listenPort, err := net.SplitHostPort(listen)
-	if err != nil || port != listenPort {
-		return nil
-	}
-	ips, _ := net.LookupIP(u.Hostname())
-	for _, ip := range ips {
-		if ip.String() == listenHost || ip.IsLoopback() || isLocalAddress(ip) {
-			return fmt.Errorf("server.public_url %s names this replica's own API (%s), which dies with it: give the farm's address, a load balancer in front of every replica", publicURL, listen)
-		}
-	}
-	return nil
-}
-
-// isLocalAddress reports whether ip is an address of this machine.
-func isLocalAddress(ip net.IP) bool {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return false
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
-			return true
-		}
-	}
-	return false
-}
-
 func defaultHAConfig() HAConfig {
 	return HAConfig{Peers: []string{}, HeartbeatTimeout: dur(800 * time.Millisecond), LeaderLease: dur(500 * time.Millisecond), SnapshotThreshold: 16384, TrailingLogs: 8192,
 		SnapshotInterval: dur(2 * time.Minute), RemoveDeadAfter: dur(10 * time.Minute)}
 }
 
 // haCommand runs `framefarm ha status|join|remove`: the replicas as the one asked sees them, or a
-// change of the set carried out by the leader.
+// change of the set carried out by the leader; and `ha recover`, on the stopped survivor.
 func haCommand(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "recover" {
+		return haRecover(args[1:], stdout)
+	}
 	if len(args) == 0 || (args[0] != "status" && args[0] != "join" && args[0] != "remove") {
-		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, or remove ID")
+		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, remove ID, or recover")
 	}
 	fs := commandFlags("ha " + args[0])
 	admin := addAdminFlags(fs)
@@ -193,4 +162,39 @@ func haCommand(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\t%s\n", r.ID, r.Address, r.Voter, state, applied, contact)
 	}
 	return w.Flush()
+}
+
+// haRecover runs `framefarm ha recover`: the replica of a configuration (stopped), whose others
+// are gone for good, becomes a set of one with every write its log holds (replicas.Recover).
+func haRecover(args []string, stdout io.Writer) error {
+	fs := commandFlags("ha recover")
+	configPath := fs.String("config", "", "the replica's configuration file (TOML), with its [ha] table")
+	dataDir := fs.String("data-dir", "", "its data directory (default: the configuration's)")
+	if err := parseFlags(fs, stdout, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*configPath)
+	if err == nil && cfg.HA == nil {
+		err = errors.New("the configuration has no [ha] table: only a replica is recovered (give its --config)")
+	}
+	if err != nil {
+		return err
+	}
+	cfg.Server.DataDir = cmp.Or(*dataDir, cfg.Server.DataDir)
+	store, err := persistence.Open(filepath.Join(cfg.Server.DataDir, "framefarm.db"), persistence.Options{Replica: true})
+	if errors.Is(err, persistence.ErrLocked) {
+		err = replicas.ErrRunning
+	}
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	addr := cmp.Or(cfg.HA.Advertise, cfg.HA.Bind)
+	got, err := replicas.Recover(replicas.RecoverConfig{ID: cfg.HA.ID, Addr: addr, Dir: filepath.Join(cfg.Server.DataDir, "replicas"),
+		Store: store, Logger: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err = errors.Join(err, store.Close()); err == nil {
+		fmt.Fprintf(stdout, "replica %s is a set of one at %s, its records at index %d (%s); start it, then add replicas with framefarm ha join\n",
+			cfg.HA.ID, addr, got.AppliedIndex, time.Since(started).Round(time.Millisecond))
+	}
+	return err
 }

@@ -67,6 +67,7 @@ const usage = `usage:
   framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N]
                  [--max-queued-chunks N] [--max-priority N] [--pools a,b|any] [--url URL] [--admin-token TOKEN]
   framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
+  framefarm ha recover --config FILE [--data-dir DIR]
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
   framefarm COMMAND --help
