@@ -68,6 +68,8 @@ const usage = `usage:
                  [--max-queued-chunks N] [--max-priority N] [--pools a,b|any] [--url URL] [--admin-token TOKEN]
   framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm ha recover --config FILE [--data-dir DIR]
+  framefarm backup --out FILE [--url URL] [--admin-token TOKEN] [--data-dir DIR]
+  framefarm restore --data-dir DIR FILE
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
   framefarm version
   framefarm COMMAND --help
@@ -102,6 +104,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		err = objectsCommand(ctx, args[1:], stdout, stderr)
 	case "ha":
 		err = haCommand(args[1:], stdout, stderr)
+	case "backup":
+		err = backupCommand(args[1:], stdout)
+	case "restore":
+		err = restoreCommand(args[1:], stdout)
 	case "team":
 		err = teamCommand(args[1:], stdout)
 	case "version", "--version", "-version":

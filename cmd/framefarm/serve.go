@@ -300,6 +300,9 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		Coordinator: f.coord, Store: f.store, Blobs: f.objects.store, Bucket: f.objects.bucket, URLs: publicURLs,
 		IDs: ids, Clock: f.clock, Logger: log, Observer: f.metrics, Metrics: apiMetrics, Events: f.hub, History: f.history,
 		UI: ui.Handler, UIRedirect: ui.Redirect, Replicas: replicated,
+		Backup: func(w io.Writer) (persistence.BackupManifest, error) {
+			return f.store.WriteBackup(w, buildVersion(), f.clock.Now(), f.backupFiles)
+		},
 	})
 	f.metrics.SetJobCounts(f.store.JobCountsByState())
 	f.metrics.WatchQueue(f.coord, f.clock.Now)

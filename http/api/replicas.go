@@ -106,7 +106,7 @@ var anyReplicaReads = map[string]bool{APIPrefix + "/admin/cluster": true}
 // leaderReads are the reads only the leader answers.
 var leaderReads = map[string]bool{
 	APIPrefix + "/team": true, APIPrefix + "/events": true, APIPrefix + "/admin/events": true,
-	APIPrefix + "/admin/history": true, APIPrefix + "/nodes": true, APIPrefix + "/admin/teams": true, APIPrefix + "/admin/limits": true,
+	APIPrefix + "/admin/history": true, APIPrefix + "/admin/backup": true, APIPrefix + "/nodes": true, APIPrefix + "/admin/teams": true, APIPrefix + "/admin/limits": true,
 }
 
 // placementOf places a route.

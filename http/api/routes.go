@@ -117,6 +117,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodPost, "/admin/jobs/{id}/chunks/{index}/retry", authAdmin, s.anyTeamsJob(s.sendChunkAgain))
 	v2(http.MethodGet, "/admin/limits", authAdmin, s.listLimits)
 	v2(http.MethodGet, "/admin/usage", authAdmin, s.farmUsage)
+	v2(http.MethodGet, "/admin/backup", authAdmin, s.backup)
 	v2(http.MethodPut, "/admin/limits/{name}", authAdmin, s.putLimit)
 	v2(http.MethodDelete, "/admin/limits/{name}", authAdmin, s.deleteLimit)
 	v2(http.MethodGet, "/nodes", authAdmin, s.listNodes)

@@ -230,6 +230,8 @@ type Deps struct {
 	UI, UIRedirect fasthttp.RequestHandler
 	// Replicas, when the coordinator is one of several, says which answers what.
 	Replicas Replicas
+	// Backup, when set, writes backups of the farm (GET /api/v2/admin/backup).
+	Backup Backup
 }
 
 // Server is the HTTP front end.

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/framefarm/framefarm/persistence"
+)
+
+// backupFiles are the files a backup of this farm carries besides its records: the keys kept in
+// the data folder (those the configuration gives are the operator's to keep), and the objects
+// of a folder backend (a bucket is backed up as a bucket is).
+func (f *farm) backupFiles() ([]persistence.BackupFile, error) {
+	dir := f.cfg.Server.DataDir
+	var out []persistence.BackupFile
+	add := func(name, path string) error {
+		info, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err == nil {
+			out = append(out, persistence.BackupFile{Name: name, Size: info.Size(), Path: path})
+		}
+		return err
+	}
+	for _, key := range []string{"secrets.key", "url-signing.key"} {
+		if err := add(key, filepath.Join(dir, key)); err != nil {
+			return nil, err
+		}
+	}
+	if f.cfg.Objects.Backend == "s3" {
+		return out, nil
+	}
+	objects := filepath.Join(dir, "objects")
+	err := filepath.WalkDir(objects, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		return add(filepath.ToSlash(rel), path)
+	})
+	return out, err
+}
+
+// backupCommand runs `framefarm backup`: it saves a backup of a running farm (any replica's URL
+// gives the leader's) to a file, then reads it back whole before it names it so.
+func backupCommand(args []string, stdout io.Writer) error {
+	fs := commandFlags("backup")
+	admin := addAdminFlags(fs)
+	out := fs.String("out", "", "the file to write (required)")
+	if err := parseFlags(fs, stdout, args); err != nil {
+		return err
+	}
+	if *out == "" || fs.NArg() != 0 {
+		return errors.New("usage: framefarm backup --out FILE [--url URL] [--admin-token TOKEN]")
+	}
+	base, token, err := admin.resolve()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimRight(base, "/")+"/api/v2/admin/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("GET /api/v2/admin/backup: %s: %s", resp.Status, strings.TrimSpace(string(answer)))
+	}
+	partial := *out + ".partial"
+	file, err := os.OpenFile(partial, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(partial)
+	_, err = io.Copy(file, resp.Body)
+	if err = errors.Join(err, file.Sync(), file.Close()); err != nil {
+		return err
+	}
+	check, err := os.Open(partial)
+	if err != nil {
+		return err
+	}
+	m, err := persistence.VerifyBackup(check)
+	check.Close()
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(partial, *out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", *out, describeBackup(m))
+	return nil
+}
+
+// restoreCommand runs `framefarm restore`: a new farm (or a new set of replicas' first peer)
+// from a backup, in an empty data folder.
+func restoreCommand(args []string, stdout io.Writer) error {
+	fs := commandFlags("restore")
+	dataDir := fs.String("data-dir", "", "the new farm's data folder, empty (required)")
+	if err := parseFlags(fs, stdout, args); err != nil {
+		return err
+	}
+	if *dataDir == "" || fs.NArg() != 1 {
+		return errors.New("usage: framefarm restore --data-dir DIR FILE")
+	}
+	file, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	m, err := persistence.RestoreBackup(file, *dataDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored into %s: %s\nstart it with framefarm serve --data-dir %s (its configuration as the farm's was)\n", *dataDir, describeBackup(m), *dataDir)
+	return nil
+}
+
+func describeBackup(m persistence.BackupManifest) string {
+	c := m.Counts
+	return fmt.Sprintf("a backup by framefarm %s of %s: %d jobs, %d batches, %d templates, %d teams, %d tokens, %d secrets, %d fonts",
+		m.Release, m.CreatedAt.Format("2006-01-02 15:04:05 UTC"), c.Jobs, c.Batches, c.Templates, c.Teams, c.Tokens, c.Secrets, c.Fonts)
+}
