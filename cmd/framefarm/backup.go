@@ -49,7 +49,7 @@ func (f *farm) backupFiles() ([]persistence.BackupFile, error) {
 }
 
 // backupCommand runs `framefarm backup`: it saves a backup of a running farm (any replica's URL
-// gives the leader's) to a file, then reads it back whole before it names it so.
+// gives the leader's) to a file, checked against its digests before it takes the file's name.
 func backupCommand(args []string, stdout io.Writer) error {
 	fs := commandFlags("backup")
 	admin := addAdminFlags(fs)
@@ -84,17 +84,19 @@ func backupCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer os.Remove(partial)
-	_, err = io.Copy(file, resp.Body)
-	if err = errors.Join(err, file.Sync(), file.Close()); err != nil {
-		return err
-	}
-	check, err := os.Open(partial)
-	if err != nil {
-		return err
-	}
-	m, err := persistence.VerifyBackup(check)
-	check.Close()
-	if err != nil {
+	// The backup is checked against its digests as it arrives.
+	check, checking := io.Pipe()
+	verified := make(chan error, 1)
+	var m persistence.BackupManifest
+	go func() {
+		var err error
+		m, err = persistence.VerifyBackup(check)
+		check.CloseWithError(err)
+		verified <- err
+	}()
+	_, err = io.Copy(io.MultiWriter(&syncingWriter{f: file}, checking), resp.Body)
+	checking.CloseWithError(err)
+	if err = errors.Join(err, <-verified, file.Sync(), file.Close()); err != nil {
 		return err
 	}
 	if err := os.Rename(partial, *out); err != nil {
@@ -132,4 +134,22 @@ func describeBackup(m persistence.BackupManifest) string {
 	c := m.Counts
 	return fmt.Sprintf("a backup by framefarm %s of %s: %d jobs, %d batches, %d templates, %d teams, %d tokens, %d secrets, %d fonts",
 		m.Release, m.CreatedAt.Format("2006-01-02 15:04:05 UTC"), c.Jobs, c.Batches, c.Templates, c.Teams, c.Tokens, c.Secrets, c.Fonts)
+}
+
+// syncingWriter writes a file to disk as it goes, every syncEvery bytes: a backup written on the
+// farm's own machine never leaves a gigabyte of pages for the disk at once, which the store's
+// next commit would wait behind.
+type syncingWriter struct {
+	f       *os.File
+	pending int
+}
+
+const syncEvery = 4 << 20
+
+func (w *syncingWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if w.pending += n; err == nil && w.pending >= syncEvery {
+		w.pending, err = 0, w.f.Sync()
+	}
+	return n, err
 }

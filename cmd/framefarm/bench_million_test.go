@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,45 @@ func BenchmarkMillionJobs(b *testing.B) {
 		f.c.waitMetric(b, fmt.Sprintf(`framefarm_queue_depth{engine="lottie"} %d`, total/10))
 		b.ReportMetric(rssAnonMiB(b, f.c), "rss-anon-MiB")
 		b.ReportMetric(rssMiB(b, f.c), "rss-MiB")
+	})
+
+	stage("backup", func(b *testing.B) {
+		// 5,000 jobs a second arrive (batches of 100, open loop) for a while alone, then while a
+		// backup is taken; then the backup is restored into an empty folder.
+		batch := f.batchBody(100)
+		intakeFor := func(during func()) *latencies {
+			lat, stop := &latencies{}, make(chan struct{})
+			done := paced(newLoadClient(f.c, f.client.token, 16), 16, 50, stop, func(l *loadClient, _ int) {
+				if _, d, err := l.do(http.MethodPost, "/api/v2/batches", batch, http.StatusCreated); err == nil {
+					lat.add(d)
+				}
+			})
+			during()
+			close(stop)
+			done.Wait()
+			return lat
+		}
+		idle := intakeFor(func() { time.Sleep(10 * time.Second) })
+		file := filepath.Join(b.TempDir(), "farm.tar")
+		var took time.Duration
+		during := intakeFor(func() {
+			started := time.Now()
+			if out, err := framefarm("backup", "--url", f.c.url, "--admin-token", adminToken, "--out", file); err != nil {
+				b.Fatalf("backup: %v\n%s", err, out)
+			}
+			took = time.Since(started)
+		})
+		started := time.Now()
+		if out, err := framefarm("restore", "--data-dir", filepath.Join(b.TempDir(), "restored"), file); err != nil {
+			b.Fatalf("restore: %v\n%s", err, out)
+		}
+		b.ReportMetric(time.Since(started).Seconds(), "restore-s")
+		b.ReportMetric(took.Seconds(), "backup-s")
+		if info, err := os.Stat(file); err == nil {
+			b.ReportMetric(float64(info.Size())/(1<<20), "backup-MiB")
+		}
+		b.ReportMetric(idle.quantile(0.99), "intake-p99-idle-ms")
+		b.ReportMetric(during.quantile(0.99), "intake-p99-during-ms")
 	})
 }
 

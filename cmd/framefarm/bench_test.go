@@ -66,15 +66,19 @@ func (l *latencies) add(d time.Duration) {
 }
 
 func (l *latencies) report(b *testing.B) {
-	slices.Sort(l.all)
-	q := func(p float64) float64 {
-		if len(l.all) == 0 {
-			return 0
-		}
-		return float64(l.all[int(p*float64(len(l.all)-1))].Microseconds()) / 1000
+	b.ReportMetric(l.quantile(0.50), "p50-ms")
+	b.ReportMetric(l.quantile(0.99), "p99-ms")
+}
+
+// quantile is the latency below which a share p of those taken lie, in milliseconds.
+func (l *latencies) quantile(p float64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.all) == 0 {
+		return 0
 	}
-	b.ReportMetric(q(0.50), "p50-ms")
-	b.ReportMetric(q(0.99), "p99-ms")
+	slices.Sort(l.all)
+	return float64(l.all[int(p*float64(len(l.all)-1))].Microseconds()) / 1000
 }
 
 // drive sends total requests from concurrency workers; make builds request i.

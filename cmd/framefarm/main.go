@@ -7,6 +7,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -25,8 +26,10 @@ import (
 	"github.com/framefarm/framefarm/renderer/inspect"
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
+// version, commit and date are set at build time (-ldflags "-X main.version=... -X
+// main.commit=... -X main.date=..."); a build without them reads its commit and date from the
+// build information Go stamps.
+var version, commit, date = "dev", "", ""
 
 // plugins are the engines and the template inspector a coordinator runs with. watch, when set,
 // subscribes to what the actors do after the metrics (tests use it to be told of transitions
@@ -111,7 +114,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 	case "team":
 		err = teamCommand(args[1:], stdout)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "framefarm", buildVersion())
+		info, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, describeBuild(info))
 		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
@@ -182,15 +186,44 @@ func parseFlags(fs *flag.FlagSet, stdout io.Writer, args []string) error {
 	return nil
 }
 
+// describeBuild says which build this is: its version, commit and date (info: what Go stamped,
+// nil when nothing).
+func describeBuild(info *debug.BuildInfo) string {
+	rev, at, modified := commit, date, false
+	if info != nil {
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision" && rev == "":
+				rev = s.Value
+			case s.Key == "vcs.time" && at == "":
+				at = s.Value
+			case s.Key == "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if rev == "" {
+		return fmt.Sprintf("framefarm %s (commit not known)", versionOf(info))
+	}
+	if modified && commit == "" {
+		rev += ", with changes not committed"
+	}
+	return fmt.Sprintf("framefarm %s (commit %s, %s)", versionOf(info), rev, cmp.Or(at, "date not known"))
+}
+
+// buildVersion is this build's version: its release's, else "dev" and the commit Go stamped.
 func buildVersion() string {
-	if version != "dev" {
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(info)
+}
+
+func versionOf(info *debug.BuildInfo) string {
+	if version != "dev" || info == nil {
 		return version
 	}
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "dev-" + s.Value[:12]
-			}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return "dev-" + s.Value[:12]
 		}
 	}
 	return version

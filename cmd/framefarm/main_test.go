@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,23 @@ func TestVersionFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"--version"}, &stdout, &stderr, plugins{}); code != 0 || !strings.HasPrefix(stdout.String(), "framefarm ") {
 		t.Fatalf("--version: exit %d, %q %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// A build says its version, commit and date: those its release set, else those Go stamped.
+func TestABuildSaysItsCommitAndDate(t *testing.T) {
+	stamped := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"},
+		{Key: "vcs.time", Value: "2026-11-28T10:00:00Z"}, {Key: "vcs.modified", Value: "true"}}}
+	if got, want := describeBuild(stamped), "framefarm dev-0123456789ab (commit 0123456789abcdef0123, with changes not committed, 2026-11-28T10:00:00Z)"; got != want {
+		t.Errorf("a stamped build: %q, want %q", got, want)
+	}
+	if got := describeBuild(nil); got != "framefarm dev (commit not known)" {
+		t.Errorf("a build without information: %q", got)
+	}
+	version, commit, date = "v1.2.3", "fedcba98", "2026-12-01T00:00:00Z"
+	defer func() { version, commit, date = "dev", "", "" }()
+	if got, want := describeBuild(stamped), "framefarm v1.2.3 (commit fedcba98, 2026-12-01T00:00:00Z)"; got != want {
+		t.Errorf("a release: %q, want %q", got, want)
 	}
 }
 
