@@ -132,8 +132,12 @@ func restoreCommand(args []string, stdout io.Writer) error {
 
 func describeBackup(m persistence.BackupManifest) string {
 	c := m.Counts
-	return fmt.Sprintf("a backup by framefarm %s of %s: %d jobs, %d batches, %d templates, %d teams, %d tokens, %d secrets, %d fonts",
-		m.Release, m.CreatedAt.Format("2006-01-02 15:04:05 UTC"), c.Jobs, c.Batches, c.Templates, c.Teams, c.Tokens, c.Secrets, c.Fonts)
+	at := ""
+	if m.AppliedIndex > 0 {
+		at = fmt.Sprintf(" at the replicas' index %d", m.AppliedIndex)
+	}
+	return fmt.Sprintf("a backup by framefarm %s of %s%s: %d jobs, %d batches, %d templates, %d teams, %d tokens, %d secrets, %d fonts",
+		m.Release, m.CreatedAt.Format("2006-01-02 15:04:05 UTC"), at, c.Jobs, c.Batches, c.Templates, c.Teams, c.Tokens, c.Secrets, c.Fonts)
 }
 
 // syncingWriter writes a file to disk as it goes, every syncEvery bytes: a backup written on the

@@ -857,6 +857,17 @@ func TestASurvivorRecoversTheFarm(t *testing.T) {
 	rs, leader, acme, tplID := startedReplicaSet(t, testTimings)
 	ids := acme.createJobs(tplID, 20)
 	rs.settle(acme)
+	// A backup asked of a follower is the leader's, at one index of the replicas' log.
+	for _, c := range rs.members {
+		if c == leader {
+			continue
+		}
+		out, err := framefarm("backup", "--url", c.url, "--admin-token", adminToken, "--out", filepath.Join(t.TempDir(), "farm.tar"))
+		if err != nil || !strings.Contains(string(out), "at the replicas' index") || !strings.Contains(string(out), ": 20 jobs") {
+			t.Fatalf("backup through a follower: %v\n%s", err, out)
+		}
+		break
+	}
 
 	var survivor *coordinator
 	for _, c := range rs.members {
