@@ -223,7 +223,13 @@ func extractBackup(r io.Reader, staging string) (BackupManifest, []string, error
 		case len(digests) == 0 && name != backupManifest:
 			return m, nil, fmt.Errorf("%w: it does not start with its %s", ErrDamagedBackup, backupManifest)
 		case name == backupSums:
-			return m, names, checkDigests(tr, digests)
+			if err := checkDigests(tr, digests); err != nil {
+				return m, nil, err
+			}
+			if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+				return m, nil, fmt.Errorf("%w: it goes on after its %s", ErrDamagedBackup, backupSums)
+			}
+			return m, names, nil
 		case hdr.Typeflag != tar.TypeReg || name != path.Clean(name) || path.IsAbs(name) || strings.HasPrefix(name, "../") ||
 			strings.HasPrefix(name, ".restoring-") || digests[name] != "":
 			return m, nil, fmt.Errorf("%w: an entry %q that no backup holds", ErrDamagedBackup, name)

@@ -84,6 +84,12 @@ func TestADamagedBackupIsRefused(t *testing.T) {
 	tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o600, Size: int64(len(manifest)), Typeflag: tar.TypeReg})
 	tw.Write(manifest)
 	tw.Close()
+	// An entry after the digests: the archive's two closing blocks taken off, another added.
+	trailing := bytes.NewBuffer(bytes.Clone(backup[:len(backup)-1024]))
+	tw = tar.NewWriter(trailing)
+	tw.WriteHeader(&tar.Header{Name: "late", Mode: 0o600, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("x"))
+	tw.Close()
 	for name, c := range map[string]struct {
 		raw  []byte
 		want string
@@ -92,6 +98,7 @@ func TestADamagedBackupIsRefused(t *testing.T) {
 		"altered":   {altered, "damaged"},
 		"no backup": {[]byte("hello"), "damaged"},
 		"later":     {later.Bytes(), "written by framefarm v-next"},
+		"trailing":  {trailing.Bytes(), "goes on after"},
 	} {
 		dir := filepath.Join(t.TempDir(), "new")
 		_, err := RestoreBackup(bytes.NewReader(c.raw), dir)

@@ -90,7 +90,9 @@ func backupCommand(args []string, stdout io.Writer) error {
 	var m persistence.BackupManifest
 	go func() {
 		var err error
-		m, err = persistence.VerifyBackup(check)
+		if m, err = persistence.VerifyBackup(check); err == nil {
+			_, err = io.Copy(io.Discard, check) // the stream's end, after the archive's
+		}
 		check.CloseWithError(err)
 		verified <- err
 	}()
