@@ -4,12 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
@@ -38,8 +34,7 @@ var ErrRunning = errors.New("the replica runs: stop it before recovering it")
 // snapshot records the new set, itself alone. Started again, it leads at once; new replicas
 // then join it (AddReplica). Its process must not run.
 func Recover(cfg RecoverConfig) (Recovered, error) {
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
+	logs, err := openLog(cfg.Dir)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return Recovered{}, ErrRunning
 	}

@@ -169,10 +169,7 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger.With("component", "replicas"), leadership: make(chan bool, 16)}
-	// The log is appended at its end and trimmed at its start: the freelist need not be
-	// written at each commit (it is rebuilt when the file opens), so each append writes less.
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
+	logs, err := openLog(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("the replicas' log: %w", err)
 	}
@@ -257,6 +254,14 @@ func Start(cfg Config) (*Replica, error) {
 		}
 	}
 	return r, nil
+}
+
+// openLog opens the replicas' log in dir. The log is appended at its end and trimmed at its
+// start: the freelist need not be written at each commit (it is rebuilt when the file opens), so
+// each append writes less.
+func openLog(dir string) (*raftboltdb.BoltStore, error) {
+	return raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
 }
 
 // ErrSettingsDiffer refuses a replica whose shared settings (Config.Shared) are not those of
