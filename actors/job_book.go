@@ -17,7 +17,7 @@ import (
 // message to the job, given the time, returns the effects it decides, in order, and the jobActor
 // carries them out. A change of the job's record is an effect too (jobWrite): the book adopts the
 // changed job only once the actor tells it the write is durable (written), and what follows the
-// write comes with it. The rules are tested in microseconds, with no actor system or store
+// write comes with it. The rules are tested without an actor system or a store
 // (job_book_test.go).
 type jobBook struct {
 	rules jobRules

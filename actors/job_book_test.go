@@ -18,7 +18,7 @@ import (
 // sequence of messages at times on a made-up clock and checks the effects of each (logs left
 // out) and the job's state after it. A write of the job's record is made durable at once, its
 // following effects written after it with "> " (or, failWrite, refused). No actor, store or
-// network: the whole table runs in microseconds.
+// network.
 
 var errDiskFull = errors.New("disk full")
 

@@ -143,8 +143,8 @@ func describeBackup(m persistence.BackupManifest) string {
 }
 
 // syncingWriter writes a file to disk as it goes, every syncEvery bytes: a backup written on the
-// farm's own machine never leaves a gigabyte of pages for the disk at once, which the store's
-// next commit would wait behind.
+// farm's own machine never leaves the whole backup's pages for the disk at once, which the
+// store's next commit would wait behind.
 type syncingWriter struct {
 	f       *os.File
 	pending int
