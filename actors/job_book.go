@@ -169,7 +169,7 @@ func (b *jobBook) on(now time.Time, msg any) effects {
 		// A sweep asking waits for the answer; a parent telling does not (reply goes nowhere).
 		ended := effects{reply{&relativeEnded{}}}
 		if b.chunkRendering() {
-			b.withdraw(&out, now, m.reason, ended, ended)
+			b.withdraw(&out, now, b.job.Clone(), m.reason, ended, ended)
 			break
 		}
 		b.failWaiting(&out, now, EventRelativeFailed, m.reason, nil, ended)
@@ -553,15 +553,16 @@ func attemptsMessage(failures []persistence.AttemptFailure) string {
 // onCancel cancels a queued or pending job; a chunk rendering is stopped, as its job no longer
 // wants it. The answer names the relatives a cascade reaches next.
 func (b *jobBook) onCancel(out *effects, now time.Time) {
-	refused := reply{&cancelResult{jobID: b.job.ID, job: b.job, relatives: b.relatives()}}
+	notCancelled := effects{reply{&cancelResult{jobID: b.job.ID, job: b.job}}}
 	if b.chunkRendering() {
-		next := b.job.Clone()
-		done := reply{&cancelResult{jobID: b.job.ID, job: next, cancelled: true, relatives: b.relatives()}}
-		b.withdrawTo(out, now, next, "its job was cancelled", effects{done}, effects{refused})
+		next, relatives := b.job.Clone(), b.relatives()
+		done := reply{&cancelResult{jobID: b.job.ID, job: next, cancelled: true, relatives: relatives}}
+		refused := reply{&cancelResult{jobID: b.job.ID, job: b.job, relatives: relatives}}
+		b.withdraw(out, now, next, "its job was cancelled", effects{done}, effects{refused})
 		return
 	}
 	if !b.job.State.Cancellable() {
-		out.add(reply{&cancelResult{jobID: b.job.ID, job: b.job}})
+		out.add(notCancelled...)
 		return
 	}
 	next, then := b.job.Clone(), effects{}
@@ -570,7 +571,7 @@ func (b *jobBook) onCancel(out *effects, now time.Time) {
 	}
 	then.add(reply{&cancelResult{jobID: b.job.ID, job: next, cancelled: true, relatives: b.relatives()}})
 	next.Error, next.ErrorAt = "cancelled through the API", now
-	b.change(out, now, next, EventCancel, []string{"cancelled"}, nil, then, effects{reply{&cancelResult{jobID: b.job.ID, job: b.job}}})
+	b.change(out, now, next, EventCancel, []string{"cancelled"}, nil, then, notCancelled)
 }
 
 // onStop ends a rendering job as cancelled by its owner (withdraw), and its relatives are
@@ -585,7 +586,7 @@ func (b *jobBook) onStop(out *effects, now time.Time, m *stopRequest) {
 		then.add(cascade{rel})
 	}
 	then.add(reply{&jobAnswer{job: next}})
-	b.withdrawTo(out, now, next, "stopped by "+m.by, then, effects{writeRefused{}})
+	b.withdraw(out, now, next, "stopped by "+m.by, then, effects{writeRefused{}})
 }
 
 // onSendAgain takes a rendering job's attempt back from its node and queues the job again, as a
@@ -604,15 +605,10 @@ func (b *jobBook) onSendAgain(out *effects, now time.Time, m *sendAgainRequest) 
 	b.change(out, now, next, EventAttemptLost, []string{line}, nil, then, effects{writeRefused{}})
 }
 
-// withdraw ends the job's render as cancelled (the stop event) for reason: once that is durable,
-// the node is told to abandon the attempt (its slot comes back) and what the attempt may have
-// stored is forgotten; then follows.
-func (b *jobBook) withdraw(out *effects, now time.Time, reason string, then, failed effects) {
-	b.withdrawTo(out, now, b.job.Clone(), reason, then, failed)
-}
-
-// withdrawTo is withdraw into next, a copy of the job the caller's effects already hold.
-func (b *jobBook) withdrawTo(out *effects, now time.Time, next *persistence.Job, reason string, then, failed effects) {
+// withdraw ends the job's render as cancelled (the stop event) for reason, into next (a copy of
+// the job the caller's effects may hold): once that is durable, the node is told to abandon the
+// attempt (its slot comes back) and what the attempt may have stored is forgotten; then follows.
+func (b *jobBook) withdraw(out *effects, now time.Time, next *persistence.Job, reason string, then, failed effects) {
 	attempt, node := b.job.Attempts, b.job.Node
 	first := effects{b.takeBack(attempt, node, reason)}
 	forget(&first, b.job.OutputsToForget())
