@@ -860,12 +860,7 @@ type teamLoadSnapshot = atomic.Pointer[map[ulid.ULID]TeamLoad]
 // TeamLoads returns each team's load as last published; a team holding and queueing nothing is
 // absent.
 func (c *Coordinator) TeamLoads() map[ulid.ULID]TeamLoad {
-	if t := c.now.Load(); t != nil {
-		if m := t.loads.Load(); m != nil {
-			return *m
-		}
-	}
-	return nil
+	return lastPublished(c, func(t *term) *teamLoadSnapshot { return &t.loads })
 }
 
 // capacitySnapshot holds the latest published capacity.
@@ -873,12 +868,21 @@ type capacitySnapshot = atomic.Pointer[map[string]Capacity]
 
 // Capacities returns the latest published capacity of every engine.
 func (c *Coordinator) Capacities() map[string]Capacity {
-	if t := c.now.Load(); t != nil {
-		if m := t.capacity.Load(); m != nil {
-			return *m
-		}
+	return lastPublished(c, func(t *term) *capacitySnapshot { return &t.capacity })
+}
+
+// lastPublished is what the running term last published in the snapshot of its that pick chooses
+// (zero while no term runs, or before its first).
+func lastPublished[T any](c *Coordinator, pick func(*term) *atomic.Pointer[T]) T {
+	var none T
+	t := c.now.Load()
+	if t == nil {
+		return none
 	}
-	return nil
+	if m := pick(t).Load(); m != nil {
+		return *m
+	}
+	return none
 }
 
 // QueueStats asks the scheduler for queue depth per engine and the oldest queued job.

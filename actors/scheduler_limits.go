@@ -252,21 +252,11 @@ type (
 // PoolCapacities returns what the ready nodes of each pool offer of each engine, by wait subject
 // (persistence.PoolWaitSubject).
 func (c *Coordinator) PoolCapacities() map[string]Capacity {
-	if t := c.now.Load(); t != nil {
-		if m := t.pools.Load(); m != nil {
-			return *m
-		}
-	}
-	return nil
+	return lastPublished(c, func(t *term) *poolSnapshot { return &t.pools })
 }
 
 // LimitUses returns the limits' use as last published: every limit the farm has, and those
 // jobs hold or wait for that it no longer has.
 func (c *Coordinator) LimitUses() map[string]LimitUse {
-	if t := c.now.Load(); t != nil {
-		if m := t.limitUses.Load(); m != nil {
-			return maps.Clone(*m)
-		}
-	}
-	return nil
+	return maps.Clone(lastPublished(c, func(t *term) *limitSnapshot { return &t.limitUses }))
 }
