@@ -90,27 +90,26 @@ func (s *Store) WriteBackup(w io.Writer, release string, now time.Time, files fu
 		return m, err
 	}
 	b := &backupWriter{tw: tar.NewWriter(w), at: now}
-	err = errors.Join(b.add(backupManifest, int64(len(manifest)), func(w io.Writer) error {
-		_, err := w.Write(manifest)
-		return err
-	}), b.add(backupStore, tx.Size(), func(w io.Writer) error {
-		_, err := tx.WriteTo(w)
-		return err
-	}))
+	err = b.addBytes(backupManifest, manifest)
+	if err == nil {
+		err = b.add(backupStore, tx.Size(), func(w io.Writer) error {
+			_, err := tx.WriteTo(w)
+			return err
+		})
+	}
 	for _, f := range list {
 		if err != nil {
 			break
 		}
 		err = b.addFile(f)
 	}
-	if err != nil {
-		return m, err
+	if err == nil {
+		err = b.addBytes(backupSums, b.sums.Bytes())
 	}
-	sums := b.sums.Bytes()
-	if err := b.add(backupSums, int64(len(sums)), func(w io.Writer) error { _, err := w.Write(sums); return err }); err != nil {
-		return m, err
+	if err == nil {
+		err = b.tw.Close()
 	}
-	return m, b.tw.Close()
+	return m, err
 }
 
 // backupCounts counts the records a backup holds.
@@ -146,6 +145,13 @@ func (b *backupWriter) add(name string, size int64, write func(io.Writer) error)
 	}
 	fmt.Fprintf(&b.sums, "%x  %s\n", h.Sum(nil), name)
 	return nil
+}
+
+func (b *backupWriter) addBytes(name string, raw []byte) error {
+	return b.add(name, int64(len(raw)), func(w io.Writer) error {
+		_, err := w.Write(raw)
+		return err
+	})
 }
 
 func (b *backupWriter) addFile(f BackupFile) error {

@@ -11,39 +11,35 @@ import (
 	"strings"
 
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/persistence/blobs"
 )
 
 // backupFiles are the files a backup of this farm carries besides its records: the keys kept in
 // the data folder (those the configuration gives are the operator's to keep), and the objects
 // of a folder backend (a bucket is backed up as a bucket is).
 func (f *farm) backupFiles() ([]persistence.BackupFile, error) {
-	dir := f.cfg.Server.DataDir
 	var out []persistence.BackupFile
-	add := func(name, path string) error {
-		info, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err == nil {
-			out = append(out, persistence.BackupFile{Name: name, Size: info.Size(), Path: path})
-		}
-		return err
-	}
 	for _, key := range []string{"secrets.key", "url-signing.key"} {
-		if err := add(key, filepath.Join(dir, key)); err != nil {
+		path := filepath.Join(f.cfg.Server.DataDir, key)
+		info, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist): // the configuration gives it
+		case err != nil:
 			return nil, err
+		default:
+			out = append(out, persistence.BackupFile{Name: key, Size: info.Size(), Path: path})
 		}
 	}
-	if f.cfg.Objects.Backend == "s3" {
+	local, inFolder := f.objects.store.(*blobs.Store)
+	if !inFolder {
 		return out, nil
 	}
-	objects := filepath.Join(dir, "objects")
-	err := filepath.WalkDir(objects, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
+	err := local.Walk("", func(key string, size int64) error {
+		path, err := local.Path(key)
+		if err == nil {
+			out = append(out, persistence.BackupFile{Name: "objects/" + key, Size: size, Path: path})
 		}
-		rel, _ := filepath.Rel(dir, path)
-		return add(filepath.ToSlash(rel), path)
+		return err
 	})
 	return out, err
 }
