@@ -33,7 +33,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: setup build run token test stress check bench fuzz clean proto weed
+.PHONY: setup build run token test stress check bench fuzz clean proto weed generate
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
@@ -53,6 +53,9 @@ run: setup build ## serve on 127.0.0.1:8080 with an embedded render node and the
 
 token: setup build ## print an API token for TEAM (while no server holds ./data)
 	bin/framefarm token create --config $(CONFIG) --team $(TEAM)
+
+generate: ## write the code that follows from the tags of persistence.Job (cmd/jobfields)
+	$(GO) generate ./persistence
 
 check: ## formatting, vet, staticcheck, and the builds of render nodes on Windows and macOS (After Effects machines)
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "not gofmt-formatted: $$unformatted"; exit 1; }

@@ -17,9 +17,8 @@ import (
 // Job records are stored in a compact binary form: every field in a fixed order, strings and
 // lists length-prefixed, times as seconds and nanoseconds (UTC). It decodes in a fraction of
 // the time JSON takes, which listings (a hundred records a page) and intake feel first. The
-// first byte is the form's version; records written as JSON before it (they start with '{')
-// are still read, and so are those of earlier forms.
-const jobCodecVersion = 5
+// first byte is the form's version (jobCodecVersion, jobfields_gen.go); records written as JSON
+// before it (they start with '{') are still read, and so are those of earlier forms.
 
 var errBadJobRecord = errors.New("malformed job record")
 
@@ -49,58 +48,15 @@ func decodeJob(raw []byte) (*Job, error) {
 	return j, nil
 }
 
-// jobFields is the one description of a job record: every field in its stored order, those a
-// later form added at the end. The same walk writes a record (recordWriter) and reads it back
-// (recordReader).
-func jobFields(c fieldCodec, j *Job, form byte) {
-	c.id(&j.ID)
-	c.id(&j.TeamID)
-	c.string((*string)(&j.Kind))
-	c.id(&j.TemplateID)
-	c.byte((*byte)(&j.State))
-	c.float(&j.Progress)
-	c.int(&j.Priority)
-	c.strings(&j.Tags)
-	c.string(&j.Engine)
-	c.id(&j.BatchID)
-	c.int(&j.BatchIndex)
-	c.id(&j.ParentID)
-	listOf(c, &j.Children, 16, c.id)
-	c.int(&j.Depth)
-	specFields(c, &j.Spec)
-	c.strings(&j.MissingFonts)
-	c.int(&j.Attempts)
-	c.string(&j.Node)
-	listOf(c, &j.Failures, 4, func(f *AttemptFailure) {
+func idList(c fieldCodec, ids *[]ulid.ULID) { listOf(c, ids, 16, c.id) }
+
+func failureFields(c fieldCodec, failures *[]AttemptFailure) {
+	listOf(c, failures, 4, func(f *AttemptFailure) {
 		c.int(&f.Attempt)
 		c.string(&f.Node)
 		c.string(&f.Error)
 		c.time(&f.At)
 	})
-	c.string(&j.OutputName)
-	c.string(&j.OutputURL)
-	for _, t := range []*time.Time{&j.CreatedAt, &j.UpdatedAt, &j.StartedAt, &j.FinishedAt, &j.ErrorAt} {
-		c.time(t)
-	}
-	c.int64((*int64)(&j.RenderDuration))
-	c.string(&j.Error)
-	if form >= 2 {
-		c.int(&j.ChunkFrames)
-		c.string(&j.Unsplit)
-	}
-	if form >= 3 {
-		c.time(&j.StorageRetryAt)
-	}
-	if form >= 4 {
-		c.string(&j.Name)
-		c.string(&j.Pool)
-		c.strings(&j.Limits)
-	}
-	if form >= 5 {
-		c.time(&j.AttemptStartedAt)
-		c.int(&j.Frames)
-		c.int64(&j.OutputBytes)
-	}
 }
 
 func specFields(c fieldCodec, s *JobSpec) {

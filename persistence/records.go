@@ -281,11 +281,12 @@ func (q *JobRequest) Records(team, batchID ulid.ULID, batchIndex int, next func(
 func (q *JobRequest) records(team, batchID ulid.ULID, batchIndex int, parent *Job, next func() ulid.ULID) []*Job {
 	id := next()
 	j := &Job{
-		ID: id, TeamID: team, Kind: q.Kind, TemplateID: q.TemplateID, Engine: q.Engine, Priority: q.Priority, Tags: q.Tags,
-		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit, Name: q.Name, Pool: q.Pool, Limits: q.Limits, Frames: q.Frames,
+		ID: id, TeamID: team, Kind: q.Kind, TemplateID: q.TemplateID, Engine: q.Engine,
+		Spec: q.Spec, MissingFonts: q.MissingFonts, BatchID: batchID, State: JobQueued, Unsplit: q.Unsplit, Frames: q.Frames,
 		CreatedAt:  time.UnixMilli(int64(id.Time())).UTC(),
 		OutputName: id.String() + renderer.OutputExtension(q.Spec.Settings),
 	}
+	j.takeRequested(q)
 	if parent == nil {
 		j.BatchIndex = batchIndex
 	} else {
@@ -349,61 +350,69 @@ func (j *Job) Status() string {
 }
 
 // Job is one render (or stitch) instruction and everything known about its progress.
+//
+// Its tags are the one description of a job's fields: the record form that added each (form,
+// and codec where its type has no default), the key of a job request that sets it (request) and
+// the key of a job view that shows it as stored (view). cmd/jobfields writes the record walk, the
+// request's fields and the view's fields from them (`make generate`); json is the form of records
+// written before the binary codec.
+//
+//go:generate go run ../cmd/jobfields -root ..
 type Job struct {
-	ID         ulid.ULID `json:"id"`
-	TeamID     ulid.ULID `json:"teamId"`
-	Kind       JobKind   `json:"kind"`
-	TemplateID ulid.ULID `json:"templateId,omitzero"`
-	State      JobState  `json:"state"`
-	Progress   float64   `json:"progress,omitzero"`
-	Priority   int       `json:"priority,omitzero"`
-	Tags       []string  `json:"tags,omitzero"`
+	ID         ulid.ULID `json:"id" form:"1"`
+	TeamID     ulid.ULID `json:"teamId" form:"1"`
+	Kind       JobKind   `json:"kind" form:"1" codec:"string" view:"kind"`
+	TemplateID ulid.ULID `json:"templateId,omitzero" form:"1"`
+	State      JobState  `json:"state" form:"1" codec:"byte"`
+	Progress   float64   `json:"progress,omitzero" form:"1"`
+	Priority   int       `json:"priority,omitzero" form:"1" request:"priority" view:"priority"`
+	Tags       []string  `json:"tags,omitzero" form:"1" request:"tags,raw" view:"tags,array"`
 	// Engine is the render engine the job needs.
-	Engine     string      `json:"engine"`
-	BatchID    ulid.ULID   `json:"batchId,omitzero"`
-	BatchIndex int         `json:"batchIndex,omitzero"`
-	ParentID   ulid.ULID   `json:"parentId,omitzero"`
-	Children   []ulid.ULID `json:"children,omitzero"`
+	Engine     string      `json:"engine" form:"1"`
+	BatchID    ulid.ULID   `json:"batchId,omitzero" form:"1" view:"batchId,omitempty"`
+	BatchIndex int         `json:"batchIndex,omitzero" form:"1"`
+	ParentID   ulid.ULID   `json:"parentId,omitzero" form:"1" view:"parentId,omitempty"`
+	Children   []ulid.ULID `json:"children,omitzero" form:"1" codec:"idList"`
 	// Depth is 0 for a top-level job, 1 for its children and so on.
-	Depth        int      `json:"depth,omitzero"`
-	Spec         JobSpec  `json:"spec"`
-	MissingFonts []string `json:"missingFonts,omitzero"`
+	Depth        int      `json:"depth,omitzero" form:"1"`
+	Spec         JobSpec  `json:"spec" form:"1" codec:"specFields"`
+	MissingFonts []string `json:"missingFonts,omitzero" form:"1" view:"missingFonts,omitempty"`
 	// Attempts counts dispatches to a render node; messages from older attempts are rejected.
-	Attempts int    `json:"attempts,omitzero"`
-	Node     string `json:"node,omitzero"`
+	Attempts int    `json:"attempts,omitzero" form:"1" view:"attempts"`
+	Node     string `json:"node,omitzero" form:"1" view:"node,omitempty"`
 	// Failures are the attempts that ended without output; after enough of them the job fails.
-	Failures []AttemptFailure `json:"failures,omitzero"`
+	Failures []AttemptFailure `json:"failures,omitzero" form:"1" codec:"failureFields"`
 	// OutputName is the output's file name; OutputURL is set when the job uploads to its own
 	// bucket, otherwise the output lives in the object store under OutputKey().
-	OutputName     string        `json:"outputName"`
-	OutputURL      string        `json:"outputUrl,omitzero"`
-	CreatedAt      time.Time     `json:"createdAt"`
-	UpdatedAt      time.Time     `json:"updatedAt"`
-	StartedAt      time.Time     `json:"startedAt,omitzero"`
-	FinishedAt     time.Time     `json:"finishedAt,omitzero"`
-	ErrorAt        time.Time     `json:"errorAt,omitzero"`
-	RenderDuration time.Duration `json:"renderDuration,omitzero"`
-	Error          string        `json:"error,omitzero"`
+	OutputName     string        `json:"outputName" form:"1"`
+	OutputURL      string        `json:"outputUrl,omitzero" form:"1"`
+	CreatedAt      time.Time     `json:"createdAt" form:"1"`
+	UpdatedAt      time.Time     `json:"updatedAt" form:"1"`
+	StartedAt      time.Time     `json:"startedAt,omitzero" form:"1"`
+	FinishedAt     time.Time     `json:"finishedAt,omitzero" form:"1"`
+	ErrorAt        time.Time     `json:"errorAt,omitzero" form:"1"`
+	RenderDuration time.Duration `json:"renderDuration,omitzero" form:"1" codec:"int64"`
+	Error          string        `json:"error,omitzero" form:"1"`
 	// ChunkFrames, on a split job, is how many frames each of its chunks has (the last may have
 	// more); its Children are the chunks, in frame order.
-	ChunkFrames int `json:"chunkFrames,omitzero"`
+	ChunkFrames int `json:"chunkFrames,omitzero" form:"2"`
 	// Unsplit says why a job that asked to be split renders whole.
-	Unsplit string `json:"unsplit,omitzero"`
+	Unsplit string `json:"unsplit,omitzero" form:"2" view:"unsplit,omitempty"`
 	// StorageRetryAt, on a queued job whose last attempt the farm's storage failed (an attempt
 	// that does not count), is when it is offered to the nodes again.
-	StorageRetryAt time.Time `json:"storageRetryAt,omitzero"`
+	StorageRetryAt time.Time `json:"storageRetryAt,omitzero" form:"3"`
 	// Name is what its client calls the job (an extension). Pool, when set, is the only pool of
 	// render nodes the job renders on; Limits are the limits its renders hold (those it named
 	// and those its engine implies), sorted.
-	Name   string   `json:"name,omitzero"`
-	Pool   string   `json:"pool,omitzero"`
-	Limits []string `json:"limits,omitzero"`
+	Name   string   `json:"name,omitzero" form:"4" request:"name" view:"name,omitempty"`
+	Pool   string   `json:"pool,omitzero" form:"4" request:"pool" view:"pool,omitempty"`
+	Limits []string `json:"limits,omitzero" form:"4" request:"limits" view:"limits,omitempty"`
 	// AttemptStartedAt is when its current (or last) attempt was dispatched; Frames the frames
 	// its render makes (0: not known before it renders); OutputBytes its output's size, once
 	// finished. What it used of the farm is counted from them (usage.go).
-	AttemptStartedAt time.Time `json:"attemptStartedAt,omitzero"`
-	Frames           int       `json:"frames,omitzero"`
-	OutputBytes      int64     `json:"outputBytes,omitzero"`
+	AttemptStartedAt time.Time `json:"attemptStartedAt,omitzero" form:"5"`
+	Frames           int       `json:"frames,omitzero" form:"5"`
+	OutputBytes      int64     `json:"outputBytes,omitzero" form:"5"`
 }
 
 // Clone returns a copy that can be changed without touching j: records handed out are shared

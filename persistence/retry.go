@@ -31,8 +31,9 @@ func (s *Store) RetryRequest(teamID, jobID ulid.ULID) (q *JobRequest, err error)
 
 // requestOf is the request that made j, its nested jobs and chunks read from the store.
 func (t *txn) requestOf(j *Job) (*JobRequest, error) {
-	q := &JobRequest{Kind: j.Kind, TemplateID: j.TemplateID, Engine: j.Engine, Spec: j.Spec, Priority: j.Priority,
-		Tags: j.Tags, MissingFonts: j.MissingFonts, ChunkFrames: j.ChunkFrames, Unsplit: j.Unsplit}
+	q := &JobRequest{Kind: j.Kind, TemplateID: j.TemplateID, Engine: j.Engine, Spec: j.Spec,
+		MissingFonts: j.MissingFonts, ChunkFrames: j.ChunkFrames, Unsplit: j.Unsplit, Frames: j.Frames}
+	q.takeRequested(j)
 	if j.Split() {
 		for _, chunkID := range j.Children {
 			chunk, err := t.Job(chunkID)

@@ -358,6 +358,33 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 	if j := a.job(onGPU.ID); j.Name != "Spot GPU" {
 		t.Fatalf("the job's name %q", j.Name)
 	}
+
+	// A retry asks for what the first request asked: it renders in the job's pool, under its name
+	// and its limits, and only while the team may still name that pool.
+	var failing created
+	a.must(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"pool": "gpu", "name": "Spot GPU", "limits": []string{"lic"}}), http.StatusCreated, &failing)
+	if call := c.control.next(t); call.JobID != failing.ID || call.Node != "n1" {
+		t.Fatalf("the gpu job rendered on %s", call.Node)
+	} else {
+		call.answer(renderReply{Result: "fail", Message: "a plug-in crashed"})
+	}
+	c.waitJob(failing.ID, "error")
+	var again created
+	a.must(http.MethodPost, "/api/v2/jobs/"+failing.ID+"/retry", nil, http.StatusCreated, &again)
+	if call := c.control.next(t); call.JobID != again.ID || call.Node != "n1" {
+		t.Fatalf("the retried gpu job rendered on %s", call.Node)
+	} else {
+		call.answer(renderReply{Result: "finish"})
+	}
+	c.waitJob(again.ID, "finished")
+	if j := a.job(again.ID); j.Name != "Spot GPU" || j.Pool != "gpu" || !slices.Equal(j.Limits, []string{"lic"}) {
+		t.Fatalf("the retry's name %q, pool %q, limits %v", j.Name, j.Pool, j.Limits)
+	}
+	c.admin("team", "set", "a", "--pools", "4k")
+	if e := a.fails(http.MethodPost, "/api/v2/jobs/"+failing.ID+"/retry", nil, http.StatusForbidden, "forbidden"); !strings.Contains(e.Error, `pool "gpu", which the team may no longer name`) {
+		t.Fatalf("a retry in a pool the team may no longer name: %s", e.Error)
+	}
+
 	admin.must(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNoContent, nil)
 	admin.fails(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNotFound, "not_found")
 }

@@ -659,6 +659,8 @@ type (
 		Chunks       []chunk          `json:"chunks"`
 		ChunksRender *float64         `json:"chunksRenderDuration"`
 		Unsplit      string           `json:"unsplit"`
+		Pool         string           `json:"pool"`
+		Limits       []string         `json:"limits"`
 	}
 	chunk struct {
 		Index      int      `json:"index"`

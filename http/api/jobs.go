@@ -502,6 +502,10 @@ func (s *Server) retryJob(r *request) {
 		return
 	}
 	q.CapPriority(team.Policy.MaxPriority)
+	if q.Pool != "" && !team.Policy.AllowsPool(q.Pool) { // nested jobs render in their parent's pool
+		r.fail(newError(http.StatusForbidden, codeForbidden, "job %s renders in pool %q, which the team may no longer name (its admin allows only %q): create it again in another pool", j.ID, q.Pool, *team.Policy.Pools))
+		return
+	}
 	var records []*persistence.Job
 	s.IDs.Run(s.Clock.Now(), func(next func() ulid.ULID) { records = q.Records(r.team, ulid.ULID{}, 0, next) })
 	r.createOnce(body, http.StatusCreated, s.created(records), func(remember *persistence.Answer) error {

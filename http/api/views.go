@@ -27,28 +27,17 @@ type jobView struct {
 	// Composition and Settings are what the job renders and how (extensions).
 	Composition string            `json:"composition,omitempty"`
 	Settings    renderer.Settings `json:"settings"`
-	Kind        string            `json:"kind"`
-	BatchID     string            `json:"batchId,omitempty"`
-	ParentID    string            `json:"parentId,omitempty"`
-	Children    []string          `json:"children,omitempty"`
-	Priority    int               `json:"priority"`
-	Tags        []string          `json:"tags"`
-	Attempts    int               `json:"attempts"`
-	Node        string            `json:"node,omitempty"`
-	// MissingFonts are the fonts the job or its template names that the team's library lacks.
-	MissingFonts []string `json:"missingFonts,omitempty"`
-	// Chunks are a split job's chunks, in GET /jobs/{id}; Unsplit says why a job that asked to
-	// be split renders whole.
+	// storedFields show the record's fields as stored (jobfields_gen.go): kind, priority, tags,
+	// batch, parent, missing fonts (those the job or its template names that the team's library
+	// lacks), attempts, node, why a job that asked to be split renders whole (unsplit), and what
+	// the job is called, the pool it renders in and the limits its renders hold.
+	storedFields
+	Children []string `json:"children,omitempty"`
+	// Chunks are a split job's chunks, in GET /jobs/{id}.
 	Chunks []chunkView `json:"chunks,omitempty"`
 	// ChunksRenderDuration is the render time of a split job's chunks added up, in seconds:
 	// the slot time it took, beside its renderDuration, the wall time of it all.
 	ChunksRenderDuration *float64 `json:"chunksRenderDuration,omitempty"`
-	Unsplit              string   `json:"unsplit,omitempty"`
-	// Name, Pool and Limits are what the job is called, the pool it renders in and the limits
-	// its renders hold.
-	Name   string   `json:"name,omitempty"`
-	Pool   string   `json:"pool,omitempty"`
-	Limits []string `json:"limits,omitempty"`
 	// Team is the job's team, in the farm admin's views.
 	Team *teamRef `json:"team,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
@@ -171,33 +160,19 @@ type JobViews struct {
 
 func (s *JobViews) jobView(j *persistence.Job) *jobView {
 	v := &jobView{
-		ID:           j.ID.String(),
-		TemplateID:   optionalID(j.TemplateID),
-		Status:       j.Status(),
-		Progress:     j.Progress,
-		OutputURL:    s.outputURL(j),
-		Assets:       j.Spec.Assets,
-		Composition:  j.Spec.Composition,
-		Settings:     j.Spec.Settings,
-		Kind:         string(j.Kind),
-		BatchID:      idOrEmpty(j.BatchID),
-		ParentID:     idOrEmpty(j.ParentID),
-		Priority:     j.Priority,
-		Tags:         j.Tags,
-		Attempts:     j.Attempts,
-		Node:         j.Node,
-		MissingFonts: j.MissingFonts,
-		Unsplit:      j.Unsplit,
-		Name:         j.Name,
-		Pool:         j.Pool,
-		Limits:       j.Limits,
-		Stats:        s.jobStats(j),
+		ID:          j.ID.String(),
+		TemplateID:  optionalID(j.TemplateID),
+		Status:      j.Status(),
+		Progress:    j.Progress,
+		OutputURL:   s.outputURL(j),
+		Assets:      j.Spec.Assets,
+		Composition: j.Spec.Composition,
+		Settings:    j.Spec.Settings,
+		Stats:       s.jobStats(j),
 	}
+	v.fill(j)
 	if v.Assets == nil {
 		v.Assets = []renderer.Asset{}
-	}
-	if v.Tags == nil {
-		v.Tags = []string{}
 	}
 	if j.Split() {
 		return v // its children are its chunks, the farm's

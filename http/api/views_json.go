@@ -111,24 +111,9 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 	if b, err = appendSettings(append(b, `,"settings":`...), &v.Settings); err != nil {
 		return nil, err
 	}
-	b = appendString(append(b, `,"kind":`...), v.Kind)
-	if v.BatchID != "" {
-		b = appendString(append(b, `,"batchId":`...), v.BatchID)
-	}
-	if v.ParentID != "" {
-		b = appendString(append(b, `,"parentId":`...), v.ParentID)
-	}
+	b = v.appendFields(b)
 	if len(v.Children) > 0 {
 		b = appendStrings(append(b, `,"children":`...), v.Children)
-	}
-	b = strconv.AppendInt(append(b, `,"priority":`...), int64(v.Priority), 10)
-	b = appendStrings(append(b, `,"tags":`...), v.Tags)
-	b = strconv.AppendInt(append(b, `,"attempts":`...), int64(v.Attempts), 10)
-	if v.Node != "" {
-		b = appendString(append(b, `,"node":`...), v.Node)
-	}
-	if len(v.MissingFonts) > 0 {
-		b = appendStrings(append(b, `,"missingFonts":`...), v.MissingFonts)
 	}
 	if len(v.Chunks) > 0 { // GET /jobs/{id} of a split job only
 		chunks, err := marshal(v.Chunks)
@@ -141,18 +126,6 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 		if b, err = appendFloat(append(b, `,"chunksRenderDuration":`...), *v.ChunksRenderDuration); err != nil {
 			return nil, err
 		}
-	}
-	if v.Unsplit != "" {
-		b = appendString(append(b, `,"unsplit":`...), v.Unsplit)
-	}
-	if v.Name != "" {
-		b = appendString(append(b, `,"name":`...), v.Name)
-	}
-	if v.Pool != "" {
-		b = appendString(append(b, `,"pool":`...), v.Pool)
-	}
-	if len(v.Limits) > 0 {
-		b = appendStrings(append(b, `,"limits":`...), v.Limits)
 	}
 	if v.Team != nil {
 		b = appendString(append(b, `,"team":{"id":`...), v.Team.ID)

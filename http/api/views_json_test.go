@@ -59,7 +59,7 @@ func (f *viewFiller) fill(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(f.strings[f.rng.IntN(len(f.strings))])
-	case reflect.Int:
+	case reflect.Int, reflect.Int64:
 		v.SetInt([]int64{0, 1, -1, 42, math.MaxInt32, math.MinInt64}[f.rng.IntN(6)])
 	case reflect.Bool:
 		v.SetBool(f.rng.IntN(2) == 0)
@@ -85,7 +85,8 @@ func (f *viewFiller) fill(v reflect.Value) {
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
+			// Embedded structs (the generated storedFields) hold exported fields too.
+			if field := v.Type().Field(i); field.IsExported() || field.Anonymous {
 				f.fill(v.Field(i))
 			}
 		}
@@ -170,9 +171,9 @@ func BenchmarkJobPageJSON(b *testing.B) {
 	for i := range page {
 		template := "01M8CHGPBFGX7GHAH0PEER63SD"
 		page[i] = &jobView{ID: "01M8CHH9BWXP2YQEQWXG8AE4B8", TemplateID: &template, Status: "queued",
-			Stats:     &jobStats{CreatedAt: created, UpdatedAt: created.Add(time.Second), TotalAssets: 1, WaitingFor: "being assigned to a render node"},
-			OutputURL: "https://farm.example/files/jobs/01M8CHH9BWXP2YQEQWXG8AE4B8/result.mp4?exp=1795000000&sig=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-			Kind:      "render", Tags: []string{"bench", "hot"}, Priority: 5}
+			Stats:        &jobStats{CreatedAt: created, UpdatedAt: created.Add(time.Second), TotalAssets: 1, WaitingFor: "being assigned to a render node"},
+			OutputURL:    "https://farm.example/files/jobs/01M8CHH9BWXP2YQEQWXG8AE4B8/result.mp4?exp=1795000000&sig=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+			storedFields: storedFields{Kind: "render", Tags: []string{"bench", "hot"}, Priority: 5}}
 		page[i].Assets = []renderer.Asset{{Type: "text", LayerName: "Title", Value: json.RawMessage(`"Hello"`)}}
 	}
 	for _, enc := range []struct {

@@ -23,7 +23,9 @@ func decodeJobFast(body []byte) (*decodedJob, bool) {
 }
 
 var (
-	rawJobFields      = []string{"template", "assets", "preview", "fonts", "settings", "upload", "webhook", "priority", "tags", "chunks", "name", "pool", "limits"}
+	// ownJobFields are the keys of a job request read here; requestFieldKeys follow them.
+	ownJobFields      = []string{"template", "assets", "preview", "fonts", "settings", "upload", "webhook", "chunks"}
+	rawJobFields      = append(slices.Clip(ownJobFields), requestFieldKeys...)
 	rawAssetFields    = []string{"type", "layerName", "composition", "property", "value", "expression", "src", "name", "params", "template", "assets", "preview", "settings", "fonts"}
 	templateRefFields = []string{"id", "composition", "src"}
 )
@@ -48,18 +50,10 @@ func (r *jsonReader) jobField(job *decodedJob, field int) bool {
 		return r.raw(&job.Upload)
 	case "webhook":
 		return r.raw(&job.Webhook)
-	case "priority":
-		return r.float(&job.Priority)
-	case "tags":
-		return r.raw(&job.Tags)
 	case "chunks":
 		return r.raw(&job.Chunks)
-	case "name":
-		return r.stringPointer(&job.Name)
-	case "pool":
-		return r.stringPointer(&job.Pool)
-	default: // limits
-		return r.strings(&job.Limits)
+	default:
+		return r.requestField(&job.requestFields, field-len(ownJobFields))
 	}
 }
 

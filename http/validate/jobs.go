@@ -71,15 +71,12 @@ type rawJob struct {
 	Settings json.RawMessage   `json:"settings"`
 	Upload   json.RawMessage   `json:"upload"`
 	Webhook  json.RawMessage   `json:"webhook"`
-	Priority *float64          `json:"priority"`
-	Tags     json.RawMessage   `json:"tags"`
 	// Chunks splits the job over several nodes (an extension).
 	Chunks json.RawMessage `json:"chunks"`
-	// Name, Pool and Limits are extensions: what the job is called, the pool of nodes it renders
-	// on, the limits its renders hold.
-	Name   *string  `json:"name"`
-	Pool   *string  `json:"pool"`
-	Limits []string `json:"limits"`
+	// requestFields are the keys that set a record's field of their name (jobfields_gen.go):
+	// priority, tags, and the extensions name, pool (the nodes it renders on) and limits (what
+	// its renders hold).
+	requestFields
 	// decodedAssets are Assets already decoded (nil: not decoded, or none).
 	decodedAssets []rawAsset
 }
