@@ -12,8 +12,8 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the coordinator, its built-in render node and the tests need; Node.js (for the
 # Lottie worker) comes from Debian only where no node is installed.
 APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
-# The dashboard's tests drive a real browser.
-TEST_APT_PACKAGES := chromium
+# The dashboard's tests drive a real browser; the packages' test checks their units with systemd-analyze.
+TEST_APT_PACKAGES := chromium systemd
 LOTTIE_WORKER := renderer/lottie/worker
 # make check runs staticcheck at this version (go run fetches it; go.mod is left alone).
 STATICCHECK_VERSION := v0.8.2
@@ -23,6 +23,12 @@ STATICCHECK_VERSION := v0.8.2
 WEED_VERSION := v0.0.0-20261109003541-7506e5f91cd6
 WEED_CACHE   ?= $(HOME)/.cache/framefarm
 WEED         := $(WEED_CACHE)/weed-$(WEED_VERSION)
+# make package builds the Debian packages with nfpm at this version, installed into the same cache.
+NFPM_VERSION := v2.45.2
+NFPM         := $(WEED_CACHE)/nfpm-$(NFPM_VERSION)
+DIST         ?= dist
+# What make package builds: the Debian packages' systems, and the After Effects machines'.
+PACKAGE_TARGETS := linux/amd64 linux/arm64 windows/amd64 darwin/arm64
 
 # apt_install installs the Debian packages of $(1) that are missing.
 define apt_install
@@ -33,7 +39,7 @@ define apt_install
 	fi
 endef
 
-.PHONY: setup build run token test stress check bench fuzz clean proto weed generate
+.PHONY: setup build run token test stress check bench fuzz clean proto weed generate package
 
 setup: ## install system packages and Go modules
 	@command -v $(GO) >/dev/null || { echo "Go 1.26 or newer is required (https://go.dev/dl/)"; exit 1; }
@@ -54,6 +60,29 @@ run: setup build ## serve on 127.0.0.1:8080 with an embedded render node and the
 token: setup build ## print an API token for TEAM (while no server holds ./data)
 	bin/framefarm token create --config $(CONFIG) --team $(TEAM)
 
+package: setup $(NFPM) ## $(DIST)/: Debian packages (amd64, arm64), a Windows zip and a macOS tarball of render nodes
+	rm -rf $(DIST) && mkdir -p $(DIST)/build
+	@set -e; for target in $(PACKAGE_TARGETS); do \
+		os=$${target%/*}; arch=$${target#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+		echo "building framefarm for $$os/$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/build/framefarm-$$os-$$arch$$ext ./cmd/framefarm; \
+	done
+	@# The Lottie worker with the native module of each Debian architecture (npm names amd64 x64).
+	@set -e; for arch in amd64 arm64; do \
+		worker=$(DIST)/build/lottie-worker-$$arch; mkdir -p $$worker; \
+		cp $(LOTTIE_WORKER)/worker.js $(LOTTIE_WORKER)/package.json $(LOTTIE_WORKER)/package-lock.json $$worker/; \
+		echo "installing the Lottie worker's modules for linux/$$arch"; \
+		(cd $$worker && npm ci --omit=dev --no-audit --no-fund --loglevel=error --os=linux --libc=glibc \
+			--cpu=$$([ $$arch = amd64 ] && echo x64 || echo $$arch)); \
+	done
+	$(GO) run ./cmd/package --dist $(DIST) --build $(DIST)/build --version $(VERSION) --nfpm $(NFPM)
+	@rm -rf $(DIST)/build && ls -l $(DIST)
+
+$(NFPM):
+	@mkdir -p $(WEED_CACHE)
+	@set -e; bin=$$(mktemp -d); trap 'rm -rf $$bin' EXIT; \
+		GOBIN=$$bin $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION) && mv $$bin/nfpm $@
+
 generate: ## write the code that follows from the tags of persistence.Job (cmd/jobfields)
 	$(GO) generate ./persistence
 
@@ -66,10 +95,10 @@ check: ## formatting, vet, staticcheck, and the builds of render nodes on Window
 
 # The end-to-end suite runs a second time with its files in the S3 server. Both passes run
 # whatever the first gives, and both outcomes are reported.
-test: setup check weed ## the whole suite, with the race detector (FRAMEFARM_ARTIFACTS=DIR keeps the dashboard's screenshots)
+test: setup check weed package ## the whole suite, with the race detector (FRAMEFARM_ARTIFACTS=DIR keeps the dashboard's screenshots)
 	$(call apt_install,$(TEST_APT_PACKAGES))
 	@local=passed; bucket=passed; \
-	FRAMEFARM_WEED=$(WEED) $(GO) test -race -count=1 -timeout 30m ./... || local=FAILED; \
+	FRAMEFARM_WEED=$(WEED) FRAMEFARM_DIST=$(abspath $(DIST)) $(GO) test -race -count=1 -timeout 30m ./... || local=FAILED; \
 	FRAMEFARM_WEED=$(WEED) FRAMEFARM_TEST_OBJECTS=s3 $(GO) test -race -count=1 -timeout 30m ./cmd/framefarm || bucket=FAILED; \
 	echo "make test: every package with files in a local folder $$local; the end-to-end suite with files in a bucket $$bucket"; \
 	[ $$local = passed ] && [ $$bucket = passed ]
@@ -128,4 +157,4 @@ fuzz: setup ## run every fuzz target for FUZZTIME each
 	done
 
 clean:
-	rm -rf bin
+	rm -rf bin $(DIST)

@@ -47,6 +47,8 @@ func nodeCommand(ctx context.Context, args []string, stdout, stderr io.Writer, p
 		switch args[0] {
 		case "list", "drain", "clear", "forget":
 			return nodeAdmin(args[0], args[1:], stdout, stderr)
+		case "service":
+			return nodeService(args[1:], stdout, p)
 		}
 	}
 	return runNode(ctx, args, stdout, stderr, p)
@@ -187,6 +189,14 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 	if err != nil {
 		return err
 	}
+	return serveNode(ctx, func() (context.Context, context.CancelFunc) {
+		return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	}, ns, stdout, stderr, p)
+}
+
+// serveNode runs a node until ctx ends, then drains it until the context from stopNow ends (the
+// operator's second stop), and leaves.
+func serveNode(ctx context.Context, stopNow func() (context.Context, context.CancelFunc), ns nodeSettings, stdout, stderr io.Writer, p plugins) error {
 	cfg, id, slots := ns.cfg, ns.id, ns.slots
 	log, err := newLogger(stderr, cfg.Log)
 	if err != nil {
@@ -232,8 +242,8 @@ func runNode(ctx context.Context, args []string, stdout, stderr io.Writer, p plu
 	fmt.Fprintf(stdout, "framefarm node %s started, gossip on %s, actors on %s\n", id, cm.member.Addr(), cm.actors)
 
 	<-ctx.Done()
-	log.Info("draining: finishing current renders before leaving (signal again to stop at once)")
-	drainCtx, stopDrain := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	log.Info("draining: finishing current renders before leaving (stop again to stop at once)")
+	drainCtx, stopDrain := stopNow()
 	err = agent.Drain(drainCtx)
 	stopDrain()
 	if err != nil {
