@@ -12,8 +12,9 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian packages the coordinator, its built-in render node and the tests need; Node.js (for the
 # Lottie worker) comes from Debian only where no node is installed.
 APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
-# The dashboard's tests drive a real browser; the packages' test checks their units with systemd-analyze.
-TEST_APT_PACKAGES := chromium systemd
+# The dashboard's tests drive a real browser, the packages' test checks their units with
+# systemd-analyze, and the monitoring kit is checked by a real Prometheus (and promtool).
+TEST_APT_PACKAGES := chromium systemd prometheus
 LOTTIE_WORKER := renderer/lottie/worker
 # make check runs staticcheck at this version (go run fetches it; go.mod is left alone).
 STATICCHECK_VERSION := v0.8.2

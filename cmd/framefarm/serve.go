@@ -304,8 +304,9 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 			return f.store.WriteBackup(w, buildVersion(), f.clock.Now(), f.backupFiles)
 		},
 	})
-	f.metrics.SetJobCounts(f.store.JobCountsByState())
+	f.metrics.WatchJobCounts(f.store.JobCountsByState)
 	f.metrics.WatchQueue(f.coord, f.clock.Now)
+	f.metrics.WatchDisk(func() (free, size uint64, err error) { return diskSpace(cfg.Server.DataDir) })
 	return f, nil
 }
 

@@ -73,8 +73,12 @@ func TestThePackages(t *testing.T) {
 		runPackagedCoordinator(t, onlyFile(t, filepath.Join(dist, "framefarm_*_amd64.deb")))
 	})
 	t.Run("systemd units", checkUnits)
-	t.Run("windows zip", func(t *testing.T) { checkWindowsZip(t, onlyFile(t, filepath.Join(dist, "framefarm-*-windows-amd64.zip"))) })
-	t.Run("macos tarball", func(t *testing.T) { checkMacTarball(t, onlyFile(t, filepath.Join(dist, "framefarm-*-darwin-arm64.tar.gz"))) })
+	t.Run("windows zip", func(t *testing.T) {
+		checkWindowsZip(t, onlyFile(t, filepath.Join(dist, "framefarm-*-windows-amd64.zip")))
+	})
+	t.Run("macos tarball", func(t *testing.T) {
+		checkMacTarball(t, onlyFile(t, filepath.Join(dist, "framefarm-*-darwin-arm64.tar.gz")))
+	})
 }
 
 // packagePaths are where a package may put files: the binary, the Lottie worker (the built-in
@@ -112,9 +116,9 @@ func checkDebian(t *testing.T, deb, arch string) {
 		}
 	}
 	for path, want := range map[string]string{
-		"/usr/bin/framefarm":         "-rwxr-xr-x root/root",
-		"/etc/framefarm/config.toml": "-rw-r----- root/framefarm",
-		"/var/lib/framefarm/":        "drwxr-x--- framefarm/framefarm",
+		"/usr/bin/framefarm":                                             "-rwxr-xr-x root/root",
+		"/etc/framefarm/config.toml":                                     "-rw-r----- root/framefarm",
+		"/var/lib/framefarm/":                                            "drwxr-x--- framefarm/framefarm",
 		"/usr/lib/framefarm/lottie-worker/worker.js":                     "-rw-r--r-- root/root",
 		"/lib/systemd/system/framefarm.service":                          "-rw-r--r-- root/root",
 		"/lib/systemd/system/framefarm-node.service":                     "-rw-r--r-- root/root",

@@ -1,8 +1,13 @@
 // Package metrics exposes the coordinator's Prometheus metrics: jobs by state, created /
 // finished / failed / cancelled counters, queue depth and oldest queued age, render durations,
-// HTTP latency by route and code, webhook deliveries, store commit latency, and the render
-// nodes: nodes by state, slots per engine, assignment latency, lease expiries, fenced reports,
-// requeues, renders per node.
+// HTTP latency by route and code, webhook deliveries, store commit latency, the data folder's
+// disk, and the render nodes: nodes by state, slots per engine, assignment latency, lease
+// expiries, fenced reports, requeues, renders per node.
+//
+// What the farm holds is read when scraped, so every replica tells it true: jobs by state from
+// its own records (each replica reports the farm's: aggregate them with max), the queue, slots and
+// nodes from the coordinator of the term it leads (only the leader reports them). Counters count
+// what happened in this process.
 package metrics
 
 import (
@@ -23,7 +28,6 @@ import (
 // Metrics holds every collector of the coordinator, in its own registry.
 type Metrics struct {
 	reg            *prometheus.Registry
-	jobs           *prometheus.GaugeVec
 	transitions    *prometheus.CounterVec
 	renderDuration *prometheus.HistogramVec
 	httpDuration   *prometheus.HistogramVec
@@ -36,7 +40,6 @@ type Metrics struct {
 	reinspections  prometheus.Counter
 	passivations   prometheus.Counter
 	removed        *prometheus.CounterVec
-	nodes          *prometheus.GaugeVec
 	assignLatency  prometheus.Histogram
 	leaseExpiries  prometheus.Counter
 	nodeRenders    *prometheus.CounterVec
@@ -54,9 +57,6 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
-		jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "framefarm_jobs", Help: "Jobs by state.",
-		}, []string{"state"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framefarm_jobs_total", Help: "Jobs that reached a state: created, finished, failed, cancelled.",
 		}, []string{"event"}),
@@ -97,12 +97,9 @@ func New() *Metrics {
 		reinspections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framefarm_template_reinspections_total", Help: "Uploaded templates read again at start by a newer inspector.",
 		}),
-		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "framefarm_nodes", Help: "Render nodes by state.",
-		}, []string{"state"}),
 		assignLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "framefarm_assignment_latency_seconds", Help: "Time from a job queued to its assignment sent to a node.",
-			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30, 300},
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30, 300, 900, 3600, 14400},
 		}),
 		leaseExpiries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framefarm_node_lease_expiries_total", Help: "Render nodes lost because their heartbeats stopped.",
@@ -131,18 +128,16 @@ func New() *Metrics {
 			Help: "Bytes the coordinator received and sent, by link: api (its HTTP port, files included), nodes (messages with remote render nodes), objects (its own requests to the object store).",
 		}, []string{"link", "direction"}),
 	}
-	m.reg.MustRegister(m.jobs, m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
+	m.reg.MustRegister(m.transitions, m.renderDuration, m.httpDuration, m.webhooks, m.commitDuration,
 		m.commitWrites, m.staleReports, m.requeues, m.templates, m.reinspections, m.passivations, m.removed,
-		m.nodes, m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused, m.objectRequests, m.objectErrors, m.objects, m.objectBytes,
+		m.assignLatency, m.leaseExpiries, m.nodeRenders, m.refused, m.objectRequests, m.objectErrors, m.objects, m.objectBytes,
 		m.network, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, s := range persistence.AllJobStates {
-		m.jobs.WithLabelValues(s.String())
-	}
-	for _, st := range actors.NodeStates {
-		m.nodes.WithLabelValues(string(st))
-	}
 	for _, ev := range []string{"created", "finished", "failed", "cancelled"} {
 		m.transitions.WithLabelValues(ev)
+	}
+	// Series from the start, so that a first failure is an increase to alert on.
+	for _, result := range []string{"delivered", "retrying", "failed"} {
+		m.webhooks.WithLabelValues(result)
 	}
 	return m
 }
@@ -157,13 +152,6 @@ func (m *Metrics) HTTPHandler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// SetJobCounts sets the jobs-by-state gauge from the store at start-up.
-func (m *Metrics) SetJobCounts(counts map[persistence.JobState]int) {
-	for s, n := range counts {
-		m.jobs.WithLabelValues(s.String()).Set(float64(n))
-	}
-}
-
 // Watch subscribes the metrics to what the actors do.
 func (m *Metrics) Watch(ev *actors.Events) {
 	ev.JobStateChanged.Subscribe(m.jobStateChanged)
@@ -175,7 +163,6 @@ func (m *Metrics) Watch(ev *actors.Events) {
 	ev.StaleReport.Subscribe(func(actors.StaleReport) { m.staleReports.Inc() })
 	ev.JobRequeued.Subscribe(func(actors.JobRequeued) { m.requeues.Inc() })
 	ev.Assigned.Subscribe(func(e actors.Assigned) { m.assignLatency.Observe(e.Waited.Seconds()) })
-	ev.NodeStateChanged.Subscribe(m.nodeStateChanged)
 	ev.NodeRendered.Subscribe(m.nodeRendered)
 	ev.LeaseExpired.Subscribe(func(actors.LeaseExpired) { m.leaseExpiries.Inc() })
 	ev.NodeMessageRefused.Subscribe(func(actors.NodeMessageRefused) { m.refused.Inc() })
@@ -186,12 +173,9 @@ func (m *Metrics) jobStateChanged(e actors.JobStateChanged) {
 	if e.Chunk { // its job counts, as the store's counts do
 		return
 	}
-	if e.From != 0 {
-		m.jobs.WithLabelValues(e.From.String()).Dec()
-	} else {
+	if e.From == 0 {
 		m.transitions.WithLabelValues("created").Inc()
 	}
-	m.jobs.WithLabelValues(e.To.String()).Inc()
 	switch e.To {
 	case persistence.JobFinished:
 		m.transitions.WithLabelValues("finished").Inc()
@@ -202,26 +186,16 @@ func (m *Metrics) jobStateChanged(e actors.JobStateChanged) {
 	}
 }
 
-// jobsRemoved counts what retention removed and takes the jobs out of the per-state gauge.
+// jobsRemoved counts what retention removed.
 func (m *Metrics) jobsRemoved(e actors.JobsRemoved) {
 	jobs := 0
 	for _, j := range e.Jobs {
 		if j.Kind != persistence.KindChunk {
-			m.jobs.WithLabelValues(j.State.String()).Dec()
 			jobs++
 		}
 	}
 	m.removed.WithLabelValues("jobs").Add(float64(jobs))
 	m.removed.WithLabelValues("batches").Add(float64(e.Batches))
-}
-
-func (m *Metrics) nodeStateChanged(e actors.NodeStateChanged) {
-	if e.From != "" {
-		m.nodes.WithLabelValues(string(e.From)).Dec()
-	}
-	if e.To != "" {
-		m.nodes.WithLabelValues(string(e.To)).Inc()
-	}
 }
 
 func (m *Metrics) nodeRendered(e actors.NodeRendered) {
@@ -246,8 +220,9 @@ func (m *Metrics) ObserveRequest(route, method string, status int, d time.Durati
 // ObserveObjectRequest records one request to the object store.
 func (m *Metrics) ObserveObjectRequest(op string, took time.Duration, err error) {
 	m.objectRequests.WithLabelValues(op).Observe(took.Seconds())
+	errs := m.objectErrors.WithLabelValues(op) // a series from the first request, so its rate reads 0, not nothing
 	if err != nil {
-		m.objectErrors.WithLabelValues(op).Inc()
+		errs.Inc()
 	}
 }
 
@@ -274,14 +249,17 @@ func (m *Metrics) ObserveCommit(d time.Duration, writes int) {
 	m.commitWrites.Observe(float64(writes))
 }
 
-// QueueSource reports the queue and the render slots at scrape time.
+// QueueSource reports the queue, the render slots and the nodes at scrape time (a replica that
+// does not lead reports none).
 type QueueSource interface {
 	QueueStats() (actors.QueueStats, error)
 	LiveJobActors() int
 	Capacities() map[string]actors.Capacity
+	Nodes() []actors.NodeInfo
 }
 
-// WatchQueue adds the queue depth, oldest queued age and live actor gauges, read at scrape time.
+// WatchQueue adds the queue depth, oldest queued age, live actor, slot and node gauges, read at
+// scrape time.
 func (m *Metrics) WatchQueue(src QueueSource, now func() time.Time) {
 	m.reg.MustRegister(&queueCollector{src: src, now: now})
 }
@@ -291,6 +269,10 @@ var (
 	oldestDesc     = prometheus.NewDesc("framefarm_queue_oldest_age_seconds", "Age of the oldest queued job.", nil, nil)
 	liveDesc       = prometheus.NewDesc("framefarm_job_actors_live", "Job actors in memory (a job has one only while something happens to it).", nil, nil)
 	slotsDesc      = prometheus.NewDesc("framefarm_slots", "Render slots of the ready nodes by engine: total and busy.", []string{"engine", "kind"}, nil)
+	nodesDesc      = prometheus.NewDesc("framefarm_nodes", "Render nodes by state (reported by the coordinator that leads).", []string{"state"}, nil)
+	jobsDesc       = prometheus.NewDesc("framefarm_jobs", "Jobs by state, from this replica's records (every replica reports the farm's).", []string{"state"}, nil)
+	diskFreeDesc   = prometheus.NewDesc("framefarm_data_free_bytes", "Bytes free to the coordinator on the data folder's file system.", nil, nil)
+	diskSizeDesc   = prometheus.NewDesc("framefarm_data_size_bytes", "Size of the data folder's file system.", nil, nil)
 )
 
 type queueCollector struct {
@@ -303,6 +285,7 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- oldestDesc
 	ch <- liveDesc
 	ch <- slotsDesc
+	ch <- nodesDesc
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -310,6 +293,15 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	for engine, cp := range c.src.Capacities() {
 		ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(cp.Slots), engine, "total")
 		ch <- prometheus.MustNewConstMetric(slotsDesc, prometheus.GaugeValue, float64(cp.Slots-cp.Free), engine, "busy")
+	}
+	if nodes := c.src.Nodes(); nodes != nil { // nil: not leading
+		count := map[actors.NodeState]int{}
+		for _, n := range nodes {
+			count[n.State]++
+		}
+		for _, st := range actors.NodeStates {
+			ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(count[st]), string(st))
+		}
 	}
 	stats, err := c.src.QueueStats()
 	if err != nil {
@@ -323,4 +315,42 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		age = c.now().Sub(stats.OldestQueued).Seconds()
 	}
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+}
+
+// WatchJobCounts adds the jobs-by-state gauge, read from the records at scrape time.
+func (m *Metrics) WatchJobCounts(counts func() map[persistence.JobState]int) {
+	m.reg.MustRegister(jobCountCollector(counts))
+}
+
+type jobCountCollector func() map[persistence.JobState]int
+
+func (c jobCountCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc }
+
+func (c jobCountCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := c()
+	for _, s := range persistence.AllJobStates {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[s]), s.String())
+	}
+}
+
+// WatchDisk adds the data folder's free and total bytes, read at scrape time (none when space
+// cannot tell).
+func (m *Metrics) WatchDisk(space func() (free, size uint64, err error)) {
+	m.reg.MustRegister(diskCollector(space))
+}
+
+type diskCollector func() (free, size uint64, err error)
+
+func (c diskCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- diskFreeDesc
+	ch <- diskSizeDesc
+}
+
+func (c diskCollector) Collect(ch chan<- prometheus.Metric) {
+	free, size, err := c()
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(free))
+	ch <- prometheus.MustNewConstMetric(diskSizeDesc, prometheus.GaugeValue, float64(size))
 }
