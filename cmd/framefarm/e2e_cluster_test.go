@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -36,6 +37,8 @@ type renderNode struct {
 	// cpus, when set, pins the node and what it runs to these CPUs (taskset), as a machine of
 	// that many cores would have them.
 	cpus string
+	// binary is the program the node runs: this test binary unless set (another release's).
+	binary string
 }
 
 func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNode {
@@ -117,9 +120,10 @@ func (c *coordinator) runNode(n *renderNode) *renderNode {
 
 func (n *renderNode) launch() {
 	n.t.Helper()
-	cmd := dieWithTheTest(exec.Command(os.Args[0], n.args...))
+	program := cmp.Or(n.binary, os.Args[0])
+	cmd := dieWithTheTest(exec.Command(program, n.args...))
 	if n.cpus != "" {
-		cmd = dieWithTheTest(exec.Command("taskset", append([]string{"-c", n.cpus, os.Args[0]}, n.args...)...))
+		cmd = dieWithTheTest(exec.Command("taskset", append([]string{"-c", n.cpus, program}, n.args...)...))
 	}
 	cmd.Env = n.env
 	cmd.Stderr = n.stderr

@@ -532,12 +532,19 @@ func TestALoneCoordinatorBecomesTheFirstReplica(t *testing.T) {
 // startNode starts a render node process that joins the farm through every replica's gossip
 // address, so it finds whichever leads.
 func (rs *replicaSet) startNode(id string) *renderNode {
+	leader, n := rs.newNode(id)
+	return leader.runNode(n)
+}
+
+// newNode prepares a render node that joins through every replica's gossip address, and
+// returns it with the leader that waits for it.
+func (rs *replicaSet) newNode(id string) (*coordinator, *renderNode) {
 	var seeds []string
 	for _, c := range rs.members {
 		seeds = append(seeds, c.gossip)
 	}
 	leader := rs.leader()
-	return leader.startNodeIn(rs.t.TempDir(), id, 1, "--id", id, "--join", strings.Join(seeds, ","))
+	return leader, leader.newNode(rs.t.TempDir(), id, 1, "--id", id, "--join", strings.Join(seeds, ","))
 }
 
 // TestAFailoverLosesNoRender: the leader is SIGKILLed while two nodes render; the nodes follow

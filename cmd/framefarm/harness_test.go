@@ -9,6 +9,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -194,6 +195,8 @@ type coordinator struct {
 	env []string
 	// metricsURL is where /metrics is served: the API's address unless metricsListen.
 	metricsURL string
+	// binary is the program the process runs: this test binary unless set (another release's).
+	binary string
 	// listening is the address the process listens on while it runs, nil while it does not:
 	// what a goroutine other than the test's (a balancer) may read.
 	listening atomic.Pointer[string]
@@ -300,7 +303,7 @@ timeout = "2s"
 // launch starts the process and waits until it listens.
 func (c *coordinator) launch(listen string) {
 	c.t.Helper()
-	args := []string{os.Args[0], "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
+	args := []string{cmp.Or(c.binary, os.Args[0]), "serve", "--config", filepath.Join(c.dir, "framefarm.toml"),
 		"--data-dir", c.dataDir(), "--listen", listen, "--local-slots", fmt.Sprint(c.opts.slots)}
 	if c.opts.cpus != "" {
 		args = append([]string{"taskset", "-c", c.opts.cpus}, args...)

@@ -42,7 +42,7 @@ func (s *Server) backup(r *request) {
 
 // backupRate bounds how fast a backup is sent, in bytes a second: taking one leaves the farm's
 // intake its pace on a small machine (BenchmarkMillionJobs, its backup stage, measures both).
-const backupRate = 96 << 20
+const backupRate = 64 << 20
 
 // pacedWriter writes no faster than rate bytes a second on average, waiting on its clock when it
 // is ahead by more than paceSlack.

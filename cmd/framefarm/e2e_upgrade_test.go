@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// beforeReleases is the commit the upgrade test starts from until the first release is tagged:
+// the last one before releases were made (issue 36).
+const beforeReleases = "108f135fd07029ed6da12964a971c04e204fcd87"
+
+// previousRelease is what this build upgrades from: the newest release tag among its ancestors
+// that is not on its own commit, or beforeReleases while there is none.
+func previousRelease(t *testing.T) string {
+	out, err := exec.Command("git", "-C", "../..", "tag", "--merged", "HEAD", "--sort=-v:refname", "--list", "v*").Output()
+	if err != nil {
+		t.Fatalf("git tag (the upgrade test needs the repository's history): %v", err)
+	}
+	head, err := exec.Command("git", "-C", "../..", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range strings.Fields(string(out)) {
+		commit, err := exec.Command("git", "-C", "../..", "rev-list", "-n", "1", tag).Output()
+		if err == nil && strings.TrimSpace(string(commit)) != strings.TrimSpace(string(head)) {
+			return tag
+		}
+	}
+	return beforeReleases
+}
+
+// buildRelease builds the test binary of cmd/framefarm as a release had it (its harness runs it
+// as framefarm with the same test plugins), from the repository's history.
+func buildRelease(t *testing.T, rev string) string {
+	t.Helper()
+	src, tarball := t.TempDir(), filepath.Join(t.TempDir(), "release.tar")
+	if out, err := exec.Command("git", "-C", "../..", "archive", "--format=tar", "-o", tarball, rev).CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s (the upgrade test needs the repository's history): %v\n%s", rev, err, out)
+	}
+	if out, err := exec.Command("tar", "-xf", tarball, "-C", src).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	binary := filepath.Join(t.TempDir(), "framefarm-"+rev+".test")
+	build := exec.Command("go", "test", "-c", "-o", binary, "./cmd/framefarm")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", rev, err, out)
+	}
+	return binary
+}
+
+// TestARollingUpgradeLosesNothing: three replicas and two render nodes run the previous
+// release; while clients create jobs with Idempotency-Keys (each sent again until
+// acknowledged), they are upgraded one at a time as the README says: each follower stopped,
+// started on this build and caught up, then the leader, then the nodes, drained one by one.
+// Every acknowledged job is on every replica afterwards, one per key, and renders to its end.
+func TestARollingUpgradeLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the previous release")
+	}
+	previous := buildRelease(t, previousRelease(t))
+	rs := newReplicaSet(t, 3, testTimings)
+	for _, c := range rs.members {
+		c.binary = previous
+	}
+	rs.start()
+	leader := rs.leader()
+	rs.members[0].control.answerAll(func(*renderCall) renderReply { return renderReply{Result: "finish"} })
+	nodes := []*renderNode{}
+	for _, id := range []string{"n1", "n2"} {
+		on, n := rs.newNode(id)
+		n.binary = previous
+		nodes = append(nodes, on.runNode(n))
+	}
+	acme := leader.team("acme")
+	tplID := acme.uploadTemplate(inspection())
+
+	var stop atomic.Bool
+	var mu sync.Mutex
+	acknowledged := map[string]string{} // key -> job id
+	var clients sync.WaitGroup
+	for client := range 2 {
+		clients.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				key := fmt.Sprintf("upgrade-client%d-job%d", client, i)
+				body, _ := json.Marshal(renderJob(tplID))
+				for try := 0; ; try++ {
+					if try > 500 {
+						t.Errorf("%s was never acknowledged", key)
+						return
+					}
+					status, answer := postWithKey(rs.balancer.url+"/api/v2/jobs", acme.token, key, body)
+					if status == http.StatusCreated || status == http.StatusOK {
+						var cr created
+						json.Unmarshal(answer, &cr)
+						mu.Lock()
+						if prev, ok := acknowledged[key]; ok && prev != cr.ID {
+							t.Errorf("key %s acknowledged as %s and as %s", key, prev, cr.ID)
+						}
+						acknowledged[key] = cr.ID
+						mu.Unlock()
+						break
+					}
+					if status != 0 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
+						t.Errorf("%s: %d %s", key, status, answer)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+
+	upgrade := func(c *coordinator) {
+		c.stop()
+		c.binary = ""
+		c.restart()
+		reached, _ := rs.leader().status()
+		for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) {
+			if s, ok := c.status(); ok && s.Applied >= reached.Applied {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %s did not reach applied index %d after its upgrade", c.addr, reached.Applied)
+			}
+		}
+	}
+	time.Sleep(time.Second) // some creations under the previous release
+	first := rs.leader()
+	for _, c := range rs.members {
+		if c != first {
+			upgrade(c)
+		}
+	}
+	upgrade(first)
+	for _, n := range nodes {
+		n.signal(syscall.SIGTERM)
+		n.waitExit()
+		n.binary = ""
+		n.launch()
+	}
+	time.Sleep(time.Second) // some creations on this build
+	stop.Store(true)
+	clients.Wait()
+	if t.Failed() {
+		return
+	}
+	if len(acknowledged) == 0 {
+		t.Fatal("no creation was acknowledged")
+	}
+	t.Logf("%d jobs acknowledged across the upgrade from %s", len(acknowledged), previousRelease(t))
+
+	final := rs.leader()
+	onFinal := &client{c: final, token: acme.token}
+	for key, id := range acknowledged {
+		final.waitUntil("job "+id+" (key "+key+") finishes", func() bool { return onFinal.job(id).Status == "finished" })
+	}
+	rs.settle(acme)
+	for _, c := range rs.members {
+		var page []map[string]any
+		(&client{c: c, token: acme.token}).must(http.MethodGet, fmt.Sprintf("/api/v2/jobs?limit=%d", len(acknowledged)+10), nil, http.StatusOK, &page)
+		if len(page) != len(acknowledged) {
+			t.Fatalf("replica %s lists %d jobs for %d keys", c.addr, len(page), len(acknowledged))
+		}
+	}
+}
