@@ -285,49 +285,12 @@ func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
 	for _, c := range rs.members {
 		urls = append(urls, c.url)
 	}
-	var stop atomic.Bool
-	var mu sync.Mutex
-	acknowledged := map[string]string{} // key -> job id
-	var clients sync.WaitGroup
-	progress := make(chan struct{}, 1<<16)
-	for client := range 4 {
-		clients.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				key := fmt.Sprintf("client%d-job%d", client, i)
-				body, _ := json.Marshal(renderJob(tplID))
-				for try := 0; ; try++ {
-					if try > 200 {
-						t.Errorf("%s was never acknowledged", key)
-						return
-					}
-					url := urls[(client+i+try)%len(urls)]
-					status, answer := postWithKey(url+"/api/v2/jobs", acme.token, key, body)
-					if status == http.StatusCreated || status == http.StatusOK {
-						var cr created
-						json.Unmarshal(answer, &cr)
-						mu.Lock()
-						if prev, ok := acknowledged[key]; ok && prev != cr.ID {
-							t.Errorf("key %s acknowledged as %s and as %s", key, prev, cr.ID)
-						}
-						acknowledged[key] = cr.ID
-						mu.Unlock()
-						progress <- struct{}{}
-						break
-					}
-					if status != 0 && status != http.StatusServiceUnavailable {
-						t.Errorf("%s on %s: %d %s", key, url, status, answer)
-						return
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		})
-	}
+	creations := startKeyedCreations(t, 4, "", acme.token, tplID, func(client, i, try int) string { return urls[(client+i+try)%len(urls)] })
 	const kills = 5
 	for range kills {
 		for range 50 { // some creations acknowledged under this leader
 			select {
-			case <-progress:
+			case <-creations.progress:
 			case <-time.After(waitLimit):
 				t.Fatal("the clients acknowledged nothing for " + waitLimit.String())
 			}
@@ -340,8 +303,7 @@ func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
 		}
 		victim.restart()
 	}
-	stop.Store(true)
-	clients.Wait()
+	acknowledged := creations.finish()
 	if t.Failed() {
 		return
 	}
@@ -392,6 +354,68 @@ func TestReplicasKeepEveryAcknowledgedJob(t *testing.T) {
 			t.Fatalf("the stores of c1 and %s differ at applied index %d (%d and %d records)", c.addr, index, len(first), len(other))
 		}
 	}
+}
+
+// keyedCreations are clients creating jobs with Idempotency-Keys until finished, each creation
+// sent again until it is acknowledged (through a replica that restarts, or a leader changing).
+type keyedCreations struct {
+	t            *testing.T
+	stop         atomic.Bool
+	clients      sync.WaitGroup
+	mu           sync.Mutex
+	acknowledged map[string]string // key -> job id
+	// progress receives a value per acknowledged creation.
+	progress chan struct{}
+}
+
+// startKeyedCreations starts n clients; url gives the address a try goes to.
+func startKeyedCreations(t *testing.T, n int, prefix, token, tplID string, url func(client, i, try int) string) *keyedCreations {
+	k := &keyedCreations{t: t, acknowledged: map[string]string{}, progress: make(chan struct{}, 1<<16)}
+	body, _ := json.Marshal(renderJob(tplID))
+	for client := range n {
+		k.clients.Go(func() {
+			for i := 0; !k.stop.Load(); i++ {
+				if !k.create(fmt.Sprintf("%sclient%d-job%d", prefix, client, i), token, body, func(try int) string { return url(client, i, try) }) {
+					return
+				}
+			}
+		})
+	}
+	return k
+}
+
+// create sends one creation until it is acknowledged; false when it never is, or is refused.
+func (k *keyedCreations) create(key, token string, body []byte, url func(try int) string) bool {
+	for try := range 500 {
+		status, answer := postWithKey(url(try)+"/api/v2/jobs", token, key, body)
+		switch status {
+		case http.StatusCreated, http.StatusOK:
+			var cr created
+			json.Unmarshal(answer, &cr)
+			k.mu.Lock()
+			if prev, ok := k.acknowledged[key]; ok && prev != cr.ID {
+				k.t.Errorf("key %s acknowledged as %s and as %s", key, prev, cr.ID)
+			}
+			k.acknowledged[key] = cr.ID
+			k.mu.Unlock()
+			k.progress <- struct{}{}
+			return true
+		case 0, http.StatusServiceUnavailable, http.StatusBadGateway: // not reached, or between leaders
+			time.Sleep(20 * time.Millisecond)
+		default:
+			k.t.Errorf("%s: %d %s", key, status, answer)
+			return false
+		}
+	}
+	k.t.Errorf("%s was never acknowledged", key)
+	return false
+}
+
+// finish stops the clients and returns what was acknowledged, by key.
+func (k *keyedCreations) finish() map[string]string {
+	k.stop.Store(true)
+	k.clients.Wait()
+	return k.acknowledged
 }
 
 // postWithKey creates with an Idempotency-Key; status 0 when the replica cannot be reached.

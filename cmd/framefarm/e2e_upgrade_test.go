@@ -1,14 +1,11 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -84,43 +81,7 @@ func TestARollingUpgradeLosesNothing(t *testing.T) {
 	acme := leader.team("acme")
 	tplID := acme.uploadTemplate(inspection())
 
-	var stop atomic.Bool
-	var mu sync.Mutex
-	acknowledged := map[string]string{} // key -> job id
-	var clients sync.WaitGroup
-	for client := range 2 {
-		clients.Go(func() {
-			for i := 0; !stop.Load(); i++ {
-				key := fmt.Sprintf("upgrade-client%d-job%d", client, i)
-				body, _ := json.Marshal(renderJob(tplID))
-				for try := 0; ; try++ {
-					if try > 500 {
-						t.Errorf("%s was never acknowledged", key)
-						return
-					}
-					status, answer := postWithKey(rs.balancer.url+"/api/v2/jobs", acme.token, key, body)
-					if status == http.StatusCreated || status == http.StatusOK {
-						var cr created
-						json.Unmarshal(answer, &cr)
-						mu.Lock()
-						if prev, ok := acknowledged[key]; ok && prev != cr.ID {
-							t.Errorf("key %s acknowledged as %s and as %s", key, prev, cr.ID)
-						}
-						acknowledged[key] = cr.ID
-						mu.Unlock()
-						break
-					}
-					if status != 0 && status != http.StatusServiceUnavailable && status != http.StatusBadGateway {
-						t.Errorf("%s: %d %s", key, status, answer)
-						return
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		})
-	}
-
+	creations := startKeyedCreations(t, 2, "upgrade-", acme.token, tplID, func(int, int, int) string { return rs.balancer.url })
 	upgrade := func(c *coordinator) {
 		c.stop()
 		c.binary = ""
@@ -150,8 +111,7 @@ func TestARollingUpgradeLosesNothing(t *testing.T) {
 		n.launch()
 	}
 	time.Sleep(time.Second) // some creations on this build
-	stop.Store(true)
-	clients.Wait()
+	acknowledged := creations.finish()
 	if t.Failed() {
 		return
 	}
@@ -167,10 +127,22 @@ func TestARollingUpgradeLosesNothing(t *testing.T) {
 	}
 	rs.settle(acme)
 	for _, c := range rs.members {
-		var page []map[string]any
-		(&client{c: c, token: acme.token}).must(http.MethodGet, fmt.Sprintf("/api/v2/jobs?limit=%d", len(acknowledged)+10), nil, http.StatusOK, &page)
-		if len(page) != len(acknowledged) {
-			t.Fatalf("replica %s lists %d jobs for %d keys", c.addr, len(page), len(acknowledged))
+		on := &client{c: c, token: acme.token}
+		listed := 0
+		for from := 0; ; from += 1000 {
+			var page []map[string]any
+			on.must(http.MethodGet, fmt.Sprintf("/api/v2/jobs?limit=1000&from=%d", from), nil, http.StatusOK, &page)
+			if listed += len(page); len(page) < 1000 {
+				break
+			}
+		}
+		if listed != len(acknowledged) {
+			t.Fatalf("replica %s lists %d jobs for %d keys", c.addr, listed, len(acknowledged))
+		}
+		for key, id := range acknowledged {
+			if j := on.job(id); j.Status != "finished" {
+				t.Fatalf("replica %s shows job %s (key %s) %s", c.addr, id, key, j.Status)
+			}
 		}
 	}
 }
