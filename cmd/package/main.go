@@ -55,7 +55,12 @@ func (p packager) run() error {
 	if err != nil {
 		return err
 	}
-	stage := filepath.Join(p.build, "stage")
+	// nfpm reads the files by the paths written into its spec: absolute, wherever it runs.
+	build, err := filepath.Abs(p.build)
+	if err != nil {
+		return err
+	}
+	stage := filepath.Join(build, "stage")
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		return err
 	}
@@ -74,7 +79,7 @@ func (p packager) run() error {
 	for _, arch := range debianArchitectures {
 		values := map[string]string{
 			"ARCH": arch, "VERSION": debianVersion(p.version), "DEPLOY": deploy, "CONFIG": configFile,
-			"BINARY": filepath.Join(p.build, "framefarm-linux-"+arch), "LOTTIE_WORKER": filepath.Join(p.build, "lottie-worker-"+arch),
+			"BINARY": filepath.Join(build, "framefarm-linux-"+arch), "LOTTIE_WORKER": filepath.Join(build, "lottie-worker-"+arch),
 		}
 		spec, err := expand(string(nfpmTemplate), values)
 		if err != nil {
