@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,7 +61,7 @@ func startPrometheus(t *testing.T, targets []string) *prometheusServer {
 		}
 	})
 	p := &prometheusServer{t: t, url: "http://" + addr}
-	p.await("prometheus is ready", func() bool {
+	pollUntil(p.t, "prometheus is ready", func() bool {
 		resp, err := http.Get(p.url + "/-/ready")
 		if err != nil {
 			return false
@@ -71,16 +70,6 @@ func startPrometheus(t *testing.T, targets []string) *prometheusServer {
 		return resp.StatusCode == http.StatusOK
 	})
 	return p
-}
-
-// await polls done every 100 ms until it holds, within waitLimit.
-func (p *prometheusServer) await(what string, done func() bool) {
-	p.t.Helper()
-	for deadline := time.Now().Add(waitLimit); !done(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s: not within %s", what, waitLimit)
-		}
-	}
 }
 
 // api reads one of Prometheus's API answers into data.
@@ -126,12 +115,12 @@ func (p *prometheusServer) firing(name string) bool {
 		} `json:"alerts"`
 	}
 	p.api("/api/v1/alerts", &data)
-	return slices.ContainsFunc(data.Alerts, func(a struct {
-		Labels map[string]string `json:"labels"`
-		State  string            `json:"state"`
-	}) bool {
-		return a.Labels["alertname"] == name && a.State == "firing"
-	})
+	for _, a := range data.Alerts {
+		if a.Labels["alertname"] == name && a.State == "firing" {
+			return true
+		}
+	}
+	return false
 }
 
 // kitQueries are every recording rule of the monitoring kit and every query of its dashboard.
@@ -199,7 +188,7 @@ func TestARealPrometheusWatchesTheFarm(t *testing.T) {
 	prom := startPrometheus(t, targets)
 	// Counters are read as increases from their first scrape: the load starts once every replica
 	// has been scraped.
-	prom.await("prometheus scrapes every replica", func() bool { return prom.samples(`up{job="framefarm"} == 1`) == len(targets) })
+	pollUntil(t, "prometheus scrapes every replica", func() bool { return prom.samples(`up{job="framefarm"} == 1`) == len(targets) })
 
 	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }))
 	t.Cleanup(refusing.Close)
@@ -242,10 +231,10 @@ func TestARealPrometheusWatchesTheFarm(t *testing.T) {
 			t.Errorf("%s fires on a well farm", alert)
 		}
 	}
-	prom.await("webhook deliveries gave up: FramefarmWebhooksFailing fires", func() bool { return prom.firing("FramefarmWebhooksFailing") })
+	pollUntil(t, "webhook deliveries gave up: FramefarmWebhooksFailing fires", func() bool { return prom.firing("FramefarmWebhooksFailing") })
 
 	lost.kill()
-	prom.await("killing a render node fires FramefarmRenderNodeLost", func() bool { return prom.firing("FramefarmRenderNodeLost") })
+	pollUntil(t, "killing a render node fires FramefarmRenderNodeLost", func() bool { return prom.firing("FramefarmRenderNodeLost") })
 }
 
 // TestTheKitsRulesPassTheirTests: promtool (Debian's prometheus package) checks the rules and

@@ -87,14 +87,10 @@ func TestARollingUpgradeLosesNothing(t *testing.T) {
 		c.binary = ""
 		c.restart()
 		reached, _ := rs.leader().status()
-		for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) {
-			if s, ok := c.status(); ok && s.Applied >= reached.Applied {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("replica %s did not reach applied index %d after its upgrade", c.addr, reached.Applied)
-			}
-		}
+		pollUntil(t, fmt.Sprintf("replica %s reaches applied index %d after its upgrade", c.addr, reached.Applied), func() bool {
+			s, ok := c.status()
+			return ok && s.Applied >= reached.Applied
+		})
 	}
 	time.Sleep(time.Second) // some creations under the previous release
 	first := rs.leader()

@@ -456,6 +456,17 @@ func (c *coordinator) restart() {
 	c.launch(c.addr)
 }
 
+// pollUntil polls done every 100 ms until it holds, within waitLimit: for what no process
+// signals (another program's state, a replica's applied index).
+func pollUntil(t testing.TB, what string, done func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); !done(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, waitLimit)
+		}
+	}
+}
+
 // waitUntil waits until cond, read under the lock, holds; each signal wakes it. It waits as
 // long as the process keeps signalling (a render progressing on a loaded machine), and gives
 // up after waitLimit without a signal, or after waitOuterLimit in all.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"time"
@@ -65,9 +66,7 @@ func (p *pacedWriter) Write(b []byte) (int, error) {
 	p.sent += int64(n)
 	due := p.start.Add(time.Duration(float64(p.sent) / p.rate * float64(time.Second)))
 	if wait := due.Sub(p.clk.Now()); err == nil && wait > paceSlack {
-		waited := make(chan struct{})
-		p.clk.AfterFunc(wait, func() { close(waited) })
-		<-waited
+		clock.Sleep(context.Background(), p.clk, wait)
 	}
 	return n, err
 }
