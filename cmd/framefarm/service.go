@@ -164,8 +164,20 @@ func superviseService(requests <-chan serviceRequest, report func(serviceState),
 	}
 }
 
+// serviceManager is the system's service manager: Windows's (service_windows.go), none elsewhere.
+type serviceManager interface {
+	install(serviceInstall) error
+	// control starts, stops or uninstalls the service name.
+	control(name, verb string) error
+	// run runs the node as the manager started it.
+	run(name string, ns nodeSettings, p plugins) error
+}
+
 // nodeService is `framefarm node service install|uninstall|start|stop|run`.
 func nodeService(args []string, stdout io.Writer, p plugins) error {
+	if services == nil {
+		return errors.New("framefarm node service registers a Windows service; on Linux the framefarm-node systemd unit of the Debian package runs a node, on macOS the launchd agent of the macOS tarball")
+	}
 	if len(args) == 0 {
 		return errors.New("usage: framefarm node service install [--user ACCOUNT] NODE-FLAGS | uninstall | start | stop")
 	}
@@ -179,19 +191,19 @@ func nodeService(args []string, stdout io.Writer, p plugins) error {
 		if err != nil {
 			return err
 		}
-		if err := installService(s); err != nil {
+		if err := services.install(s); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "installed the service %s: it starts at boot and again after a failure; framefarm node service start starts it now\n", s.name)
 		return nil
 	case "uninstall", "start", "stop":
-		return controlService(nodeServiceName, args[0])
+		return services.control(nodeServiceName, args[0])
 	case "run":
 		ns, err := nodeConfig(args[1:], io.Discard)
 		if err != nil {
 			return err
 		}
-		return runAsService(nodeServiceName, ns, p)
+		return services.run(nodeServiceName, ns, p)
 	}
 	return fmt.Errorf("framefarm node service %s: want install, uninstall, start or stop", args[0])
 }

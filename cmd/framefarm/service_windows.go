@@ -13,9 +13,14 @@ import (
 	"golang.org/x/sys/windows/svc/mgr"
 )
 
-// installService registers the service with the service manager: started at boot (once the
+// windowsServices is Windows's service manager.
+type windowsServices struct{}
+
+var services serviceManager = windowsServices{}
+
+// install registers the service with the service manager: started at boot (once the
 // network is up), and again after a failure.
-func installService(in serviceInstall) error {
+func (windowsServices) install(in serviceInstall) error {
 	m, err := mgr.Connect()
 	if err != nil {
 		return fmt.Errorf("the service manager (run as an administrator): %w", err)
@@ -44,8 +49,8 @@ func installService(in serviceInstall) error {
 	return s.SetRecoveryActionsOnNonCrashFailures(true)
 }
 
-// controlService starts, stops or removes the installed service.
-func controlService(name, verb string) error {
+// control starts, stops or removes the installed service.
+func (windowsServices) control(name, verb string) error {
 	m, err := mgr.Connect()
 	if err != nil {
 		return fmt.Errorf("the service manager (run as an administrator): %w", err)
@@ -66,9 +71,9 @@ func controlService(name, verb string) error {
 	return s.Delete()
 }
 
-// runAsService runs the node as the service manager started it, logging to node.log in its data
+// run runs the node as the service manager started it, logging to node.log in its data
 // folder (a service has no console).
-func runAsService(name string, ns nodeSettings, p plugins) error {
+func (windowsServices) run(name string, ns nodeSettings, p plugins) error {
 	if err := os.MkdirAll(ns.cfg.Server.DataDir, 0o755); err != nil {
 		return err
 	}
