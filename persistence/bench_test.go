@@ -3,6 +3,7 @@ package persistence
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,11 @@ type benchTeam struct {
 func newBenchTeam(b *testing.B) *benchTeam {
 	s := openTestStore(&testing.T{}, b.TempDir()+"/framefarm.db")
 	b.Cleanup(func() { s.Close() })
+	return newBenchTeamOn(b, s)
+}
+
+// newBenchTeamOn is newBenchTeam on the store s.
+func newBenchTeamOn(b *testing.B, s *Store) *benchTeam {
 	ids := NewIDs()
 	bt := &benchTeam{s: s, ids: ids, team: ids.New(time.Now()), tpl: ids.New(time.Now())}
 	if err := s.Apply(&PutTemplate{Template: &Template{ID: bt.tpl, TeamID: bt.team, Status: TemplateUploaded}}); err != nil {
@@ -205,5 +211,47 @@ func BenchmarkUpgradeMillionJobs(b *testing.B) {
 		}
 		b.ReportMetric(time.Since(started).Seconds(), "upgrade-s")
 		s.Close()
+	}
+}
+
+// BenchmarkApplyEntriesOfSingleJobs: a follower's share of intake under POST /jobs, on a
+// replica's store already holding 100,000 jobs: entries of the replicated log each carrying 31
+// single-job creations, decoded from their bytes, applied one entry to a transaction and ten
+// (as a follower holding them does); reported per job.
+func BenchmarkApplyEntriesOfSingleJobs(b *testing.B) {
+	for _, perTransaction := range []int{1, 10} {
+		b.Run(fmt.Sprintf("entries=%d", perTransaction), func(b *testing.B) {
+			s, err := Open(filepath.Join(b.TempDir(), "framefarm.db"), Options{Replica: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			bt := newBenchTeamOn(b, s)
+			bt.store(b, 100, func(int, int, *Job) {})
+			index := s.AppliedIndex()
+			var applying time.Duration
+			for b.Loop() {
+				entries := make([]ReplicatedEntry, perTransaction)
+				for e := range entries {
+					now := time.Now()
+					commands := make([]Command, 31)
+					for i := range commands {
+						commands[i] = &CreateJobs{At: now, Jobs: []*Job{bt.job(now)}}
+					}
+					data, err := EncodeEntry(commands...)
+					if err != nil {
+						b.Fatal(err)
+					}
+					index++
+					entries[e] = ReplicatedEntry{Index: index, Data: data}
+				}
+				started := time.Now()
+				if _, err := s.ApplyEntries(entries); err != nil {
+					b.Fatal(err)
+				}
+				applying += time.Since(started)
+			}
+			b.ReportMetric(float64(applying.Nanoseconds())/float64(b.N*31*perTransaction)/1000, "us/job")
+		})
 	}
 }

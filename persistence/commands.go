@@ -226,7 +226,8 @@ func (t *txn) apply(c Command) error {
 			if prev != nil {
 				return &AnsweredError{Answer: prev}
 			}
-			r.At = c.At
+			// In UTC, as a replica that decodes the command reads its time.
+			r.At = c.At.UTC()
 			if err := t.putAnswer(r); err != nil {
 				return err
 			}

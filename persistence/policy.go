@@ -147,14 +147,10 @@ func (t *txn) checkQueueCaps(jobs []*Job) error {
 		}
 	}
 	for teamID, a := range adds {
-		team, err := t.Team(teamID)
-		if errors.Is(err, ErrNotFound) {
-			continue // teams made before policies, in tests; a team with no record has none
-		}
+		p, err := t.queueCaps(teamID)
 		if err != nil {
 			return err
 		}
-		p := team.Policy
 		if p.MaxQueuedJobs == nil && p.MaxQueuedChunks == nil {
 			continue
 		}
@@ -177,7 +173,25 @@ func (t *txn) setTeamPolicy(c *SetTeamPolicy) error {
 	}
 	team.Policy = team.Policy.Patched(c.Change)
 	c.Team = team
-	return t.putJSON(bucketTeams, id(team.ID), team)
+	return t.putTeam(team)
+}
+
+// queueCaps is the team's policy as its queue caps read it, decoded once per transaction (a
+// group of single job creations checks the same team's for each): an empty policy for a team
+// with no record (teams made before policies, in tests).
+func (t *txn) queueCaps(teamID ulid.ULID) (TeamPolicy, error) {
+	if p, ok := t.policies[teamID]; ok {
+		return p, nil
+	}
+	team, err := t.Team(teamID)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return TeamPolicy{}, err
+	}
+	if t.policies == nil {
+		t.policies = map[ulid.ULID]TeamPolicy{}
+	}
+	t.policies[teamID] = team.Policy
+	return team.Policy, nil
 }
 
 // TeamByName finds a team by its name; ErrNotFound when there is none.

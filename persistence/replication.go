@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,10 +21,22 @@ import (
 // on raft). With one, the committer proposes each group of commands as one entry, and answers
 // its writers once the entry is committed and applied here, with what applying it returned.
 type Replication interface {
-	// Propose hands entry to the replicas in the order of the calls; done is called once it
-	// is applied on this replica (result is its *EntryResult) or with the error that kept it
-	// from being committed.
-	Propose(entry []byte, done func(result any, err error))
+	// Propose hands an entry to the replicas, in the order of the calls.
+	Propose(Proposal)
+}
+
+// Proposal is one entry of the store's writes handed to the replicas.
+type Proposal struct {
+	Entry []byte
+	// Commands, when not nil, are those Entry encodes as this store holds them: applying them
+	// here, the replica may hand them back (ReplicatedEntry.Commands) rather than have them
+	// decoded again.
+	Commands []Command
+	// Committed, when set, is called once the entry is committed, before it is applied here.
+	Committed func()
+	// Done is called once the entry is applied here (result is its *EntryResult), or with the
+	// error that kept it from being committed.
+	Done func(result any, err error)
 }
 
 // ErrNotReplicated is returned for a write the replicas could not commit now: this replica does
@@ -34,7 +47,18 @@ var ErrNotReplicated = errors.New("the replicas are choosing a leader")
 type ReplicatedEntry struct {
 	Index uint64
 	Data  []byte
+	// Commands, when set, are the commands Data encodes as the replica that proposed them
+	// holds them (Replication.Propose): applied as they are, not decoded.
+	Commands []Command
 }
+
+// ErrEntryTooLarge refuses a write larger than one entry of the replicated log may be.
+var ErrEntryTooLarge = errors.New("the write is larger than the replicas' log takes in one entry")
+
+// maxEntryBytes caps an entry of the replicated log: the log's reader refuses a record past
+// 64 MiB as damage, and each entry is sent whole to every replica. A group stops growing before
+// it; a single command larger is refused (ErrEntryTooLarge).
+const maxEntryBytes = 32 << 20
 
 // EntryResult is what applying an entry returned: each command's error (nil: applied) and the
 // commands as applied, their result fields filled in.
@@ -70,17 +94,37 @@ const formIgnorable byte = 0x80
 // encodeEntry writes a group of commands as one entry: the version, the count, then each
 // command's form and its bytes after their length.
 func encodeEntry(commands []Command) ([]byte, error) {
-	entry := binary.AppendUvarint([]byte{entryVersion}, uint64(len(commands)))
-	for _, c := range commands {
-		form, raw, err := encodeEntryCommand(c)
-		if err != nil {
+	encoded := make([]encodedCommand, len(commands))
+	for i, c := range commands {
+		var err error
+		if encoded[i].form, encoded[i].raw, err = encodeEntryCommand(c); err != nil {
 			return nil, err
 		}
-		entry = append(entry, form)
-		entry = binary.AppendUvarint(entry, uint64(len(raw)))
-		entry = append(entry, raw...)
 	}
-	return entry, nil
+	return joinEntry(encoded), nil
+}
+
+// encodedCommand is one command as an entry carries it.
+type encodedCommand struct {
+	form byte
+	raw  []byte
+}
+
+// size is what the command takes in an entry, its form and length included.
+func (e encodedCommand) size() int { return 1 + binary.MaxVarintLen64 + len(e.raw) }
+
+func joinEntry(commands []encodedCommand) []byte {
+	n := 1 + binary.MaxVarintLen64
+	for _, c := range commands {
+		n += c.size()
+	}
+	entry := binary.AppendUvarint(append(make([]byte, 0, n), entryVersion), uint64(len(commands)))
+	for _, c := range commands {
+		entry = append(entry, c.form)
+		entry = binary.AppendUvarint(entry, uint64(len(c.raw)))
+		entry = append(entry, c.raw...)
+	}
+	return entry
 }
 
 func encodeEntryCommand(c Command) (form byte, raw []byte, err error) {
@@ -299,46 +343,119 @@ func jobsIn(batch []*write) int {
 	return n
 }
 
-// propose hands a group of writes to the replicas as one entry and answers each writer once it
-// is applied here. It does not wait for that: the committer goes on gathering the next group.
-// A narrow group gives back its turn (awaitTurn) once it is applied or has failed.
+// propose hands a group of writes to the replicas and answers each writer once it is applied
+// here. It does not wait for that: the committer goes on gathering the next group. The group
+// goes as one entry, or as several where one would pass maxEntryBytes. A narrow group gives back
+// its turn (awaitTurn) once all of it is committed, while it is applied (or once it failed): the
+// next group is then replicated as this one is applied.
 func (s *Store) propose(r Replication, batch []*write, narrow bool) {
 	inIDOrder(batch)
-	writes := make([]*write, len(batch))
-	copy(writes, batch)
-	commands := make([]Command, len(writes))
-	for i, w := range writes {
-		commands[i] = w.cmd
+	entries := entriesOf(batch)
+	giveBack := func() {}
+	if narrow {
+		giveBack = sync.OnceFunc(func() { <-s.turn })
 	}
-	entry, err := encodeEntry(commands)
-	if err != nil {
-		if narrow {
-			<-s.turn
-		}
-		for _, w := range writes {
-			w.done(err)
-		}
+	if len(entries) == 0 {
+		giveBack()
 		return
 	}
-	r.Propose(entry, func(result any, err error) {
-		if narrow {
-			<-s.turn
+	var uncommitted, unanswered atomic.Int32
+	uncommitted.Store(int32(len(entries)))
+	unanswered.Store(int32(len(entries)))
+	for _, e := range entries {
+		r.Propose(Proposal{Entry: e.data, Commands: e.held,
+			Committed: func() {
+				if uncommitted.Add(-1) == 0 {
+					giveBack()
+				}
+			},
+			Done: func(result any, err error) {
+				if unanswered.Add(-1) == 0 {
+					giveBack()
+				}
+				e.answer(result, err)
+			}})
+	}
+}
+
+// entryOfWrites is writes that go as one entry.
+type entryOfWrites struct {
+	writes []*write
+	data   []byte
+	// held are the writes' commands, when they may be applied as this store holds them
+	// (heldAsProposed).
+	held []Command
+}
+
+// entriesOf encodes the commands of batch into entries of at most maxEntryBytes, in their order.
+// A write whose command cannot be encoded, or would not fit in an entry alone, is answered with
+// its error.
+func entriesOf(batch []*write) []entryOfWrites {
+	var out []entryOfWrites
+	var writes []*write
+	var encoded []encodedCommand
+	size := 0
+	next := func() {
+		if len(writes) == 0 {
+			return
 		}
-		applied, ok := result.(*EntryResult)
-		if err == nil && (!ok || len(applied.Errs) != len(writes)) {
-			err = errors.New("the replicas answered an entry with what was not its result")
-		}
+		commands := make([]Command, len(writes))
 		for i, w := range writes {
-			if err != nil {
-				w.done(err)
-				continue
-			}
-			if applied.Errs[i] == nil {
-				adoptResults(w.cmd, applied.Commands[i])
-			}
-			w.done(applied.Errs[i])
+			commands[i] = w.cmd
 		}
-	})
+		out = append(out, entryOfWrites{writes: writes, data: joinEntry(encoded), held: heldAsProposed(commands)})
+		writes, encoded, size = nil, nil, 0
+	}
+	for _, w := range batch {
+		form, raw, err := encodeEntryCommand(w.cmd)
+		c := encodedCommand{form, raw}
+		if err == nil && c.size() > maxEntryBytes {
+			err = fmt.Errorf("%w: %d bytes, past the %d one entry holds", ErrEntryTooLarge, len(raw), maxEntryBytes)
+		}
+		if err != nil {
+			w.done(err)
+			continue
+		}
+		if size+c.size() > maxEntryBytes {
+			next()
+		}
+		writes, encoded, size = append(writes, w), append(encoded, c), size+c.size()
+	}
+	next()
+	return out
+}
+
+// heldAsProposed is commands when every one of them applies alike as it is held and as another
+// replica decodes it from its entry: job creations and changes, whose records the entry carries
+// as the store's own bytes (a JSON-encoded command may come back with a field of another form);
+// nil otherwise.
+func heldAsProposed(commands []Command) []Command {
+	for _, c := range commands {
+		switch c.(type) {
+		case *CreateJobs, *ChangeJob:
+		default:
+			return nil
+		}
+	}
+	return commands
+}
+
+// answer answers the writes of p with what applying its entry returned.
+func (p entryOfWrites) answer(result any, err error) {
+	applied, ok := result.(*EntryResult)
+	if err == nil && (!ok || len(applied.Errs) != len(p.writes)) {
+		err = errors.New("the replicas answered an entry with what was not its result")
+	}
+	for i, w := range p.writes {
+		if err != nil {
+			w.done(err)
+			continue
+		}
+		if applied.Errs[i] == nil {
+			adoptResults(w.cmd, applied.Commands[i])
+		}
+		w.done(applied.Errs[i])
+	}
 }
 
 // resulting is a command with result fields, which the writer reads once it is applied: on a
@@ -455,9 +572,12 @@ func (s *Store) ApplyEntries(entries []ReplicatedEntry) ([]*EntryResult, error) 
 		if e.Index <= last {
 			continue
 		}
-		commands, err := decodeEntry(e.Data)
-		if err != nil {
-			return nil, fmt.Errorf("entry %d: %w", e.Index, err)
+		commands := e.Commands
+		if commands == nil {
+			var err error
+			if commands, err = decodeEntry(e.Data); err != nil {
+				return nil, fmt.Errorf("entry %d: %w", e.Index, err)
+			}
 		}
 		results[i] = &EntryResult{Errs: make([]error, len(commands)), Commands: commands}
 		for k := range commands {

@@ -13,20 +13,26 @@ import (
 )
 
 // testLog is a replicated log in one process: it numbers each entry, applies it to every store
-// in turn and answers with the first store's result, as a raft leader would.
+// in turn and answers with the first store's result, as a raft leader would. The first store,
+// the proposing one, applies the commands it holds where it gave them; the others decode them.
 type testLog struct {
 	mu      sync.Mutex
 	stores  []*Store
 	entries []ReplicatedEntry
 }
 
-func (l *testLog) Propose(entry []byte, done func(any, error)) {
+func (l *testLog) Propose(p Proposal) {
+	entry, commands, done := p.Entry, p.Commands, p.Done
 	l.mu.Lock()
 	e := ReplicatedEntry{Index: uint64(len(l.entries) + 1), Data: entry}
 	l.entries = append(l.entries, e)
 	var result any
 	for i, s := range l.stores {
-		applied, err := s.ApplyEntries([]ReplicatedEntry{e})
+		proposed := e
+		if i == 0 {
+			proposed.Commands = commands
+		}
+		applied, err := s.ApplyEntries([]ReplicatedEntry{proposed})
 		if err != nil {
 			l.mu.Unlock()
 			done(nil, err)
@@ -57,7 +63,8 @@ type heldEntry struct {
 	release  func()
 }
 
-func (l *heldLog) Propose(entry []byte, done func(any, error)) {
+func (l *heldLog) Propose(p Proposal) {
+	entry, done := p.Entry, p.Done
 	commands, err := decodeEntry(entry)
 	if err != nil {
 		done(nil, err)
@@ -97,16 +104,23 @@ func (l *heldLog) letThrough() {
 	}
 }
 
+// heldStore is a store replicated through a heldLog; waiting hears of each group that waits
+// its turn.
+func heldStore(t *testing.T) (s *Store, log *heldLog, waiting chan struct{}) {
+	s = openTestStore(t, "")
+	log = &heldLog{store: s, proposed: make(chan heldEntry, 8)}
+	t.Cleanup(log.letThrough)
+	waiting = make(chan struct{}, 8)
+	s.awaitingTurn = func() { waiting <- struct{}{} }
+	s.Replicate(log)
+	return s, log, waiting
+}
+
 // TestSmallGroupsWaitTheirTurnAndBatchesDoNot: while an entry of single jobs is replicated, the
 // single jobs that follow wait and go together in the next entry; a batch of jobs is proposed
 // at once, beside it.
 func TestSmallGroupsWaitTheirTurnAndBatchesDoNot(t *testing.T) {
-	s := openTestStore(t, "")
-	log := &heldLog{store: s, proposed: make(chan heldEntry, 8)}
-	t.Cleanup(log.letThrough)
-	waiting := make(chan struct{}, 8)
-	s.awaitingTurn = func() { waiting <- struct{}{} }
-	s.Replicate(log)
+	s, log, waiting := heldStore(t)
 	ids := NewIDs()
 	team, tpl, now := ids.New(time.Now()), ids.New(time.Now()), time.Now()
 	var pending sync.WaitGroup
@@ -166,50 +180,123 @@ func TestSmallGroupsWaitTheirTurnAndBatchesDoNot(t *testing.T) {
 	}
 }
 
+// TestAGroupPastAnEntrysSizeGoesAsSeveral: writes that came together but would pass the size of
+// one entry go as several, in their order, and the group's turn ends with the last; a single
+// write larger than an entry is refused alone, and the log stays as it was.
+func TestAGroupPastAnEntrysSizeGoesAsSeveral(t *testing.T) {
+	s, log, waiting := heldStore(t)
+	answered := make(chan error, 8)
+	submit := func(name string, size int) {
+		s.ApplyAsync(&SetMeta{Name: name, Value: strings.Repeat("x", size)}, func(err error) { answered <- err })
+	}
+	submit("first", 1)
+	first := <-log.proposed
+	submit("a", maxEntryBytes/2+1)
+	<-waiting // gathered behind the first entry's turn, with the next
+	submit("b", maxEntryBytes/2+1)
+	submit("huge", maxEntryBytes+1)
+	first.release()
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answered; !errors.Is(err, ErrEntryTooLarge) {
+		t.Fatalf("a write larger than an entry: %v", err)
+	}
+	for _, name := range []string{"a", "b"} {
+		e := <-log.proposed
+		if e.commands != 1 {
+			t.Fatalf("an entry of %d commands, want the one that fits", e.commands)
+		}
+		e.release()
+		if err := <-answered; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if got := s.AppliedIndex(); got != 3 {
+		t.Fatalf("applied index %d, want 3", got)
+	}
+	if len(s.Meta("a")) != maxEntryBytes/2+1 || len(s.Meta("b")) != maxEntryBytes/2+1 || s.Meta("huge") != "" {
+		t.Fatal("the records are not those of the writes that fit")
+	}
+}
+
 // TestReplicasWriteTheSameRecords: every kind of command written through a replicated store
 // reaches a second replica; both hold the same records at the same applied index, and the
-// writer reads its command's results (what retention removed).
+// writer reads its command's results (what retention removed). The leader applies its job
+// creations and changes as it holds them, the follower as it decodes them from their entries:
+// with their times in a zone other than UTC as well, both write the same bytes, as a store alone
+// does.
 func TestReplicasWriteTheSameRecords(t *testing.T) {
-	leader, follower, alone := openTestStore(t, ""), openTestStore(t, ""), openTestStore(t, "")
-	log := &testLog{stores: []*Store{leader, follower}}
-	leader.Replicate(log)
-	commands := everyCommand()
-	for i, c := range commands {
-		wire, err := EncodeCommand(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := leader.Apply(c); err != nil {
-			t.Fatalf("command %d (%T): %v", i, c, err)
-		}
-		same, err := DecodeCommand(wire)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := alone.Apply(same); err != nil {
-			t.Fatalf("command %d (%T) on a store alone: %v", i, same, err)
-		}
-	}
-	if removed := commands[len(commands)-2].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
-		t.Fatalf("the writer read %d jobs removed, want the finished one", len(removed.Jobs))
-	}
-	if issued := commands[0].(*IssueToken); !issued.Created || issued.Team.Name != "acme" {
-		t.Fatalf("the writer read the token's team as %+v (created %v)", issued.Team, issued.Created)
-	}
-	sameRecords(t, leader, follower)
-	// The entries' forms write what the commands write on a store alone.
-	replicated, direct := storeDump(t, leader), storeDump(t, alone)
-	delete(replicated, "meta/"+metaAppliedIndex)
-	if !reflect.DeepEqual(replicated, direct) {
-		for k, v := range direct {
-			if replicated[k] != v {
-				t.Errorf("%q: %q alone, %q replicated", k, v, replicated[k])
+	for _, zone := range []*time.Location{time.UTC, time.FixedZone("CEST", 2*3600)} {
+		t.Run(zone.String(), func(t *testing.T) {
+			leader, follower, alone := openTestStore(t, ""), openTestStore(t, ""), openTestStore(t, "")
+			log := &testLog{stores: []*Store{leader, follower}}
+			leader.Replicate(log)
+			commands := everyCommand()
+			for _, c := range commands {
+				inZone(c, zone)
 			}
-		}
-		t.Fatalf("replicated records differ from those of a store alone (%d and %d)", len(replicated), len(direct))
+			for i, c := range commands {
+				wire, err := EncodeCommand(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := leader.Apply(c); err != nil {
+					t.Fatalf("command %d (%T): %v", i, c, err)
+				}
+				same, err := DecodeCommand(wire)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := alone.Apply(same); err != nil {
+					t.Fatalf("command %d (%T) on a store alone: %v", i, same, err)
+				}
+			}
+			if removed := commands[len(commands)-2].(*RemoveExpired).Removal; len(removed.Jobs) != 1 {
+				t.Fatalf("the writer read %d jobs removed, want the finished one", len(removed.Jobs))
+			}
+			if issued := commands[0].(*IssueToken); !issued.Created || issued.Team.Name != "acme" {
+				t.Fatalf("the writer read the token's team as %+v (created %v)", issued.Team, issued.Created)
+			}
+			sameRecords(t, leader, follower)
+			// The entries' forms write what the commands write on a store alone.
+			replicated, direct := storeDump(t, leader), storeDump(t, alone)
+			delete(replicated, "meta/"+metaAppliedIndex)
+			if !reflect.DeepEqual(replicated, direct) {
+				for k, v := range direct {
+					if replicated[k] != v {
+						t.Errorf("%q: %q alone, %q replicated", k, v, replicated[k])
+					}
+				}
+				t.Fatalf("replicated records differ from those of a store alone (%d and %d)", len(replicated), len(direct))
+			}
+			if a, b := leader.AppliedIndex(), follower.AppliedIndex(); a != uint64(len(log.entries)) || b != a {
+				t.Fatalf("applied indexes %d and %d, want %d", a, b, len(log.entries))
+			}
+		})
 	}
-	if a, b := leader.AppliedIndex(), follower.AppliedIndex(); a != uint64(len(log.entries)) || b != a {
-		t.Fatalf("applied indexes %d and %d, want %d", a, b, len(log.entries))
+}
+
+// inZone moves the times of a job creation or change into zone, as a clock there gives them.
+func inZone(c Command, zone *time.Location) {
+	jobIn := func(j *Job) {
+		j.CreatedAt, j.UpdatedAt, j.StartedAt = j.CreatedAt.In(zone), j.UpdatedAt.In(zone), j.StartedAt.In(zone)
+	}
+	switch c := c.(type) {
+	case *CreateJobs:
+		c.At = c.At.In(zone)
+		if c.Batch != nil {
+			c.Batch.CreatedAt = c.Batch.CreatedAt.In(zone)
+		}
+		for _, j := range c.Jobs {
+			jobIn(j)
+		}
+	case *ChangeJob:
+		c.At = c.At.In(zone)
+		jobIn(c.Job)
+		if c.Delivery != nil {
+			c.Delivery.NextAt, c.Delivery.CreatedAt = c.Delivery.NextAt.In(zone), c.Delivery.CreatedAt.In(zone)
+		}
 	}
 }
 

@@ -347,6 +347,8 @@ type txn struct {
 	countsErr  error
 	// usage is what the transaction's job changes used, written when it commits (usage.go).
 	usage map[string]Usage
+	// policies are the teams' policies the transaction read for their queue caps (queueCaps).
+	policies map[ulid.ULID]TeamPolicy
 }
 
 // finish writes what a write transaction holds back until its commit.

@@ -46,10 +46,16 @@ func (t *txn) ensureTeam(name string, newID ulid.ULID, webhookSecret string, at 
 		return team, false, err
 	}
 	team := Team{ID: newID, Name: name, WebhookSecret: webhookSecret, CreatedAt: at}
-	if err := t.putJSON(bucketTeams, id(team.ID), team); err != nil {
+	if err := t.putTeam(team); err != nil {
 		return Team{}, false, err
 	}
 	return team, true, t.bucket(bucketTeamNames).Put([]byte(name), id(team.ID))
+}
+
+// putTeam writes a team's record.
+func (t *txn) putTeam(team Team) error {
+	delete(t.policies, team.ID)
+	return t.putJSON(bucketTeams, id(team.ID), team)
 }
 
 // Team loads a team by id.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,9 +60,11 @@ func (a *asker) await(deadline time.Time) (uint64, error) {
 	}
 }
 
-// ask asks one question per round while reads wait.
+// ask asks one question per round while reads wait. Before each it lets the goroutines ready to
+// run go once: the reads they are about to make join the round, which one question answers.
 func (a *asker) ask() {
 	for {
+		runtime.Gosched()
 		a.mu.Lock()
 		round := a.next
 		a.next = nil
@@ -166,9 +169,9 @@ type readIndexer struct {
 	epoch    time.Time
 }
 
-// serve answers a follower's questions on one connection: once it is sure it still leads, the
-// index of the last write it applied: every write it acknowledged is at or below it (the store's
-// applied index, which only writes move).
+// serve answers a follower's questions on one connection: once it is sure it still leads, and
+// has applied what the leaders before it acknowledged, the index of the last write it applied:
+// every write acknowledged is at or below it (the store's applied index, which only writes move).
 func (ri *readIndexer) serve(conn net.Conn) {
 	defer conn.Close()
 	var ask [1]byte
@@ -177,7 +180,7 @@ func (ri *readIndexer) serve(conn net.Conn) {
 			return
 		}
 		reply := [9]byte{}
-		if ri.stillLeads() {
+		if ri.stillLeads() && ri.r.caughtUp(time.Now().Add(readIndexTimeout)) {
 			reply[0] = 1
 			binary.BigEndian.PutUint64(reply[1:], ri.r.cfg.Store.AppliedIndex())
 		}

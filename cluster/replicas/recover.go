@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/hashicorp/raft"
-	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // RecoverConfig names the replica that survived the loss of its set's quorum.
@@ -34,18 +33,18 @@ var ErrRunning = errors.New("the replica runs: stop it before recovering it")
 // snapshot records the new set, itself alone. Started again, it leads at once; new replicas
 // then join it (AddReplica). Its process must not run.
 func Recover(cfg RecoverConfig) (Recovered, error) {
-	logs, err := openLog(cfg.Dir)
-	if errors.Is(err, bolterrors.ErrTimeout) {
+	r := &Replica{log: cfg.Logger.With("component", "replicas")}
+	hlog := newRaftLogger(r.log)
+	logs, err := openLog(cfg.Dir, hlog)
+	if errors.Is(err, errLogLocked) {
 		return Recovered{}, ErrRunning
 	}
 	if err != nil {
 		return Recovered{}, fmt.Errorf("the replicas' log: %w", err)
 	}
 	defer logs.Close()
-	r := &Replica{log: cfg.Logger.With("component", "replicas")}
 	var failed error
 	r.cfg = Config{Store: cfg.Store, Fail: func(err error) { failed = err }}
-	hlog := newRaftLogger(r.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
 	if err != nil {
 		return Recovered{}, fmt.Errorf("the replicas' snapshots: %w", err)
@@ -54,7 +53,8 @@ func Recover(cfg RecoverConfig) (Recovered, error) {
 	conf.LocalID, conf.Logger = raft.ServerID(cfg.ID), hlog
 	_, transport := raft.NewInmemTransport(raft.ServerAddress(cfg.Addr))
 	alone := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(cfg.Addr)}}}
-	machine := &recovering{fsm: &fsm{r: r}}
+	r.fsm = &fsm{r: r}
+	machine := &recovering{fsm: r.fsm}
 	err = raft.RecoverCluster(conf, machine, logs, logs, snaps, transport, alone)
 	machine.release()
 	if err != nil {

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -28,9 +27,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/persistence"
 )
 
@@ -95,6 +93,10 @@ type Config struct {
 	// RemoveDeadAfter, when set, has the leader remove a replica no heartbeat reached for that
 	// long, provided those left still make a quorum among themselves.
 	RemoveDeadAfter time.Duration
+	// ApplyHold is how long a follower may hold committed entries to apply them together
+	// [20ms]; Clock times it [the system's].
+	ApplyHold time.Duration
+	Clock     clock.Clock
 	// SnapshotThreshold is how many entries after the last snapshot make the next [16384];
 	// TrailingLogs how many stay in the log after one [8192]; SnapshotInterval how often a
 	// snapshot's being due is looked at [2m].
@@ -124,10 +126,17 @@ type Replica struct {
 	cfg   Config
 	raft  *raft.Raft
 	mux   *mux
-	logs  *raftboltdb.BoltStore
+	logs  *raftLog
 	reads *readIndexer
 	asks  *asker
 	log   *slog.Logger
+	fsm   *fsm
+	// proposals are the entries this replica proposed, by their first byte, until applied here.
+	proposals sync.Map // *byte -> *proposal
+	// caughtUpTerm is the last term in which this replica, leading, applied every entry
+	// committed before the term (its barrier): only then does it answer reads as the leader.
+	caughtUpTerm atomic.Uint64
+	termBarrier  sync.Mutex
 
 	leadership chan bool
 	// running is set once raft runs: the port answers questions before.
@@ -156,6 +165,10 @@ func Start(cfg Config) (*Replica, error) {
 	setDefault(&cfg.LeaderLease, 500*time.Millisecond)
 	setDefault(&cfg.ApplyTimeout, 10*time.Second)
 	setDefault(&cfg.SnapshotInterval, 2*time.Minute)
+	setDefault(&cfg.ApplyHold, 20*time.Millisecond)
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = 16384
 	}
@@ -169,12 +182,12 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger.With("component", "replicas"), leadership: make(chan bool, 16)}
-	logs, err := openLog(cfg.Dir)
+	hlog := newRaftLogger(r.log)
+	logs, err := openLog(cfg.Dir, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("the replicas' log: %w", err)
 	}
 	r.logs = logs
-	hlog := newRaftLogger(r.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.Dir, 2, hlog)
 	if err != nil {
 		logs.Close()
@@ -235,7 +248,8 @@ func Start(cfg Config) (*Replica, error) {
 		logs.Close()
 		return nil, err
 	}
-	if r.raft, err = raft.NewRaft(conf, &fsm{r: r}, recent, logs, snaps, transport); err != nil {
+	r.fsm = &fsm{r: r, hold: cfg.ApplyHold, clock: cfg.Clock}
+	if r.raft, err = raft.NewRaft(conf, r.fsm, recent, logs, snaps, transport); err != nil {
 		r.mux.close()
 		logs.Close()
 		return nil, err
@@ -254,14 +268,6 @@ func Start(cfg Config) (*Replica, error) {
 		}
 	}
 	return r, nil
-}
-
-// openLog opens the replicas' log in dir. The log is appended at its end and trimmed at its
-// start: the freelist need not be written at each commit (it is rebuilt when the file opens), so
-// each append writes less.
-func openLog(dir string) (*raftboltdb.BoltStore, error) {
-	return raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
 }
 
 // ErrSettingsDiffer refuses a replica whose shared settings (Config.Shared) are not those of
@@ -562,12 +568,24 @@ func (r *Replica) addPeers() {
 	}
 }
 
-// Propose hands a group of the store's writes to the replicas (persistence.Replication).
-func (r *Replica) Propose(entry []byte, done func(any, error)) {
+var _ persistence.Replication = (*Replica)(nil)
+
+// Propose hands a group of the store's writes to the replicas (persistence.Replication). The
+// entry is applied here as soon as it is committed, with its commands (when given) as they are.
+func (r *Replica) Propose(pr persistence.Proposal) {
 	proposed := time.Now()
+	entry, done := pr.Entry, pr.Done
+	p := &proposal{commands: pr.Commands, committed: pr.Committed, applied: make(chan struct{})}
+	r.proposals.Store(&entry[0], p)
 	f := r.raft.Apply(entry, r.cfg.ApplyTimeout)
 	go func() {
-		if err := f.Error(); err != nil {
+		err := f.Error()
+		if _, unclaimed := r.proposals.LoadAndDelete(&entry[0]); !unclaimed && err != nil {
+			// Failed here, yet applied: another leader committed it. Its commands are the
+			// writers' again once that apply is done with them.
+			<-p.applied
+		}
+		if err != nil {
 			if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) ||
 				errors.Is(err, raft.ErrEnqueueTimeout) {
 				err = fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -596,7 +614,33 @@ func (r *Replica) Leadership() <-chan bool { return r.leadership }
 
 // Barrier waits until every entry committed before it is applied here (a new leader's first
 // step before it acts on the records).
-func (r *Replica) Barrier(timeout time.Duration) error { return r.raft.Barrier(timeout).Error() }
+func (r *Replica) Barrier(timeout time.Duration) error {
+	term := r.raft.CurrentTerm()
+	if err := r.raft.Barrier(timeout).Error(); err != nil {
+		return err
+	}
+	r.fsm.applyHeld()
+	if r.Leading() && r.raft.CurrentTerm() == term {
+		r.caughtUpTerm.Store(term)
+	}
+	return nil
+}
+
+// caughtUp makes sure this replica, leading, has applied every entry committed before its term,
+// with a barrier of its own if the term's first has not been passed yet, until deadline: a new
+// leader may not know yet which of the entries it holds the last leader had acknowledged.
+func (r *Replica) caughtUp(deadline time.Time) bool {
+	term := r.raft.CurrentTerm()
+	if r.caughtUpTerm.Load() == term {
+		return true
+	}
+	r.termBarrier.Lock()
+	defer r.termBarrier.Unlock()
+	if r.caughtUpTerm.Load() == term {
+		return true
+	}
+	return r.Barrier(time.Until(deadline)) == nil && r.caughtUpTerm.Load() == term
+}
 
 // TransferLeadership hands the leadership to another replica: raft elects one of the others
 // at once.
@@ -658,7 +702,7 @@ func (r *Replica) DialRelay(ctx context.Context, addr string, timeout time.Durat
 // while, as another acknowledges writes it never saw. While the replicas choose a leader, the
 // read waits for one, until deadline.
 func (r *Replica) CatchUp(deadline time.Time) error {
-	if r.StillLeads() {
+	if r.StillLeads() && r.caughtUp(deadline) {
 		return nil
 	}
 	var index uint64
@@ -674,14 +718,33 @@ func (r *Replica) CatchUp(deadline time.Time) error {
 			return err
 		}
 		time.Sleep(wait)
-		if r.StillLeads() {
+		if r.StillLeads() && r.caughtUp(deadline) {
 			return nil
 		}
+	}
+	if r.cfg.Store.AppliedIndex() < index {
+		defer r.fsm.read()() // what this replica holds is applied for the read
 	}
 	if !r.cfg.Store.WaitApplied(index, time.Until(deadline)) {
 		return fmt.Errorf("%w: this replica has not caught up with the leader", ErrUnavailable)
 	}
 	return nil
+}
+
+// Staleness is how far this replica's records may be behind, for a read that does not catch up
+// (a stale read): the last entry applied, and how long ago it last heard from the leader (0 on
+// the leader, which still leads as far as it knows; negative when it has not heard from one
+// since it started).
+func (r *Replica) Staleness() (applied uint64, lastContact time.Duration) {
+	applied = r.cfg.Store.AppliedIndex()
+	if r.Leading() {
+		return applied, 0
+	}
+	contact := r.raft.LastContact()
+	if contact.IsZero() {
+		return applied, -1
+	}
+	return applied, time.Since(contact)
 }
 
 // Status is the set of replicas as one of them sees it.
@@ -776,96 +839,9 @@ func (r *Replica) Status() Status {
 func (r *Replica) Shutdown() {
 	if r.raft != nil {
 		r.raft.Shutdown().Error()
+		r.fsm.stop()
 	}
 	r.mux.close()
 	r.asks.close()
 	r.logs.Close()
 }
-
-// fsm is raft's view of the store.
-type fsm struct {
-	r  *Replica
-	mu sync.Mutex // Apply and Restore never overlap (raft's promise); this makes it plain
-}
-
-var _ raft.BatchingFSM = (*fsm)(nil)
-
-func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
-
-// ApplyBatch applies committed entries in one store transaction.
-func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]any, len(logs))
-	var entries []persistence.ReplicatedEntry
-	var at []int
-	for i, l := range logs {
-		if l.Type == raft.LogCommand {
-			entries = append(entries, persistence.ReplicatedEntry{Index: l.Index, Data: l.Data})
-			at = append(at, i)
-		}
-	}
-	if len(entries) == 0 {
-		return out
-	}
-	started := time.Now()
-	results, err := f.r.cfg.Store.ApplyEntries(entries)
-	if o := f.r.cfg.Observe; o != nil && err == nil {
-		o.ObserveApply(time.Since(started), len(entries))
-	}
-	if err != nil {
-		f.r.cfg.Fail(fmt.Errorf("this replica cannot apply what the replicas committed: %w", err))
-		return out
-	}
-	for k, i := range at {
-		if results[k] == nil {
-			continue
-		}
-		out[i] = results[k]
-		for _, c := range results[k].Commands {
-			if ig, ok := c.(*persistence.Ignored); ok {
-				f.r.log.Warn("skipped a command of a later release, which may be skipped: upgrade this replica", "entry", logs[i].Index, "command", ig.What)
-			}
-		}
-	}
-	return out
-}
-
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
-	s, err := f.r.cfg.Store.BeginSnapshot()
-	if err != nil {
-		return nil, err
-	}
-	return snapshot{s: s, observe: f.r.cfg.Observe}, nil
-}
-
-func (f *fsm) Restore(from io.ReadCloser) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer from.Close()
-	if err := f.r.cfg.Store.Restore(from); err != nil {
-		return err
-	}
-	f.r.log.Info("restored the records from another replica's snapshot", "applied_index", f.r.cfg.Store.AppliedIndex())
-	return nil
-}
-
-type snapshot struct {
-	s       *persistence.Snapshot
-	observe Observer
-}
-
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	started := time.Now()
-	n, err := s.s.WriteTo(sink)
-	if err != nil {
-		sink.Cancel()
-		return err
-	}
-	if s.observe != nil {
-		s.observe.ObserveSnapshot(n, time.Since(started))
-	}
-	return sink.Close()
-}
-
-func (s snapshot) Release() { s.s.Release() }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/framefarm/framefarm/cluster/certs"
+	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/remoting"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/porttest"
@@ -22,7 +23,7 @@ import (
 
 // set is replicas of one test, each with its store, and what they tell of their leadership.
 type set struct {
-	t      *testing.T
+	t      testing.TB
 	peers  []Peer
 	dirs   map[string]string
 	server *tls.Config
@@ -33,6 +34,9 @@ type set struct {
 	changes chan change
 	// heartbeat and lease are the replicas' timings (short unless a test needs them longer).
 	heartbeat, lease time.Duration
+	// clock times how long followers hold entries (the system's unless set). They hold them an
+	// hour: what a test reads on one must not wait for the hold to end.
+	clock clock.Clock
 }
 
 type member struct {
@@ -45,7 +49,7 @@ type change struct {
 	leading bool
 }
 
-func newSet(t *testing.T, ids ...string) *set {
+func newSet(t testing.TB, ids ...string) *set {
 	dir := t.TempDir()
 	ca, err := certs.NewAuthority("replicas-test", time.Hour)
 	if err != nil {
@@ -93,7 +97,7 @@ func (s *set) start(id string, store *persistence.Store) *member {
 	}
 	r, err := Start(Config{ID: id, Bind: addr, Peers: s.peers, Dir: filepath.Join(s.dirs[id], "raft"), ServerTLS: s.server, ClientTLS: s.client,
 		Store: store, Logger: slog.New(slog.DiscardHandler), HeartbeatTimeout: s.heartbeat, LeaderLease: s.lease,
-		SnapshotThreshold: 8, TrailingLogs: 4,
+		SnapshotThreshold: 8, TrailingLogs: 4, Clock: s.clock, ApplyHold: time.Hour,
 		Fail: func(err error) { s.t.Errorf("replica %s failed: %v", id, err); runtime.Goexit() }})
 	if err != nil {
 		s.t.Fatal(err)
