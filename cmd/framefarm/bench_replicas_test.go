@@ -5,11 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// replicaBench is three replicas, their leader, and a team with a template on them.
+// replicaBench is three replicas, their leader, and a team with a template on them; and one
+// coordinator alone, configured as they are but for [ha] (the bucket, keys, certificates), with
+// a team and template of its own: what the replicas are measured against.
 type replicaBench struct {
 	rs       *replicaSet
 	leader   *coordinator
@@ -17,138 +21,209 @@ type replicaBench struct {
 	team     *client
 	tplID    string
 	body     []byte
+	one      *benchFarm
 }
 
 // newReplicaBench starts the replicas; jobSignals has them print jobs' transitions, which
-// benchmarks of throughput leave out.
-func newReplicaBench(b *testing.B, jobSignals bool) *replicaBench {
+// benchmarks of throughput leave out. withOne starts the coordinator alone as well.
+func newReplicaBench(b *testing.B, jobSignals, withOne bool) *replicaBench {
 	rs := newReplicaSet(b, 3, "") // the production timings
 	for _, c := range rs.members {
 		c.opts.noJobSignals = !jobSignals
 	}
+	profiled(b, rs.members...)
 	rs.start()
 	leader := rs.leader()
 	team := leader.team("bench")
 	tplID := team.uploadTemplate(inspection())
-	body, _ := json.Marshal(map[string]any{
-		"template": map[string]any{"id": tplID, "composition": "main"},
-		"assets":   []any{map[string]any{"type": "text", "layerName": "Title", "value": "Hello"}},
-		"tags":     []string{"bench"},
-	})
-	rb := &replicaBench{rs: rs, leader: leader, team: team, tplID: tplID, body: body}
+	rb := &replicaBench{rs: rs, leader: leader, team: team, tplID: tplID, body: benchJobBody(tplID)}
 	for _, c := range rs.members {
 		if c != leader {
 			rb.follower = c
 		}
 	}
+	if withOne {
+		one := newCoordinator(b, options{cluster: true, pki: rs.pki, logLevel: "warn", noJobSignals: true, config: rs.shared})
+		profiled(b, one)
+		one.launch("127.0.0.1:0")
+		cl := one.team("bench")
+		tpl := cl.uploadTemplate(inspection())
+		rb.one = &benchFarm{c: one, client: cl, tplID: tpl, body: benchJobBody(tpl)}
+	}
 	return rb
 }
 
-// cpuSeconds is the processor time the replicas used so far, together: a figure this machine's
-// drifting speed moves less than a rate.
-func (rs *replicaSet) cpuSeconds() float64 {
+// benchJobBody is the benchmarks' job: a text layer of template tplID replaced, one tag.
+func benchJobBody(tplID string) []byte {
+	body, _ := json.Marshal(map[string]any{
+		"template": map[string]any{"id": tplID, "composition": "main"},
+		"assets":   []any{map[string]any{"type": "text", "layerName": "Title", "value": "Hello"}},
+		"tags":     []string{"bench"},
+	})
+	return body
+}
+
+// cpuSeconds is the processor time the coordinators used so far, together: a figure this
+// machine's drifting speed moves less than a rate.
+func cpuSeconds(cs ...*coordinator) float64 {
 	total := 0.0
-	for _, c := range rs.members {
+	for _, c := range cs {
 		total += c.metrics()["process_cpu_seconds_total"]
 	}
 	return total
 }
 
-// BenchmarkReplicasCreateJob: POST /jobs at 64 concurrent against three replicas on this machine
-// (every write committed by two of them before it is answered): all to the leader, and spread
-// over the three (the followers hand theirs to the leader).
-func BenchmarkReplicasCreateJob(b *testing.B) {
-	rb := newReplicaBench(b, false)
-	for _, spread := range []bool{false, true} {
-		b.Run(fmt.Sprintf("spread=%v", spread), func(b *testing.B) {
-			targets := []*coordinator{rb.leader}
-			if spread {
-				targets = rb.rs.members
+// benchSide is one way of sending a benchmark's requests (to the coordinator alone, to the
+// leader of the replicas, spread over them), and what its rounds measured.
+type benchSide struct {
+	name string
+	// send sends request i; on are the processes whose processor time counts.
+	send    func(i int) (time.Duration, error)
+	on      []*coordinator
+	elapsed time.Duration
+	cpu     float64
+	lat     []time.Duration
+	// sent counts the requests sent, those of profiles included.
+	sent atomic.Int64
+}
+
+// sendCounted sends request i and counts it.
+func (side *benchSide) sendCounted(i int) (time.Duration, error) {
+	side.sent.Add(1)
+	return side.send(i)
+}
+
+// takeTurns runs rounds of perRound requests at concurrency on each side in turn, in the order
+// A B C, C B A, A B C..., so that this machine's drifting speed during a run falls on all
+// alike. Asked for profiles (profiled), it first profiles each side's processes under its load.
+func takeTurns(b *testing.B, sides []*benchSide, rounds, perRound, concurrency int) {
+	for _, side := range sides {
+		byID := map[string]*coordinator{}
+		for i, c := range side.on {
+			byID[fmt.Sprint(i)] = c
+		}
+		underProfile(b, b.Name()+"-"+side.name, byID, func() { drive(b, concurrency, perRound, side.sendCounted) })
+	}
+	for round := range rounds {
+		for turn := range sides {
+			at := turn
+			if round%2 == 1 {
+				at = len(sides) - 1 - turn
 			}
-			var loads []*loadClient
-			for _, c := range targets {
-				loads = append(loads, newLoadClient(c, rb.team.token, 64))
-			}
-			const total = 20000
-			cpu := rb.rs.cpuSeconds()
-			commits, applies := histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", ""), histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "")
-			lat, elapsed := drive(b, 64, total, func(i int) (time.Duration, error) {
-				_, d, err := loads[i%len(loads)].do(http.MethodPost, "/api/v2/jobs", rb.body, http.StatusCreated)
-				return d, err
-			})
-			b.ReportMetric(total/elapsed.Seconds(), "jobs/s")
-			b.ReportMetric((rb.rs.cpuSeconds()-cpu)/total*1e6, "cpu-us/job")
-			lat.report(b)
-			// On the leader: proposed to committed and applied, and applying alone.
-			b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", "").since(commits).quantile(0.5)*1000, "commit-p50-ms")
-			b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "").since(applies).quantile(0.5)*1000, "apply-p50-ms")
-		})
+			side := sides[at]
+			cpu := cpuSeconds(side.on...)
+			lat, elapsed := drive(b, concurrency, perRound, side.sendCounted)
+			side.cpu += cpuSeconds(side.on...) - cpu
+			side.elapsed += elapsed
+			side.lat = append(side.lat, lat.all...)
+		}
 	}
 }
 
-// BenchmarkReplicasCreateBatch1000: POST /batches of 1,000 jobs, 4 concurrent, to the leader of
-// three replicas.
-func BenchmarkReplicasCreateBatch1000(b *testing.B) {
-	rb := newReplicaBench(b, false)
-	load := newLoadClient(rb.leader, rb.team.token, 4)
-	jobs := make([]json.RawMessage, 1000)
-	for i := range jobs {
-		jobs[i] = rb.body
-	}
-	body, _ := json.Marshal(map[string]any{"jobs": jobs})
-	const batches = 40
-	cpu := rb.rs.cpuSeconds()
-	lat, elapsed := drive(b, 4, batches, func(int) (time.Duration, error) {
-		_, d, err := load.do(http.MethodPost, "/api/v2/batches", body, http.StatusCreated)
+// posting sends body to path with load, each request expecting 201.
+func posting(load *loadClient, path string, body []byte) func(int) (time.Duration, error) {
+	return func(int) (time.Duration, error) {
+		_, d, err := load.do(http.MethodPost, path, body, http.StatusCreated)
 		return d, err
-	})
-	b.ReportMetric(batches*1000/elapsed.Seconds(), "jobs/s")
-	b.ReportMetric((rb.rs.cpuSeconds()-cpu)/(batches*1000)*1e6, "cpu-us/job")
-	lat.report(b)
+	}
+}
+
+// report reports a side's rate of requests (of size items each), its p99 and its processor
+// time per item; and returns the rate.
+func (side *benchSide) report(b *testing.B, requests, size int, unit string) float64 {
+	rate := float64(requests*size) / side.elapsed.Seconds()
+	b.ReportMetric(rate, side.name+"-"+unit+"/s")
+	b.ReportMetric(side.cpu/float64(requests*size)*1e6, side.name+"-cpu-us/"+strings.TrimSuffix(unit, "s"))
+	slices.Sort(side.lat)
+	b.ReportMetric(float64(side.lat[len(side.lat)*99/100].Microseconds())/1000, side.name+"-p99-ms")
+	return rate
+}
+
+// BenchmarkReplicasCreateJob: POST /jobs at 64 concurrent against the coordinator alone and
+// three replicas on this machine (every write committed by two of them before it is answered):
+// all to the leader, and spread over the three (the followers hand theirs to the leader);
+// rounds of 10,000 in turns, three each. Reported for each: jobs a second, p99 and processor
+// time per job; and the replicas' rates against the coordinator alone.
+func BenchmarkReplicasCreateJob(b *testing.B) {
+	rb := newReplicaBench(b, false, true)
+	create := func(load *loadClient, body []byte) func(int) (time.Duration, error) {
+		return posting(load, "/api/v2/jobs", body)
+	}
+	var spread []*loadClient
+	for _, c := range rb.rs.members {
+		spread = append(spread, newLoadClient(c, rb.team.token, 64))
+	}
+	sides := []*benchSide{
+		{name: "one", on: []*coordinator{rb.one.c}, send: create(newLoadClient(rb.one.c, rb.one.client.token, 64), rb.one.body)},
+		{name: "leader", on: rb.rs.members, send: create(newLoadClient(rb.leader, rb.team.token, 64), rb.body)},
+		{name: "spread", on: rb.rs.members, send: func(i int) (time.Duration, error) { return create(spread[i%len(spread)], rb.body)(i) }},
+	}
+	const rounds, perRound = 3, 10000
+	commits, applies := histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", ""), histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "")
+	before := map[*coordinator]map[string]float64{rb.leader: rb.leader.metrics(), rb.follower: rb.follower.metrics()}
+	takeTurns(b, sides, rounds, perRound, 64)
+	// How many jobs each entry of the replicated log carried, and each transaction of a store.
+	jobs := float64(sides[1].sent.Load() + sides[2].sent.Load())
+	for c, was := range before {
+		now, name := c.metrics(), "leader"
+		if c != rb.leader {
+			name = "follower"
+		}
+		b.ReportMetric(jobs/(now["framefarm_replica_entries_applied_total"]-was["framefarm_replica_entries_applied_total"]), name+"-jobs/entry")
+		b.ReportMetric(jobs/(now["framefarm_replica_apply_seconds_count"]-was["framefarm_replica_apply_seconds_count"]), name+"-jobs/apply")
+	}
+	one := sides[0].report(b, rounds*perRound, 1, "jobs")
+	b.ReportMetric(sides[1].report(b, rounds*perRound, 1, "jobs")/one, "leader/one")
+	b.ReportMetric(sides[2].report(b, rounds*perRound, 1, "jobs")/one, "spread/one")
+	// On the leader: proposed to committed and applied, and applying alone.
+	b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_commit_seconds", "").since(commits).quantile(0.5)*1000, "commit-p50-ms")
+	b.ReportMetric(histogramOf(b, rb.leader, "framefarm_replica_apply_seconds", "").since(applies).quantile(0.5)*1000, "apply-p50-ms")
+}
+
+// BenchmarkReplicasCreateBatch1000: POST /batches of 1,000 jobs, 4 concurrent, to the
+// coordinator alone and to the leader of three replicas, in turns of 10 batches, four each.
+func BenchmarkReplicasCreateBatch1000(b *testing.B) {
+	rb := newReplicaBench(b, false, true)
+	batch := func(load *loadClient, body []byte) func(int) (time.Duration, error) {
+		return posting(load, "/api/v2/batches", body)
+	}
+	sides := []*benchSide{
+		{name: "one", on: []*coordinator{rb.one.c}, send: batch(newLoadClient(rb.one.c, rb.one.client.token, 4), rb.one.batchBody(1000))},
+		{name: "leader", on: rb.rs.members, send: batch(newLoadClient(rb.leader, rb.team.token, 4), (&benchFarm{body: rb.body}).batchBody(1000))},
+	}
+	const rounds, perRound = 4, 10
+	takeTurns(b, sides, rounds, perRound, 4)
+	one := sides[0].report(b, rounds*perRound, 1000, "jobs")
+	b.ReportMetric(sides[1].report(b, rounds*perRound, 1000, "jobs")/one, "leader/one")
 }
 
 // BenchmarkReplicasGetJob: GET /jobs/{id} at 16 and 64 concurrent on the leader and on a
-// follower of three replicas (which first makes sure it holds every write acknowledged before
-// the read). The two take turns, four rounds each in the order leader, follower, follower,
-// leader, and so on, so that this machine's drifting speed during a run falls on both alike;
-// reported for each: reads per second over its rounds, p99, and the replicas' processor time
-// per read.
+// follower of three replicas: by default (the follower first makes sure it holds every write
+// acknowledged before the read) and with ?stale (it answers from its records as they are). The
+// sides take turns of 10,000 reads, four each; reported for each: reads per second, p99, and
+// the replicas' processor time per read; and each follower's rate against the leader's.
 func BenchmarkReplicasGetJob(b *testing.B) {
-	rb := newReplicaBench(b, false)
+	rb := newReplicaBench(b, false, false)
 	ids := rb.team.createJobs(rb.tplID, 1000)
 	for _, conc := range []int{16, 64} {
 		b.Run(fmt.Sprintf("c=%d", conc), func(b *testing.B) {
-			type side struct {
-				name    string
-				load    *loadClient
-				elapsed time.Duration
-				cpu     float64
-				lat     []time.Duration
-			}
-			sides := []*side{{name: "leader", load: newLoadClient(rb.leader, rb.team.token, conc)},
-				{name: "follower", load: newLoadClient(rb.follower, rb.team.token, conc)}}
-			const rounds, perRound = 4, 10000
-			for round := range rounds {
-				for turn := range sides {
-					on := sides[(round+turn)%len(sides)]
-					cpu := rb.rs.cpuSeconds()
-					lat, elapsed := drive(b, conc, perRound, func(i int) (time.Duration, error) {
-						_, d, err := on.load.do(http.MethodGet, "/api/v2/jobs/"+ids[i%len(ids)], nil, http.StatusOK)
-						return d, err
-					})
-					on.cpu += rb.rs.cpuSeconds() - cpu
-					on.elapsed += elapsed
-					on.lat = append(on.lat, lat.all...)
+			get := func(c *coordinator, query string) func(int) (time.Duration, error) {
+				load := newLoadClient(c, rb.team.token, conc)
+				return func(i int) (time.Duration, error) {
+					_, d, err := load.do(http.MethodGet, "/api/v2/jobs/"+ids[i%len(ids)]+query, nil, http.StatusOK)
+					return d, err
 				}
 			}
-			for _, on := range sides {
-				b.ReportMetric(rounds*perRound/on.elapsed.Seconds(), on.name+"-gets/s")
-				b.ReportMetric(on.cpu/(rounds*perRound)*1e6, on.name+"-cpu-us/get")
-				slices.Sort(on.lat)
-				b.ReportMetric(float64(on.lat[len(on.lat)*99/100].Microseconds())/1000, on.name+"-p99-ms")
+			sides := []*benchSide{
+				{name: "leader", on: rb.rs.members, send: get(rb.leader, "")},
+				{name: "follower", on: rb.rs.members, send: get(rb.follower, "")},
+				{name: "stale", on: rb.rs.members, send: get(rb.follower, "?stale")},
 			}
-			// As many reads on each side: the ratio of their times is that of their rates.
-			b.ReportMetric(sides[0].elapsed.Seconds()/sides[1].elapsed.Seconds(), "follower/leader")
+			const rounds, perRound = 4, 10000
+			takeTurns(b, sides, rounds, perRound, conc)
+			leader := sides[0].report(b, rounds*perRound, 1, "gets")
+			b.ReportMetric(sides[1].report(b, rounds*perRound, 1, "gets")/leader, "follower/leader")
+			b.ReportMetric(sides[2].report(b, rounds*perRound, 1, "gets")/leader, "stale/leader")
 		})
 	}
 }
@@ -158,7 +233,7 @@ func BenchmarkReplicasGetJob(b *testing.B) {
 // the kill to the first creation the next leader acknowledges (p50, p99, max), and the
 // acknowledged jobs missing afterwards (must be 0).
 func BenchmarkReplicasFailover(b *testing.B) {
-	rb := newReplicaBench(b, false)
+	rb := newReplicaBench(b, false, false)
 	var urls []string
 	for _, c := range rb.rs.members {
 		urls = append(urls, c.url)
@@ -219,8 +294,8 @@ func BenchmarkReplicasFailover(b *testing.B) {
 // takes to answer a read and a write 503 (the documented wait for a leader is 5 s), and the
 // status of the set (0.5 s at most).
 func BenchmarkReplicasWithoutQuorum(b *testing.B) {
-	rb := newReplicaBench(b, false)
-	read, write, status := withoutQuorum(b, rb.rs, rb.team.token)
+	rb := newReplicaBench(b, false, false)
+	_, read, write, status := withoutQuorum(b, rb.rs, rb.team.token)
 	b.ReportMetric(read.Seconds(), "read-503-s")
 	b.ReportMetric(write.Seconds(), "write-503-s")
 	b.ReportMetric(status.Seconds(), "status-s")
@@ -231,7 +306,7 @@ func BenchmarkReplicasWithoutQuorum(b *testing.B) {
 // both nodes ready on it, and to the renders in flight at the kill, answered at once, finished
 // there (medians and worst).
 func BenchmarkNodesFollowTheNewLeader(b *testing.B) {
-	rb := newReplicaBench(b, true)
+	rb := newReplicaBench(b, true, false)
 	control := rb.rs.members[0].control
 	rb.rs.startNode("n1")
 	rb.rs.startNode("n2")

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -969,10 +971,9 @@ func mustStatus(t testing.TB, c *coordinator) clusterStatus {
 // withoutQuorum stops two of three replicas (the leader, killed; a follower, paused as a frozen
 // machine is) and times, on the one left, what a client sees: a read, a write (each a 503 the
 // client may send again), and the status of the set (answered, the two others out of reach).
-func withoutQuorum(t testing.TB, rs *replicaSet, token string) (read, write, status time.Duration) {
+func withoutQuorum(t testing.TB, rs *replicaSet, token string) (left *coordinator, read, write, status time.Duration) {
 	t.Helper()
 	leader := rs.leader()
-	var left *coordinator
 	for _, c := range rs.members {
 		switch {
 		case c == leader:
@@ -1012,16 +1013,40 @@ func withoutQuorum(t testing.TB, rs *replicaSet, token string) (read, write, sta
 		t.Fatalf("the status without a quorum shows %d replicas, %d reached: %+v", len(s.Replicas), reached, s)
 	}
 	admin.must(http.MethodGet, "/api/v2/admin/cluster", nil, http.StatusOK, nil)
-	return read, write, status
+	return left, read, write, status
 }
 
 // TestAReplicaWithoutAQuorumAnswers: with two of three replicas gone, the one left answers a read
 // and a write 503 (unavailable; send it again), after waiting for a leader at most the documented
-// 5 s, and shows the status of the set, the two others out of reach.
+// 5 s, and shows the status of the set, the two others out of reach. A stale read (?stale) it
+// answers at once from its records, with the job every replica had, saying how long ago it last
+// heard from a leader.
 func TestAReplicaWithoutAQuorumAnswers(t *testing.T) {
 	rs := newReplicaSet(t, 3, testTimings)
 	rs.start()
-	acme := rs.leader().team("acme")
-	read, write, status := withoutQuorum(t, rs, acme.token)
+	leader := rs.leader()
+	acme := leader.team("acme")
+	job := acme.createJobs(acme.uploadTemplate(inspection()), 1)[0]
+	// Every replica holds the job, at an applied index no less than applied.
+	applied := math.Inf(1)
+	for _, c := range rs.members {
+		(&client{c: c, token: acme.token}).must(http.MethodGet, "/api/v2/jobs/"+job, nil, http.StatusOK, nil)
+		applied = min(applied, c.metrics()["framefarm_replica_applied_index"])
+	}
+	left, read, write, status := withoutQuorum(t, rs, acme.token)
 	t.Logf("without a quorum: a read answered 503 in %s, a write in %s, the status in %s", read, write, status)
+
+	started := time.Now()
+	got, answer, headers := (&client{c: left, token: acme.token}).call(http.MethodGet, "/api/v2/jobs/"+job+"?stale", nil)
+	took := time.Since(started)
+	if got != http.StatusOK {
+		t.Fatalf("a stale read without a quorum: %d %s", got, answer)
+	}
+	index, _ := strconv.ParseFloat(headers.Get("X-Framefarm-Applied-Index"), 64)
+	contact, err := strconv.Atoi(headers.Get("X-Framefarm-Last-Contact"))
+	if index < applied || err != nil || contact < 500 {
+		t.Fatalf("a stale read without a quorum says it applied %q (every replica had %v) and heard from a leader %q ms ago",
+			headers.Get("X-Framefarm-Applied-Index"), applied, headers.Get("X-Framefarm-Last-Contact"))
+	}
+	t.Logf("without a quorum: a stale read answered in %s, its replica last heard from a leader %d ms before", took, contact)
 }

@@ -195,6 +195,8 @@ type coordinator struct {
 	env []string
 	// metricsURL is where /metrics is served: the API's address unless metricsListen.
 	metricsURL string
+	// debugAddr serves Go's profiles when set (profiled).
+	debugAddr string
 	// binary is the program the process runs: this test binary unless set (another release's).
 	binary string
 	// listening is the address the process listens on while it runs, nil while it does not:

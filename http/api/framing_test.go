@@ -39,7 +39,7 @@ var framingSeeds = []string{
 // bytes make it answer a 5xx or stop answering.
 func FuzzRequestFraming(f *testing.F) {
 	_, base := serveWith(f, io.Discard, Config{AdminToken: "framing-admin"}, clock.Real{})
-	token := framingToken(f, base)
+	token := issueToken(f, base, "framing-admin")
 	addr := strings.TrimPrefix(base, "http://")
 	for _, seed := range framingSeeds {
 		f.Add([]byte(seed))
@@ -58,10 +58,10 @@ func FuzzRequestFraming(f *testing.F) {
 	})
 }
 
-// framingToken issues a team's token through the admin route.
-func framingToken(t testing.TB, base string) string {
+// issueToken issues a team's token through the admin route, with the admin's token.
+func issueToken(t testing.TB, base, admin string) string {
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v2/admin/tokens", strings.NewReader(`{"team":"framing"}`))
-	req.Header.Set("Authorization", "Bearer framing-admin")
+	req.Header.Set("Authorization", "Bearer "+admin)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

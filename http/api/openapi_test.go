@@ -67,3 +67,23 @@ func TestOpenAPIDocumentIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStaleReadsAreDocumented: every read a replica answers from its records after catching up
+// documents ?stale, and no other operation does.
+func TestStaleReadsAreDocumented(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(openAPIDocument)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			documented := false
+			for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
+				documented = documented || (p.Value.Name == "stale" && p.Value.In == "query")
+			}
+			if want := placementOf(method, path) == caughtUp; documented != want {
+				t.Errorf("%s %s: documents ?stale %v, answered after catching up %v", method, path, documented, want)
+			}
+		}
+	}
+}

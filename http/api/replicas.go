@@ -3,6 +3,8 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -23,6 +25,10 @@ type Replicas interface {
 	// CatchUp waits until this replica holds every write acknowledged before the call, or
 	// until deadline.
 	CatchUp(deadline time.Time) error
+	// Staleness is how far this replica's records may be behind, for a read that does not
+	// catch up: the last entry applied, and how long ago the leader was last heard from (0 on
+	// the leader; negative when none has been since the replica started).
+	Staleness() (applied uint64, lastContact time.Duration)
 	// Status asks every replica about itself.
 	Status() replicas.Status
 	// AddReplica and RemoveReplica change the set (on the leader).
@@ -100,8 +106,9 @@ const (
 	leaderOnly
 )
 
-// anyReplicaReads are reads of the API any replica answers as it is.
-var anyReplicaReads = map[string]bool{APIPrefix + "/admin/cluster": true}
+// anyReplicaReads are reads of the API any replica answers as it is: the set's status (each
+// replica's own), the API's document.
+var anyReplicaReads = map[string]bool{APIPrefix + "/admin/cluster": true, APIPrefix + "/openapi.json": true}
 
 // leaderReads are the reads only the leader answers.
 var leaderReads = map[string]bool{
@@ -116,7 +123,7 @@ func placementOf(method, path string) placement {
 		return leaderOnly
 	case anyReplicaReads[path]:
 		return anyReplica
-	case len(path) > len(APIPrefix) && path[:len(APIPrefix)] == APIPrefix:
+	case strings.HasPrefix(path, APIPrefix+"/"), strings.HasPrefix(path, APIv3Prefix+"/"):
 		return caughtUp
 	}
 	return anyReplica
@@ -127,14 +134,56 @@ func placementOf(method, path string) placement {
 // promises.
 const catchUpTimeout = 4500 * time.Millisecond
 
+// Headers of a stale read: how far the replica's records may be behind.
+const (
+	headerAppliedIndex = "X-Framefarm-Applied-Index"
+	headerLastContact  = "X-Framefarm-Last-Contact"
+)
+
+// staleRead reads (and takes out of the query, which the routes check) ?stale: a read of the
+// records that any replica may answer from its own, without catching up with the leader.
+func staleRead(r *request) (bool, *apiError) {
+	args := r.ctx.QueryArgs()
+	if !args.Has("stale") {
+		return false, nil
+	}
+	v := string(args.Peek("stale"))
+	args.Del("stale")
+	switch v {
+	case "", "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, badField("stale", "must be true or false, or given alone (?stale)")
+}
+
 // place answers, on a replica that does not lead, what another replica must: it returns false
 // once it answered the request itself (forwarded, or refused).
 func (s *Server) place(r *request, p placement) bool {
-	if s.Replicas == nil || p == anyReplica {
+	if p == anyReplica {
+		return true
+	}
+	stale, bad := staleRead(r)
+	if bad != nil {
+		r.fail(bad)
+		return false
+	}
+	if s.Replicas == nil {
 		return true
 	}
 	unavailable := func(why string) {
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: why, retryAfter: 1})
+	}
+	if p == caughtUp && stale {
+		applied, contact := s.Replicas.Staleness()
+		r.ctx.Response.Header.Set(headerAppliedIndex, strconv.FormatUint(applied, 10))
+		ms := contact.Milliseconds()
+		if contact < 0 {
+			ms = -1
+		}
+		r.ctx.Response.Header.Set(headerLastContact, strconv.FormatInt(ms, 10))
+		return true
 	}
 	if p == caughtUp {
 		// On the leader too: one cut off from the others must not answer from its records.

@@ -185,6 +185,8 @@ func (r *request) failErr(err error, notFound *apiError) {
 		// The leader changed under the write: it may have been done; an Idempotency-Key makes
 		// sending it again safe.
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: err.Error() + "; send the request again (with its Idempotency-Key, if it creates)", retryAfter: 1})
+	case errors.Is(err, persistence.ErrEntryTooLarge):
+		r.fail(newError(http.StatusRequestEntityTooLarge, codePayloadTooLarge, "%v: send it in smaller parts (a batch's jobs in several batches)", err))
 	case errors.Is(err, persistence.ErrClosed):
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: "the server is shutting down", retryAfter: 5})
 	case errors.Is(err, actors.ErrUnavailable):

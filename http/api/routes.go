@@ -34,7 +34,7 @@ func (s *Server) metrics(r *request) {
 // underPrefix tells a client that missed the API's prefix where the API lives: a path outside
 // /api/v2 and /api/v3 is most likely a route of the API with its prefix left out or mistyped.
 func underPrefix(path string) string {
-	if strings.HasPrefix(path, APIPrefix+"/") || strings.HasPrefix(path, "/api/v3/") {
+	if strings.HasPrefix(path, APIPrefix+"/") || strings.HasPrefix(path, APIv3Prefix+"/") {
 		return ""
 	}
 	rest := path

@@ -30,6 +30,12 @@ func serveForTest(t testing.TB, log io.Writer) (*Server, string) {
 // serveWith is serveForTest with a configuration and a clock.
 func serveWith(t testing.TB, log io.Writer, cfg Config, clk clock.Clock) (*Server, string) {
 	t.Helper()
+	return serveWithDeps(t, log, cfg, clk, func(*Deps) {})
+}
+
+// serveWithDeps is serveWith with deps changed by edit before the server starts.
+func serveWithDeps(t testing.TB, log io.Writer, cfg Config, clk clock.Clock, edit func(*Deps)) (*Server, string) {
+	t.Helper()
 	store, err := persistence.Open(filepath.Join(t.TempDir(), "framefarm.db"), persistence.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +58,10 @@ func serveWith(t testing.TB, log io.Writer, cfg Config, clk clock.Clock) (*Serve
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	s := New(cfg, Deps{Coordinator: coord, Store: store, Blobs: files, URLs: blobs.NewSigner(base, make([]byte, 32)),
-		Clock: clk, IDs: ids, Logger: logger})
+	deps := Deps{Coordinator: coord, Store: store, Blobs: files, URLs: blobs.NewSigner(base, make([]byte, 32)),
+		Clock: clk, IDs: ids, Logger: logger}
+	edit(&deps)
+	s := New(cfg, deps)
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Shutdown(context.Background()) })
 	return s, base

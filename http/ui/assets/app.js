@@ -355,9 +355,12 @@ function jobsScreen() {
     history.replaceState(null, "", location.pathname + (search ? `?${search}` : ""));
   }
 
-  async function load(reset) {
+  // stale: a refresh that a replica may answer from its own records (a second behind at most,
+  // and no one waits on it), rather than first making sure it holds every write.
+  async function load(reset, stale) {
     if (reset) { if (!admin) names = await templateNames(); remember(); }
     const params = new URLSearchParams({ limit: String(pageSize), sort, minimal: "false", from: String(reset ? 0 : loaded) });
+    if (stale) params.set("stale", "true");
     if (states.size) params.set("states", [...states].join(","));
     for (const [k, v] of filters()) params.set(k, v);
     templateChip.replaceChildren(...(template ? [h("span", { class: "chip", id: "template-filter" }, `template ${names.get(template) || template}`,
@@ -452,7 +455,7 @@ function jobsScreen() {
   });
   // The farm's event stream carries render nodes, not every team's jobs: the admin's list is
   // read again every few seconds instead.
-  const ticker = setInterval(() => { if (admin && !document.hidden) load(true); else for (const row of rows.values()) row.tick(); }, admin ? 5000 : 15000);
+  const ticker = setInterval(() => { if (admin && !document.hidden) load(true, true); else for (const row of rows.values()) row.tick(); }, admin ? 5000 : 15000);
   const stopKeys = listKeys(tbody, tagsInput);
   leaveScreen = () => { stopEvents(); clearInterval(ticker); stopKeys(); };
 
@@ -670,7 +673,7 @@ function jobScreen(id) {
   // The farm's event stream carries no job's changes: the admin's page reads the job again.
   // Only a change redraws it, so a form being filled in is left alone.
   const ticker = me.kind === "admin" ? setInterval(() => {
-    if (!document.hidden) api("GET", `${jobsAPI()}/${id}`).then((now) => { if (JSON.stringify(now) !== shown) load(); }).catch(() => {});
+    if (!document.hidden) api("GET", `${jobsAPI()}/${id}?stale=true`).then((now) => { if (JSON.stringify(now) !== shown) load(); }).catch(() => {});
   }, 3000) : null;
   leaveScreen = () => { stopEvents(); clearInterval(ticker); };
   load();
@@ -1219,11 +1222,12 @@ function teamsScreen() {
   const bytes = (n) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`);
   const hours = (sec) => (sec >= 3600 ? `${(sec / 3600).toFixed(1)} h` : sec >= 60 ? `${Math.round(sec / 60)} min` : `${Math.round(sec)} s`);
   const cap = (v) => (v === null || v === undefined ? "—" : String(v));
-  async function load() {
+  async function load(stale) {
     const since = new Date(Date.now() - 23 * 3600 * 1000);
     since.setUTCMinutes(0, 0, 0);
+    const fresh = stale ? "stale=true&" : "";
     const [teams, usage, tokens] = await Promise.all([api("GET", "/api/v2/admin/teams"),
-      api("GET", `/api/v2/admin/usage?from=${since.toISOString()}`), api("GET", "/api/v2/admin/tokens")]);
+      api("GET", `/api/v2/admin/usage?${fresh}from=${since.toISOString()}`), api("GET", `/api/v2/admin/tokens?${fresh}`)]);
     teams.sort((a, b) => a.name.localeCompare(b.name));
     const usageOf = new Map(usage.teams.map((u) => [u.team.id, u]));
     const live = new Map();
@@ -1307,7 +1311,7 @@ function teamsScreen() {
     form.querySelector("input").focus();
   }
   load().catch((e) => toast(e.message));
-  const timer = setInterval(() => { if (!document.hidden && !editor.firstChild) load().catch(() => {}); }, 10000);
+  const timer = setInterval(() => { if (!document.hidden && !editor.firstChild) load(true).catch(() => {}); }, 10000);
   leaveScreen = () => clearInterval(timer);
   return [h("h1", {}, "Teams"), share, editor,
     h("div", { class: "table-wrap" }, h("table", { id: "teams" }, h("thead", {}, h("tr", {}, ...["Team", "Tokens", "Weight", "Guaranteed", "Max running",
