@@ -95,7 +95,8 @@ func (side *benchSide) sendCounted(i int) (time.Duration, error) {
 
 // takeTurns runs rounds of perRound requests at concurrency on each side in turn, in the order
 // A B C, C B A, A B C..., so that this machine's drifting speed during a run falls on all
-// alike. Asked for profiles (profiled), it first profiles each side's processes under its load.
+// alike. Asked for profiles (profiled), it first profiles each side's processes under its load,
+// each named by its place among them (the replicas c1, c2 and c3 are 0, 1 and 2).
 func takeTurns(b *testing.B, sides []*benchSide, rounds, perRound, concurrency int) {
 	for _, side := range sides {
 		byID := map[string]*coordinator{}
