@@ -98,10 +98,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	earlier := len(f.held)
 	results := f.applyHeldAnd(entries)
+	if results == nil {
+		return out // the store failed: the replica stops
+	}
 	for k, i := range at {
-		if results != nil {
-			out[i] = results[earlier+k]
-		}
+		out[i] = results[earlier+k]
 	}
 	return out
 }
