@@ -40,19 +40,20 @@ func readPlacementTag(tag string) (engine, pool string, ok bool) {
 func nameKey(name string) []byte { return append([]byte(strings.ToLower(name)), 0) }
 
 // farmIndexEntries are a job's entries in the farm's listings, by placement and by name, while
-// it is in state s (its creation index entry is jid's; st its state's key).
-func farmIndexEntries(j *Job, st, jid []byte) []jobIndexEntry {
+// it is in state s (its creation index entry is jid's; st its state's key), their keys cut
+// from a.
+func farmIndexEntries(a *keyArena, j *Job, st, jid []byte) []jobIndexEntry {
 	team, farm := id(j.TeamID), id(FarmScope)
-	placed := tagKey(placementTag(j.Engine, j.Pool))
+	placed := placementTag(j.Engine, j.Pool)
 	entries := []jobIndexEntry{
-		{bucketJobsByTeamState, key(farm, st, jid), nil},
-		{bucketJobsByTeamTag, key(farm, placed, jid), st},
-		{bucketJobsByTeamTag, key(team, placed, jid), st},
+		{bucketJobsByTeamState, a.key(farm, st, jid), nil},
+		{bucketJobsByTeamTag, a.tagged(farm, placed, jid), st},
+		{bucketJobsByTeamTag, a.tagged(team, placed, jid), st},
 	}
 	if j.Name != "" {
 		name := nameKey(j.Name)
-		entries = append(entries, jobIndexEntry{bucketJobsByName, key(team, name, jid), st},
-			jobIndexEntry{bucketJobsByName, key(farm, name, jid), st})
+		entries = append(entries, jobIndexEntry{bucketJobsByName, a.key(team, name, jid), st},
+			jobIndexEntry{bucketJobsByName, a.key(farm, name, jid), st})
 	}
 	return entries
 }

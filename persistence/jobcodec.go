@@ -213,7 +213,9 @@ func (w *recordWriter) stringMap(m *map[string]string) {
 }
 
 // recordReader reads what recordWriter wrote, remembering the first error. Its strings are
-// cut from s, one copy of the whole record, so a record costs one string allocation.
+// cut from s, one copy of the whole record, so a record costs one string allocation. Without s
+// (the reader of an entry, whose job records decodeJob reads with one of their own), each string
+// is copied alone.
 type recordReader struct {
 	b   []byte
 	s   string
@@ -316,6 +318,11 @@ func (r *recordReader) string(v *string) {
 	}
 	if r.err != nil {
 		*v = ""
+		return
+	}
+	if r.s == "" {
+		*v = string(r.b[:n])
+		r.b = r.b[n:]
 		return
 	}
 	start := len(r.s) - len(r.b)

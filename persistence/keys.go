@@ -121,9 +121,53 @@ func key(parts ...[]byte) []byte {
 	return k
 }
 
+// keyArena cuts keys from one buffer: the dozen index keys of a job cost one allocation, not a
+// dozen. Each key is capped at its length, so an append to one never runs into the next.
+type keyArena struct{ buf []byte }
+
+// keyArenaSize is a buffer's size, enough for the index keys of most jobs.
+const keyArenaSize = 512
+
+func (a *keyArena) key(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	a.reserve(n)
+	start := len(a.buf)
+	for _, p := range parts {
+		a.buf = append(a.buf, p...)
+	}
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
+
+// tagged is key(scope, tagKey(tag), jid).
+func (a *keyArena) tagged(scope []byte, tag string, jid []byte) []byte {
+	a.reserve(len(scope) + 1 + len(tag) + len(jid))
+	start := len(a.buf)
+	a.buf = append(append(append(append(a.buf, scope...), byte(len(tag))), tag...), jid...)
+	return a.buf[start:len(a.buf):len(a.buf)]
+}
+
+// reserve makes room for n more bytes, in a new buffer when the current one is full (the keys
+// cut from it before stay as they are).
+func (a *keyArena) reserve(n int) {
+	if cap(a.buf)-len(a.buf) < n {
+		a.buf = make([]byte, 0, max(n, keyArenaSize))
+	}
+}
+
 func id(u ulid.ULID) []byte { return u[:] }
 
-func stateKey(s JobState) []byte { return []byte{byte(s)} }
+// stateKeys are the keys of the states, one byte each, shared: a state's key costs nothing.
+var stateKeys = func() (b [256]byte) {
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}()
+
+func stateKey(s JobState) []byte { return stateKeys[s : s+1 : s+1] }
 
 func u32(v int) []byte {
 	b := make([]byte, 4)

@@ -32,8 +32,11 @@ type Proposal struct {
 	// here, the replica may hand them back (ReplicatedEntry.Commands) rather than have them
 	// decoded again.
 	Commands []Command
-	// Committed, when set, is called once the entry is committed, before it is applied here.
-	Committed func()
+	// Committed, when set, is called once the entry is committed, before it is applied here. It
+	// reports whether another entry of this store follows at once (a group waits for its turn,
+	// or more of this one is still to be committed): the replica may then apply the two in one
+	// transaction.
+	Committed func() (more bool)
 	// Done is called once the entry is applied here (result is its *EntryResult), or with the
 	// error that kept it from being committed.
 	Done func(result any, err error)
@@ -201,7 +204,7 @@ func decodeEntry(entry []byte) ([]Command, error) {
 	if len(entry) == 0 || entry[0] != entryVersion {
 		return nil, fmt.Errorf("an entry of layout %d, which this build does not know: upgrade this replica", firstByte(entry))
 	}
-	r := &recordReader{b: entry[1:], s: string(entry[1:])}
+	r := &recordReader{b: entry[1:]}
 	n := r.uvarint()
 	if r.err != nil || n > uint64(len(r.b)) {
 		return nil, errors.New("a malformed entry")
@@ -229,7 +232,7 @@ func decodeEntry(entry []byte) ([]Command, error) {
 }
 
 func decodeEntryCommand(form byte, raw []byte) (Command, error) {
-	r := &recordReader{b: raw, s: string(raw)}
+	r := &recordReader{b: raw}
 	switch form {
 	case formJSON:
 		c, err := DecodeCommand(raw)
@@ -326,7 +329,9 @@ func (s *Store) awaitTurn(batch []*write) (_ []*write, narrow bool) {
 	if s.awaitingTurn != nil {
 		s.awaitingTurn()
 	}
+	s.waitingTurn.Store(true)
 	s.turn <- struct{}{}
+	s.waitingTurn.Store(false)
 	return s.gather(batch), true
 }
 
@@ -351,9 +356,14 @@ func jobsIn(batch []*write) int {
 func (s *Store) propose(r Replication, batch []*write, narrow bool) {
 	inIDOrder(batch)
 	entries := entriesOf(batch)
-	giveBack := func() {}
+	// giveBack ends the group's turn, and reports whether another group waited for it.
+	giveBack := func() bool { return false }
 	if narrow {
-		giveBack = sync.OnceFunc(func() { <-s.turn })
+		giveBack = sync.OnceValue(func() bool {
+			more := s.waitingTurn.Load() // read first: the turn given, the group stops waiting
+			<-s.turn
+			return more
+		})
 	}
 	if len(entries) == 0 {
 		giveBack()
@@ -364,10 +374,11 @@ func (s *Store) propose(r Replication, batch []*write, narrow bool) {
 	unanswered.Store(int32(len(entries)))
 	for _, e := range entries {
 		r.Propose(Proposal{Entry: e.data, Commands: e.held,
-			Committed: func() {
+			Committed: func() bool {
 				if uncommitted.Add(-1) == 0 {
-					giveBack()
+					return giveBack()
 				}
+				return true
 			},
 			Done: func(result any, err error) {
 				if unanswered.Add(-1) == 0 {

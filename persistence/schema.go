@@ -384,7 +384,7 @@ func upgradeTo8(db *bolt.DB) error {
 			if j.Kind == KindChunk {
 				continue
 			}
-			if err := tx.putIndexEntries(farmIndexEntries(j, stateKey(j.State), id(j.ID))); err != nil {
+			if err := tx.putIndexEntries(farmIndexEntries(new(keyArena), j, stateKey(j.State), id(j.ID))); err != nil {
 				return nil, false, err
 			}
 			if err := tx.addFarmCounts(j, j.State, 1); err != nil {

@@ -66,6 +66,8 @@ type Store struct {
 	replication atomic.Pointer[Replication]
 	// turn holds a token while a narrow group is being replicated (awaitTurn).
 	turn chan struct{}
+	// waitingTurn is set while a narrow group waits for the one being replicated (awaitTurn).
+	waitingTurn atomic.Bool
 	// awaitingTurn, set by tests, is called when a group starts waiting its turn.
 	awaitingTurn func()
 	// applied is the last replicated entry applied; appliedMoved is closed when it moves.
@@ -342,8 +344,9 @@ type txn struct {
 	// counts are counter changes written when the transaction commits (addCount), timeCounts
 	// those of the counters by creation time (addScopeTimeCounts); countsErr is a failure to
 	// write them early.
-	counts     map[string]int
-	timeCounts map[timeCount]int
+	counts     map[string]*int
+	countName  []byte // addCount's buffer
+	timeCounts map[timeCount]*int
 	countsErr  error
 	// usage is what the transaction's job changes used, written when it commits (usage.go).
 	usage map[string]Usage

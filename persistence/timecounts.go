@@ -76,19 +76,25 @@ func (t *txn) addPriorityCounts(j *Job, s JobState, delta int) {
 // writes its counters.
 func (t *txn) addScopeTimeCounts(c timeCounter, scope []byte, jobID ulid.ULID, s JobState, delta int) {
 	if t.timeCounts == nil {
-		t.timeCounts = make(map[timeCount]int)
+		t.timeCounts = make(map[timeCount]*int)
 	}
-	t.timeCounts[timeCount{c, string(scope), s, jobID.Time()}] += delta
+	if n, ok := t.timeCounts[timeCount{c, string(scope), s, jobID.Time()}]; ok {
+		*n += delta // looked up without copying scope
+		return
+	}
+	n := new(int)
+	*n = delta
+	t.timeCounts[timeCount{c, string(scope), s, jobID.Time()}] = n
 }
 
 // spreadTimeCounts turns the changes kept by millisecond into changes of each level's counter.
 func (t *txn) spreadTimeCounts() {
 	for tc, delta := range t.timeCounts {
-		if delta == 0 {
+		if *delta == 0 {
 			continue
 		}
 		for level, shift := range timeLevelShifts {
-			t.addCount(tc.counter.bucket(), timeCountKey(tc.scope, tc.state, level, tc.ms>>shift), delta)
+			t.addCount(tc.counter.bucket(), timeCountKey(tc.scope, tc.state, level, tc.ms>>shift), *delta)
 		}
 	}
 	clear(t.timeCounts)

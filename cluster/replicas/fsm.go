@@ -20,9 +20,11 @@ import (
 // follower's apply but its own readers. It applies at once what it holds when a read waits for
 // it (reading), when the entries held pass maxHeldBytes, before a snapshot is taken or restored,
 // after a barrier, and when it stops. The entries a replica proposed itself, as the leader, are
-// applied at once (their writers wait), held entries first, in order; what a new leader holds
-// from before its term is applied by the barrier that starts the term, before it answers a
-// read (Replica.caughtUp).
+// applied at once (their writers wait), held entries first, in order, except that one may wait
+// for the next the leader proposed when that one is already on its way (Proposal.Committed),
+// for at most ownHold: under load the leader then writes its records in half as many
+// transactions. What a new leader holds from before its term is applied by the barrier that
+// starts the term, before it answers a read (Replica.caughtUp).
 type fsm struct {
 	r *Replica
 	// hold is how long a follower may hold committed entries; 0 applies every entry at once.
@@ -32,12 +34,18 @@ type fsm struct {
 	reading atomic.Int32
 
 	mu sync.Mutex // one apply at a time, and the entries held
-	// held are committed entries not applied yet, of heldBytes; timer applies them once the
-	// hold is over.
+	// held are committed entries not applied yet, of heldBytes, with the proposals they answer
+	// (claims; nil for an entry another replica proposed); timer applies them once the hold is
+	// over.
 	held      []persistence.ReplicatedEntry
+	claims    []*proposal
 	heldBytes int
+	ownHeld   bool // one of held is this replica's own proposal
 	timer     clock.Timer
 }
+
+// ownHold bounds how long the leader holds an entry it proposed for the next to come.
+const ownHold = 5 * time.Millisecond
 
 // maxHeldBytes bounds what a follower holds before it applies it.
 const maxHeldBytes = 8 << 20
@@ -46,58 +54,56 @@ const maxHeldBytes = 8 << 20
 // its own apply claims them (raft hands it the entry it was given, whose first byte names it).
 type proposal struct {
 	commands []persistence.Command
-	// committed, when set, is told the entry is committed, before it is applied.
-	committed func()
-	// applied is closed once an apply that claimed the proposal is done with its commands.
+	// committed, when set, is told the entry is committed, before it is applied; it reports
+	// whether the next entry of the leader's store follows at once.
+	committed func() (more bool)
+	// applied is closed once an apply that claimed the proposal is done with its commands, and
+	// result is set: the entry's *persistence.EntryResult (nil when the store failed).
 	applied chan struct{}
+	result  any
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
 func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
-// ApplyBatch applies committed entries in one store transaction, or holds them (see fsm).
+// ApplyBatch applies committed entries in one store transaction, or holds them (see fsm). An
+// entry this replica proposed is answered through its proposal, once applied.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]any, len(logs))
 	var entries []persistence.ReplicatedEntry
+	var claims []*proposal
 	var at []int
-	var claimed []*proposal
+	own, more := false, false
 	size := 0
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		e := persistence.ReplicatedEntry{Index: l.Index, Data: l.Data}
+		var claim *proposal
 		if len(l.Data) > 0 {
 			if p, ok := f.r.proposals.LoadAndDelete(&l.Data[0]); ok {
-				e.Commands = p.(*proposal).commands
-				claimed = append(claimed, p.(*proposal))
-				if committed := p.(*proposal).committed; committed != nil {
-					committed()
+				claim, own = p.(*proposal), true
+				e.Commands = claim.commands
+				if claim.committed != nil {
+					more = claim.committed()
 				}
 			}
 		}
-		entries, at, size = append(entries, e), append(at, i), size+len(l.Data)
+		entries, claims, at, size = append(entries, e), append(claims, claim), append(at, i), size+len(l.Data)
 	}
-	defer func() {
-		for _, p := range claimed {
-			close(p.applied)
-		}
-	}()
 	if len(entries) == 0 {
 		return out
 	}
-	if len(claimed) == 0 && f.mayHold(size) {
-		if len(f.held) == 0 {
-			f.timer = f.clock.AfterFunc(f.hold, f.applyHeld)
-		}
-		f.held, f.heldBytes = append(f.held, entries...), f.heldBytes+size
-		return out // no writer waits on these entries here
+	if own && more && !f.ownHeld && f.mayHold(size) || !own && f.mayHold(size) {
+		f.holdEntries(entries, claims, own)
+		return out // no writer waits on these entries yet
 	}
 	earlier := len(f.held)
-	results := f.applyHeldAnd(entries)
+	results := f.applyHeldAnd(entries, claims)
 	if results == nil {
 		return out // the store failed: the replica stops
 	}
@@ -105,6 +111,26 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		out[i] = results[earlier+k]
 	}
 	return out
+}
+
+// holdEntries holds entries (claims: their proposals) to be applied with the next: for the
+// follower's hold, or for ownHold when one is this replica's own.
+func (f *fsm) holdEntries(entries []persistence.ReplicatedEntry, claims []*proposal, own bool) {
+	if own || len(f.held) == 0 {
+		wait := f.hold
+		if own {
+			wait = min(wait, ownHold)
+		}
+		if f.timer != nil {
+			f.timer.Stop()
+		}
+		f.timer = f.clock.AfterFunc(wait, f.applyHeld)
+	}
+	f.held, f.claims = append(f.held, entries...), append(f.claims, claims...)
+	for _, e := range entries {
+		f.heldBytes += len(e.Data)
+	}
+	f.ownHeld = f.ownHeld || own
 }
 
 // mayHold reports whether entries of size may wait to be applied with the next.
@@ -116,14 +142,15 @@ func (f *fsm) mayHold(size int) bool {
 func (f *fsm) applyHeld() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.applyHeldAnd(nil)
+	f.applyHeldAnd(nil, nil)
 }
 
-// applyHeldAnd applies the entries held, then entries, in one transaction, and returns their
-// results in that order (nil when the store failed: the replica stops).
-func (f *fsm) applyHeldAnd(entries []persistence.ReplicatedEntry) []*persistence.EntryResult {
-	all := append(f.held, entries...)
-	f.held, f.heldBytes = nil, 0
+// applyHeldAnd applies the entries held, then entries (claims: their proposals), in one
+// transaction, answers the proposals among them, and returns their results in that order (nil
+// when the store failed: the replica stops).
+func (f *fsm) applyHeldAnd(entries []persistence.ReplicatedEntry, claims []*proposal) []*persistence.EntryResult {
+	all, allClaims := append(f.held, entries...), append(f.claims, claims...)
+	f.held, f.claims, f.heldBytes, f.ownHeld = nil, nil, 0, false
 	if f.timer != nil {
 		f.timer.Stop()
 		f.timer = nil
@@ -133,6 +160,16 @@ func (f *fsm) applyHeldAnd(entries []persistence.ReplicatedEntry) []*persistence
 	}
 	started := time.Now()
 	results, err := f.r.cfg.Store.ApplyEntries(all)
+	defer func() {
+		for k, p := range allClaims {
+			if p != nil {
+				if results != nil && results[k] != nil {
+					p.result = results[k]
+				}
+				close(p.applied)
+			}
+		}
+	}()
 	if err != nil {
 		f.r.cfg.Fail(fmt.Errorf("this replica cannot apply what the replicas committed: %w", err))
 		return nil
@@ -175,7 +212,7 @@ func (f *fsm) Restore(from io.ReadCloser) error {
 	defer f.mu.Unlock()
 	defer from.Close()
 	// The store then says how far it applied: the snapshot is taken only when it holds more.
-	f.applyHeldAnd(nil)
+	f.applyHeldAnd(nil, nil)
 	if err := f.r.cfg.Store.Restore(from); err != nil {
 		return err
 	}

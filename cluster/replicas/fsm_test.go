@@ -2,10 +2,15 @@ package replicas
 
 import (
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/persistence"
 )
 
 // waitHeld waits until a follower holds the entry at index, or has applied it.
@@ -121,5 +126,73 @@ func TestANewLeaderAnswersWhatTheLastOneAcknowledged(t *testing.T) {
 			}
 		}
 		s.start(first, s.open(first))
+	}
+}
+
+// TestTheLeaderAppliesItsEntryWithTheNext: an entry the leader proposed waits, committed, for
+// the next it proposed when that one is on its way, and is applied with it in one transaction;
+// alone, it is applied at once; held, it is applied once ownHold passes, or at once for a read.
+func TestTheLeaderAppliesItsEntryWithTheNext(t *testing.T) {
+	store, err := persistence.Open(filepath.Join(t.TempDir(), "framefarm.db"), persistence.Options{Replica: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	fake := clock.NewFake(time.Now())
+	r := &Replica{cfg: Config{Store: store, Fail: func(err error) { t.Fatal(err) }}, log: slog.New(slog.DiscardHandler)}
+	f := &fsm{r: r, hold: time.Hour, clock: fake}
+	r.fsm = f
+	index := uint64(0)
+	// commit proposes name=v, commits it with more (another entry follows), and hands it to the
+	// state machine.
+	commit := func(name string, more bool) *proposal {
+		t.Helper()
+		cmd := &persistence.SetMeta{Name: name, Value: "v"}
+		data, err := persistence.EncodeEntry(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := &proposal{commands: []persistence.Command{cmd}, committed: func() bool { return more }, applied: make(chan struct{})}
+		r.proposals.Store(&data[0], p)
+		index++
+		f.ApplyBatch([]*raft.Log{{Index: index, Type: raft.LogCommand, Data: data}})
+		return p
+	}
+	applied := func(p *proposal) bool {
+		select {
+		case <-p.applied:
+			return p.result != nil
+		default:
+			return false
+		}
+	}
+
+	first := commit("first", true)
+	if applied(first) || store.Meta("first") != "" {
+		t.Fatal("an entry the next follows at once was applied alone")
+	}
+	second := commit("second", true)
+	if !applied(first) || !applied(second) || store.AppliedIndex() != 2 {
+		t.Fatal("the next entry did not apply the one held with it")
+	}
+	if alone := commit("alone", false); !applied(alone) {
+		t.Fatal("an entry no other follows waited")
+	}
+
+	timed := commit("timed", true)
+	fake.Advance(ownHold - time.Millisecond)
+	if applied(timed) {
+		t.Fatal("a held entry was applied before its hold was over")
+	}
+	fake.Advance(time.Millisecond)
+	<-timed.applied
+	if store.Meta("timed") != "v" {
+		t.Fatal("a held entry was not applied once its hold was over")
+	}
+
+	read := commit("read", true)
+	f.read()()
+	if !applied(read) {
+		t.Fatal("a read waited on an entry the leader held")
 	}
 }

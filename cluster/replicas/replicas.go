@@ -580,9 +580,11 @@ func (r *Replica) Propose(pr persistence.Proposal) {
 	f := r.raft.Apply(entry, r.cfg.ApplyTimeout)
 	go func() {
 		err := f.Error()
-		if _, unclaimed := r.proposals.LoadAndDelete(&entry[0]); !unclaimed && err != nil {
-			// Failed here, yet applied: another leader committed it. Its commands are the
-			// writers' again once that apply is done with them.
+		_, unclaimed := r.proposals.LoadAndDelete(&entry[0])
+		if !unclaimed {
+			// Claimed by an apply, which answers it, perhaps held with the next (fsm). Failed
+			// here, yet applied: another leader committed it; its commands are the writers'
+			// again once that apply is done with them.
 			<-p.applied
 		}
 		if err != nil {
@@ -596,7 +598,11 @@ func (r *Replica) Propose(pr persistence.Proposal) {
 		if r.cfg.Observe != nil {
 			r.cfg.Observe.ObserveReplicated(time.Since(proposed))
 		}
-		done(f.Response(), nil)
+		if unclaimed {
+			done(f.Response(), nil)
+			return
+		}
+		done(p.result, nil)
 	}()
 }
 

@@ -182,7 +182,7 @@ func BenchmarkReplicasCreateJob(b *testing.B) {
 }
 
 // BenchmarkReplicasCreateBatch1000: POST /batches of 1,000 jobs, 4 concurrent, to the
-// coordinator alone and to the leader of three replicas, in turns of 10 batches, four each.
+// coordinator alone and to the leader of three replicas, in turns of 25 batches, six each.
 func BenchmarkReplicasCreateBatch1000(b *testing.B) {
 	rb := newReplicaBench(b, false, true)
 	batch := func(load *loadClient, body []byte) func(int) (time.Duration, error) {
@@ -192,7 +192,7 @@ func BenchmarkReplicasCreateBatch1000(b *testing.B) {
 		{name: "one", on: []*coordinator{rb.one.c}, send: batch(newLoadClient(rb.one.c, rb.one.client.token, 4), rb.one.batchBody(1000))},
 		{name: "leader", on: rb.rs.members, send: batch(newLoadClient(rb.leader, rb.team.token, 4), (&benchFarm{body: rb.body}).batchBody(1000))},
 	}
-	const rounds, perRound = 4, 10
+	const rounds, perRound = 6, 25
 	takeTurns(b, sides, rounds, perRound, 4)
 	one := sides[0].report(b, rounds*perRound, 1000, "jobs")
 	b.ReportMetric(sides[1].report(b, rounds*perRound, 1000, "jobs")/one, "leader/one")
