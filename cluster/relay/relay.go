@@ -376,7 +376,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// answered is a request answered, with its sequence number.
+// answered is a request with its sequence number: handed to a handler, then answered.
 type answered struct {
 	seq uint64
 	ctx *fasthttp.RequestCtx
@@ -399,6 +399,16 @@ func (s *Server) serve(conn net.Conn) {
 		defer close(writerDone)
 		writeAnswers(conn, answers, slots)
 	}()
+	// Handlers run on goroutines kept for the connection's life: a new goroutine for each request
+	// would grow its stack again to the handler's depth, copying it each time.
+	work := make(chan answered)
+	handle := func(a answered) {
+		defer handlers.Done()
+		for ok := true; ok; a, ok = <-work {
+			s.answer(a.ctx)
+			answers <- a
+		}
+	}
 	r := bufio.NewReaderSize(conn, bufferSize)
 	for {
 		slots <- struct{}{}
@@ -406,13 +416,14 @@ func (s *Server) serve(conn net.Conn) {
 		if err != nil {
 			break
 		}
-		handlers.Add(1)
-		go func() {
-			defer handlers.Done()
-			s.answer(ctx)
-			answers <- answered{seq, ctx}
-		}()
+		select {
+		case work <- answered{seq, ctx}: // an idle handler took it
+		default:
+			handlers.Add(1)
+			go handle(answered{seq, ctx})
+		}
 	}
+	close(work)
 	handlers.Wait()
 	close(answers)
 	<-writerDone
