@@ -98,8 +98,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	if len(entries) == 0 {
 		return out
 	}
-	if own && more && !f.ownHeld && f.mayHold(size) || !own && f.mayHold(size) {
-		f.holdEntries(entries, claims, own)
+	if f.mayHold(size) && (!own || more && !f.ownHeld) {
+		f.holdEntries(entries, claims, size, own)
 		return out // no writer waits on these entries yet
 	}
 	earlier := len(f.held)
@@ -113,9 +113,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-// holdEntries holds entries (claims: their proposals) to be applied with the next: for the
-// follower's hold, or for ownHold when one is this replica's own.
-func (f *fsm) holdEntries(entries []persistence.ReplicatedEntry, claims []*proposal, own bool) {
+// holdEntries holds entries of size bytes (claims: their proposals) to be applied with the next:
+// for the follower's hold, or for ownHold when one is this replica's own.
+func (f *fsm) holdEntries(entries []persistence.ReplicatedEntry, claims []*proposal, size int, own bool) {
 	if own || len(f.held) == 0 {
 		wait := f.hold
 		if own {
@@ -126,10 +126,7 @@ func (f *fsm) holdEntries(entries []persistence.ReplicatedEntry, claims []*propo
 		}
 		f.timer = f.clock.AfterFunc(wait, f.applyHeld)
 	}
-	f.held, f.claims = append(f.held, entries...), append(f.claims, claims...)
-	for _, e := range entries {
-		f.heldBytes += len(e.Data)
-	}
+	f.held, f.claims, f.heldBytes = append(f.held, entries...), append(f.claims, claims...), f.heldBytes+size
 	f.ownHeld = f.ownHeld || own
 }
 
