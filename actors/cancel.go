@@ -2,6 +2,7 @@ package actors
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -138,9 +139,41 @@ func (c *Coordinator) SendAgain(jobID ulid.ULID, by string) (*persistence.Job, e
 }
 
 // RetagJob gives a queued or pending job (which the caller checked exists and belongs to the
-// team) another priority and tags (nil: as they are); by says who, for its log.
+// team) another priority and tags (nil: as they are); by says who, for its log. A split job's
+// chunks still waiting take them too before it answers, so that the next free slot already goes
+// by them.
 func (c *Coordinator) RetagJob(jobID ulid.ULID, priority *int, tags *[]string, by string) (*persistence.Job, error) {
-	return c.askJob(jobID, &retagRequest{priority: priority, tags: tags, by: by})
+	j, err := c.askJob(jobID, &retagRequest{priority: priority, tags: tags, by: by})
+	if err != nil || !j.Split() {
+		return j, err
+	}
+	return j, c.retagChunks(j, by)
+}
+
+// retagChunks gives the chunks of split job j its priority and tags, all asked at once; a chunk
+// no longer waiting keeps its own.
+func (c *Coordinator) retagChunks(j *persistence.Job, by string) error {
+	t, err := c.leading()
+	if err != nil {
+		return err
+	}
+	futures := make([]*actor.Future, 0, len(j.Children))
+	for _, chunk := range j.Children {
+		f := actor.NewFuture(t.system, c.cfg.AskTimeout)
+		if t.jobs.deliver(chunk, &retagRequest{priority: &j.Priority, tags: &j.Tags, by: by}, f.PID()) == nil {
+			futures = append(futures, f)
+		}
+	}
+	for _, f := range futures {
+		res, err := f.Result()
+		if err != nil {
+			return fmt.Errorf("%w: the job's chunks did not answer", ErrUnavailable)
+		}
+		if err := res.(*jobAnswer).err; err != nil && !errors.Is(err, ErrNotWaiting) {
+			return fmt.Errorf("the job's chunks: %w", err)
+		}
+	}
+	return nil
 }
 
 // askJob asks a job's actor something answered with a jobAnswer.

@@ -623,7 +623,8 @@ func (b *jobBook) takeBack(attempt int, node, reason string) effect {
 }
 
 // onRetag gives a queued or pending job another priority and tags; a queued one takes its new
-// place in the scheduler's queue once that is durable, and a split job's waiting chunks theirs.
+// place in the scheduler's queue once that is durable (a split job's chunks are retagged by
+// Coordinator.RetagJob).
 func (b *jobBook) onRetag(out *effects, now time.Time, m *retagRequest) {
 	if !b.job.State.Cancellable() {
 		out.add(reply{&jobAnswer{job: b.job, err: fmt.Errorf("%w: the job is %s", ErrNotWaiting, b.job.State)}})
@@ -640,11 +641,6 @@ func (b *jobBook) onRetag(out *effects, now time.Time, m *retagRequest) {
 	if next.State == persistence.JobQueued {
 		then.add(toService{serviceScheduler, &jobWithdrawn{jobID: b.job.ID}},
 			toService{serviceScheduler, &jobsQueued{entries: []persistence.QueueEntry{next.QueueEntry()}}})
-	}
-	if next.Split() { // its chunks answer no one
-		for _, chunk := range next.Children {
-			then.add(toJob{job: chunk, msg: &retagRequest{priority: &next.Priority, tags: &next.Tags, by: m.by}})
-		}
 	}
 	then.add(reply{&jobAnswer{job: next}})
 	line := fmt.Sprintf("priority %d and tags [%s] set by %s", next.Priority, strings.Join(next.Tags, ","), m.by)

@@ -337,11 +337,11 @@ func jobBookCases() []jobBookCase {
 					"> scheduler jobsQueued J1", "> reply answer J1 queued"}, state: persistence.JobQueued},
 				{event: msg(&sendAgainRequest{by: "admin"}), want: []string{"reply error: not rendering: it is queued; only a rendering job is sent again"}},
 			}},
-		{name: "a queued split job retagged takes its new place in the queue, and so do its chunks",
+		{name: "a queued split job retagged takes its new place in the queue (its chunks are asked apart)",
 			job: storedJob("S1", persistence.JobQueued, splitInto("K0")), steps: []jobStep{
 				{event: msg(&retagRequest{priority: ptr(5), by: "team acme"}), want: []string{
 					`retag S1 priority=5 tags=[] "priority 5 and tags [] set by team acme"`, "> scheduler jobWithdrawn S1",
-					"> scheduler jobsQueued S1", "> job K0 retag 5 []", "> reply answer S1 queued"}},
+					"> scheduler jobsQueued S1", "> reply answer S1 queued"}},
 			}},
 		{name: "a retag the store cannot record answers its error; a rendering job's is refused",
 			job: storedJob("J1", persistence.JobPending), steps: []jobStep{
