@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -82,7 +84,10 @@ type benchSide struct {
 	on      []*coordinator
 	elapsed time.Duration
 	cpu     float64
-	lat     []time.Duration
+	// busy is the whole machine's processor time over the side's rounds: the replicas, the load
+	// generator, the bucket and anything else running.
+	busy time.Duration
+	lat  []time.Duration
 	// sent counts the requests sent, those of profiles included.
 	sent atomic.Int64
 }
@@ -112,9 +117,10 @@ func takeTurns(b *testing.B, sides []*benchSide, rounds, perRound, concurrency i
 				at = len(sides) - 1 - turn
 			}
 			side := sides[at]
-			cpu := cpuSeconds(side.on...)
+			cpu, busy := cpuSeconds(side.on...), machineBusy(b)
 			lat, elapsed := drive(b, concurrency, perRound, side.sendCounted)
 			side.cpu += cpuSeconds(side.on...) - cpu
+			side.busy += machineBusy(b) - busy
 			side.elapsed += elapsed
 			side.lat = append(side.lat, lat.all...)
 		}
@@ -129,12 +135,33 @@ func posting(load *loadClient, path string, body []byte) func(int) (time.Duratio
 	}
 }
 
-// report reports a side's rate of requests (of size items each), its p99 and its processor
-// time per item; and returns the rate.
+// machineBusy is the processor time this machine has spent out of idle since it started, over
+// all its processors (Linux /proc/stat).
+func machineBusy(b *testing.B) time.Duration {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	fields := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal guest...
+	if len(fields) < 9 {
+		b.Fatalf("/proc/stat begins %q: no steal time", line)
+	}
+	var ticks int64
+	for _, at := range []int{1, 2, 3, 6, 7, 8} { // guest time is counted in user time already
+		n, _ := strconv.ParseInt(fields[at], 10, 64)
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
+// report reports a side's rate of requests (of size items each), its p99, its processor time
+// per item and how many of the machine's processors were busy meanwhile; and returns the rate.
 func (side *benchSide) report(b *testing.B, requests, size int, unit string) float64 {
 	rate := float64(requests*size) / side.elapsed.Seconds()
 	b.ReportMetric(rate, side.name+"-"+unit+"/s")
 	b.ReportMetric(side.cpu/float64(requests*size)*1e6, side.name+"-cpu-us/"+strings.TrimSuffix(unit, "s"))
+	b.ReportMetric(side.busy.Seconds()/side.elapsed.Seconds(), side.name+"-busy-cpus")
 	slices.Sort(side.lat)
 	b.ReportMetric(float64(side.lat[len(side.lat)*99/100].Microseconds())/1000, side.name+"-p99-ms")
 	return rate
