@@ -159,17 +159,15 @@ func (c *Coordinator) retagChunks(j *persistence.Job, by string) error {
 	}
 	futures := make([]*actor.Future, 0, len(j.Children))
 	for _, chunk := range j.Children {
-		f := actor.NewFuture(t.system, c.cfg.AskTimeout)
-		if t.jobs.deliver(chunk, &retagRequest{priority: &j.Priority, tags: &j.Tags, by: by}, f.PID()) == nil {
-			futures = append(futures, f)
+		f, err := c.ask(t, chunk, &retagRequest{priority: &j.Priority, tags: &j.Tags, by: by})
+		if err != nil {
+			c.log.Warn("message for a job that cannot be reached", "job", chunk.String(), "err", err)
+			continue
 		}
+		futures = append(futures, f)
 	}
 	for _, f := range futures {
-		res, err := f.Result()
-		if err != nil {
-			return fmt.Errorf("%w: the job's chunks did not answer", ErrUnavailable)
-		}
-		if err := res.(*jobAnswer).err; err != nil && !errors.Is(err, ErrNotWaiting) {
+		if _, err := answerOf(f); err != nil && !errors.Is(err, ErrNotWaiting) {
 			return fmt.Errorf("the job's chunks: %w", err)
 		}
 	}
@@ -182,10 +180,21 @@ func (c *Coordinator) askJob(jobID ulid.ULID, msg any) (*persistence.Job, error)
 	if err != nil {
 		return nil, err
 	}
-	future := actor.NewFuture(t.system, c.cfg.AskTimeout)
-	if err := t.jobs.deliver(jobID, msg, future.PID()); err != nil {
+	future, err := c.ask(t, jobID, msg)
+	if err != nil {
 		return nil, err
 	}
+	return answerOf(future)
+}
+
+// ask hands msg to a job's actor of term t; its jobAnswer comes to the future returned.
+func (c *Coordinator) ask(t *term, jobID ulid.ULID, msg any) (*actor.Future, error) {
+	future := actor.NewFuture(t.system, c.cfg.AskTimeout)
+	return future, t.jobs.deliver(jobID, msg, future.PID())
+}
+
+// answerOf waits for the jobAnswer of an ask (ErrUnavailable when none came in time).
+func answerOf(future *actor.Future) (*persistence.Job, error) {
 	res, err := future.Result()
 	if err != nil {
 		return nil, ErrUnavailable
