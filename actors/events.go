@@ -133,8 +133,9 @@ type (
 	}
 	// LeaseExpired: a node was lost because its heartbeats stopped.
 	LeaseExpired struct{ Node string }
-	// NodeMessageRefused: a node's message could not be taken; Why is its kind when unknown, or
-	// "identity", "hello", "session".
+	// NodeMessageRefused: a node's message could not be taken; Why is "payload" (it could not be
+	// opened), "identity", "hello", "session" or "attempt" (a report of an attempt the node does
+	// not hold).
 	NodeMessageRefused struct{ Why string }
 	// WebhookAttempted: one delivery attempt is recorded; Result is "delivered", "retrying" or
 	// "failed".

@@ -330,15 +330,16 @@ func (b *jobBook) onOffer(out *effects, now time.Time, o *offer) {
 	b.change(out, now, next, EventDispatched, []string{line}, nil, then, effects{declined})
 }
 
-// current reports whether a node's report belongs to the attempt now rendering; anything else is
-// a stale attempt and is rejected. A stale result is recorded in the job's log, and its node
-// told (settle) once that is durable.
+// current reports whether a node's report belongs to the attempt now rendering, from the node it
+// was given to; anything else is a stale attempt (or another node's) and is rejected. A rejected
+// result is recorded in the job's log, and its node told (settle) once that is durable.
 func (b *jobBook) current(out *effects, now time.Time, attempt int, what, node string, settle *actor.PID) bool {
-	if b.job.State == persistence.JobRendering && attempt == b.job.Attempts {
+	rendering := b.job.State == persistence.JobRendering && attempt == b.job.Attempts
+	if rendering && node == b.job.Node {
 		return true
 	}
 	out.log(slog.LevelWarn, "rejected a report from a stale attempt", "report", what, "attempt", attempt, "node", node,
-		"current_attempt", b.job.Attempts, "state", b.job.State.String())
+		"current_attempt", b.job.Attempts, "attempt_node", b.job.Node, "state", b.job.State.String())
 	stale := published{StaleReport{Job: b.job.ID, Attempt: attempt, What: what}}
 	if what == "progress" {
 		out.add(stale)
@@ -346,6 +347,9 @@ func (b *jobBook) current(out *effects, now time.Time, attempt int, what, node s
 	}
 	line := fmt.Sprintf("rejected the %s report of attempt %d from node %s: the job is %s at attempt %d",
 		what, attempt, node, b.job.State, b.job.Attempts)
+	if rendering {
+		line = fmt.Sprintf("rejected the %s report of attempt %d from node %s: the attempt renders on node %s", what, attempt, node, b.job.Node)
+	}
 	out.add(jobWrite{cmd: &persistence.AppendJobLog{At: now, JobID: b.job.ID, Lines: []string{line}}, what: "a rejected report",
 		then: effects{settleReport{settle, b.job.ID, attempt}, stale}, failed: effects{stale}})
 	return false
@@ -366,7 +370,7 @@ func (b *jobBook) repeated(attempt int, node string, done bool, failure string) 
 }
 
 func (b *jobBook) onProgress(out *effects, now time.Time, p *renderProgress) {
-	if !b.current(out, now, p.attempt, "progress", "", nil) {
+	if !b.current(out, now, p.attempt, "progress", p.node, nil) {
 		return
 	}
 	b.keepLiveLog(p.attempt, p.log, p.logAt)

@@ -164,12 +164,12 @@ func jobBookCases() []jobBookCase {
 			}},
 		{name: "progress is saved at most once a second with the lines reported since; a finished render ends the job",
 			job: storedJob("J1", persistence.JobRendering, renderingOn(1), withWebhook), covers: []string{"render_finished render:dorender"}, steps: []jobStep{
-				{event: msg(&renderProgress{attempt: 1, percent: 10, log: []string{"frame 1"}}), want: []string{
+				{event: msg(&renderProgress{attempt: 1, node: "n1", percent: 10, log: []string{"frame 1"}}), want: []string{
 					`write J1 render:dorender->render:dorender 10% "frame 1"`, "> publish progress J1 10"}},
-				{at: 500 * time.Millisecond, event: msg(&renderProgress{attempt: 1, percent: 30, log: []string{"frame 3"}}), want: none},
-				{at: 1500 * time.Millisecond, event: msg(&renderProgress{attempt: 1, percent: 140}), want: []string{
+				{at: 500 * time.Millisecond, event: msg(&renderProgress{attempt: 1, node: "n1", percent: 30, log: []string{"frame 3"}}), want: none},
+				{at: 1500 * time.Millisecond, event: msg(&renderProgress{attempt: 1, node: "n1", percent: 140}), want: []string{
 					`write J1 render:dorender->render:dorender 100% "frame 3"`, "> publish progress J1 100"}},
-				{at: 1600 * time.Millisecond, event: msg(&renderProgress{attempt: 1, percent: 100, log: []string{"muxing"}}), want: none},
+				{at: 1600 * time.Millisecond, event: msg(&renderProgress{attempt: 1, node: "n1", percent: 100, log: []string{"muxing"}}), want: none},
 				{at: 2 * s, event: msg(doneBy(1)), want: []string{
 					`write J1 render:dorender->finished 100% "muxing" "finished on node n1 in 2s" +delivery`,
 					"> publish J1 render:dorender->finished", "> webhooks delivery D1", "> settle J1/1", "> publish finished lottie 2s"},
@@ -179,12 +179,22 @@ func jobBookCases() []jobBookCase {
 			}},
 		{name: "reports of a stale attempt are rejected: progress quietly, a result in the job's log, its node settled",
 			job: storedJob("J1", persistence.JobRendering, renderingOn(2)), steps: []jobStep{
-				{event: msg(&renderProgress{attempt: 1, percent: 50}), want: []string{"publish stale J1/1 progress"}},
+				{event: msg(&renderProgress{attempt: 1, node: "n1", percent: 50}), want: []string{"publish stale J1/1 progress"}},
 				{event: msg(doneBy(1)), want: []string{
 					`log J1 "rejected the done report of attempt 1 from node n1: the job is render:dorender at attempt 2" then [settle J1/1, publish stale J1/1 done]`}},
 				{event: msg(attemptFailed(3, "boom", true)), want: []string{
 					`log J1 "rejected the failure report of attempt 3 from node n1: the job is render:dorender at attempt 2" then [settle J1/3, publish stale J1/3 failure]`},
 					state: persistence.JobRendering},
+			}},
+		{name: "reports of the current attempt from another node than the one rendering it are rejected, naming both nodes",
+			job: storedJob("J1", persistence.JobRendering, renderingOn(1)), steps: []jobStep{
+				{event: msg(&renderProgress{attempt: 1, node: "n2", percent: 66, log: []string{"forged"}}), want: []string{"publish stale J1/1 progress"}},
+				{event: msg(&renderFailed{attempt: 1, node: "n2", err: "forged", retryable: false}), want: []string{
+					`log J1 "rejected the failure report of attempt 1 from node n2: the attempt renders on node n1" then [settle J1/1, publish stale J1/1 failure]`}},
+				{event: msg(&renderDone{attempt: 1, node: "n2", duration: s}), want: []string{
+					`log J1 "rejected the done report of attempt 1 from node n2: the attempt renders on node n1" then [settle J1/1, publish stale J1/1 done]`},
+					state: persistence.JobRendering},
+				{event: msg(doneBy(1)), state: persistence.JobFinished},
 			}},
 		{name: "a retryable failure queues the job again until max attempts, then it fails naming each attempt",
 			job: storedJob("J1", persistence.JobRendering, renderingOn(1)), covers: []string{"attempt_lost render:dorender", "render_failed render:dorender"}, steps: []jobStep{
@@ -278,7 +288,7 @@ func jobBookCases() []jobBookCase {
 			job: storedJob("K1", persistence.JobQueued, chunkOf("S1", 1)), steps: []jobStep{
 				{event: msg(offerFrom("n1")), want: []string{`write K1 queued->render:dorender "dispatched to node n1 (attempt 1)"`,
 					"> publish K1 queued->render:dorender (chunk)", "> scheduler offerClaimed K1", "> node n1 assign K1/1", "> job S1 chunkProgress K1 0"}},
-				{event: msg(&renderProgress{attempt: 1, percent: 40}), want: []string{"job S1 chunkProgress K1 40",
+				{event: msg(&renderProgress{attempt: 1, node: "n1", percent: 40}), want: []string{"job S1 chunkProgress K1 40",
 					`write K1 render:dorender->render:dorender 40%`, "> publish progress K1 40"}},
 				{at: 2 * s, event: msg(doneBy(1)), want: []string{`write K1 render:dorender->finished 100% "finished on node n1 in 2s"`,
 					"> publish K1 render:dorender->finished (chunk)", "> settle K1/1", "> publish finished lottie 2s",
@@ -297,7 +307,7 @@ func jobBookCases() []jobBookCase {
 					state: persistence.JobQueued},
 				{at: 4 * s, event: msg(offerFrom("n1")), want: []string{`write S1 queued->render:dorender 95% "dispatched to node n1 (attempt 1)"`,
 					"> publish S1 queued->render:dorender", "> scheduler offerClaimed S1", "> node n1 assign S1/1"}},
-				{at: 5 * s, event: msg(&renderProgress{attempt: 1, percent: 50}), want: []string{`write S1 render:dorender->render:dorender 97.5%`, "> publish progress S1 97.5"}},
+				{at: 5 * s, event: msg(&renderProgress{attempt: 1, node: "n1", percent: 50}), want: []string{`write S1 render:dorender->render:dorender 97.5%`, "> publish progress S1 97.5"}},
 				{at: 6 * s, event: msg(doneBy(1)), want: []string{
 					`write S1 render:dorender->finished 100% "finished on node n1 in 2s" "the split render took 6s from its first chunk's start to the end of its join"`,
 					"> publish S1 render:dorender->finished", "> settle S1/1", "> publish finished lottie 2s", "> forget outputs/K0/,outputs/K1/"},

@@ -69,7 +69,15 @@ type leaseBook struct {
 	// is acknowledged once it is, and a copy the node resends meanwhile is dropped (for a lease;
 	// after that it goes to the job again, whose write may have failed).
 	settling map[attemptRef]settlingResult
+	// past are the attempts the node held lately (taken back, or their result settled): what it still says of them goes to their jobs, which reject it as stale in the job's
+	// log. A report of an attempt the node never held is refused here: no node speaks for
+	// another.
+	past []attemptRef
 }
+
+// pastKept is how many of the attempts a node held lately are kept (or four per slot, if more):
+// the last ones, so that a node that renders many short jobs costs the coordinator little.
+const pastKept = 16
 
 // settlingResult is a result on its way to its job: which (done or failed), and since when. A
 // different result for the same attempt is no copy: it goes to the job, which rejects it.
@@ -145,6 +153,13 @@ type (
 		what   string
 		waited time.Duration
 	}
+	// foreignReport: the node reported an attempt it does not hold (what: progress, done,
+	// failure); it is refused, and logged with the node that holds it.
+	foreignReport struct {
+		job     ulid.ULID
+		attempt int
+		what    string
+	}
 	// uploadAsked: the node asks where to put an attempt's output in the farm's bucket; the
 	// answer goes to the message's sender.
 	uploadAsked struct {
@@ -154,15 +169,16 @@ type (
 	}
 )
 
-func (reply) isEffect()       {}
-func (toAgent) isEffect()     {}
-func (toJob) isEffect()       {}
-func (slotFree) isEffect()    {}
-func (stateSet) isEffect()    {}
-func (holdChanged) isEffect() {}
-func (logged) isEffect()      {}
-func (counted) isEffect()     {}
-func (uploadAsked) isEffect() {}
+func (reply) isEffect()         {}
+func (toAgent) isEffect()       {}
+func (toJob) isEffect()         {}
+func (slotFree) isEffect()      {}
+func (stateSet) isEffect()      {}
+func (holdChanged) isEffect()   {}
+func (logged) isEffect()        {}
+func (counted) isEffect()       {}
+func (uploadAsked) isEffect()   {}
+func (foreignReport) isEffect() {}
 
 // Metrics the book counts.
 const (
@@ -271,10 +287,18 @@ func (b *leaseBook) onMessage(msg any, session string, now time.Time) effects {
 		b.onHeartbeat(&out, m, now)
 	case *protocol.Progress:
 		jobID := parseJobID(m.JobID)
-		if r := b.held[jobID]; r != nil && r.attempt == m.Attempt && m.Percent != r.percent {
-			r.percent, r.progressAt = m.Percent, now
+		r := b.held[jobID]
+		switch {
+		case r != nil && r.attempt == m.Attempt:
+			if m.Percent != r.percent {
+				r.percent, r.progressAt = m.Percent, now
+			}
+		case !b.heldLately(attemptRef{jobID, m.Attempt}):
+			out.add(foreignReport{job: jobID, attempt: m.Attempt, what: "progress"})
+			return out
 		}
-		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, percent: m.Percent, log: m.Log, logAt: logTimes(m.Log, m.LogAt)}})
+		out.add(toJob{job: jobID, msg: &renderProgress{attempt: m.Attempt, node: b.hello.NodeID, percent: m.Percent, log: m.Log,
+			logAt: logTimes(m.Log, m.LogAt)}})
 	case *protocol.SelfTested:
 		b.onSelfTested(&out, m)
 	case *protocol.Done:
@@ -337,6 +361,19 @@ func (b *leaseBook) onHeartbeat(out *effects, hb *protocol.Heartbeat, now time.T
 func (b *leaseBook) onResult(out *effects, jobID ulid.ULID, attempt int, msg any, nodeFault string, now time.Time) {
 	ref := attemptRef{jobID, attempt}
 	_, done := msg.(*renderDone)
+	if r := b.held[jobID]; (r == nil || r.attempt != attempt) && !b.heldLately(ref) {
+		if _, settling := b.settling[ref]; !settling {
+			what := "failure"
+			if done {
+				what = "done"
+			}
+			// Acknowledged all the same, so that a node which lost track of the attempt (the
+			// coordinator restarted past its adoption) stops sending it; it changes nothing.
+			out.add(foreignReport{job: jobID, attempt: attempt, what: what},
+				toAgent{&protocol.FinalAck{Session: b.session, JobID: jobID.String(), Attempt: attempt}})
+			return
+		}
+	}
 	if s, ok := b.settling[ref]; ok && s.done == done && now.Sub(s.since) < b.rules.lease {
 		return
 	}
@@ -417,7 +454,10 @@ func (b *leaseBook) workingState() NodeState {
 
 // onSettled: a job's outcome of a result is durable; the node may forget the result.
 func (b *leaseBook) onSettled(jobID ulid.ULID, attempt int) effects {
-	delete(b.settling, attemptRef{jobID, attempt})
+	if _, ok := b.settling[attemptRef{jobID, attempt}]; ok {
+		delete(b.settling, attemptRef{jobID, attempt})
+		b.remember(attemptRef{jobID, attempt})
+	}
 	return effects{toAgent{&protocol.FinalAck{Session: b.session, JobID: jobID.String(), Attempt: attempt}}}
 }
 
@@ -548,9 +588,23 @@ func (b *leaseBook) release(out *effects, jobID ulid.ULID, attempt int) bool {
 		return false
 	}
 	delete(b.held, jobID)
+	b.remember(attemptRef{jobID, attempt})
 	out.add(slotFree{jobID})
 	return true
 }
+
+// remember keeps an attempt the node no longer holds among those it held lately, forgetting the
+// oldest beyond the node's share.
+func (b *leaseBook) remember(ref attemptRef) {
+	b.past = slices.DeleteFunc(b.past, func(p attemptRef) bool { return p == ref })
+	if limit := max(pastKept, 4*b.hello.Slots); len(b.past) >= limit {
+		b.past = slices.Delete(b.past, 0, len(b.past)-limit+1)
+	}
+	b.past = append(b.past, ref)
+}
+
+// heldLately reports whether the node held the attempt lately.
+func (b *leaseBook) heldLately(ref attemptRef) bool { return slices.Contains(b.past, ref) }
 
 // loseAttempts fails the held attempts lost says are lost, in job order; their jobs are queued
 // again.

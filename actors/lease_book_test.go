@@ -86,6 +86,8 @@ func render(out effects) []string {
 			lines = append(lines, fmt.Sprintf("hold %q", e.why))
 		case counted:
 			lines = append(lines, "count "+e.what)
+		case foreignReport:
+			lines = append(lines, fmt.Sprintf("foreign %s %s/%d", e.what, jobName(e.job), e.attempt))
 		}
 	}
 	return lines
@@ -246,6 +248,21 @@ func TestLeaseBook(t *testing.T) {
 				"free J1", "agent abandon J1/2 session=s1"}},
 			{event: func(b *leaseBook, _ time.Time) effects { return b.onWithdraw(job("J1"), 2, "stopped by team acme") }, want: none},
 			{at: s, event: beat("s1", 1, at("J1", 2, 40)), want: []string{"reply known abandon=J1/2"}},
+		}},
+		{name: "reports of an attempt the node never held are refused (results acknowledged, changing nothing); of one it held lately they go to the job, which rejects them as stale", steps: []step{
+			{event: sayHello(hello("i1"), "s1"), state: NodeReady},
+			{event: give("J1", 1)},
+			{event: send("s1", &protocol.Progress{JobID: job("J2").String(), Attempt: 1, Percent: 66, Log: []string{"forged"}}), want: []string{
+				"foreign progress J2/1"}},
+			{event: done("s1", "J2", 1), want: []string{"foreign done J2/1", "agent ack J2/1 session=s1"}},
+			{event: failed("s1", "J2", 1, false), want: []string{"foreign failure J2/1", "agent ack J2/1 session=s1"}},
+			{event: done("s1", "J1", 2), want: []string{"foreign done J1/2", "agent ack J1/2 session=s1"}},
+			{event: send("s1", &protocol.Progress{JobID: job("J1").String(), Attempt: 1, Percent: 10}), want: []string{"job J1 progress/1"}},
+			{event: func(b *leaseBook, _ time.Time) effects { return b.onWithdraw(job("J1"), 1, "stopped") }, want: []string{
+				"free J1", "agent abandon J1/1 session=s1"}},
+			// The node had not yet heard of the abandon.
+			{event: send("s1", &protocol.Progress{JobID: job("J1").String(), Attempt: 1, Percent: 20}), want: []string{"job J1 progress/1"}},
+			{event: done("s1", "J1", 1), want: []string{"job J1 done/1 (settle)"}, state: NodeReady},
 		}},
 		{name: "a task that could not be built fails its attempt", steps: []step{
 			{event: sayHello(hello("i1"), "s1"), state: NodeReady},

@@ -21,6 +21,7 @@ type (
 	// renderProgress, renderDone, renderFailed: a node's reports, forwarded by its NodeActor.
 	renderProgress struct {
 		attempt int
+		node    string
 		percent float64
 		// log holds the lines the render wrote since its last report, logAt when (may be empty).
 		log   []string

@@ -212,6 +212,16 @@ func (n *nodeActor) carryOut(ctx actor.Context, sender *actor.PID, out effects, 
 			n.count(e)
 		case uploadAsked:
 			n.planUpload(sender, e)
+		case foreignReport:
+			n.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "attempt"})
+			if pass, held := n.refusals.Allow("attempt", n.w.clock.Now()); pass {
+				holder := n.w.nodes.holderOf(e.job.String())
+				if holder == "" {
+					holder = "none"
+				}
+				n.log.Warn("refused a report of an attempt the node does not hold", "job", e.job.String(), "attempt", e.attempt,
+					"report", e.what, "held_by", holder, "refused_since_last_line", held)
+			}
 		}
 	}
 	if then != nil {

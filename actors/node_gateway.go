@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -52,7 +53,7 @@ func (g *nodeGateway) Receive(ctx actor.Context) {
 	msg, err := protocol.Open(env)
 	if err != nil {
 		g.refused("refused a render node message", "kind", env.GetKind(), "version", env.GetVersion(), "err", err)
-		g.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: env.GetKind()})
+		g.w.events.NodeMessageRefused.Publish(NodeMessageRefused{Why: "payload"})
 		answer(&protocol.Error{Kind: env.GetKind(), Message: err.Error()})
 		return
 	}
@@ -173,6 +174,18 @@ func (d *nodeDirectory) pid(nodeID string) *actor.PID {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.pids[nodeID]
+}
+
+// holderOf names the node whose latest info lists the job among its renders ("" when none does).
+func (d *nodeDirectory) holderOf(jobID string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, info := range d.nodes {
+		if _, found := slices.BinarySearch(info.CurrentJobs, jobID); found {
+			return id
+		}
+	}
+	return ""
 }
 
 // forget removes a node whose actor has stopped.

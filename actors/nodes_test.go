@@ -379,3 +379,40 @@ func TestAttemptsOutliveACoordinatorRestart(t *testing.T) {
 		t.Fatalf("after the lease: %s attempt %d", again.msg.JobID, again.msg.Attempt)
 	}
 }
+
+// TestReportsOfAnotherNodesAttemptAreRefused: a second welcomed node, with its own session,
+// reports the attempt rendering on the first (progress with a log line, a failure, a result):
+// each is refused and counted, the job's record and log are untouched, and the first node's
+// result finishes it.
+func TestReportsOfAnotherNodesAttemptAreRefused(t *testing.T) {
+	f := newFixture(t, actors.Config{NodeLease: time.Hour})
+	n1 := f.attachTestNode("n1", 1)
+	id := f.queue(f.team, 0, 1)[0]
+	a := n1.next(t)
+	n2 := f.attachTestNode("n2", 1)
+	before := f.obs.refusals()
+	n2.send(&protocol.Progress{JobID: id.String(), Attempt: a.msg.Attempt, Percent: 66, Log: []string{"forged line"}})
+	n2.send(&protocol.Failed{JobID: id.String(), Attempt: a.msg.Attempt, Error: "forged failure"})
+	n2.send(&protocol.Done{JobID: id.String(), Attempt: a.msg.Attempt, Duration: time.Second})
+	f.obs.until(t, "three refusals", func() bool { return f.obs.refused == before+3 })
+	// Acknowledged all the same, so an honest node that lost track stops resending.
+	for range 2 {
+		select {
+		case ack := <-n2.acks:
+			if ack.JobID != id.String() {
+				t.Fatalf("ack %+v", ack)
+			}
+		case <-time.After(wait):
+			t.Fatal("the refused results were not acknowledged")
+		}
+	}
+	j := f.job(id)
+	if j.State != persistence.JobRendering || j.Progress != 0 || j.Node != "n1" || len(j.Failures) != 0 {
+		t.Fatalf("after the other node's reports: %s %v%% on %s, failures %+v", j.State, j.Progress, j.Node, j.Failures)
+	}
+	if log := f.store.JobLog(j, f.clock.Now()); strings.Contains(log, "forged") {
+		t.Fatalf("the job's log took the other node's words:\n%s", log)
+	}
+	a.reply(&protocol.Done{JobID: id.String(), Attempt: a.msg.Attempt, Duration: time.Second})
+	f.obs.reached(t, id, persistence.JobFinished)
+}

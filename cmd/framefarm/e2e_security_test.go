@@ -40,6 +40,11 @@ type strangerPlan struct {
 	Gateway string       `json:"gateway"`
 	Key     string       `json:"key"`
 	Steps   []string     `json:"steps"`
+	// Node is the id the stranger says hello as (its certificate's); Job and Attempt the
+	// attempt its forge step reports.
+	Node    string `json:"node"`
+	Job     string `json:"job"`
+	Attempt int    `json:"attempt"`
 }
 
 // strangerMain runs a plan. Steps:
@@ -47,6 +52,9 @@ type strangerPlan struct {
 //   - hello-wrong-key: answers a challenge without the cluster key; prints "welcomed" or "refused".
 //   - replay: says a proper hello (it holds the key), then sends that same hello again; prints
 //     what the first and the second got.
+//   - forge: says a proper hello as plan.Node and, welcomed with its own session, reports the
+//     plan's attempt (another node's): progress with a log line, a failure, then a result;
+//     prints "forged" and what the results were answered.
 func strangerMain(raw string) int {
 	var plan strangerPlan
 	if err := json.Unmarshal([]byte(raw), &plan); err != nil {
@@ -74,7 +82,11 @@ func strangerMain(raw string) int {
 		return msg
 	}
 	hello := func(key []byte) (*protocol.Hello, any) {
-		h := &protocol.Hello{NodeID: "stranger", Slots: 1, AgentAddress: e.Addr, AgentID: "nobody", Incarnation: "1"}
+		id := plan.Node
+		if id == "" {
+			id = "stranger"
+		}
+		h := &protocol.Hello{NodeID: id, Slots: 1, Engines: []string{"lottie"}, AgentAddress: e.Addr, AgentID: "nobody", Incarnation: "1"}
 		c, ok := ask(protocol.Wrap(h), waitLimit).(*protocol.Challenge)
 		if !ok {
 			return h, "no challenge"
@@ -108,6 +120,21 @@ func strangerMain(raw string) int {
 			h, first := hello([]byte(plan.Key))
 			again := ask(protocol.Wrap(h), 3*time.Second)
 			fmt.Println("replay", describe(first), describe(again))
+		case "forge":
+			h, answer := hello([]byte(plan.Key))
+			w, ok := answer.(*protocol.Welcome)
+			if !ok || !w.Accepted {
+				fmt.Println("forge", describe(answer))
+				continue
+			}
+			from := protocol.Sender{NodeID: h.NodeID, Session: w.Session}
+			system.Root.Send(gateway, protocol.Wrap(&protocol.Progress{Sender: from, JobID: plan.Job, Attempt: plan.Attempt, Percent: 66,
+				Log: []string{"forged line"}}))
+			system.Root.Send(gateway, protocol.Wrap(&protocol.Failed{Sender: from, JobID: plan.Job, Attempt: plan.Attempt, Error: "forged failure"}))
+			system.Root.Send(gateway, protocol.Wrap(&protocol.Done{Sender: from, JobID: plan.Job, Attempt: plan.Attempt, Duration: time.Second}))
+			// A heartbeat asked behind them answers once they reached the gateway.
+			ask(protocol.Wrap(&protocol.Heartbeat{Sender: from, Incarnation: h.Incarnation}), waitLimit)
+			fmt.Println("forged")
 		}
 	}
 	return 0
@@ -298,4 +325,41 @@ func TestClusterRefusesStrangers(t *testing.T) {
 	}
 	c.control.answerAll(finishAll)
 	c.exactlyOnce(cl.createJobs(cl.uploadTemplate(inspection()), 1))
+}
+
+// TestClusterRefusesReportsOfAnotherNodesAttempt: a second node, welcomed with its own valid
+// certificate and session, reports the attempt rendering on the first (progress with a log
+// line, a failure, a result): the coordinator refuses each, logging both nodes; the job renders
+// on and the first node's output finishes it.
+func TestClusterRefusesReportsOfAnotherNodesAttempt(t *testing.T) {
+	c, cl, _ := clusterFarm(t, 1)
+	id := cl.createJobs(cl.uploadTemplate(inspection()), 1)[0]
+	call := c.control.next(t)
+	if call.Node != "n1" || call.JobID != id {
+		t.Fatalf("render %+v", call)
+	}
+	tlsCommand(t, "cert", "create", "--node", "n2", "--dir", c.pki)
+	n2 := remoting.TLS{CertFile: filepath.Join(c.pki, "node-n2.pem"), KeyFile: filepath.Join(c.pki, "node-n2-key.pem"), CAFile: filepath.Join(c.pki, "farm-ca.pem")}
+	lines := stranger(t, strangerPlan{TLS: n2, Gateway: c.actors, Key: clusterKey, Node: "n2", Job: id, Attempt: call.Attempt, Steps: []string{"forge"}})
+	if strings.Join(lines, "\n") != "forged" {
+		t.Fatalf("the second node saw: %q", lines)
+	}
+	if c.stderr.waitFor(waitLimit, "refused a report of an attempt the node does not hold") == "" {
+		t.Fatalf("the coordinator did not log the other node's reports:\n%s", c.stderr.tail(30))
+	}
+	if line := c.stderr.lineWith("refused a report of an attempt the node does not hold"); !strings.Contains(line, "node=n2") ||
+		!strings.Contains(line, "held_by=n1") || !strings.Contains(line, "job="+id) {
+		t.Fatalf("the refusal does not name both nodes: %s", line)
+	}
+	if j := cl.job(id); j.Status != "render:dorender" || j.Progress >= 66 || j.Node != "n1" || j.Stats.Error != nil {
+		t.Fatalf("after the other node's reports: %+v", j)
+	}
+	if log := cl.logs(id); strings.Contains(log, "forged") {
+		t.Fatalf("the job's log took the other node's words:\n%s", log)
+	}
+	call.answer(renderReply{Result: "finish"})
+	c.exactlyOnce([]string{id})
+	if out := cl.renderOutput(id); out.Node != "n1" || out.Attempt != call.Attempt {
+		t.Fatalf("output from %s attempt %d", out.Node, out.Attempt)
+	}
 }

@@ -43,7 +43,7 @@ type Metrics struct {
 	assignLatency  prometheus.Histogram
 	leaseExpiries  prometheus.Counter
 	nodeRenders    *prometheus.CounterVec
-	refused        prometheus.Counter
+	refused        *prometheus.CounterVec
 	objectRequests *prometheus.HistogramVec
 	objectErrors   *prometheus.CounterVec
 	objects        *prometheus.GaugeVec
@@ -107,9 +107,10 @@ func New() *Metrics {
 		nodeRenders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framefarm_node_renders_total", Help: "Renders each node finished or failed.",
 		}, []string{"node", "result"}),
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "framefarm_node_messages_refused_total", Help: "Node messages that could not be opened (unknown kind, bad payload).",
-		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framefarm_node_messages_refused_total",
+			Help: "Node messages refused, by reason: payload (could not be opened), hello, identity (a certificate of another), session, attempt (a report of an attempt the node does not hold).",
+		}, []string{"reason"}),
 		objectRequests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "framefarm_object_store_request_seconds", Help: "Requests the coordinator made of the object store, by operation.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10, 60},
@@ -165,7 +166,7 @@ func (m *Metrics) Watch(ev *actors.Events) {
 	ev.Assigned.Subscribe(func(e actors.Assigned) { m.assignLatency.Observe(e.Waited.Seconds()) })
 	ev.NodeRendered.Subscribe(m.nodeRendered)
 	ev.LeaseExpired.Subscribe(func(actors.LeaseExpired) { m.leaseExpiries.Inc() })
-	ev.NodeMessageRefused.Subscribe(func(actors.NodeMessageRefused) { m.refused.Inc() })
+	ev.NodeMessageRefused.Subscribe(func(e actors.NodeMessageRefused) { m.refused.WithLabelValues(e.Why).Inc() })
 	ev.WebhookAttempted.Subscribe(func(e actors.WebhookAttempted) { m.webhooks.WithLabelValues(e.Result).Inc() })
 }
 
