@@ -265,12 +265,29 @@ func newScheduler(d schedulerDeps) *scheduler {
 // most it may hold (-1: no cap).
 type teamRules struct {
 	weight, guaranteed, maxRunning int
+	// pools, when set, are the only pools the team's jobs render in, whatever pool they name
+	// (none included).
+	pools *[]string
+}
+
+// mayRenderOn reports whether the team's jobs may render on a node: any node, unless the team's
+// admin-set pools hold it to nodes of one of them.
+func (r teamRules) mayRenderOn(n *schedNode) bool {
+	if r.pools == nil {
+		return true
+	}
+	for _, p := range *r.pools {
+		if _, ok := slices.BinarySearch(n.pools, p); ok {
+			return true
+		}
+	}
+	return false
 }
 
 var defaultRules = teamRules{weight: 1, maxRunning: -1}
 
 func rulesFrom(p persistence.TeamPolicy) teamRules {
-	r := teamRules{weight: p.WeightOrDefault(), guaranteed: p.Guaranteed(), maxRunning: -1}
+	r := teamRules{weight: p.WeightOrDefault(), guaranteed: p.Guaranteed(), maxRunning: -1, pools: p.Pools}
 	if p.MaxRunning != nil {
 		r.maxRunning = *p.MaxRunning
 	}
@@ -568,8 +585,10 @@ func (s *scheduler) takeNode(n *schedNode, m *nodeReady) {
 	}
 }
 
-// dispatch fills free slots, one job per node per pass so work spreads over nodes, until no
-// free slot can take any queued job.
+// dispatch fills free slots until no free slot can take any queued job. Each pass gives every
+// free node at most one job, so work spreads over nodes (most free slots first); within a pass
+// the nodes' picks are granted in the pickup order (dispatch.go), so a limit freed goes to the
+// job the pickup order puts first, whichever node would render it.
 func (s *scheduler) dispatch() {
 	if s.restoring {
 		return
@@ -591,42 +610,65 @@ func (s *scheduler) dispatch() {
 	})
 	for progress := true; progress && len(s.queued) > 0; {
 		progress = false
-		for _, n := range nodes {
-			if n.free() == 0 {
-				continue
+		pass := newPassOrder(s)
+		for i, n := range nodes {
+			if n.free() > 0 {
+				pass.offer(i, n)
 			}
-			j, found := s.pick(n)
-			if !found {
-				continue
+		}
+		for {
+			c, ok := pass.next()
+			if !ok {
+				break
 			}
-			tq := s.teamQueues[j.team]
-			team := tq.team
-			s.limits.hold(j.id, tq.queue.limits)
-			s.remove(j.id)
-			s.changeNode(n, func() { n.busy[j.id] = team })
-			s.hold(team, 1)
-			s.offered[j.id] = n
-			if err := s.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: time.Unix(0, j.queuedAt)}, nil); err != nil {
-				// No job actor will answer the offer: the slot comes back now.
-				s.log.Warn("cannot offer a slot to a job", "job", j.id.String(), "err", err)
-				delete(s.offered, j.id)
-				s.release(n, j.id)
-			}
+			s.grant(c.node, c.job)
 			progress = true
 		}
+	}
+}
+
+// grant gives a node's free slot to a queued job: the job leaves the queue holding its limits
+// and the slot, and is offered the slot.
+func (s *scheduler) grant(n *schedNode, j queuedJob) {
+	tq := s.teamQueues[j.team]
+	team := tq.team
+	s.limits.hold(j.id, tq.queue.limits)
+	s.remove(j.id)
+	s.changeNode(n, func() { n.busy[j.id] = team })
+	s.hold(team, 1)
+	s.offered[j.id] = n
+	if err := s.jobs.deliver(j.id, &offer{node: n.pid, nodeID: n.id, queuedAt: time.Unix(0, j.queuedAt)}, nil); err != nil {
+		// No job actor will answer the offer: the slot comes back now.
+		s.log.Warn("cannot offer a slot to a job", "job", j.id.String(), "err", err)
+		delete(s.offered, j.id)
+		s.release(n, j.id)
 	}
 }
 
 // pick returns (a copy of) the queued job a node's free slot goes to: the best job of the team
 // served first (pickup order, above); found is false when there is none.
 func (s *scheduler) pick(n *schedNode) (best queuedJob, found bool) {
+	c, found := s.choose(n)
+	return c.job, found
+}
+
+// choice is what a node's free slot goes to: the job, its team, and the team served next
+// (runnerUp, when another team had a job for the node) with that team's best job.
+type choice struct {
+	job, runnerUpJob queuedJob
+	team, runnerUp   ulid.ULID
+	hasRunnerUp      bool
+}
+
+// choose is pick, telling the runner-up as well.
+func (s *scheduler) choose(n *schedNode) (c choice, found bool) {
 	clear(s.teamBest)
 	for _, q := range s.queues {
 		if !n.takes(q) || !s.limits.free(q.limits) {
 			continue
 		}
 		for team, tq := range q.teams {
-			if s.atCap(team) {
+			if s.atCap(team) || !s.rulesFor(team).mayRenderOn(n) {
 				continue
 			}
 			head := s.bestFor(n, tq)
@@ -638,13 +680,18 @@ func (s *scheduler) pick(n *schedNode) (best queuedJob, found bool) {
 			}
 		}
 	}
-	var bestTeam ulid.ULID
 	for team, j := range s.teamBest {
-		if !found || s.servedBefore(team, &j, bestTeam, &best) {
-			best, bestTeam, found = j, team, true
+		switch {
+		case !found || s.servedBefore(team, &j, c.team, &c.job):
+			if found {
+				c.runnerUp, c.runnerUpJob, c.hasRunnerUp = c.team, c.job, true
+			}
+			c.job, c.team, found = j, team, true
+		case !c.hasRunnerUp || s.servedBefore(team, &j, c.runnerUp, &c.runnerUpJob):
+			c.runnerUp, c.runnerUpJob, c.hasRunnerUp = team, j, true
 		}
 	}
-	return best, found
+	return c, found
 }
 
 // ranksBefore orders one team's jobs: the highest priority, then the oldest.

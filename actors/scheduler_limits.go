@@ -185,9 +185,15 @@ func (s *scheduler) countQueuedPlacement(q *engineQueue, delta int) {
 	}
 }
 
-// touchNode notes that what a node offers changed: its engines' and its pools' reasons.
+// touchNode notes that what a node offers changed: its engines' and its pools' reasons, and
+// those of the teams held to pools.
 func (s *scheduler) touchNode(n *schedNode) {
 	s.waits.touch(n.engines...)
+	for team, r := range s.rules {
+		if r.pools != nil {
+			s.waits.touch(teamSubject(team))
+		}
+	}
 	for _, p := range n.pools {
 		for _, e := range n.engines {
 			s.waits.touch(persistence.PoolWaitSubject(p, e))

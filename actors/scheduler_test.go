@@ -632,3 +632,86 @@ func TestALimitsWaitIsRecorded(t *testing.T) {
 		t.Fatalf("no job waiting for it: %q", r)
 	}
 }
+
+// acceptingJobs makes job actors that take every offer and say nothing: the slots and limits
+// offered stay held.
+func acceptingJobs(ulid.ULID) (func(*registryEntry) actor.Actor, error) {
+	return func(*registryEntry) actor.Actor { return actor.ReceiveFunc(func(actor.Context) {}) }, nil
+}
+
+// TestALimitGoesInThePickupOrder: two free nodes, each able to render a job needing the farm's
+// one licence. The licence goes to the job the pickup order puts first (the team holding fewer
+// slots; within a team, the higher priority), whichever node sorts first.
+func TestALimitGoesInThePickupOrder(t *testing.T) {
+	busyTeam, idleTeam := ulid.ULID{0xa}, ulid.ULID{0xb}
+	cases := []struct {
+		name string
+		// first and second name the nodes: the one of no pool, the one of pool p.
+		first, second string
+		// jobs: the team, priority and pool of each job, oldest first; want is the one offered.
+		jobs []persistence.QueueEntry
+		want int
+	}{
+		{name: "the team holding no slot, on the node sorting second", first: "a", second: "b",
+			jobs: []persistence.QueueEntry{{TeamID: busyTeam}, {TeamID: idleTeam, Pool: "p"}}, want: 1},
+		{name: "the team holding no slot, on the node sorting first", first: "b", second: "a",
+			jobs: []persistence.QueueEntry{{TeamID: busyTeam}, {TeamID: idleTeam, Pool: "p"}}, want: 1},
+		{name: "one team's higher priority, on the node sorting second", first: "a", second: "b",
+			jobs: []persistence.QueueEntry{{TeamID: idleTeam}, {TeamID: idleTeam, Pool: "p", Priority: 5}}, want: 1},
+		{name: "one team's higher priority, on the node sorting first", first: "b", second: "a",
+			jobs: []persistence.QueueEntry{{TeamID: idleTeam, Pool: "p", Priority: 5}, {TeamID: idleTeam}}, want: 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newTestScheduler(acceptingJobs)
+			s.limits.set("licence", 1, true)
+			s.hold(busyTeam, 1) // a render of the busy team's elsewhere
+			var ids []ulid.ULID
+			for _, e := range tc.jobs {
+				e.JobID, e.Engine, e.Limits = ulid.Make(), "ae2026", []string{"licence"}
+				ids = append(ids, e.JobID)
+				s.enqueue(&e)
+			}
+			// The node of pool p takes jobs of no pool too; the other only those.
+			s.addNode(&nodeReady{nodeID: tc.first, engines: []string{"ae2026"}, slots: 1})
+			s.addNode(&nodeReady{nodeID: tc.second, engines: []string{"ae2026"}, slots: 1, pools: []string{"p"}})
+			s.dispatch()
+			if len(s.offered) != 1 {
+				t.Fatalf("%d offers, want one (the licence's)", len(s.offered))
+			}
+			if _, ok := s.offered[ids[tc.want]]; !ok {
+				t.Fatalf("the licence went to job %d, want job %d", slices.Index(ids, slices.Collect(maps.Keys(s.offered))[0]), tc.want)
+			}
+		})
+	}
+}
+
+// TestATeamHeldToPoolsRendersOnlyThere: a team the admin holds to pool cpu has its jobs that
+// name no pool rendered on a node of pool cpu only; its jobs wait, saying why, while none is
+// ready.
+func TestATeamHeldToPoolsRendersOnlyThere(t *testing.T) {
+	s, _ := newTestScheduler(acceptingJobs)
+	s.waits.startJudging(nil)
+	team := ulid.Make()
+	cpu := []string{"cpu"}
+	s.rules[team] = rulesFrom(persistence.TeamPolicy{Pools: &cpu})
+	job := ulid.Make()
+	s.enqueue(&persistence.QueueEntry{JobID: job, TeamID: team, Engine: "lottie"})
+	s.addNode(&nodeReady{nodeID: "gpu", engines: []string{"lottie"}, slots: 1, pools: []string{"gpu"}})
+	s.addNode(&nodeReady{nodeID: "plain", engines: []string{"lottie"}, slots: 1})
+	s.dispatch()
+	if len(s.offered) != 0 {
+		t.Fatalf("a job of a team held to pool cpu was offered a node of no pool cpu: %v", s.offered)
+	}
+	if r := s.waitReason(teamSubject(team)); r != `the team renders only in pools ["cpu"] (set by the farm's admin), and no ready render node is in one` {
+		t.Fatalf("reason %q", r)
+	}
+	s.addNode(&nodeReady{nodeID: "cpu", engines: []string{"lottie"}, slots: 1, pools: []string{"cpu"}})
+	s.dispatch()
+	if n := s.offered[job]; n == nil || n.id != "cpu" {
+		t.Fatalf("offered to %v, want node cpu", n)
+	}
+	if r := s.waitReason(teamSubject(team)); r != "" {
+		t.Fatalf("with a node of pool cpu: reason %q", r)
+	}
+}

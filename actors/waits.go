@@ -74,15 +74,30 @@ func teamSubject(team ulid.ULID) string { return persistence.TeamWaitSubject(tea
 func (s *scheduler) waitReason(subject string) string {
 	if team, ok := persistence.WaitSubjectTeam(subject); ok {
 		r := s.rulesFor(team)
-		if s.queuedBy[team] == 0 || !s.atCap(team) {
+		switch {
+		case s.queuedBy[team] == 0:
 			return ""
+		case s.atCap(team):
+			return fmt.Sprintf("the team's renders hold %d render slots, its maxRunning (%d)", s.holding[team], r.maxRunning)
+		case r.pools != nil && !s.readyNodeFor(r):
+			return fmt.Sprintf("the team renders only in pools %q (set by the farm's admin), and no ready render node is in one", *r.pools)
 		}
-		return fmt.Sprintf("the team's renders hold %d render slots, its maxRunning (%d)", s.holding[team], r.maxRunning)
+		return ""
 	}
 	if reason, ok := s.placementWaitReason(subject); ok {
 		return reason
 	}
 	return s.engineWaitReason(subject)
+}
+
+// readyNodeFor reports whether a ready node may render the jobs of a team of these rules.
+func (s *scheduler) readyNodeFor(r teamRules) bool {
+	for _, n := range s.nodes {
+		if !n.paused && r.mayRenderOn(n) {
+			return true
+		}
+	}
+	return false
 }
 
 // engineWaitReason says why a queued job of the engine cannot start, "" when a ready node

@@ -25,12 +25,15 @@ type TeamPolicy struct {
 	MaxQueuedChunks *int `json:"maxQueuedChunks,omitempty"`
 	// MaxPriority caps the priority the team's jobs may ask.
 	MaxPriority *int `json:"maxPriority,omitempty"`
-	// Pools, when set, are the only pools the team's jobs may name.
+	// Pools, when set, are the only pools the team's jobs may name, and render in.
 	Pools *[]string `json:"pools,omitempty"`
+	// Limits, when set, are the only farm limits the team's jobs may name (those their engine
+	// implies are the farm's, and held whatever this says).
+	Limits *[]string `json:"limits,omitempty"`
 }
 
 // PolicyFields names the fields of a team policy, as the API spells them.
-var PolicyFields = []string{"weight", "guaranteedSlots", "maxRunning", "maxQueuedJobs", "maxQueuedChunks", "maxPriority", "pools"}
+var PolicyFields = []string{"weight", "guaranteedSlots", "maxRunning", "maxQueuedJobs", "maxQueuedChunks", "maxPriority", "pools", "limits"}
 
 // WeightOrDefault is the team's weight, 1 when none was set.
 func (p TeamPolicy) WeightOrDefault() int {
@@ -53,6 +56,16 @@ func (p TeamPolicy) AllowsPool(pool string) bool {
 	return p.Pools == nil || slices.Contains(*p.Pools, pool)
 }
 
+// AllowsLimit reports whether the team's jobs may name a limit.
+func (p TeamPolicy) AllowsLimit(limit string) bool {
+	return p.Limits == nil || slices.Contains(*p.Limits, limit)
+}
+
+// lists names the fields that are lists (nil: any), for patches.
+func (p *TeamPolicy) lists() map[string]**[]string {
+	return map[string]**[]string{"pools": &p.Pools, "limits": &p.Limits}
+}
+
 // ints lists the integer fields by name, for patches.
 func (p *TeamPolicy) ints() map[string]**int {
 	return map[string]**int{"weight": &p.Weight, "guaranteedSlots": &p.GuaranteedSlots, "maxRunning": &p.MaxRunning,
@@ -69,16 +82,18 @@ func (p TeamPolicy) Patched(change PolicyChange) TeamPolicy {
 			*field = &value
 		}
 	}
-	if set.Pools != nil {
-		pools := slices.Clone(*set.Pools)
-		next.Pools = &pools
+	for name, field := range next.lists() {
+		if v := *set.lists()[name]; v != nil {
+			value := slices.Clone(*v)
+			*field = &value
+		}
 	}
 	for _, name := range change.Clear {
 		if field, ok := next.ints()[name]; ok {
 			*field = nil
 		}
-		if name == "pools" {
-			next.Pools = nil
+		if field, ok := next.lists()[name]; ok {
+			*field = nil
 		}
 	}
 	return next

@@ -300,6 +300,14 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 	} else {
 		call.answer(renderReply{Result: "finish"})
 	}
+	// Held to pool gpu, the team's job naming no pool renders there too, not on n2.
+	var anyPool created
+	a.must(http.MethodPost, "/api/v2/jobs", renderJob(tplA), http.StatusCreated, &anyPool)
+	if call := c.control.next(t); call.JobID != anyPool.ID || call.Node != "n1" {
+		t.Fatalf("the job naming no pool of a team held to pool gpu rendered on %s", call.Node)
+	} else {
+		call.answer(renderReply{Result: "finish"})
+	}
 	var nowhere created
 	b.must(http.MethodPost, "/api/v2/jobs", job(tplB, map[string]any{"pool": "8k"}), http.StatusCreated, &nowhere)
 	c.waitUntil("the job of a pool no node is in says why it waits", func() bool {
@@ -312,6 +320,14 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 	// A limit of one: one render at a time, the other work beside it.
 	a.fails(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"limits": []string{"lic"}}), http.StatusBadRequest, "validation_error")
 	admin.must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 1}, http.StatusOK, nil)
+	if list := c.admin("team", "set", "a", "--limits", "other"); !strings.Contains(list, "LIMITS") || !strings.Contains(list, "other") {
+		t.Fatalf("team set --limits:\n%s", list)
+	}
+	if e := a.fails(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"pool": "gpu", "limits": []string{"lic"}}), http.StatusBadRequest,
+		"validation_error"); !strings.Contains(e.Error, `only the limits ["other"]`) {
+		t.Fatalf("a limit outside the team's: %s", e.Error)
+	}
+	c.admin("team", "set", "a", "--limits", "any")
 	var licensed []created
 	for range 3 {
 		var made created
@@ -701,4 +717,50 @@ func TestUsageOutlivesARestartAndAFailover(t *testing.T) {
 	if used := usageOf(t, &client{c: next, token: adminToken}, "/api/v2/admin/usage?team=b"); used.JobsFinished != 3 || used.Frames != 450 {
 		t.Fatalf("b's usage on the next leader: %+v", used)
 	}
+}
+
+// TestALicenceGoesToTheTeamServedFirst: two node processes with a free slot each, n1 (sorting
+// first) of no pool, n2 of pool p; team busy holds a slot on n1 and waits with a job needing the
+// farm's licence, team idle holds none and waits with one that only n2 may render. The licence,
+// once there is one, goes to team idle's job, on n2; then, freed, to team busy's.
+func TestALicenceGoesToTheTeamServedFirst(t *testing.T) {
+	c := startCoordinator(t, options{cluster: true})
+	c.startNode("n1", 2)
+	c.startNode("n2", 1, "--pools", "p")
+	busy, idle := c.team("busy"), c.team("idle")
+	admin := &client{c: c, token: adminToken}
+	admin.must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 0}, http.StatusOK, nil)
+	tplBusy, tplIdle := busy.uploadTemplate(inspection()), idle.uploadTemplate(inspection())
+	var holding, busyLicensed, idleLicensed created
+	busy.must(http.MethodPost, "/api/v2/jobs", renderJob(tplBusy), http.StatusCreated, &holding)
+	running := c.control.next(t)
+	if running.JobID != holding.ID || running.Node != "n1" {
+		t.Fatalf("the busy team's first render went to %s", running.Node)
+	}
+	licensed := func(tpl string, fields map[string]any) map[string]any {
+		j := renderJob(tpl)
+		j["limits"] = []string{"lic"}
+		maps.Copy(j, fields)
+		return j
+	}
+	busy.must(http.MethodPost, "/api/v2/jobs", licensed(tplBusy, nil), http.StatusCreated, &busyLicensed)
+	idle.must(http.MethodPost, "/api/v2/jobs", licensed(tplIdle, map[string]any{"pool": "p"}), http.StatusCreated, &idleLicensed)
+	c.waitUntil("both licensed jobs wait for the licence", func() bool {
+		return strings.Contains(busy.job(busyLicensed.ID).Stats.WaitingFor, `limit "lic"`) &&
+			strings.Contains(idle.job(idleLicensed.ID).Stats.WaitingFor, `limit "lic"`)
+	})
+	admin.must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 1}, http.StatusOK, nil)
+	first := c.control.next(t)
+	if first.JobID != idleLicensed.ID || first.Node != "n2" {
+		t.Fatalf("the licence went to job %s on %s, not to the idle team's job on n2", first.JobID, first.Node)
+	}
+	noMoreCalls(t, c.control, 500*time.Millisecond, "the licence is held")
+	first.answer(renderReply{Result: "finish"})
+	if next := c.control.next(t); next.JobID != busyLicensed.ID || next.Node != "n1" {
+		t.Fatalf("the freed licence went to job %s on %s", next.JobID, next.Node)
+	} else {
+		next.answer(renderReply{Result: "finish"})
+	}
+	running.answer(renderReply{Result: "finish"})
+	c.exactlyOnce([]string{holding.ID, busyLicensed.ID, idleLicensed.ID})
 }

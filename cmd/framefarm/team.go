@@ -15,15 +15,20 @@ import (
 	"github.com/framefarm/framefarm/http/api"
 )
 
-// teamPolicyFlags are the flags of `framefarm team set`, each the policy field it sets.
-var teamPolicyFlags = []struct{ flag, field, help string }{
-	{"weight", "weight", "the team's share of the running slots against other teams' weights (default 1)"},
-	{"guaranteed-slots", "guaranteedSlots", "slots the team is served before any share"},
-	{"max-running", "maxRunning", "most render slots the team's renders hold at once"},
-	{"max-queued-jobs", "maxQueuedJobs", "most jobs the team may have waiting to render"},
-	{"max-queued-chunks", "maxQueuedChunks", "most chunks of split jobs the team may have waiting"},
-	{"max-priority", "maxPriority", "highest priority the team's jobs may ask"},
-	{"pools", "pools", `comma-separated pools the team's jobs may name ("any": every pool, the default)`},
+// teamPolicyFlags are the flags of `framefarm team set`, each the policy field it sets; the
+// fields that are lists (pools, limits) take names separated by commas.
+var teamPolicyFlags = []struct {
+	flag, field, help string
+	list              bool
+}{
+	{"weight", "weight", "the team's share of the running slots against other teams' weights (default 1)", false},
+	{"guaranteed-slots", "guaranteedSlots", "slots the team is served before any share", false},
+	{"max-running", "maxRunning", "most render slots the team's renders hold at once", false},
+	{"max-queued-jobs", "maxQueuedJobs", "most jobs the team may have waiting to render", false},
+	{"max-queued-chunks", "maxQueuedChunks", "most chunks of split jobs the team may have waiting", false},
+	{"max-priority", "maxPriority", "highest priority the team's jobs may ask", false},
+	{"pools", "pools", `comma-separated pools the team's jobs may name and render in ("any": every pool, the default)`, true},
+	{"limits", "limits", `comma-separated farm limits the team's jobs may name ("any": every limit, the default)`, true},
 }
 
 // teamCommand runs `framefarm team list|set`: the farm admin's view and shaping of the teams.
@@ -72,29 +77,35 @@ func printTeams(stdout io.Writer, teams []api.TeamView) error {
 		return strconv.Itoa(*v)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "TEAM\tWEIGHT\tGUARANTEED\tMAX RUNNING\tMAX QUEUED JOBS\tMAX QUEUED CHUNKS\tMAX PRIORITY\tPOOLS\tRUNNING\tSHARE\tQUEUED JOBS\tQUEUED CHUNKS")
+	listText := func(v *[]string) string {
+		switch {
+		case v == nil:
+			return "any"
+		case len(*v) == 0:
+			return "none"
+		}
+		return strings.Join(*v, ",")
+	}
+	fmt.Fprintln(w, "TEAM\tWEIGHT\tGUARANTEED\tMAX RUNNING\tMAX QUEUED JOBS\tMAX QUEUED CHUNKS\tMAX PRIORITY\tPOOLS\tLIMITS\tRUNNING\tSHARE\tQUEUED JOBS\tQUEUED CHUNKS")
 	for _, t := range teams {
 		p := t.Policy
-		pools := "any"
-		if p.Pools != nil {
-			pools = strings.Join(*p.Pools, ",")
-		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.0f%%\t%d\t%d\n", t.Name, p.Weight, p.GuaranteedSlots, capText(p.MaxRunning),
-			capText(p.MaxQueuedJobs), capText(p.MaxQueuedChunks), capText(p.MaxPriority), pools, t.Running, 100*t.Share, t.Waiting.Jobs, t.Waiting.Chunks)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.0f%%\t%d\t%d\n", t.Name, p.Weight, p.GuaranteedSlots, capText(p.MaxRunning),
+			capText(p.MaxQueuedJobs), capText(p.MaxQueuedChunks), capText(p.MaxPriority), listText(p.Pools), listText(p.Limits), t.Running, 100*t.Share,
+			t.Waiting.Jobs, t.Waiting.Chunks)
 	}
 	return w.Flush()
 }
 
-// teamSet sends the policy fields whose flags are given: a number (or a list of pools) sets the
-// field, "none" puts a number back at its default, "any" the pools.
+// teamSet sends the policy fields whose flags are given: a number (or a list) sets the field,
+// "none" puts a number back at its default, "any" a list.
 func teamSet(args []string, stdout io.Writer) error {
 	fs := commandFlags("team set")
 	admin := addAdminFlags(fs)
 	values := map[string]*string{}
 	for _, f := range teamPolicyFlags {
 		help := f.help + `; "none" puts back the default`
-		if f.field == "pools" {
-			help = f.help + `; "none": no pool`
+		if f.list {
+			help = f.help + `; "none": no ` + strings.TrimSuffix(f.field, "s")
 		}
 		values[f.flag] = fs.String(f.flag, "", help)
 	}
@@ -110,7 +121,7 @@ func teamSet(args []string, stdout io.Writer) error {
 		}
 	}
 	if name == "" || fs.NArg() != 0 {
-		return errors.New("usage: framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N] [--max-queued-chunks N] [--max-priority N] [--pools a,b|any]")
+		return errors.New("usage: framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N] [--max-queued-chunks N] [--max-priority N] [--pools a,b|any] [--limits a,b|any]")
 	}
 	change := map[string]any{}
 	var bad error
@@ -121,16 +132,16 @@ func teamSet(args []string, stdout io.Writer) error {
 			}
 			v := strings.TrimSpace(*values[f.Name])
 			switch {
-			case pf.field == "pools" && v == "any", pf.field != "pools" && v == "none":
+			case pf.list && v == "any", !pf.list && v == "none":
 				change[pf.field] = nil
-			case pf.field == "pools":
-				pools := []string{}
+			case pf.list:
+				names := []string{}
 				for _, p := range strings.Split(v, ",") {
 					if p = strings.TrimSpace(p); p != "" && p != "none" {
-						pools = append(pools, p)
+						names = append(names, p)
 					}
 				}
-				change[pf.field] = pools
+				change[pf.field] = names
 			default:
 				n, err := strconv.Atoi(v)
 				if err != nil {
@@ -144,7 +155,7 @@ func teamSet(args []string, stdout io.Writer) error {
 		return bad
 	}
 	if len(change) == 0 {
-		return errors.New("nothing to set: give at least one of --weight, --guaranteed-slots, --max-running, --max-queued-jobs, --max-queued-chunks, --max-priority, --pools")
+		return errors.New("nothing to set: give at least one of --weight, --guaranteed-slots, --max-running, --max-queued-jobs, --max-queued-chunks, --max-priority, --pools, --limits")
 	}
 	body, err := json.Marshal(change)
 	if err != nil {

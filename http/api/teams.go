@@ -21,11 +21,13 @@ type PolicyView struct {
 	MaxQueuedChunks *int      `json:"maxQueuedChunks"`
 	MaxPriority     *int      `json:"maxPriority"`
 	Pools           *[]string `json:"pools"`
+	Limits          *[]string `json:"limits"`
 }
 
 func PolicyViewFrom(p persistence.TeamPolicy) PolicyView {
 	return PolicyView{Weight: p.WeightOrDefault(), GuaranteedSlots: p.Guaranteed(), MaxRunning: p.MaxRunning,
-		MaxQueuedJobs: p.MaxQueuedJobs, MaxQueuedChunks: p.MaxQueuedChunks, MaxPriority: p.MaxPriority, Pools: p.Pools}
+		MaxQueuedJobs: p.MaxQueuedJobs, MaxQueuedChunks: p.MaxQueuedChunks, MaxPriority: p.MaxPriority, Pools: p.Pools,
+		Limits: p.Limits}
 }
 
 // TeamView is a team as the farm's admin sees it (GET /api/v2/admin/teams): its policy, and

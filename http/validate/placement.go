@@ -54,8 +54,12 @@ func (c *checker) placement(pool *string, limits []string, path string) placemen
 		c.add(CodeValidation, at(path, "limits"), "at most %d limits, got %d", maxJobLimits, len(limits))
 		return p
 	}
+	policy := c.cat.Policy()
 	for i, name := range limits {
-		if !c.cat.LimitExists(name) {
+		switch {
+		case !policy.AllowsLimit(name):
+			c.add(CodeValidation, fmt.Sprintf("%s[%d]", at(path, "limits"), i), "the team may name only the limits %q (set by the farm's admin), not %q", *policy.Limits, name)
+		case !c.cat.LimitExists(name):
 			c.add(CodeValidation, fmt.Sprintf("%s[%d]", at(path, "limits"), i), "no limit %q: the farm's limits are made by its admin (PUT /api/v2/admin/limits/{name})", name)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/framefarm/framefarm/persistence"
 )
@@ -21,12 +22,12 @@ var policyBounds = map[string][2]int{
 	"maxPriority":     {-maxPriority, maxPriority},
 }
 
-// maxPools bounds the pools a team's policy names.
-const maxPools = 64
+// maxPolicyList bounds the pools, or the limits, a team's policy names.
+const maxPolicyList = 64
 
 // ParsePolicyChange reads a change of a team's policy: an object with any of the policy's
 // fields, each a value (set) or null (back to its default: weight 1, nothing guaranteed, no cap,
-// any pool).
+// any pool, any limit).
 func ParsePolicyChange(body []byte) (persistence.PolicyChange, *Error) {
 	var change persistence.PolicyChange
 	c := &checker{cat: noCatalog{}}
@@ -38,6 +39,7 @@ func ParsePolicyChange(body []byte) (persistence.PolicyChange, *Error) {
 	ints := map[string]**int{"weight": &change.Set.Weight, "guaranteedSlots": &change.Set.GuaranteedSlots,
 		"maxRunning": &change.Set.MaxRunning, "maxQueuedJobs": &change.Set.MaxQueuedJobs,
 		"maxQueuedChunks": &change.Set.MaxQueuedChunks, "maxPriority": &change.Set.MaxPriority}
+	lists := map[string]**[]string{"pools": &change.Set.Pools, "limits": &change.Set.Limits}
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		raw := bytes.TrimSpace(fields[name])
 		if !slices.Contains(persistence.PolicyFields, name) {
@@ -48,19 +50,20 @@ func ParsePolicyChange(body []byte) (persistence.PolicyChange, *Error) {
 			change.Clear = append(change.Clear, name)
 			continue
 		}
-		if name == "pools" {
-			var pools []string
-			if err := json.Unmarshal(raw, &pools); err != nil || len(pools) > maxPools {
-				c.add(CodeValidation, name, "must be a list of at most %d pool names, or null for any pool", maxPools)
+		if list, ok := lists[name]; ok {
+			what := strings.TrimSuffix(name, "s") // pool, limit
+			var names []string
+			if err := json.Unmarshal(raw, &names); err != nil || len(names) > maxPolicyList {
+				c.add(CodeValidation, name, "must be a list of at most %d %s names, or null for any %s", maxPolicyList, what, what)
 				continue
 			}
-			for i, p := range pools {
+			for i, p := range names {
 				if !ValidTag(p) {
 					c.add(CodeValidation, fmt.Sprintf("%s[%d]", name, i), "must match ^[a-zA-Z0-9_-]{1,64}$")
 				}
 			}
-			pools = slices.Compact(slices.Sorted(slices.Values(pools)))
-			change.Set.Pools = &pools
+			names = slices.Compact(slices.Sorted(slices.Values(names)))
+			*list = &names
 			continue
 		}
 		bounds := policyBounds[name]

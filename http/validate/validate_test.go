@@ -660,7 +660,8 @@ func TestNamesPoolsAndLimits(t *testing.T) {
 	cat := testCatalog()
 	cat.limits = []string{"ae-licences", "plugin"}
 	gpu := []string{"gpu"}
-	cat.policy = persistence.TeamPolicy{Pools: &gpu, MaxPriority: intPointer(5)}
+	plugin := []string{"plugin"}
+	cat.policy = persistence.TeamPolicy{Pools: &gpu, Limits: &plugin, MaxPriority: intPointer(5)}
 	lim := Limits{EngineLimits: map[string][]string{"ae2026": {"ae-licences"}}}
 	job, err := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}, "name": "  Spot 30s: Lyon  ", "pool": "gpu",
 		"limits": ["plugin"], "priority": 5,
@@ -677,7 +678,8 @@ func TestNamesPoolsAndLimits(t *testing.T) {
 	refused := []struct{ body, field, says string }{
 		{`"pool": "cpu"`, "pool", `may name only the pools ["gpu"]`},
 		{`"pool": "a b"`, "pool", "must match"},
-		{`"limits": ["nope"]`, "limits[0]", `no limit "nope"`},
+		{`"limits": ["nope"]`, "limits[0]", `may name only the limits ["plugin"] (set by the farm's admin), not "nope"`},
+		{`"limits": ["plugin", "ae-licences"]`, "limits[1]", `may name only the limits ["plugin"]`},
 		{`"priority": 6`, "priority", "maxPriority"},
 		{`"name": "` + strings.Repeat("é", MaxNameLength+1) + `"`, "name", "at most 200 characters"},
 		{`"name": "a\u0007b"`, "name", "control characters"},
@@ -687,6 +689,11 @@ func TestNamesPoolsAndLimits(t *testing.T) {
 		if err == nil || len(err.Details) == 0 || err.Details[0].Field != r.field || !strings.Contains(err.Details[0].Message, r.says) {
 			t.Fatalf("%s: %+v", r.body, err)
 		}
+	}
+	cat.policy = persistence.TeamPolicy{}
+	if _, err := ParseJob([]byte(`{"template": {"id": "`+lottieID+`", "composition": "main"}, "limits": ["nope"]}`), cat, lim); err == nil ||
+		!strings.Contains(err.Details[0].Message, `no limit "nope"`) {
+		t.Fatalf("a limit the farm does not have: %+v", err)
 	}
 	// An engine's limit the farm does not have refuses its jobs, saying how to make it.
 	_, err = ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}}`), cat, Limits{EngineLimits: map[string][]string{"ae2026": {"missing"}}})

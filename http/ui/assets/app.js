@@ -1258,6 +1258,7 @@ function teamsScreen() {
         h("td", { class: "num" }, `${cap(p.maxQueuedJobs)} / ${cap(p.maxQueuedChunks)}`),
         h("td", { class: "num" }, cap(p.maxPriority)),
         h("td", {}, p.pools ? p.pools.join(", ") || "none" : "any"),
+        h("td", {}, p.limits ? p.limits.join(", ") || "none" : "any"),
         h("td", { class: "num" }, `${t.running} (${Math.round((t.share || 0) * 100)}%)`),
         h("td", { class: "num" }, `${t.queued.jobs} / ${t.queued.chunks}`),
         h("td", { class: "num" }, hours(u.renderSeconds || 0)),
@@ -1265,7 +1266,7 @@ function teamsScreen() {
         h("td", { class: "num" }, `${u.jobsFinished || 0} / ${u.jobsFailed || 0}`),
         h("td", { class: "num" }, bytes(u.outputBytes || 0)),
         h("td", {}, h("button", { class: "quiet", onclick: () => edit(t) }, "Edit")));
-    }) : [h("tr", {}, h("td", { colspan: "15", class: "empty" }, "No team yet: framefarm token create --team NAME makes one."))]));
+    }) : [h("tr", {}, h("td", { colspan: "16", class: "empty" }, "No team yet: framefarm token create --team NAME makes one."))]));
 
     // Render time hour by hour, a line per team, in the unit its largest hour reads best in.
     const buckets = [];
@@ -1281,15 +1282,16 @@ function teamsScreen() {
   // edit opens the team's policy in a form: an empty cap is no cap.
   function edit(t) {
     const p = t.policy;
+    const lists = ["pools", "limits"];
     const field = (name, label, v, hint) => h("label", { class: "field" }, h("span", {}, label),
-      h("input", { type: name === "pools" ? "text" : "number", name, value: v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v),
+      h("input", { type: lists.includes(name) ? "text" : "number", name, value: v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v),
         placeholder: hint, "aria-label": label, min: name === "weight" ? "1" : name === "maxPriority" ? undefined : "0" }));
     const form = h("form", { class: "panel", id: "policy-form", onsubmit: async (e) => {
       e.preventDefault();
       const change = {};
       for (const input of form.querySelectorAll("input")) {
         const text = input.value.trim();
-        if (input.name === "pools") change.pools = text === "" ? null : text.split(",").map((x) => x.trim()).filter(Boolean);
+        if (lists.includes(input.name)) change[input.name] = text === "" ? null : text.split(",").map((x) => x.trim()).filter(Boolean);
         else if (input.name === "weight" || input.name === "guaranteedSlots") change[input.name] = Number(text || (input.name === "weight" ? 1 : 0));
         else change[input.name] = text === "" ? null : Number(text);
       }
@@ -1304,7 +1306,7 @@ function teamsScreen() {
       field("weight", "Weight", p.weight, "1"), field("guaranteedSlots", "Guaranteed slots", p.guaranteedSlots, "0"),
       field("maxRunning", "Max running", p.maxRunning, "no cap"), field("maxQueuedJobs", "Max queued jobs", p.maxQueuedJobs, "no cap"),
       field("maxQueuedChunks", "Max queued chunks", p.maxQueuedChunks, "no cap"), field("maxPriority", "Max priority", p.maxPriority, "no cap"),
-      field("pools", "Pools it may name", p.pools, "any")),
+      field("pools", "Pools it may name", p.pools, "any"), field("limits", "Limits it may name", p.limits, "any")),
     h("div", { class: "toolbar" }, h("button", { type: "submit" }, "Save"), h("button", { type: "button", class: "quiet", onclick: () => editor.replaceChildren() }, "Close"),
       h("span", { class: "muted" }, "Free slots go to teams by weight; a team below its guaranteed slots goes first. An empty cap is no cap.")));
     editor.replaceChildren(form);
@@ -1315,7 +1317,7 @@ function teamsScreen() {
   leaveScreen = () => clearInterval(timer);
   return [h("h1", {}, "Teams"), share, editor,
     h("div", { class: "table-wrap" }, h("table", { id: "teams" }, h("thead", {}, h("tr", {}, ...["Team", "Tokens", "Weight", "Guaranteed", "Max running",
-      "Max queued (jobs / chunks)", "Max priority", "Pools", "Running (share)", "Queued (jobs / chunks)", "Render time, 24 h", "Frames", "Finished / failed", "Output", ""]
+      "Max queued (jobs / chunks)", "Max priority", "Pools", "Limits", "Running (share)", "Queued (jobs / chunks)", "Render time, 24 h", "Frames", "Finished / failed", "Output", ""]
       .map((x) => h("th", {}, x)))), tbody)),
     usageChart];
 }
