@@ -627,6 +627,33 @@ func TestRolesDecideWhatATokenMayDo(t *testing.T) {
 	}
 	submitter.fails(http.MethodGet, "/api/v2/tokens", nil, http.StatusForbidden, "forbidden")
 
+	// A template awaiting its file: its signed upload URL is shown to whom may upload, never
+	// to a viewer.
+	type uploadable struct {
+		ID         string          `json:"id"`
+		UploadInfo json.RawMessage `json:"uploadInfo"`
+	}
+	var waiting uploadable
+	submitter.must(http.MethodPost, "/api/v2/templates", map[string]string{"type": "zip", "displayName": "Awaiting its file"}, http.StatusCreated, &waiting)
+	if len(waiting.UploadInfo) == 0 {
+		t.Fatal("the submitter who made the template was not told where to upload it")
+	}
+	var seen uploadable
+	submitter.must(http.MethodGet, "/api/v2/templates/"+waiting.ID, nil, http.StatusOK, &seen)
+	if len(seen.UploadInfo) == 0 {
+		t.Fatal("a submitter reading the template is not told where to upload it")
+	}
+	var seenByViewer uploadable
+	viewer.must(http.MethodGet, "/api/v2/templates/"+waiting.ID, nil, http.StatusOK, &seenByViewer)
+	var listedTemplates []uploadable
+	viewer.must(http.MethodGet, "/api/v2/templates", nil, http.StatusOK, &listedTemplates)
+	for _, tp := range append(listedTemplates, seenByViewer) {
+		if len(tp.UploadInfo) != 0 {
+			t.Fatalf("a viewer was given template %s's upload URL: %s", tp.ID, tp.UploadInfo)
+		}
+	}
+	viewer.fails(http.MethodPut, "/api/v2/templates/"+waiting.ID+"/upload", nil, http.StatusForbidden, "forbidden")
+
 	// The manager can neither revoke another team's token nor tell it exists.
 	var all []struct {
 		ID   string            `json:"id"`

@@ -415,6 +415,9 @@ func (s *Server) authenticate(r *request) bool {
 	return s.limit(r, hash)
 }
 
+// mayChange reports whether the request's token may change the team's work: any but a viewer's.
+func (r *request) mayChange() bool { return r.role != persistence.RoleViewer }
+
 // reads reports whether a method only reads.
 func reads(method string) bool { return method == http.MethodGet || method == http.MethodHead }
 

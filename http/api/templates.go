@@ -77,7 +77,7 @@ func (s *Server) createTemplate(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	r.json(http.StatusCreated, s.templateView(tpl))
+	r.json(http.StatusCreated, s.templateView(tpl, r))
 }
 
 // checkURL checks a URL the coordinator will fetch.
@@ -94,7 +94,7 @@ func (s *Server) loadTemplate(r *request) (*persistence.Template, bool) {
 
 func (s *Server) getTemplate(r *request) {
 	if tpl, ok := s.loadTemplate(r); ok {
-		r.json(http.StatusOK, s.templateView(tpl))
+		r.json(http.StatusOK, s.templateView(tpl, r))
 	}
 }
 
@@ -112,7 +112,7 @@ func (s *Server) listTemplates(r *request) {
 	if all, ok := s.teamTemplates(r); ok {
 		out := make([]*templateView, len(all))
 		for i, tpl := range all {
-			out[i] = s.templateView(tpl)
+			out[i] = s.templateView(tpl, r)
 		}
 		r.json(http.StatusOK, out)
 	}
@@ -138,7 +138,7 @@ func (s *Server) renameTemplate(r *request) {
 		r.failErr(err, templateNotFound(tpl.ID.String()))
 		return
 	}
-	r.json(http.StatusOK, s.templateView(renamed))
+	r.json(http.StatusOK, s.templateView(renamed, r))
 }
 
 func (s *Server) deleteTemplate(r *request) {

@@ -333,7 +333,9 @@ type uploadInfo struct {
 	Fields    map[string]string `json:"fields"`
 }
 
-func (s *Server) templateView(t *persistence.Template) *templateView {
+// templateView describes a template; its upload URL only to a request whose token may upload
+// (a viewer's may not).
+func (s *Server) templateView(t *persistence.Template, r *request) *templateView {
 	v := &templateView{
 		templateMeta: templateMetaOf(t), Error: optionalString(t.Error),
 		Compositions: []string{}, Layers: []string{}, Engines: []string{}, Src: t.Src,
@@ -341,7 +343,7 @@ func (s *Server) templateView(t *persistence.Template) *templateView {
 	if in := t.Inspection; in != nil {
 		v.Compositions, v.Layers, v.Mogrt, v.Engines = in.CompositionNames(), in.LayerNames(), in.Mogrt, in.Engines
 	}
-	if t.Status == persistence.TemplateAwaitingUpload {
+	if t.Status == persistence.TemplateAwaitingUpload && r.mayChange() {
 		v.UploadInfo = s.uploadInfo(t)
 	}
 	return v
