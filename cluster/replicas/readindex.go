@@ -180,7 +180,8 @@ func (ri *readIndexer) serve(conn net.Conn) {
 			return
 		}
 		reply := [9]byte{}
-		if ri.stillLeads() && ri.r.caughtUp(time.Now().Add(readIndexTimeout)) {
+		// The port serves while the replica starts, before raft exists: it leads nothing yet.
+		if ri.r.running.Load() && ri.stillLeads() && ri.r.caughtUp(time.Now().Add(readIndexTimeout)) {
 			reply[0] = 1
 			binary.BigEndian.PutUint64(reply[1:], ri.r.cfg.Store.AppliedIndex())
 		}

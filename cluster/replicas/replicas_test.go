@@ -89,6 +89,23 @@ func (s *set) open(id string) *persistence.Store {
 // start starts replica id on its store.
 func (s *set) start(id string, store *persistence.Store) *member {
 	s.t.Helper()
+	m, err := s.startAlone(id, store)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.add(id, m)
+	return m
+}
+
+// add makes a started replica one of the set's members, stopped when the test ends.
+func (s *set) add(id string, m *member) {
+	s.members[id] = m
+	s.t.Cleanup(func() { s.stop(id) })
+}
+
+// startAlone starts replica id on its store, not yet one of the set's members: replicas started
+// at once, each from a goroutine of its own, are added after.
+func (s *set) startAlone(id string, store *persistence.Store) (*member, error) {
 	var addr string
 	for _, p := range s.peers {
 		if p.ID == id {
@@ -100,7 +117,7 @@ func (s *set) start(id string, store *persistence.Store) *member {
 		SnapshotThreshold: 8, TrailingLogs: 4, Clock: s.clock, ApplyHold: time.Hour,
 		Fail: func(err error) { s.t.Errorf("replica %s failed: %v", id, err); runtime.Goexit() }})
 	if err != nil {
-		s.t.Fatal(err)
+		return nil, err
 	}
 	store.Replicate(r)
 	go func() {
@@ -108,10 +125,7 @@ func (s *set) start(id string, store *persistence.Store) *member {
 			s.changes <- change{id, leading}
 		}
 	}()
-	m := &member{replica: r, store: store}
-	s.members[id] = m
-	s.t.Cleanup(func() { s.stop(id) })
-	return m
+	return &member{replica: r, store: store}, nil
 }
 
 // stop shuts a replica down and closes its store, as a machine lost would.
@@ -479,5 +493,63 @@ func TestAQuestionToALeaderThatNoLongerLeadsEndsAtOnce(t *testing.T) {
 	}
 	if index, err := a.await(time.Now().Add(time.Hour)); err != nil || index != 7 {
 		t.Fatalf("the question to the new leader: %d, %v", index, err)
+	}
+}
+
+// TestAReplicaAskedWhileItStartsSaysItDoesNotLead: the port serves from before raft exists (the
+// replicas agree on their settings first); a question about the leadership reaching it then is
+// answered "not the leader", not a crash.
+func TestAReplicaAskedWhileItStartsSaysItDoesNotLead(t *testing.T) {
+	r := &Replica{}
+	r.reads = &readIndexer{r: r, epoch: time.Now()}
+	here, there := net.Pipe()
+	go r.reads.serve(here)
+	defer there.Close()
+	there.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := there.Write([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	var reply [9]byte
+	if _, err := readFull(there, reply[:]); err != nil || reply[0] != 0 {
+		t.Fatalf("answered %v (%v), want not the leader", reply, err)
+	}
+}
+
+// TestThreeReplicasStartedAtOnce: a new set of three started in the same moment, several
+// times: every replica runs (a crash would end the test's process) and they choose a leader.
+func TestThreeReplicasStartedAtOnce(t *testing.T) {
+	for round := range 5 {
+		s := newSet(t, "r1", "r2", "r3")
+		type started struct {
+			id  string
+			m   *member
+			err error
+		}
+		all := make(chan started, len(s.peers))
+		for _, p := range s.peers {
+			store := s.open(p.ID)
+			go func() {
+				m, err := s.startAlone(p.ID, store)
+				if err != nil {
+					store.Close()
+				}
+				all <- started{p.ID, m, err}
+			}()
+		}
+		for range s.peers {
+			st := <-all
+			if st.err != nil {
+				t.Errorf("round %d: replica %s: %v", round, st.id, st.err)
+				continue
+			}
+			s.add(st.id, st.m)
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+		s.leader()
+		for _, p := range s.peers {
+			s.stop(p.ID)
+		}
 	}
 }
