@@ -694,7 +694,7 @@ func (s *Store) Restore(r io.Reader) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	db, err := openBolt(tmp.Name(), time.Second)
+	db, err := openBolt(tmp.Name(), time.Second, s.mmap)
 	if err != nil {
 		return fmt.Errorf("opening a snapshot: %w", err)
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	// replicas' log holds what they wrote, unsynced.go); a store its machine stopped under is
 	// set aside (SetAside) and opens empty, to be rebuilt from the log.
 	Replica bool
+	// InitialMmapSize is how much of the file is mapped at first (default 1 GiB): a store that
+	// grows past it is mapped again, which waits for every read transaction to end.
+	InitialMmapSize int
 }
 
 // Store is the coordinator's database.
@@ -47,6 +50,7 @@ type Store struct {
 	// db is swapped whole when a replica restores a snapshot (Restore).
 	db       atomic.Pointer[bolt.DB]
 	path     string
+	mmap     int
 	writes   chan *write
 	maxBatch int
 	onCommit func(time.Duration, int)
@@ -104,6 +108,9 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.OpenTimeout <= 0 {
 		opts.OpenTimeout = time.Second
 	}
+	if opts.InitialMmapSize <= 0 {
+		opts.InitialMmapSize = 1 << 30
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
@@ -111,7 +118,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := openBolt(path, opts.OpenTimeout)
+	db, err := openBolt(path, opts.OpenTimeout, opts.InitialMmapSize)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
@@ -129,6 +136,7 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		path:         path,
+		mmap:         opts.InitialMmapSize,
 		writes:       make(chan *write, opts.MaxBatch*4),
 		maxBatch:     opts.MaxBatch,
 		onCommit:     opts.OnCommit,
@@ -149,12 +157,12 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-func openBolt(path string, timeout time.Duration) (*bolt.DB, error) {
+func openBolt(path string, timeout time.Duration, mmap int) (*bolt.DB, error) {
 	return bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:         timeout,
 		FreelistType:    bolt.FreelistMapType,
 		NoFreelistSync:  true,
-		InitialMmapSize: 1 << 30,
+		InitialMmapSize: mmap,
 	})
 }
 

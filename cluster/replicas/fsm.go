@@ -156,7 +156,11 @@ func (f *fsm) applyHeldAnd(entries []persistence.ReplicatedEntry, claims []*prop
 		return nil
 	}
 	started := time.Now()
+	revocations := f.r.cfg.Store.Revocations()
 	results, err := f.r.cfg.Store.ApplyEntries(all)
+	if f.r.cfg.Store.Revocations() != revocations {
+		f.r.leases.renewSoon() // the leader waits to hear it before it acknowledges the revocation
+	}
 	defer func() {
 		for k, p := range allClaims {
 			if p != nil {

@@ -21,6 +21,7 @@ const (
 	kindRelay     byte = 'B' // small API writes a follower hands to the leader, many at once (package relay)
 	kindReadIndex byte = 'I' // what the leader has applied, for a follower's read
 	kindStatus    byte = 'S' // what a replica says of itself, for the status of the set
+	kindLease     byte = 'L' // a follower's lease to answer stale reads (staleleases.go)
 )
 
 // handshakeTimeout bounds a connection's TLS handshake and first byte.
@@ -34,9 +35,9 @@ type mux struct {
 	log       *slog.Logger
 
 	raft, forward, relay chan net.Conn
-	// readIndex answers a follower's read-index requests on one connection, status a
-	// replica's question about this one.
-	readIndex, status func(net.Conn)
+	// readIndex answers a follower's read-index requests on one connection, lease its
+	// requests for leases, status a replica's question about this one.
+	readIndex, lease, status func(net.Conn)
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -104,6 +105,9 @@ func (m *mux) sort(conn net.Conn) {
 		return
 	case kindStatus:
 		m.status(conn)
+		return
+	case kindLease:
+		m.lease(conn)
 		return
 	default:
 		m.log.Warn("refused a connection to the replicas' port", "from", conn.RemoteAddr().String(), "err", fmt.Sprintf("unknown kind %q", kind[0]))

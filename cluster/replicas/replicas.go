@@ -56,6 +56,8 @@ type Store interface {
 	Restore(io.Reader) error
 	AppliedIndex() uint64
 	WaitApplied(index uint64, timeout time.Duration) bool
+	// Revocations counts the writes applied that took access away (a token's revocation).
+	Revocations() uint64
 	// Empty reports whether the store holds no records.
 	Empty() bool
 }
@@ -129,8 +131,12 @@ type Replica struct {
 	logs  *raftLog
 	reads *readIndexer
 	asks  *asker
-	log   *slog.Logger
-	fsm   *fsm
+	// granter grants followers leases for stale reads while this replica leads; leases holds
+	// this replica's own while it follows.
+	granter *leaseGranter
+	leases  *leaseHolder
+	log     *slog.Logger
+	fsm     *fsm
 	// proposals are the entries this replica proposed, by their first byte, until applied here.
 	proposals sync.Map // *byte -> *proposal
 	// caughtUpTerm is the last term in which this replica, leading, applied every entry
@@ -203,8 +209,10 @@ func Start(cfg Config) (*Replica, error) {
 		dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			return r.mux.dial(ctx, addr, kindReadIndex, readIndexTimeout)
 		}}
+	r.granter, r.leases = newLeaseGranter(r), newLeaseHolder(r)
 	r.OnLeaderChange(r.asks.leaderChanged)
-	r.mux.readIndex, r.mux.status = r.reads.serve, r.tellStatus
+	r.OnLeaderChange(r.leases.renewSoon)
+	r.mux.readIndex, r.mux.lease, r.mux.status = r.reads.serve, r.granter.serve, r.tellStatus
 	go r.mux.run()
 	if err := r.agreeWithPeers(); err != nil {
 		r.mux.close()
@@ -255,9 +263,8 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r.running.Store(true)
-	if cfg.Observe != nil {
-		r.watchLeader()
-	}
+	r.watchLeader()
+	go r.leases.run()
 	if cfg.RemoveDeadAfter > 0 {
 		r.watchDead()
 	}
@@ -344,8 +351,8 @@ func (r *Replica) anotherLeads() bool {
 	return false
 }
 
-// watchLeader tells the observer and the watchers (OnLeaderChange) of each change of the leader
-// this replica knows.
+// watchLeader tells the observer, the lease granter and the watchers (OnLeaderChange) of each
+// change of the leader this replica knows.
 func (r *Replica) watchLeader() {
 	changes := make(chan raft.Observation, 16)
 	r.raft.RegisterObserver(raft.NewObserver(changes, false, func(o *raft.Observation) bool {
@@ -358,10 +365,11 @@ func (r *Replica) watchLeader() {
 			select {
 			case o := <-changes:
 				if leader := o.Data.(raft.LeaderObservation).LeaderID; leader != known {
-					if known != "" {
+					if known != "" && r.cfg.Observe != nil {
 						r.cfg.Observe.LeaderChanged()
 					}
 					known = leader
+					r.granter.leading(string(leader) == r.cfg.ID)
 					r.watchersMu.Lock()
 					watchers := r.leaderWatchers
 					r.watchersMu.Unlock()

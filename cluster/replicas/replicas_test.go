@@ -553,3 +553,44 @@ func TestThreeReplicasStartedAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestARevocationSealedHoldsOnEveryFollower: followers answer stale reads under the leader's
+// leases; once the leader sealed a revocation it applied, a follower allowed a stale read has
+// applied it (here followers hold what they receive an hour: the lease makes them apply it).
+func TestARevocationSealedHoldsOnEveryFollower(t *testing.T) {
+	s := newSet(t, "r1", "r2", "r3")
+	for _, p := range s.peers {
+		s.start(p.ID, s.open(p.ID))
+	}
+	_, leader := s.leader()
+	s.write("before", "1")
+	var followers []*member
+	for _, m := range s.members {
+		if m != leader {
+			followers = append(followers, m)
+		}
+	}
+	for _, f := range followers {
+		deadline := time.Now().Add(20 * time.Second)
+		for f.replica.StaleReadable(time.Now().Add(time.Second)) != nil {
+			if time.Now().After(deadline) {
+				t.Fatal("a follower in touch with the leader holds no lease")
+			}
+			f.replica.leases.renewSoon()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	s.write("revoked", "1")
+	index := leader.store.AppliedIndex()
+	if err := leader.replica.SealRevocation(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range followers {
+		if err := f.replica.StaleReadable(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatalf("a follower in touch: %v", err)
+		}
+		if got := f.store.AppliedIndex(); got < index {
+			t.Fatalf("a follower allowed a stale read has applied %d, the revocation is at %d", got, index)
+		}
+	}
+}

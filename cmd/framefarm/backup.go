@@ -8,18 +8,35 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 )
 
+// backedUpKeys are the keys a backup carries from the data folder, when the folder holds them.
+var backedUpKeys = []string{"secrets.key", "url-signing.key"}
+
+// objectsInBackup is the folder of a backup, and of a data folder, that holds the objects of a
+// folder backend.
+const objectsInBackup = "objects/"
+
+// inBackups reports whether a backup of a farm carries a file of that name: a key of the data
+// folder, or an object (what a restore takes besides the store).
+func inBackups(name string) bool {
+	if key, ok := strings.CutPrefix(name, objectsInBackup); ok {
+		return blobs.CheckKey(key) == nil
+	}
+	return slices.Contains(backedUpKeys, name)
+}
+
 // backupFiles are the files a backup of this farm carries besides its records: the keys kept in
 // the data folder (those the configuration gives are the operator's to keep), and the objects
 // of a folder backend (a bucket is backed up as a bucket is).
 func (f *farm) backupFiles() ([]persistence.BackupFile, error) {
 	var out []persistence.BackupFile
-	for _, key := range []string{"secrets.key", "url-signing.key"} {
+	for _, key := range backedUpKeys {
 		path := filepath.Join(f.cfg.Server.DataDir, key)
 		info, err := os.Stat(path)
 		switch {
@@ -37,7 +54,7 @@ func (f *farm) backupFiles() ([]persistence.BackupFile, error) {
 	err := local.Walk("", func(key string, size int64) error {
 		path, err := local.Path(key)
 		if err == nil {
-			out = append(out, persistence.BackupFile{Name: "objects/" + key, Size: size, Path: path})
+			out = append(out, persistence.BackupFile{Name: objectsInBackup + key, Size: size, Path: path})
 		}
 		return err
 	})
@@ -120,7 +137,7 @@ func restoreCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer file.Close()
-	m, err := persistence.RestoreBackup(file, *dataDir)
+	m, err := persistence.RestoreBackup(file, *dataDir, inBackups)
 	if err != nil {
 		return err
 	}

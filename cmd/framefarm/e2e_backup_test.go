@@ -1,8 +1,12 @@
 package main
 
 import (
+	"archive/tar"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,6 +67,7 @@ func TestABackupTakenDuringIntakeRestoresTheFarm(t *testing.T) {
 	before := slices.Clone(acked)
 	mu.Unlock()
 	file := filepath.Join(t.TempDir(), "farm.tar")
+	farmAdmin := localAdminToken(t, c) // made at random at its first start: not in the backup
 	out, err := framefarm("backup", "--url", c.url, "--admin-token", adminToken, "--out", file)
 	stop()
 	<-stopped
@@ -73,6 +78,16 @@ func TestABackupTakenDuringIntakeRestoresTheFarm(t *testing.T) {
 
 	restored := newCoordinator(t, options{slots: 1, config: folder})
 	restored.control.answerAll(finishAll)
+	// A backup altered to carry a file no backup writes, its manifest and digests made to
+	// match, is refused and leaves nothing.
+	planted := filepath.Join(t.TempDir(), "planted.tar")
+	repackBackup(t, file, planted, "local-admin.json", []byte(`{"url":"http://127.0.0.1:1","token":"ffl_planted"}`))
+	if out, err := framefarm("restore", "--data-dir", restored.dataDir(), planted); err == nil || !strings.Contains(string(out), `"local-admin.json" that no backup holds`) {
+		t.Fatalf("a backup with a planted file: %v\n%s", err, out)
+	}
+	if entries, _ := os.ReadDir(restored.dataDir()); len(entries) != 0 {
+		t.Fatalf("the refused restore left %d entries", len(entries))
+	}
 	if out, err := framefarm("restore", "--data-dir", restored.dataDir(), file); err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
@@ -80,6 +95,11 @@ func TestABackupTakenDuringIntakeRestoresTheFarm(t *testing.T) {
 		t.Fatalf("a second restore into the same folder was taken:\n%s", out)
 	}
 	restored.launch("127.0.0.1:0")
+	// The admin token of the farm backed up opens the restored farm's admin routes, as its own.
+	for _, token := range []string{farmAdmin, localAdminToken(t, restored)} {
+		(&client{c: restored, token: token}).must(http.MethodGet, "/api/v2/admin/teams", nil, http.StatusOK, nil)
+	}
+	(&client{c: restored, token: "ffl_planted"}).fails(http.MethodGet, "/api/v2/admin/teams", nil, http.StatusUnauthorized, "unauthorized")
 	again := &client{c: restored, token: acme.token}
 	for _, id := range append(before, first.ID) {
 		if j := again.job(id); j.ID != id {
@@ -93,5 +113,53 @@ func TestABackupTakenDuringIntakeRestoresTheFarm(t *testing.T) {
 	if call.TemplateSHA != was.TemplateSHA || len(call.Fonts) != 1 || call.Fonts[0].SHA256 != was.Fonts[0].SHA256 ||
 		len(call.Assets) != 1 || !strings.Contains(call.Assets[0].Value, "hello from before the backup") {
 		t.Fatalf("a render after the restore got %+v, before it %+v", call, was)
+	}
+}
+
+// repackBackup writes to the file to a backup's entries with one more, named name, listed in its
+// manifest and its digests as a backup lists its own: what an attacker who alters a backup writes.
+func repackBackup(t *testing.T, from, to, name string, data []byte) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	tr, tw := tar.NewReader(in), tar.NewWriter(out)
+	var sums strings.Builder
+	add := func(hdr *tar.Header, body []byte) {
+		hdr.Size = int64(len(body))
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(body)
+		fmt.Fprintf(&sums, "%x  %s\n", sha256.Sum256(body), hdr.Name)
+	}
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		switch hdr.Name {
+		case "manifest.json":
+			var m map[string]any
+			json.Unmarshal(body, &m)
+			m["entries"] = append(m["entries"].([]any), map[string]any{"name": name, "size": len(data)})
+			body, _ = json.Marshal(m)
+		case "SHA256SUMS":
+			add(&tar.Header{Name: name, Mode: 0o600, Typeflag: tar.TypeReg}, data)
+			hdr.Size = int64(sums.Len())
+			tw.WriteHeader(hdr)
+			tw.Write([]byte(sums.String()))
+			tw.Close()
+			return
+		}
+		add(hdr, body)
 	}
 }

@@ -51,8 +51,8 @@ type HAConfig struct {
 
 func (h *HAConfig) check(c *Config) []error {
 	var errs []error
-	if h.ID == "" {
-		errs = append(errs, errors.New("ha.id is empty: name this replica (c1, c2, ...)"))
+	if h.ID == "" || len(h.ID) > 64 {
+		errs = append(errs, fmt.Errorf("ha.id %q: name this replica (c1, c2, ...), in at most 64 bytes", h.ID))
 	}
 	if _, _, err := net.SplitHostPort(h.Bind); err != nil {
 		errs = append(errs, fmt.Errorf("ha.bind %q is not HOST:PORT", h.Bind))

@@ -93,9 +93,13 @@ type replicaAPI struct {
 
 var _ api.Replicas = (*replicaAPI)(nil)
 
-func (r *replicaAPI) Leading() bool                          { return r.replica.Leading() }
-func (r *replicaAPI) CatchUp(deadline time.Time) error       { return r.replica.CatchUp(deadline) }
-func (r *replicaAPI) Staleness() (uint64, time.Duration)     { return r.replica.Staleness() }
+func (r *replicaAPI) Leading() bool                      { return r.replica.Leading() }
+func (r *replicaAPI) CatchUp(deadline time.Time) error   { return r.replica.CatchUp(deadline) }
+func (r *replicaAPI) Staleness() (uint64, time.Duration) { return r.replica.Staleness() }
+func (r *replicaAPI) StaleReadable(deadline time.Time) error {
+	return r.replica.StaleReadable(deadline)
+}
+func (r *replicaAPI) SealRevocation() error                  { return r.replica.SealRevocation() }
 func (r *replicaAPI) Forward(ctx *fasthttp.RequestCtx) error { return r.forward.Forward(ctx) }
 func (r *replicaAPI) Status() replicas.Status                { return r.replica.Status() }
 func (r *replicaAPI) AddReplica(id, addr string) error       { return r.replica.AddReplica(id, addr) }

@@ -291,6 +291,7 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		RateBurst:        cfg.RateLimit.Burst,
 		AdminToken:       cfg.Server.AdminToken,
 		LocalAdminToken:  local.Token,
+		KeptAdminTokens:  f.store.KeptAdminTokens(),
 		Limits: validate.Limits{
 			MaxDepth: cfg.Jobs.MaxNestingDepth, MaxAssets: cfg.Jobs.MaxAssets, AllowPrivateURLs: cfg.Server.AllowPrivateURLs,
 			ChunkFrames: cfg.Jobs.ChunkFrames, ChunkAbove: cfg.Jobs.ChunkAbove, EngineLimits: cfg.Engines.engineLimits(),
@@ -301,7 +302,8 @@ func newFarm(cfg Config, log *slog.Logger, p plugins) (f *farm, err error) {
 		IDs: ids, Clock: f.clock, Logger: log, Observer: f.metrics, Metrics: apiMetrics, Events: f.hub, History: f.history,
 		UI: ui.Handler, UIRedirect: ui.Redirect, Replicas: replicated,
 		Backup: func(w io.Writer) (persistence.BackupManifest, error) {
-			return f.store.WriteBackup(w, buildVersion(), f.clock.Now(), f.backupFiles)
+			return f.store.WriteBackup(w, persistence.BackupOptions{Release: buildVersion(), Now: f.clock.Now(), Files: f.backupFiles,
+				AdminTokens: append(f.store.KeptAdminTokens(), persistence.AdminTokenHash(local.Token))})
 		},
 	})
 	f.metrics.WatchJobCounts(f.store.JobCountsByState)

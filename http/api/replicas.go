@@ -29,6 +29,13 @@ type Replicas interface {
 	// catch up: the last entry applied, and how long ago the leader was last heard from (0 on
 	// the leader; negative when none has been since the replica started).
 	Staleness() (applied uint64, lastContact time.Duration)
+	// StaleReadable makes sure this replica may answer a stale read now: one that may no longer
+	// hear from the leader refuses, and one that has not applied the last revocation the leader
+	// named waits for it, until deadline (a revocation acknowledged holds on every replica).
+	StaleReadable(deadline time.Time) error
+	// SealRevocation waits, on the leader, until a revocation it applied is in force on every
+	// replica that answers stale reads.
+	SealRevocation() error
 	// Status asks every replica about itself.
 	Status() replicas.Status
 	// AddReplica and RemoveReplica change the set (on the leader).
@@ -176,6 +183,10 @@ func (s *Server) place(r *request, p placement) bool {
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: why, retryAfter: 1})
 	}
 	if p == caughtUp && stale {
+		if err := s.Replicas.StaleReadable(time.Now().Add(catchUpTimeout)); err != nil {
+			unavailable("this replica cannot answer from its own records now (?stale): " + err.Error())
+			return false
+		}
 		applied, contact := s.Replicas.Staleness()
 		r.ctx.Response.Header.Set(headerAppliedIndex, strconv.FormatUint(applied, 10))
 		ms := contact.Milliseconds()

@@ -26,6 +26,8 @@ func (*leadingReplica) Forward(*fasthttp.RequestCtx) error {
 }
 func (r *leadingReplica) CatchUp(time.Time) error          { r.catchUps.Add(1); return nil }
 func (*leadingReplica) Staleness() (uint64, time.Duration) { return 42, 1500 * time.Millisecond }
+func (*leadingReplica) StaleReadable(time.Time) error      { return nil }
+func (*leadingReplica) SealRevocation() error              { return nil }
 func (*leadingReplica) Status() replicas.Status            { return replicas.Status{} }
 func (*leadingReplica) AddReplica(string, string) error    { return nil }
 func (*leadingReplica) RemoveReplica(string) error         { return nil }

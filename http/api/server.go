@@ -53,6 +53,9 @@ type Config struct {
 	// LocalAdminToken also opens the admin routes: the token a server writes into its data
 	// folder for commands run on its machine (framefarm token create while it runs).
 	LocalAdminToken string
+	// KeptAdminTokens are hashes of admin tokens the farm took before it was restored from a
+	// backup (persistence.AdminTokenHash), which also open the admin routes.
+	KeptAdminTokens []string
 	// Limits bound job requests.
 	Limits validate.Limits
 	// RetryAfter is what 503 answers say while shutting down [5s].
@@ -285,13 +288,13 @@ func New(cfg Config, deps Deps) *Server {
 	return s
 }
 
-// requestLimits gives file transfers under /files/ and event streams the long allowance and every
-// other request the short one, once its headers are in.
+// requestLimits gives file transfers under /files/, backups and event streams the long allowance
+// and every other request the short one, once its headers are in.
 func (s *Server) requestLimits(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	d := s.cfg.RequestTimeout
 	if uri := h.RequestURI(); bytes.HasPrefix(uri, []byte("/files/")) || bytes.HasPrefix(uri, []byte(APIPrefix+"/events")) ||
-		bytes.HasPrefix(uri, []byte(APIPrefix+"/admin/events")) {
-		d = s.cfg.TransferTimeout // file transfers, and event streams (whose viewers reconnect after)
+		bytes.HasPrefix(uri, []byte(APIPrefix+"/admin/events")) || bytes.HasPrefix(uri, []byte(APIPrefix+"/admin/backup")) {
+		d = s.cfg.TransferTimeout // file transfers, backups, and event streams (whose viewers reconnect after)
 	}
 	return fasthttp.RequestConfig{ReadTimeout: d, WriteTimeout: d}
 }
@@ -363,8 +366,12 @@ func (s *Server) wrap(route string, auth authKind, place placement, h func(*requ
 		}
 		// Admin tokens come from each replica's configuration: checked where the request
 		// arrived, and vouched for to the leader when it is handed on.
-		if auth == authAdmin && !vouchedAdmin(r.ctx) && !s.authenticateAdmin(r) {
-			return
+		if auth == authAdmin {
+			if vouchedAdmin(r.ctx) {
+				r.vouchedAsAdmin()
+			} else if !s.authenticateAdmin(r) {
+				return
+			}
 		}
 		if !s.place(r, place) {
 			return
@@ -442,6 +449,30 @@ type cachedToken struct {
 	revocations uint64
 }
 
+// vouchedAsAdmin takes the request as the admin's, as the replica that handed it on
+// authenticated it (its rate budget spent there).
+func (r *request) vouchedAsAdmin() {
+	token, _ := bearer(r.ctx)
+	r.holder, r.admin = Holder{Token: persistence.HashToken(token)}, true
+}
+
+// adminToken reports whether token is one of the admin's: the configuration's, the data
+// folder's, or one the farm took before it was restored from a backup.
+func (s *Server) adminToken(token string) bool {
+	for _, admin := range []string{s.cfg.AdminToken, s.cfg.LocalAdminToken} {
+		if admin != "" && subtle.ConstantTimeCompare([]byte(token), []byte(admin)) == 1 {
+			return true
+		}
+	}
+	hashed := []byte(persistence.AdminTokenHash(token))
+	for _, kept := range s.cfg.KeptAdminTokens {
+		if subtle.ConstantTimeCompare(hashed, []byte(kept)) == 1 {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *Server) authenticateAdmin(r *request) bool {
 	token, ok := bearer(r.ctx)
 	if !ok {
@@ -449,11 +480,9 @@ func (s *Server) authenticateAdmin(r *request) bool {
 		return false
 	}
 	hash := persistence.HashToken(token)
-	for _, admin := range []string{s.cfg.AdminToken, s.cfg.LocalAdminToken} {
-		if admin != "" && subtle.ConstantTimeCompare([]byte(token), []byte(admin)) == 1 {
-			r.holder, r.admin = Holder{Token: hash}, true
-			return s.limit(r, hash)
-		}
+	if s.adminToken(token) {
+		r.holder, r.admin = Holder{Token: hash}, true
+		return s.limit(r, hash)
 	}
 	if tok, err := s.token(hash); err != nil || tok.Expired(s.Clock.Now()) {
 		r.fail(errUnauthorized)

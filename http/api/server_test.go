@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -141,5 +142,21 @@ func TestActorTimeoutsAnswer503(t *testing.T) {
 	if ctx.Response.StatusCode() != http.StatusServiceUnavailable || string(ctx.Response.Header.Peek("Retry-After")) != "1" ||
 		!strings.Contains(string(ctx.Response.Body()), `"code":"unavailable"`) {
 		t.Fatalf("answer %d %q %s", ctx.Response.StatusCode(), ctx.Response.Header.Peek("Retry-After"), ctx.Response.Body())
+	}
+}
+
+// TestLongTransfersHaveTheTransferTimeout: files, event streams and backups (which stream a
+// whole farm) may take the transfer timeout; any other request the request timeout.
+func TestLongTransfersHaveTheTransferTimeout(t *testing.T) {
+	s := &Server{cfg: Config{RequestTimeout: time.Minute, TransferTimeout: time.Hour}}
+	for uri, want := range map[string]time.Duration{
+		"/files/outputs/x": time.Hour, APIPrefix + "/events": time.Hour, APIPrefix + "/admin/backup": time.Hour,
+		APIPrefix + "/jobs": time.Minute, APIPrefix + "/admin/teams": time.Minute,
+	} {
+		var h fasthttp.RequestHeader
+		h.SetRequestURI(uri)
+		if got := s.requestLimits(&h); got.WriteTimeout != want || got.ReadTimeout != want {
+			t.Errorf("%s: %+v, want %s", uri, got, want)
+		}
 	}
 }

@@ -154,6 +154,13 @@ func (s *Server) revokeToken(r *request) {
 		r.failErr(err, newError(http.StatusNotFound, codeNotFound, "no token %q", id))
 		return
 	}
+	if s.Replicas != nil {
+		// Acknowledged once no replica answers a stale read that still knows the token.
+		if err := s.Replicas.SealRevocation(); err != nil {
+			r.failErr(err, nil)
+			return
+		}
+	}
 	owner, _ := s.Store.Team(revoked.TeamID)
 	r.logger().Info("token revoked", "for_team", revoked.TeamID.String(), "token_id", id)
 	r.json(http.StatusOK, tokenViewOf(revoked, owner, s.Clock.Now()))
