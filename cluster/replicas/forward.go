@@ -2,6 +2,9 @@ package replicas
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -65,10 +68,38 @@ func (fw *Forwarder) Forward(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
-	if relay.Carries(&ctx.Request) {
-		return relayed.Do(&ctx.Request, &ctx.Response)
+	body := &clientBody{}
+	if stream := ctx.RequestBodyStream(); stream != nil {
+		body.r = stream
+		ctx.Request.SetBodyStream(body, ctx.Request.Header.ContentLength())
 	}
-	return client.Do(&ctx.Request, &ctx.Response)
+	if relay.Carries(&ctx.Request) {
+		err = relayed.Do(&ctx.Request, &ctx.Response)
+	} else {
+		err = client.Do(&ctx.Request, &ctx.Response)
+	}
+	if body.err != nil {
+		return fmt.Errorf("%w: %w", ErrUnreadableBody, body.err)
+	}
+	return err
+}
+
+// ErrUnreadableBody is a request whose body could not be read from its client (a malformed
+// chunk, a client gone): the client's fault, not the leader's.
+var ErrUnreadableBody = errors.New("the body could not be read")
+
+// clientBody is a request's body as the client sends it, keeping the error reading it met.
+type clientBody struct {
+	r   io.Reader
+	err error
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.err = err
+	}
+	return n, err
 }
 
 // clients is the clients to the current leader, made anew when the leader changed.

@@ -2,6 +2,7 @@ package replicas
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -130,5 +131,36 @@ func TestARequestOnASilentLeaderEndsWhenTheLeaderChanges(t *testing.T) {
 	}
 	if body, err := get(fw); err != nil || body != "b" {
 		t.Fatalf("after the change: %q, %v", body, err)
+	}
+}
+
+// brokenBody is a client's body that cannot be read past its first bytes (a malformed chunk).
+type brokenBody struct{ sent bool }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, `{"tem`), nil
+	}
+	return 0, errors.New("empty hex number")
+}
+
+// TestABodyTheClientCannotSendIsTheClientsFault: a request whose body breaks off as it is read
+// from its client fails as unreadable (the client's fault: 400), not as a leader out of reach,
+// whether it goes by HTTP or by the relay.
+func TestABodyTheClientCannotSendIsTheClientsFault(t *testing.T) {
+	a, _ := leaderServer(t, "a", false)
+	leaders := &fakeLeaders{}
+	fw := NewForwarder(leaders, clock.Real{}, ForwardTimeouts{Request: time.Minute, Transfer: time.Minute})
+	leaders.elect(a)
+	t.Cleanup(func() { leaders.elect("") }) // the leader's server waits for no request cut short
+	for _, length := range []int{-1, 100} { // chunked (HTTP), and of a known length (the relay)
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("http://farm/api/v2/jobs")
+		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+		ctx.Request.SetBodyStream(&brokenBody{}, length)
+		if err := fw.Forward(&ctx); !errors.Is(err, ErrUnreadableBody) {
+			t.Errorf("a body of length %d broken off: %v", length, err)
+		}
 	}
 }

@@ -1083,3 +1083,21 @@ func TestARevokedTokenReadsOnNoReplica(t *testing.T) {
 	}
 	acme.must(http.MethodGet, "/api/v2/templates?stale", nil, http.StatusOK, nil) // other tokens read on
 }
+
+// TestAFollowerAnswersABrokenBodyAsTheLeaderWould: a write whose chunked body is malformed,
+// sent to a follower (which hands it on) or to the leader, is answered 400, the client's fault,
+// and never 5xx as if the leader could not be reached.
+func TestAFollowerAnswersABrokenBodyAsTheLeaderWould(t *testing.T) {
+	rs, _, acme, _ := startedReplicaSet(t, testTimings)
+	for _, c := range rs.members {
+		head := "POST /api/v2/templates HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + acme.token +
+			"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+		answers, err := exchangeRaw(c.addr, variant{name: "broken chunks", head: head, body: "zz\r\n{}\r\n0\r\n\r\n"}, http.MethodPost, false)
+		if err != nil || len(answers) != 1 {
+			t.Fatalf("replica at %s: %v", c.url, err)
+		}
+		if a := answers[0]; a.status != http.StatusBadRequest || !strings.Contains(string(a.body), "could not be read") {
+			t.Fatalf("replica at %s answered broken chunks %d: %s", c.url, a.status, a.body)
+		}
+	}
+}

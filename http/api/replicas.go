@@ -218,6 +218,10 @@ func (s *Server) place(r *request, p placement) bool {
 		r.ctx.Request.Header.Set(headerAdminVouched, "1") // authenticated here as the admin
 	}
 	if err := s.Replicas.Forward(r.ctx); err != nil {
+		if errors.Is(err, replicas.ErrUnreadableBody) {
+			r.fail(newError(http.StatusBadRequest, validate.CodeInvalidJSON, "%v", err))
+			return false
+		}
 		unavailable("the leader cannot be reached now: " + err.Error())
 	}
 	return false

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -74,15 +75,57 @@ func refusePrivate(_, address string, _ syscall.RawConn) error {
 	return nil
 }
 
-var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
-var thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+// notPublic are the ranges, besides those netip names, of no public unicast host: IPv4's shared
+// address space (carrier NAT), "this network", the IETF's protocol assignments, benchmarking,
+// the reserved block and broadcast; IPv6's discard prefix, documentation, and the deprecated
+// site-local addresses.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("100::/64"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("fec0::/10"),
+}
 
-// Internal reports whether addr is not a public unicast address.
+// IPv6 addresses that carry an IPv4 address, which is where they lead: NAT64's (the well-known
+// prefix and the local-use one), IPv4-compatible ones (::a.b.c.d), and 6to4's.
+var (
+	nat64       = []netip.Prefix{netip.MustParsePrefix("64:ff9b::/96"), netip.MustParsePrefix("64:ff9b:1::/48")}
+	compatible  = netip.MustParsePrefix("::/96")
+	sixToFour   = netip.MustParsePrefix("2002::/16")
+	teredoRange = netip.MustParsePrefix("2001::/32")
+)
+
+// Internal reports whether addr is not a public unicast address, or is an IPv6 address that
+// leads to an IPv4 one that is not (NAT64, IPv4-compatible, 6to4).
 func Internal(addr netip.Addr) bool {
 	addr = addr.Unmap()
-	return addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
+	if addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsLinkLocalMulticast() ||
 		addr.IsInterfaceLocalMulticast() || addr.IsMulticast() || addr.IsUnspecified() ||
-		sharedAddressSpace.Contains(addr) || thisNetwork.Contains(addr)
+		slices.ContainsFunc(notPublic, func(p netip.Prefix) bool { return p.Contains(addr) }) {
+		return true
+	}
+	if embedded, ok := embeddedIPv4(addr); ok {
+		return Internal(embedded)
+	}
+	return false
+}
+
+// embeddedIPv4 is the IPv4 address an IPv6 one leads to, when it carries one. A Teredo address's
+// is obscured, and a relay reaches whatever it names: it reads as the unspecified address, and
+// is refused.
+func embeddedIPv4(addr netip.Addr) (netip.Addr, bool) {
+	if !addr.Is6() {
+		return netip.Addr{}, false
+	}
+	b := addr.As16()
+	switch {
+	case slices.ContainsFunc(nat64, func(p netip.Prefix) bool { return p.Contains(addr) }), compatible.Contains(addr):
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(addr):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	case teredoRange.Contains(addr):
+		return netip.IPv4Unspecified(), true
+	}
+	return netip.Addr{}, false
 }
 
 // plainTransport says why a request failed in plain words: Go's network errors name the resolver

@@ -33,6 +33,14 @@ func TestInternalAddresses(t *testing.T) {
 		"127.0.0.1": true, "10.1.2.3": true, "172.16.0.1": true, "192.168.1.1": true, "169.254.169.254": true,
 		"100.64.0.1": true, "0.0.0.0": true, "::1": true, "fe80::1": true, "fc00::1": true, "::ffff:127.0.0.1": true,
 		"8.8.8.8": false, "2001:4860:4860::8888": false, "93.184.216.34": false,
+		// IPv6 that leads to IPv4: NAT64, IPv4-compatible, 6to4 (public where their IPv4 is),
+		// and Teredo, whose IPv4 is obscured.
+		"64:ff9b::7f00:1": true, "64:ff9b::a9fe:a9fe": true, "64:ff9b:1::a00:1": true, "64:ff9b::808:808": false,
+		"::127.0.0.1": true, "::10.0.0.1": true, "::8.8.8.8": false,
+		"2002:7f00:1::1": true, "2002:0a00:0001::": true, "2002:0808:0808::1": false, "2001:0:4136:e378::1": true,
+		// Other ranges of no public host.
+		"198.18.0.1": true, "192.0.0.8": true, "240.0.0.1": true, "255.255.255.255": true, "2001:db8::1": true,
+		"100::1": true, "fec0::1": true, "ff02::1": true,
 	} {
 		if got := Internal(netip.MustParseAddr(addr)); got != internal {
 			t.Errorf("Internal(%s) = %v, want %v", addr, got, internal)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/framefarm/framefarm/http/outbound"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/renderer"
 	"github.com/framefarm/framefarm/renderer/secrets"
@@ -598,8 +599,7 @@ func privateHost(host string) bool {
 	if err != nil {
 		return false
 	}
-	addr = addr.Unmap()
-	return addr.IsLoopback() || addr.IsPrivate() || addr.IsLinkLocalUnicast() || addr.IsUnspecified()
+	return outbound.Internal(addr)
 }
 
 func (c *checker) merge(e *Error) {

@@ -250,6 +250,13 @@ func TestPrivateURLsAllowedWhenConfigured(t *testing.T) {
 	if _, err := ParseJob([]byte(body), testCatalog(), Limits{}); err == nil || !strings.Contains(err.Message, "allow_private_urls") {
 		t.Fatalf("a private webhook refused with %v", err)
 	}
+	// IPv6 addresses that lead to a private IPv4 one: NAT64, IPv4-compatible.
+	for _, host := range []string{"[64:ff9b::a9fe:a9fe]", "[::10.0.0.1]", "[2002:7f00:1::1]"} {
+		nat := strings.Replace(body, "127.0.0.1:9", host+":9", 1)
+		if _, err := ParseJob([]byte(nat), testCatalog(), Limits{}); err == nil || !strings.Contains(err.Message, "allow_private_urls") {
+			t.Errorf("a webhook to %s: %v", host, err)
+		}
+	}
 	if _, err := ParseJob([]byte(body), testCatalog(), Limits{AllowPrivateURLs: true}); err != nil {
 		t.Fatal(err)
 	}
