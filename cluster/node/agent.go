@@ -79,8 +79,9 @@ type Agent struct {
 
 	mu          sync.Mutex
 	coordinator *actor.PID
-	// connected is closed, and replaced, each time Connect points the node at a coordinator.
-	connected chan struct{}
+	// linkChanged is closed, and replaced, each time Connect points the node at a coordinator
+	// and each time one welcomes it: a question waiting on the last one is asked again.
+	linkChanged chan struct{}
 	// book holds the link's state and rules (link_book.go).
 	book    *linkBook
 	running map[attemptKey]*attemptRun
@@ -156,7 +157,7 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),
 		files:       &fileMover{Transfers: files, cacheDir: cacheRoot(cfg), maxBytes: cfg.MaxDownloadBytes, timeout: cfg.DownloadTimeout, clock: clk, log: log},
 		incarnation: incarnation,
-		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1), connected: make(chan struct{}),
+		ctx:         ctx, shutdown: shutdown, wake: make(chan struct{}, 1), idle: make(chan struct{}, 1), linkChanged: make(chan struct{}),
 		book: newLinkBook(base, cfg.ClusterKey), running: make(map[attemptKey]*attemptRun),
 		refusals: clock.Throttle{Period: 10 * time.Second},
 	}
@@ -406,18 +407,19 @@ func (a *Agent) abandon(m *protocol.Abandon) {
 func (a *Agent) askUploadPlan(ctx context.Context, req *protocol.UploadRequest) (*protocol.UploadPlan, error) {
 	// The coordinator may be out of reach for a moment (it restarted, or another replica took
 	// over and the node has yet to find it): the question is asked again, of the coordinator
-	// the node then knows, until uploadPlanPatience runs out.
+	// that welcomed the node last, until uploadPlanPatience runs out. A question to one that
+	// no longer answers ends as soon as the node turns to another.
 	deadline := a.clock.Now().Add(uploadPlanPatience)
 	for {
 		a.mu.Lock()
-		coordinator, system, connected := a.coordinator, a.system, a.connected
+		coordinator, system, changed, welcomed := a.coordinator, a.system, a.linkChanged, a.book.welcomed
 		a.book.stamp(req)
 		base := a.book.internalURL
 		a.mu.Unlock()
 		err := errors.New("the coordinator is out of reach")
-		if coordinator != nil {
+		if coordinator != nil && welcomed {
 			var plan *protocol.UploadPlan
-			if plan, err = a.uploadPlanOf(system, coordinator, req, base); err == nil {
+			if plan, err = a.uploadPlanOf(ctx, system, coordinator, req, base, changed); err == nil {
 				return plan, nil
 			}
 			var refused planRefused
@@ -435,7 +437,7 @@ func (a *Agent) askUploadPlan(ctx context.Context, req *protocol.UploadRequest) 
 		case <-ctx.Done():
 			timer.Stop()
 			return nil, ctx.Err()
-		case <-connected:
+		case <-changed:
 			timer.Stop()
 		case <-waited:
 		}
@@ -446,9 +448,30 @@ func (a *Agent) askUploadPlan(ctx context.Context, req *protocol.UploadRequest) 
 // again changes nothing.
 type planRefused struct{ error }
 
-// uploadPlanOf asks one coordinator for an upload plan.
-func (a *Agent) uploadPlanOf(system *actor.ActorSystem, coordinator *actor.PID, req *protocol.UploadRequest, base string) (*protocol.UploadPlan, error) {
-	res, err := system.Root.RequestFuture(coordinator, protocol.Wrap(req), uploadPlanAsk).Result()
+// uploadPlanOf asks one coordinator for an upload plan; the wait for its answer ends early when
+// changed closes (the node turned to another coordinator, or was welcomed again).
+func (a *Agent) uploadPlanOf(ctx context.Context, system *actor.ActorSystem, coordinator *actor.PID, req *protocol.UploadRequest, base string,
+	changed <-chan struct{}) (*protocol.UploadPlan, error) {
+	// The wait is timed on the agent's clock; the future's own timeout only ends its goroutine.
+	future := system.Root.RequestFuture(coordinator, protocol.Wrap(req), uploadPlanPatience)
+	answered, expired := make(chan struct{}), make(chan struct{})
+	var res any
+	var err error
+	go func() {
+		res, err = future.Result()
+		close(answered)
+	}()
+	timer := a.clock.AfterFunc(uploadPlanAsk, func() { close(expired) })
+	defer timer.Stop()
+	select {
+	case <-answered:
+	case <-expired:
+		return nil, errors.New("the coordinator did not answer in time")
+	case <-changed:
+		return nil, errors.New("the node turned to another coordinator before an answer came")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the coordinator did not answer: %w", err)
 	}

@@ -30,6 +30,8 @@ type gateway struct {
 	welcomeSeq atomic.Uint64
 	// welcomes counts the welcomes; the session of the last is "s" and that count.
 	welcomes atomic.Int64
+	// plans: the gateway answers upload requests with a plan (else it answers none).
+	plans bool
 }
 
 // testKey is the cluster key of the agents under test; internalURL their coordinator's files.
@@ -74,6 +76,14 @@ func newGateway(t *testing.T, system *actor.ActorSystem) *gateway {
 			answer = &protocol.FinalAck{Session: g.session(), JobID: m.JobID, Attempt: m.Attempt}
 		case *protocol.Bye:
 			answer = &protocol.Ack{Kind: "bye"}
+		case *protocol.UploadRequest:
+			if g.plans {
+				plan := &protocol.UploadPlan{UploadID: "u-" + g.session()}
+				for range m.PartMD5 {
+					plan.Parts = append(plan.Parts, protocol.PartTarget{URL: internalURL + "part"})
+				}
+				answer = plan
+			}
 		}
 		if answer != nil && ctx.Sender() != nil {
 			ctx.Respond(protocol.Wrap(answer))
@@ -139,10 +149,16 @@ func (r *blockingRenderer) Render(ctx context.Context, task *renderer.Task, _ fu
 
 func startAgent(t *testing.T, dataDir string, r renderer.Renderer) (*Agent, *gateway) {
 	t.Helper()
+	return startAgentOn(t, dataDir, r, clock.Real{})
+}
+
+// startAgentOn is startAgent on clk.
+func startAgentOn(t *testing.T, dataDir string, r renderer.Renderer, clk clock.Clock) (*Agent, *gateway) {
+	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	g := newGateway(t, system)
 	a, err := New(Config{NodeID: "n1", Slots: 1, DataDir: dataDir, ClusterKey: testKey}, []renderer.Renderer{r},
-		Transfers{Internal: http.DefaultClient, External: http.DefaultClient}, clock.Real{}, slog.New(slog.DiscardHandler))
+		Transfers{Internal: http.DefaultClient, External: http.DefaultClient}, clk, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +318,38 @@ func TestAgentTakesWorkOnlyFromItsWelcomer(t *testing.T) {
 	}
 	if hellos := g.welcomes.Load(); hellos != 1 {
 		t.Fatalf("the node was welcomed %d times", hellos)
+	}
+}
+
+// TestAnUploadPlanFollowsTheNextCoordinator: a node asks the coordinator that welcomed it where
+// to put an output; that coordinator goes silent (killed) and the node turns to the next one
+// (another replica leads): the question is asked of the next as soon as it welcomed the node,
+// without waiting out the silent one's time to answer (the agent's clock never moves here).
+func TestAnUploadPlanFollowsTheNextCoordinator(t *testing.T) {
+	a, silent := startAgentOn(t, t.TempDir(), &blockingRenderer{started: make(chan string, 1), release: make(chan struct{})},
+		clock.NewFake(time.Now()))
+	joined(t, silent)
+	type answer struct {
+		plan *protocol.UploadPlan
+		err  error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		plan, err := a.askUploadPlan(context.Background(), &protocol.UploadRequest{JobID: "01JOB", Attempt: 1, Name: "out.mp4", Size: 1,
+			PartMD5: []string{"md5"}})
+		answers <- answer{plan, err}
+	}()
+	next[*protocol.UploadRequest](t, silent, nil)
+	nextOne := newGateway(t, a.system)
+	nextOne.plans = true
+	a.Connect(nextOne.pid)
+	// Well within the silent coordinator's 10 s to answer: the question no longer waits on it.
+	select {
+	case got := <-answers:
+		if got.err != nil || got.plan.UploadID != "u-s1" {
+			t.Fatalf("plan %+v, %v; want the next coordinator's, under its welcome", got.plan, got.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the question waited on the coordinator that went silent")
 	}
 }

@@ -19,10 +19,15 @@ func (a *Agent) Connect(gateway *actor.PID) {
 		a.book.reset()
 	}
 	a.coordinator = gateway
-	close(a.connected)
-	a.connected = make(chan struct{})
+	a.linkChangedLocked()
 	a.mu.Unlock()
 	a.nudge()
+}
+
+// linkChangedLocked tells the questions waiting on the link that it changed. a.mu is held.
+func (a *Agent) linkChangedLocked() {
+	close(a.linkChanged)
+	a.linkChanged = make(chan struct{})
 }
 
 // Reconnect makes the node say Hello again (the coordinator restarted at the same address).
@@ -114,6 +119,9 @@ func (a *Agent) welcome(w *protocol.Welcome, from sender) {
 	a.mu.Lock()
 	outcome := a.book.onWelcome(w, from)
 	coordinator := a.coordinator
+	if outcome == welcomeAccepted {
+		a.linkChangedLocked()
+	}
 	a.mu.Unlock()
 	switch outcome {
 	case welcomeRefused:

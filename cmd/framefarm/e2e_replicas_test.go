@@ -571,10 +571,10 @@ func (rs *replicaSet) newNode(id string) (*coordinator, *renderNode) {
 	return leader, leader.newNode(rs.t.TempDir(), id, 1, "--id", id, "--join", strings.Join(seeds, ","))
 }
 
-// TestAFailoverLosesNoRender: the leader is SIGKILLed while two nodes render; the nodes follow
-// the next leader with their renders still running, and every job ends exactly once, its output
-// whole, the renders in flight at the failover finishing as their first attempt; each job's
-// webhook is delivered (at least once, under one X-Webhook-Id).
+// TestAFailoverLosesNoRender: the leader is SIGKILLed while two nodes render, whose renders end
+// then; the nodes follow the next leader with their uploads and results, and every job ends
+// exactly once, its output whole, the renders in flight at the failover finishing as their
+// first attempt; each job's webhook is delivered (at least once, under one X-Webhook-Id).
 func TestAFailoverLosesNoRender(t *testing.T) {
 	rs := newReplicaSet(t, 3, testTimings)
 	rs.start()
@@ -596,6 +596,11 @@ func TestAFailoverLosesNoRender(t *testing.T) {
 	inFlight := []*renderCall{control.next(t), control.next(t)}
 	farmAdmin := localAdminToken(t, first)
 	first.kill()
+	// Their renders end at once: their outputs go up, and their results out, while the
+	// replicas choose the next leader.
+	for _, call := range inFlight {
+		call.answer(renderReply{Result: "finish"})
+	}
 	next := rs.leader()
 	// The next leader reaches the nodes it knows of rather than wait for them to find it.
 	next.stderr.waitFor(waitLimit, "reached the render nodes the farm knows of")
@@ -605,9 +610,6 @@ func TestAFailoverLosesNoRender(t *testing.T) {
 	// The old leader's machine's admin token is the farm's: it works on the next leader.
 	(&client{c: next, token: farmAdmin}).must(http.MethodGet, "/api/v2/nodes", nil, http.StatusOK, nil)
 	control.answerAll(finishAll)
-	for _, call := range inFlight {
-		call.answer(renderReply{Result: "finish"})
-	}
 	on := &client{c: next, token: acme.token}
 	for _, id := range ids {
 		next.waitJob(id, "finished")
