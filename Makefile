@@ -13,8 +13,9 @@ SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Lottie worker) comes from Debian only where no node is installed.
 APT_PACKAGES := ffmpeg fonts-dejavu-core ca-certificates
 # The dashboard's tests drive a real browser, the packages' test checks their units with
-# systemd-analyze, and the monitoring kit is checked by a real Prometheus (and promtool).
-TEST_APT_PACKAGES := chromium systemd prometheus
+# systemd-analyze, the monitoring kit is checked by a real Prometheus (and promtool), and the
+# partition tests make network namespaces with iproute2's ip.
+TEST_APT_PACKAGES := chromium systemd prometheus iproute2
 LOTTIE_WORKER := renderer/lottie/worker
 # make check runs staticcheck at this version (go run fetches it; go.mod is left alone).
 STATICCHECK_VERSION := v0.8.2

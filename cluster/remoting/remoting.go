@@ -20,8 +20,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/stats"
 
 	"github.com/framefarm/framefarm/cluster/certs"
@@ -64,6 +66,10 @@ type Endpoint struct {
 	Identity certs.Identity
 }
 
+// linkPing is how long a connection between members may be quiet before it is pinged, and how
+// long a ping, or a connection's setting up, may take before the connection is given up.
+const linkPing = time.Second
+
 // Start serves system's actors as opts say.
 func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 	host, portText, err := net.SplitHostPort(opts.Bind)
@@ -83,6 +89,10 @@ func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 		// A member needs one stream; a handshake that stalls is not left to hold a connection.
 		grpc.MaxConcurrentStreams(16),
 		grpc.ConnectionTimeout(10 * time.Second),
+		// Both ends ping a connection that has been quiet: one that died in a partition is found
+		// dead in seconds, not when TCP's retransmissions give up after the network is back.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: linkPing, Timeout: linkPing}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: linkPing / 2, PermitWithoutStream: true}),
 	}
 	dial := grpc.WithTransportCredentials(insecure.NewCredentials())
 	switch {
@@ -97,7 +107,12 @@ func Start(system *actor.ActorSystem, opts Options) (e *Endpoint, err error) {
 	case !opts.Insecure:
 		return nil, fmt.Errorf("the actors endpoint needs TLS certificates (or insecure, on a trusted network only)")
 	}
-	dialOpts := []grpc.DialOption{dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes))}
+	dialOpts := []grpc.DialOption{dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: linkPing, Timeout: linkPing, PermitWithoutStream: true}),
+		// A connection tried while the network is down gives up, and is tried again, within a
+		// second or so: once it is back, the next try gets through.
+		grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: linkPing,
+			Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: linkPing}})}
 	if opts.Traffic != nil {
 		serverOpts = append(serverOpts, grpc.StatsHandler(wireCounter{opts.Traffic}))
 		dialOpts = append(dialOpts, grpc.WithStatsHandler(wireCounter{opts.Traffic}))

@@ -39,6 +39,8 @@ type renderNode struct {
 	cpus string
 	// binary is the program the node runs: this test binary unless set (another release's).
 	binary string
+	// netns, when set, is the network namespace the node runs in (one the test made).
+	netns string
 }
 
 func (c *coordinator) startNode(id string, slots int, extra ...string) *renderNode {
@@ -122,8 +124,11 @@ func (n *renderNode) launch() {
 	n.t.Helper()
 	program := cmp.Or(n.binary, os.Args[0])
 	cmd := dieWithTheTest(exec.Command(program, n.args...))
-	if n.cpus != "" {
+	switch {
+	case n.cpus != "":
 		cmd = dieWithTheTest(exec.Command("taskset", append([]string{"-c", n.cpus, program}, n.args...)...))
+	case n.netns != "":
+		cmd = dieWithTheTest(exec.Command("ip", append([]string{"netns", "exec", n.netns, program}, n.args...)...))
 	}
 	cmd.Env = n.env
 	cmd.Stderr = n.stderr

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -155,6 +156,9 @@ type options struct {
 	pki string
 	// publicURL is server.public_url (replicas: the balancer in front of them).
 	publicURL string
+	// clusterHost, with cluster, is the address the cluster's ports bind (127.0.0.1 unless set:
+	// one of a network the test made).
+	clusterHost string
 }
 
 // coordinator is one framefarm process under test (and its restarts).
@@ -264,6 +268,9 @@ timeout = "2s"
 			opts.heartbeat, opts.lease = "200ms", "1500ms"
 		}
 		c.gossip, c.actors = porttest.FreeAddr(t), porttest.FreeAddr(t)
+		if opts.clusterHost != "" {
+			c.gossip, c.actors = onHost(opts.clusterHost, c.gossip), onHost(opts.clusterHost, c.actors)
+		}
 		cfg += fmt.Sprintf("\n[cluster]\nbind = %q\nactors_bind = %q\nkey = %q\nheartbeat_interval = %q\nlease = %q\n",
 			c.gossip, c.actors, clusterKey, opts.heartbeat, opts.lease)
 		if opts.insecure {
@@ -358,6 +365,12 @@ func (c *coordinator) launch(listen string) {
 }
 
 func (c *coordinator) dataDir() string { return filepath.Join(c.dir, "data") }
+
+// onHost is addr's port on host.
+func onHost(host, addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort(host, port)
+}
 
 func (c *coordinator) signals(kind string) map[string]map[string]bool {
 	switch kind {

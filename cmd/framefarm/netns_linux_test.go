@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/framefarm/framefarm/persistence/porttest"
+)
+
+// testNetwork is a network of the test's own: a hub namespace holding a bridge, this test's
+// namespace and one namespace per node each joined to it by a veth pair. Cutting a node's port
+// off the bridge is a silent partition (its packets go nowhere, no error comes back), as a
+// switch or a cloud's network failing is; joining it back heals it.
+type testNetwork struct {
+	t      *testing.T
+	prefix string // of every name the network makes
+	subnet string // 10.X.Y: the hosts are .1 (this namespace), .2 on
+	hosts  int
+}
+
+// newTestNetwork makes the hub, and joins this namespace to it as host .1. It needs to make
+// network namespaces (root, or CAP_NET_ADMIN): elsewhere the test is skipped, saying so.
+func newTestNetwork(t *testing.T) *testNetwork {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("making network namespaces needs root (CAP_NET_ADMIN)")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatal("ip (Debian's iproute2, which make test installs) is not installed")
+	}
+	n := &testNetwork{t: t, prefix: fmt.Sprintf("ff%04x", rand.IntN(1<<16)), subnet: fmt.Sprintf("10.%d.%d", 200+rand.IntN(50), rand.IntN(250))}
+	hub := n.prefix + "hub"
+	n.ip("netns", "add", hub)
+	t.Cleanup(func() {
+		// Deleting a namespace deletes the veth ends in it, and with them their peers.
+		for i := 2; i <= n.hosts; i++ {
+			exec.Command("ip", "netns", "del", n.nodeNamespace(i)).Run()
+		}
+		exec.Command("ip", "netns", "del", hub).Run()
+	})
+	n.ip("-n", hub, "link", "add", "br0", "type", "bridge")
+	n.ip("-n", hub, "link", "set", "br0", "up")
+	n.hosts = 1
+	n.plug("", 1)
+	return n
+}
+
+// nodeNamespace is the namespace of host i.
+func (n *testNetwork) nodeNamespace(i int) string { return fmt.Sprintf("%sn%d", n.prefix, i) }
+
+// addr is host i's address.
+func (n *testNetwork) addr(i int) string { return fmt.Sprintf("%s.%d", n.subnet, i) }
+
+// host adds a namespace as the next host and returns its name and address.
+func (n *testNetwork) host() (namespace, addr string) {
+	n.hosts++
+	namespace = n.nodeNamespace(n.hosts)
+	n.ip("netns", "add", namespace)
+	n.ip("-n", namespace, "link", "set", "lo", "up")
+	n.plug(namespace, n.hosts)
+	return namespace, n.addr(n.hosts)
+}
+
+// plug joins namespace ("": this test's) to the hub's bridge as host i.
+func (n *testNetwork) plug(namespace string, i int) {
+	hub, inside, port := n.prefix+"hub", fmt.Sprintf("%se%d", n.prefix, i), n.port(i)
+	n.ip("link", "add", inside, "type", "veth", "peer", "name", port)
+	n.ip("link", "set", port, "netns", hub)
+	n.ip("-n", hub, "link", "set", port, "master", "br0")
+	n.ip("-n", hub, "link", "set", port, "up")
+	in := []string{}
+	if namespace != "" {
+		n.ip("link", "set", inside, "netns", namespace)
+		in = []string{"-n", namespace}
+	}
+	n.ip(append(in, "addr", "add", n.addr(i)+"/24", "dev", inside)...)
+	n.ip(append(in, "link", "set", inside, "up")...)
+}
+
+// port is host i's port on the bridge.
+func (n *testNetwork) port(i int) string { return fmt.Sprintf("%sp%d", n.prefix, i) }
+
+// cut takes host i off the network, silently; heal puts it back.
+func (n *testNetwork) cut(i int) { n.ip("-n", n.prefix+"hub", "link", "set", n.port(i), "nomaster") }
+func (n *testNetwork) heal(i int) {
+	n.ip("-n", n.prefix+"hub", "link", "set", n.port(i), "master", "br0")
+}
+
+func (n *testNetwork) ip(args ...string) {
+	n.t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		n.t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestANodeIsBackSoonAfterAPartitionHeals: a node in a namespace of its own is cut off from the
+// coordinator longer than TCP's retransmissions take to slow down (the coordinator loses it),
+// then the network comes back: the node is ready on the coordinator again at once, not when a
+// connection that died in the cut is found dead.
+func TestANodeIsBackSoonAfterAPartitionHeals(t *testing.T) {
+	network := newTestNetwork(t)
+	c := startCoordinator(t, options{cluster: true, clusterHost: network.addr(1)})
+	namespace, addr := network.host()
+	n := c.newNode(t.TempDir(), "n1", 1, "--id", "n1")
+	for i, arg := range n.args {
+		if arg == "--bind" || arg == "--actors-bind" {
+			n.args[i+1] = onHost(addr, porttest.FreeAddr(t))
+		}
+	}
+	n.netns = namespace
+	c.runNode(n)
+	count := func(state string) (got int) {
+		c.Read(func() { got = c.counts["node n1 "+state] })
+		return got
+	}
+	lost, ready := count("lost"), count("ready")
+	network.cut(2)
+	c.waitUntil("the node is lost", func() bool { return c.counts["node n1 lost"] > lost })
+	time.Sleep(15 * time.Second) // a partition: the time it lasts is the point
+	network.heal(2)
+	healed := time.Now()
+	c.waitUntil("the node is ready again", func() bool { return c.counts["node n1 ready"] > ready })
+	back := time.Since(healed)
+	t.Logf("the node was ready again %s after the network came back", back.Round(time.Millisecond))
+	// Well short of what TCP's retransmissions would take after such a cut.
+	if back > 5*time.Second {
+		t.Fatalf("the node was back %s after the network came back\n%s", back, n.stderr.tail(40))
+	}
+}
