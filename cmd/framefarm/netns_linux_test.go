@@ -17,7 +17,7 @@ import (
 // off the bridge is a silent partition (its packets go nowhere, no error comes back), as a
 // switch or a cloud's network failing is; joining it back heals it.
 type testNetwork struct {
-	t      *testing.T
+	t      testing.TB
 	prefix string // of every name the network makes
 	subnet string // 10.X.Y: the hosts are .1 (this namespace), .2 on
 	hosts  int
@@ -25,7 +25,7 @@ type testNetwork struct {
 
 // newTestNetwork makes the hub, and joins this namespace to it as host .1. It needs to make
 // network namespaces (root, or CAP_NET_ADMIN): elsewhere the test is skipped, saying so.
-func newTestNetwork(t *testing.T) *testNetwork {
+func newTestNetwork(t testing.TB) *testNetwork {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("making network namespaces needs root (CAP_NET_ADMIN)")
@@ -131,4 +131,37 @@ func TestANodeIsBackSoonAfterAPartitionHeals(t *testing.T) {
 	if back > 5*time.Second {
 		t.Fatalf("the node was back %s after the network came back\n%s", back, n.stderr.tail(40))
 	}
+}
+
+// BenchmarkClusterCutNodeDetection: one of four nodes silently cut off from the coordinator and
+// the other nodes (each in a namespace of its own, its port taken off the bridge), with the
+// default timings: the time until the coordinator declares it lost, and whether its lease or
+// membership did.
+func BenchmarkClusterCutNodeDetection(b *testing.B) {
+	network := newTestNetwork(b)
+	c := startCoordinator(b, options{cluster: true, clusterHost: network.addr(1), heartbeat: "1s", lease: "5s", logLevel: "info"})
+	for i := range 4 {
+		namespace, addr := network.host()
+		id := fmt.Sprintf("n%d", i+1)
+		n := c.newNode(b.TempDir(), id, 1, "--id", id)
+		for k, arg := range n.args {
+			if arg == "--bind" || arg == "--actors-bind" {
+				n.args[k+1] = onHost(addr, porttest.FreeAddr(b))
+			}
+		}
+		n.netns = namespace
+		c.runNode(n)
+	}
+	b.ResetTimer()
+	cut := time.Now()
+	network.cut(2) // n1
+	c.waitFor("node", "n1", "lost")
+	took := time.Since(cut)
+	b.ReportMetric(took.Seconds(), "detect-s")
+	line := c.stderr.lineWith("render node lost")
+	by := "membership"
+	if strings.Contains(line, "lease expired") {
+		by = "lease"
+	}
+	b.Logf("lost after %s, by its %s", took.Round(time.Millisecond), by)
 }
