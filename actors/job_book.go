@@ -281,15 +281,24 @@ func (b *jobBook) written(w jobWrite, err error) effects {
 	return append(out, w.then...)
 }
 
-// restartLost queues again a job whose attempt the coordinator's restart interrupted.
+// restartLost queues again a job whose attempt the coordinator's restart, or a failover,
+// interrupted: no node reclaimed it (within the adopt window, when there is one).
 func (b *jobBook) restartLost(out *effects, now time.Time) {
 	if len(b.job.Limits) > 0 {
 		out.add(toService{serviceScheduler, &limitsReleased{job: b.job.ID}})
 	}
+	why := "the coordinator restarted during the render"
+	switch {
+	case b.rules.takeover:
+		why = fmt.Sprintf("another replica took over the farm during the render (a failover), and node %s did not reclaim the attempt within %s (cut off, or gone)",
+			b.job.Node, b.rules.adoptWindow)
+	case b.rules.adoptAfterRestart:
+		why = fmt.Sprintf("the coordinator restarted during the render, and node %s did not reclaim the attempt within %s", b.job.Node, b.rules.adoptWindow)
+	}
 	b.onFailed(out, now, &renderFailed{
 		attempt:   b.job.Attempts,
 		node:      b.job.Node,
-		err:       "the coordinator restarted during the render",
+		err:       why,
 		retryable: true,
 		countless: b.rules.cleanRestart || b.rules.takeover,
 	})

@@ -375,6 +375,13 @@ func jobBookCases() []jobBookCase {
 					`log J1 "attempt 1 on node n1 carried on across a failover (another replica leads the farm now): the render goes on, reporting to the new coordinator"`}},
 				{at: 30 * s, event: msg(&adoptionExpired{attempt: 1}), state: persistence.JobQueued},
 			}},
+		{name: "a render a failover interrupted that no node reclaims is queued again, its log saying so",
+			job: storedJob("J1", persistence.JobRendering, renderingOn(1)), resume: true, rules: func(r *jobRules) { r.adoptAfterRestart, r.takeover = true, true }, steps: []jobStep{
+				{event: start, want: []string{"after 30s: job J1 adoptionExpired 1"}},
+				{at: 30 * s, event: msg(&adoptionExpired{attempt: 1}), want: []string{
+					`write J1 render:dorender->queued 0% "attempt 1 on node n1 ended: another replica took over the farm during the render (a failover), and node n1 did not reclaim the attempt within 30s (cut off, or gone)" "queued again"`,
+					"> publish J1 render:dorender->queued", "> settle J1/1", "> publish requeued J1", "> scheduler jobsQueued J1"}, state: persistence.JobQueued},
+			}},
 		{name: "a job started without a restart does nothing at its start",
 			job: storedJob("J1", persistence.JobRendering, renderingOn(1)), steps: []jobStep{
 				{event: start, want: none, state: persistence.JobRendering},
