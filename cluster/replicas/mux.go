@@ -160,14 +160,24 @@ func (m *mux) accept(from chan net.Conn) (net.Conn, error) {
 	}
 }
 
-// raftLayer is raft's transport over the mux.
-type raftLayer struct{ m *mux }
+// raftLayer is raft's transport over the mux; the end of each connection it accepts is told to
+// deaths (failover.go).
+type raftLayer struct {
+	m      *mux
+	deaths *deathWatch
+}
 
 var _ raft.StreamLayer = raftLayer{}
 
-func (l raftLayer) Accept() (net.Conn, error) { return l.m.accept(l.m.raft) }
-func (l raftLayer) Close() error              { l.m.close(); return nil }
-func (l raftLayer) Addr() net.Addr            { return l.m.advertise }
+func (l raftLayer) Accept() (net.Conn, error) {
+	conn, err := l.m.accept(l.m.raft)
+	if err != nil {
+		return nil, err
+	}
+	return &watched{Conn: conn, w: l.deaths}, nil
+}
+func (l raftLayer) Close() error   { l.m.close(); return nil }
+func (l raftLayer) Addr() net.Addr { return l.m.advertise }
 func (l raftLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return l.m.dial(context.Background(), string(addr), kindRaft, timeout)
 }

@@ -135,8 +135,11 @@ type Replica struct {
 	// this replica's own while it follows.
 	granter *leaseGranter
 	leases  *leaseHolder
-	log     *slog.Logger
-	fsm     *fsm
+	// deaths hurries the election when the leader's process died; transport is raft's.
+	deaths    *deathWatch
+	transport *raft.NetworkTransport
+	log       *slog.Logger
+	fsm       *fsm
 	// proposals are the entries this replica proposed, by their first byte, until applied here.
 	proposals sync.Map // *byte -> *proposal
 	// caughtUpTerm is the last term in which this replica, leading, applied every entry
@@ -209,7 +212,7 @@ func Start(cfg Config) (*Replica, error) {
 		dial: func(ctx context.Context, addr string) (net.Conn, error) {
 			return r.mux.dial(ctx, addr, kindReadIndex, readIndexTimeout)
 		}}
-	r.granter, r.leases = newLeaseGranter(r), newLeaseHolder(r)
+	r.granter, r.leases, r.deaths = newLeaseGranter(r), newLeaseHolder(r), newDeathWatch(r)
 	r.OnLeaderChange(r.asks.leaderChanged)
 	r.OnLeaderChange(r.leases.renewSoon)
 	r.mux.readIndex, r.mux.lease, r.mux.status = r.reads.serve, r.granter.serve, r.tellStatus
@@ -220,8 +223,9 @@ func Start(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: raftLayer{r.mux}, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
+		Stream: raftLayer{r.mux, r.deaths}, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog,
 	})
+	r.transport = transport
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(cfg.ID)
 	conf.Logger = hlog
@@ -265,6 +269,7 @@ func Start(cfg Config) (*Replica, error) {
 	r.running.Store(true)
 	r.watchLeader()
 	go r.leases.run()
+	go r.deaths.run()
 	if cfg.RemoveDeadAfter > 0 {
 		r.watchDead()
 	}
@@ -370,6 +375,7 @@ func (r *Replica) watchLeader() {
 					}
 					known = leader
 					r.granter.leading(string(leader) == r.cfg.ID)
+					r.deaths.leaderKnown(string(o.Data.(raft.LeaderObservation).LeaderAddr))
 					r.watchersMu.Lock()
 					watchers := r.leaderWatchers
 					r.watchersMu.Unlock()

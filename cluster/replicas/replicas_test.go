@@ -594,3 +594,40 @@ func TestARevocationSealedHoldsOnEveryFollower(t *testing.T) {
 		}
 	}
 }
+
+// TestAFollowerHurriesTheElectionOnlyWhenTheLeaderIsGone: a connection from the leader that
+// ends while the leader answers changes nothing; once the leader is gone, a follower waits the
+// shortest timeouts raft allows, and the usual ones again once another leads.
+func TestAFollowerHurriesTheElectionOnlyWhenTheLeaderIsGone(t *testing.T) {
+	s := newSet(t, "r1", "r2", "r3")
+	for _, p := range s.peers {
+		s.start(p.ID, s.open(p.ID))
+	}
+	s.write("settled", "1")
+	for _, p := range s.peers {
+		s.read(p.ID, "settled") // every replica in the set, holding what the leader wrote
+	}
+	leaderID, _ := s.leader()
+	var follower *member
+	for id, m := range s.members {
+		if id != leaderID {
+			follower = m
+		}
+	}
+	timeout := func() time.Duration { return follower.replica.raft.ReloadableConfig().HeartbeatTimeout }
+	if follower.replica.deaths.check() || timeout() != s.heartbeat {
+		t.Fatalf("a follower whose leader answers hurried: heartbeat timeout %s", timeout())
+	}
+	s.stop(leaderID)
+	if !follower.replica.deaths.check() || timeout() != s.lease {
+		t.Fatalf("a follower whose leader is gone did not hurry: heartbeat timeout %s", timeout())
+	}
+	s.leader()
+	deadline := time.Now().Add(20 * time.Second)
+	for timeout() != s.heartbeat {
+		if time.Now().After(deadline) {
+			t.Fatalf("the heartbeat timeout is %s once another leads, not %s", timeout(), s.heartbeat)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

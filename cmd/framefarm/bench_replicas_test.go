@@ -256,7 +256,7 @@ func BenchmarkReplicasGetJob(b *testing.B) {
 	}
 }
 
-// BenchmarkReplicasFailover: the leader of three replicas SIGKILLed 20 times while a client
+// BenchmarkReplicasFailover: the leader of three replicas SIGKILLed 40 times while a client
 // creates jobs with Idempotency-Keys, each sent again until acknowledged; reported: the time from
 // the kill to the first creation the next leader acknowledges (p50, p99, max), and the
 // acknowledged jobs missing afterwards (must be 0).
@@ -286,7 +286,7 @@ func BenchmarkReplicasFailover(b *testing.B) {
 		return time.Time{}, false
 	}
 	var gaps []time.Duration
-	for range 20 {
+	for range 40 {
 		for range 20 {
 			if _, ok := create(); !ok {
 				b.Fatal("a creation was never acknowledged")
