@@ -25,7 +25,7 @@ func prepareJob(j *Job, at time.Time) preparedJob {
 	compactJSONValues(j)
 	return preparedJob{
 		record:  encodeJob(j),
-		entries: jobIndexEntries(j, j.State),
+		entries: jobIndexEntries(j, filedAs(j)),
 		logLine: logEntry(at, creationLine(j)),
 	}
 }
@@ -58,22 +58,31 @@ func (t *txn) insertJob(j *Job, p preparedJob) error {
 	if err := t.putIndexEntries(p.entries); err != nil {
 		return err
 	}
-	return t.addJobCounts(j, j.State, 1)
+	return t.addJobCounts(j, j.Listed(), 1)
 }
 
 // updateJob stores a new version of a job whose stored state was prev, moving its index entries
-// when the state changed.
+// when the state it is filed under changed: its state, or the state a split job is listed in
+// (its first chunk started).
 func (t *txn) updateJob(prev JobState, j *Job, at time.Time) error {
+	was := filing{state: prev, listed: prev}
+	if j.Split() && prev == JobPending {
+		old, err := t.Job(j.ID)
+		if err != nil {
+			return err
+		}
+		was.listed = old.Listed()
+	}
 	if err := t.putJob(j, at); err != nil {
 		return err
 	}
-	if prev == j.State {
+	if was == filedAs(j) {
 		return nil
 	}
-	if err := t.deleteJobIndexes(j, prev); err != nil {
+	if err := t.deleteJobIndexes(j, was); err != nil {
 		return err
 	}
-	return t.writeJobIndexes(j, j.State)
+	return t.writeJobIndexes(j, filedAs(j))
 }
 
 // retagJob is RetagJob: the job's index entries and counts go with its old priority and tags,
@@ -88,13 +97,13 @@ func (t *txn) retagJob(c *RetagJob) (*Job, error) {
 	}
 	next := old.Clone()
 	next.Priority, next.Tags = c.Priority, c.Tags
-	if err := t.deleteJobIndexes(old, old.State); err != nil {
+	if err := t.deleteJobIndexes(old, filedAs(old)); err != nil {
 		return nil, err
 	}
 	if err := t.putJob(next, c.At); err != nil {
 		return nil, err
 	}
-	if err := t.writeJobIndexes(next, next.State); err != nil {
+	if err := t.writeJobIndexes(next, filedAs(next)); err != nil {
 		return nil, err
 	}
 	return next, t.appendLog(next.ID, c.At, c.Line)
@@ -195,8 +204,8 @@ func (t *txn) JobCountsByState() map[JobState]int {
 	return counts
 }
 
-// addJobCounts moves the per-state counters of a job: overall, by creation time and per tag,
-// and its template's count of live jobs.
+// addJobCounts moves the per-state counters of a job (s: the state it is listed under): overall,
+// by creation time and per tag, and its template's count of live jobs.
 func (t *txn) addJobCounts(j *Job, s JobState, delta int) error {
 	if j.Kind == KindChunk {
 		if s.Terminal() {
@@ -298,18 +307,25 @@ type jobIndexEntry struct {
 	value  []byte
 }
 
-// jobIndexEntries lists every index entry a job has while in state s. A chunk has its queue
+// filing is where a job's index entries go: its state in the live index (what the coordinator
+// works from), and the state it is listed under (what its clients see: Job.Listed) in the rest.
+type filing struct{ state, listed JobState }
+
+func filedAs(j *Job) filing { return filing{state: j.State, listed: j.Listed()} }
+
+// jobIndexEntries lists every index entry a job has while filed as f. A chunk has its queue
 // entry only: its client sees it through its job.
-func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
-	team, jid, st := id(j.TeamID), id(j.ID), stateKey(s)
+func jobIndexEntries(j *Job, f filing) []jobIndexEntry {
+	team, jid, st := id(j.TeamID), id(j.ID), stateKey(f.listed)
+	s := f.listed
 	var a keyArena
 	entries := make([]jobIndexEntry, 0, 12)
-	if !s.Terminal() {
+	if !f.state.Terminal() {
 		var entry []byte
-		if s == JobQueued {
+		if f.state == JobQueued {
 			entry = encodeQueueEntry(j.QueueEntry())
 		}
-		entries = append(entries, jobIndexEntry{bucketLiveJobs, a.key(st, jid), entry})
+		entries = append(entries, jobIndexEntry{bucketLiveJobs, a.key(stateKey(f.state), jid), entry})
 	}
 	if j.Kind == KindChunk {
 		return entries
@@ -336,11 +352,11 @@ func jobIndexEntries(j *Job, s JobState) []jobIndexEntry {
 	return entries
 }
 
-func (t *txn) writeJobIndexes(j *Job, s JobState) error {
-	if err := t.putIndexEntries(jobIndexEntries(j, s)); err != nil {
+func (t *txn) writeJobIndexes(j *Job, f filing) error {
+	if err := t.putIndexEntries(jobIndexEntries(j, f)); err != nil {
 		return err
 	}
-	return t.addJobCounts(j, s, 1)
+	return t.addJobCounts(j, f.listed, 1)
 }
 
 func (t *txn) putIndexEntries(entries []jobIndexEntry) error {
@@ -356,11 +372,11 @@ func (t *txn) putIndexEntries(entries []jobIndexEntry) error {
 	return nil
 }
 
-func (t *txn) deleteJobIndexes(j *Job, s JobState) error {
-	for _, e := range jobIndexEntries(j, s) {
+func (t *txn) deleteJobIndexes(j *Job, f filing) error {
+	for _, e := range jobIndexEntries(j, f) {
 		if err := t.bucket(e.bucket).Delete(e.key); err != nil {
 			return err
 		}
 	}
-	return t.addJobCounts(j, s, -1)
+	return t.addJobCounts(j, f.listed, -1)
 }

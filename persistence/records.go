@@ -336,17 +336,20 @@ func (j *Job) chunk(id ulid.ULID, frames renderer.Frames) *Job {
 // Split reports whether the job renders as chunks (its Children) that it joins.
 func (j *Job) Split() bool { return j.ChunkFrames > 0 }
 
-// Status is the job's status as its client sees it: its state, except that a split job waiting
-// on its chunks (pending) is queued until its first chunk starts, and renders (render:dorender)
-// from then until it has joined its chunks.
-func (j *Job) Status() string {
+// Status is the job's status as its client sees it (Listed).
+func (j *Job) Status() string { return j.Listed().String() }
+
+// Listed is the state the job's client sees, and listings by state file it under: its state,
+// except that a split job waiting on its chunks (pending) is queued until its first chunk
+// starts, and renders (render:dorender) from then until it has joined its chunks.
+func (j *Job) Listed() JobState {
 	switch {
 	case !j.Split() || !j.State.Cancellable():
-		return j.State.String()
+		return j.State
 	case j.StartedAt.IsZero():
-		return JobQueued.String()
+		return JobQueued
 	}
-	return JobRendering.String()
+	return JobRendering
 }
 
 // Job is one render (or stitch) instruction and everything known about its progress.

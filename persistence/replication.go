@@ -259,7 +259,7 @@ func decodeEntryCommand(form byte, raw []byte) (Command, error) {
 			}
 			// The leader's record is stored as it is: the same bytes on every replica.
 			c.Jobs[i] = j
-			c.prepared[i] = preparedJob{record: record, entries: jobIndexEntries(j, j.State), logLine: logEntry(c.At, creationLine(j))}
+			c.prepared[i] = preparedJob{record: record, entries: jobIndexEntries(j, filedAs(j)), logLine: logEntry(c.At, creationLine(j))}
 		}
 		if err := errors.Join(unmarshalOptional(batch, &c.Batch), unmarshalOptional(remember, &c.Remember)); err != nil {
 			return nil, err

@@ -116,7 +116,7 @@ func (t *txn) jobTree(root ulid.ULID) ([]*Job, error) {
 // removeJob deletes a job's record, index entries and log, and its batch once it held the
 // batch's last top-level job; it reports whether the batch went.
 func (t *txn) removeJob(j *Job) (bool, error) {
-	if err := t.deleteJobIndexes(j, j.State); err != nil {
+	if err := t.deleteJobIndexes(j, filedAs(j)); err != nil {
 		return false, err
 	}
 	if err := t.bucket(bucketJobs).Delete(id(j.ID)); err != nil {

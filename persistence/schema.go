@@ -31,7 +31,9 @@ import (
 //	7  each team's live chunks are counted by state (a team's queue cap on chunks)
 //	8  every team's jobs are filed and counted in one more scope, the farm's, and under their
 //	   engine and pool; named jobs by name (the farm admin's listings, listings by name)
-const SchemaVersion = 8
+//	9  a split job is filed and counted, but in the live index, under the state its client sees
+//	   (Job.Listed): queued until its first chunk starts, rendering from then
+const SchemaVersion = 9
 
 const metaSchemaVersion = "schema_version"
 
@@ -49,6 +51,7 @@ var migrations = map[int]func(db *bolt.DB) error{
 	5: upgradeTo6,
 	6: upgradeTo7,
 	7: upgradeTo8,
+	8: upgradeTo9,
 }
 
 // Buckets of earlier schemas.
@@ -392,5 +395,41 @@ func upgradeTo8(db *bolt.DB) error {
 			}
 		}
 		return last, len(jobs) < migrationChunk, tx.finish()
+	})
+}
+
+// upgradeTo9 files again, under the state their clients see, the split jobs waiting on their
+// chunks: those the live index holds as pending.
+func upgradeTo9(db *bolt.DB) error {
+	return migrateInChunks(db, 9, nil, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
+		tx := &txn{tx: btx}
+		c := btx.Bucket(bucketLiveJobs).Cursor()
+		pending := stateKey(JobPending)
+		if after == nil {
+			after = pending
+		}
+		var jobs []*Job
+		var last []byte
+		walked := 0
+		for k, _ := firstAfter(c, after); k != nil && hasPrefix(k, pending) && walked < migrationChunk; k, _ = c.Next() {
+			walked, last = walked+1, bytes.Clone(k)
+			j, err := tx.Job(ulidAt(k[len(pending):]))
+			if err != nil {
+				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k[len(pending):]), err)
+			}
+			if j.Split() && j.Listed() != JobPending {
+				jobs = append(jobs, j)
+			}
+		}
+		// Written after the walk: bbolt cursors may skip keys when their bucket changes.
+		for _, j := range jobs {
+			if err := tx.deleteJobIndexes(j, filing{state: JobPending, listed: JobPending}); err != nil {
+				return nil, false, err
+			}
+			if err := tx.writeJobIndexes(j, filedAs(j)); err != nil {
+				return nil, false, err
+			}
+		}
+		return last, walked < migrationChunk, tx.finish()
 	})
 }

@@ -257,9 +257,30 @@ func TestUpgradeFromSchema3SurvivesAKillHalfway(t *testing.T) {
 	}
 }
 
+// downgradeToSchema8 makes the store look as schema 8 wrote it: split jobs waiting on their
+// chunks filed under pending.
+func downgradeToSchema8(t *testing.T, path string) {
+	rawUpdate(t, path, func(btx *bolt.Tx) error {
+		tx := &txn{tx: btx}
+		var split []*Job
+		err := btx.Bucket(bucketJobs).ForEach(func(_, raw []byte) error {
+			j, err := decodeJob(raw)
+			if err == nil && j.Split() && j.State == JobPending {
+				split = append(split, j)
+			}
+			return err
+		})
+		for _, j := range split {
+			err = errors.Join(err, tx.deleteJobIndexes(j, filedAs(j)), tx.writeJobIndexes(j, filing{state: JobPending, listed: JobPending}))
+		}
+		return errors.Join(err, tx.finish(), btx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("8")))
+	})
+}
+
 // downgradeToSchema7 makes the store look as schema 7 wrote it: nothing in the farm's scope,
 // under placement tags or by name.
 func downgradeToSchema7(t *testing.T, path string) {
+	downgradeToSchema8(t, path)
 	rawUpdate(t, path, func(tx *bolt.Tx) error {
 		farm := id(FarmScope)
 		for _, name := range [][]byte{bucketJobsByTeamState, bucketJobsByTeamTag, bucketJobCounts, bucketTagCounts, bucketJobTimeCounts, bucketTagTimeCounts} {
@@ -419,5 +440,61 @@ func rawUpdate(t *testing.T, path string, fn func(*bolt.Tx) error) {
 	defer db.Close()
 	if err := db.Update(fn); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestUpgradeFromSchema8SurvivesAKillHalfway: split jobs waiting on their chunks, filed under
+// pending, are filed again under the state their clients see (queued until their first chunk
+// started, rendering from then), in chunks; stopped after the first chunk the store is still
+// version 8, and the next open goes on from there. Listings by state then agree with the jobs.
+func TestUpgradeFromSchema8SurvivesAKillHalfway(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "framefarm.db")
+	s := openTestStore(t, path)
+	ids := NewIDs()
+	team := ids.New(time.Now())
+	var jobs []*Job
+	for i := range 6 {
+		j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, State: JobPending, Tags: []string{"t"}}
+		if i < 4 {
+			j.ChunkFrames = 10 // a split job, its first chunk started for half of them
+			if i%2 == 0 {
+				j.StartedAt = time.Now()
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	storeJobs(t, s, jobs)
+	s.Close()
+	rewritten := [][]byte{bucketJobCounts, bucketTagCounts, bucketJobsByTeamState, bucketJobsByTeamTag, bucketLiveJobs, bucketJobTimeCounts}
+	want := map[string]map[string]string{}
+	for _, b := range rewritten {
+		want[string(b)] = bucketDump(t, path, b)
+	}
+	downgradeToSchema8(t, path)
+	if got := bucketDump(t, path, bucketJobsByTeamState); reflect.DeepEqual(got, want[string(bucketJobsByTeamState)]) {
+		t.Fatal("the downgrade changed nothing")
+	}
+
+	s = openAfterAKill(t, path, 2, "8")
+	for state, n := range map[JobState]int{JobQueued: 2, JobRendering: 2, JobPending: 2} {
+		var listed []*Job
+		if err := s.view(func(tx *txn) (err error) {
+			listed, _, err = tx.ListJobs(JobQuery{TeamID: team, States: []JobState{state}, Limit: 100})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != n || slices.ContainsFunc(listed, func(j *Job) bool { return j.Listed() != state }) {
+			t.Errorf("listed as %s: %d jobs (%v), want %d listed so", state, len(listed), jobIDsOf(listed), n)
+		}
+	}
+	s.Close()
+	if v := schemaVersion(t, path); v != strconv.Itoa(SchemaVersion) {
+		t.Fatalf("schema version %q after the upgrade", v)
+	}
+	for _, b := range rewritten {
+		if got := bucketDump(t, path, b); !reflect.DeepEqual(got, want[string(b)]) {
+			t.Errorf("%s after the upgrade %v, want %v", b, got, want[string(b)])
+		}
 	}
 }

@@ -511,6 +511,49 @@ func TestBatchJobsFollowStateChanges(t *testing.T) {
 	}
 }
 
+// TestASplitJobIsListedAsItsClientSeesIt: a split job waiting on its chunks (pending) is listed
+// and counted as queued until its first chunk starts, as rendering from then, as it ends once
+// it ended; the live index keeps it pending, as the coordinator works from it.
+func TestASplitJobIsListedAsItsClientSeesIt(t *testing.T) {
+	s := openTestStore(t, "")
+	ids := NewIDs()
+	team := ids.New(time.Now())
+	j := &Job{ID: ids.New(time.Now()), TeamID: team, State: JobPending, ChunkFrames: 10}
+	listedAs := func(want JobState) {
+		t.Helper()
+		s.view(func(tx *txn) error {
+			for _, state := range []JobState{JobQueued, JobPending, JobRendering, JobFinished} {
+				jobs, total, err := tx.ListJobs(JobQuery{TeamID: team, States: []JobState{state}, Limit: 10})
+				if n := len(jobs); err != nil || (state == want) != (n == 1) || total != n || tx.JobCount(team, state) != n {
+					t.Errorf("listed as %s: %d (total %d, count %d, %v), want it listed as %s", state, n, total, tx.JobCount(team, state), err, want)
+				}
+			}
+			var pending int
+			tx.scanPrefix(bucketLiveJobs, stateKey(JobPending), func(_, _ []byte) bool { pending++; return true })
+			if live := !want.Terminal(); (pending == 1) != live {
+				t.Errorf("%d jobs pending in the live index", pending)
+			}
+			return nil
+		})
+	}
+	if err := s.update(func(tx *txn) error { return tx.createJob(j, testNow) }); err != nil {
+		t.Fatal(err)
+	}
+	listedAs(JobQueued)
+	started := j.Clone()
+	started.StartedAt = testNow
+	if err := s.Apply(&ChangeJob{At: testNow, Prev: JobPending, Job: started}); err != nil {
+		t.Fatal(err)
+	}
+	listedAs(JobRendering)
+	finished := started.Clone()
+	finished.State, finished.FinishedAt = JobFinished, testNow
+	if err := s.Apply(&ChangeJob{At: testNow, Prev: JobPending, Job: finished}); err != nil {
+		t.Fatal(err)
+	}
+	listedAs(JobFinished)
+}
+
 // TestLogTimeMatchesFormat: log lines carry the time as time.Format writes it.
 func TestLogTimeMatchesFormat(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
