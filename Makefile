@@ -32,12 +32,15 @@ DIST         ?= dist
 # What make package builds: the Debian packages' systems, and the After Effects machines'.
 PACKAGE_TARGETS := linux/amd64 linux/arm64 windows/amd64 darwin/arm64
 
-# apt_install installs the Debian packages of $(1) that are missing.
+# apt_install installs the Debian packages of $(1) that are missing. Another apt-get holding
+# the lock (unattended-upgrades, on render machines) is waited for, up to APT_LOCK_WAIT seconds.
+APT_LOCK_WAIT ?= 600
 define apt_install
 	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
-		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+		$(SUDO) apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_WAIT) update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get -o DPkg::Lock::Timeout=$(APT_LOCK_WAIT) install -y -qq --no-install-recommends $$missing; \
 	fi
 endef
 
