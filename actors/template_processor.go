@@ -502,6 +502,8 @@ func describeFormat(f inspect.Format) string {
 		return "an After Effects project (" + string(f) + ")"
 	case inspect.FormatMogrt:
 		return "a motion graphics template (mogrt)"
+	case inspect.FormatJSON:
+		return "a JSON document (a Lottie animation)"
 	}
 	return "a zip archive"
 }

@@ -11,6 +11,9 @@ const (
 	TemplateAEP   = "aep"
 	TemplateZip   = "zip"
 	TemplateMogrt = "mogrt"
+	// TemplateJSON is a Lottie animation as Bodymovin exports it: one JSON file, its images
+	// embedded (a zip holds it with its image files).
+	TemplateJSON = "json"
 )
 
 // InspectionVersion is the version of what inspection reads from a file. Templates inspected by

@@ -28,12 +28,10 @@ type batchCreated struct {
 	Errors       []batchError  `json:"errors,omitempty"`
 }
 
-// batchRefused is the answer to a batch refused as a whole (not JSON, no jobs, too many): the
-// batch response's shape, which clients of the official interface parse, with the error body's
-// fields beside it.
+// batchRefused is the answer to a batch whose every item was refused: the batch response's
+// shape, which clients of the official interface parse, with the error body's fields beside it.
 type batchRefused struct {
 	batchCreated
-	// Errors is always there (empty) in a refusal: no item was looked at.
 	Errors  []batchError          `json:"errors"`
 	Error   string                `json:"error"`
 	Code    string                `json:"code"`
@@ -48,15 +46,14 @@ func (s *Server) createBatch(r *request) {
 		r.fail(e)
 		return
 	}
-	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, CreatedAt: s.Clock.Now()}
+	// A body that is no batch at all (none, not JSON, no jobs, too many) is refused as any bad
+	// request is: no batch was made, so none is named.
 	name, items, verr := validate.ParseBatch(body)
 	if verr != nil {
-		r.json(http.StatusBadRequest, batchRefused{
-			batchCreated: batchCreated{BatchID: batch.ID.String(), Status: "error", Jobs: []*createdJob{}}, Errors: []batchError{},
-			Error: verr.Message, Code: verr.Code, Details: verr.Details,
-		})
+		r.fail(fromValidation(verr))
 		return
 	}
+	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, CreatedAt: s.Clock.Now()}
 	batch.Total, batch.Name = len(items), name
 	answer := &batchCreated{BatchID: batch.ID.String(), TotalJobs: len(items), Jobs: []*createdJob{}}
 	valid := make([]*validate.Job, len(items))

@@ -27,6 +27,7 @@ const (
 	codeQueueCap         = "queue_cap"
 	codeForbidden        = "forbidden"
 	codeNotFound         = "not_found"
+	codeMethodNotAllowed = "method_not_allowed"
 	codeNotCancellable   = "not_cancellable"
 	codeConflict         = "conflict"
 	codePayloadTooLarge  = "payload_too_large"
@@ -217,8 +218,12 @@ func (r *request) body(limit int64) ([]byte, *apiError) {
 	if int64(len(data)) > limit {
 		return nil, r.tooLarge(limit)
 	}
-	return data, nil
+	// Windows PowerShell 5.1 writes a byte-order mark before the JSON it sends: JSON has none
+	// to give, so it is dropped.
+	return bytes.TrimPrefix(data, utf8BOM), nil
 }
+
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 // bodyStream is the request's body as it arrives. A request that sends none (no Content-Length
 // and no Transfer-Encoding, as curl -X POST does) has no stream: it reads as empty.

@@ -33,19 +33,30 @@ func (s *Server) metrics(r *request) {
 
 // underPrefix tells a client that missed the API's prefix where the API lives: a path outside
 // /api/v2 and /api/v3 is most likely a route of the API with its prefix left out or mistyped.
-func underPrefix(path string) string {
+// It names the route meant when one answers there (the version asked first, then v2, then v3).
+func (s *Server) underPrefix(method, path string) string {
 	if strings.HasPrefix(path, APIPrefix+"/") || strings.HasPrefix(path, APIv3Prefix+"/") {
 		return ""
 	}
 	rest := path
 	if after, ok := strings.CutPrefix(path, "/api"); ok && (after == "" || after[0] == '/') {
 		rest = after
-		if len(rest) > 2 && rest[1] == 'v' && rest[2] >= '0' && rest[2] <= '9' {
-			_, rest, _ = strings.Cut(rest[1:], "/")
-			rest = "/" + rest
+	}
+	prefixes := []string{APIPrefix, APIv3Prefix}
+	if len(rest) > 2 && rest[1] == 'v' && rest[2] >= '0' && rest[2] <= '9' {
+		var version string
+		version, rest, _ = strings.Cut(rest[1:], "/")
+		rest = "/" + rest
+		if "/api/"+version == APIv3Prefix {
+			prefixes = []string{APIv3Prefix, APIPrefix}
 		}
 	}
-	return fmt.Sprintf(": the API lives under %s (%s%s)", APIPrefix, APIPrefix, rest)
+	for _, prefix := range prefixes {
+		if _, found := s.router.Lookup(method, prefix+rest, &fasthttp.RequestCtx{}); found {
+			return fmt.Sprintf(": the API lives under %s and %s; this route is %s %s%s", APIPrefix, APIv3Prefix, method, prefix, rest)
+		}
+	}
+	return fmt.Sprintf(": the API lives under %s and %s", APIPrefix, APIv3Prefix)
 }
 
 // BearerMatches reports, in constant time, whether an Authorization header carries token.
@@ -149,10 +160,11 @@ func (s *Server) routesV2() {
 	s.handle(http.MethodGet, "/readyz", authNone, s.readyz)
 	s.handle(http.MethodGet, "/metrics", authNone, s.metrics)
 	s.router.NotFound = s.wrap("(unmatched)", authNone, anyReplica, func(r *request) {
-		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s%s", r.ctx.Method(), r.ctx.Path(), underPrefix(string(r.ctx.Path()))))
+		r.fail(newError(http.StatusNotFound, codeNotFound, "no route %s %s%s", r.ctx.Method(), r.ctx.Path(), s.underPrefix(string(r.ctx.Method()), string(r.ctx.Path()))))
 	})
 	s.router.MethodNotAllowed = s.wrap("(method not allowed)", authNone, anyReplica, func(r *request) {
-		r.fail(newError(http.StatusMethodNotAllowed, codeNotFound, "%s is not allowed on %s", r.ctx.Method(), r.ctx.Path()))
+		allowed := string(r.ctx.Response.Header.Peek("Allow"))
+		r.fail(newError(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s; it takes %s", r.ctx.Method(), r.ctx.Path(), allowed))
 	})
 	s.router.PanicHandler = func(ctx *fasthttp.RequestCtx, p any) {
 		s.log.Error("router panic", "panic", p)

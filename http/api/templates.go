@@ -11,7 +11,7 @@ import (
 	"github.com/framefarm/framefarm/renderer"
 )
 
-var templateTypes = []string{renderer.TemplateAEP, renderer.TemplateZip, renderer.TemplateMogrt}
+var templateTypes = []string{renderer.TemplateAEP, renderer.TemplateZip, renderer.TemplateMogrt, renderer.TemplateJSON}
 
 func templateNotFound(id string) *apiError {
 	return newError(http.StatusNotFound, validate.CodeTemplateNotFound, "no template %q", id)
@@ -43,7 +43,7 @@ func (s *Server) createTemplate(r *request) {
 		return
 	}
 	if !slices.Contains(templateTypes, body.Type) {
-		r.fail(badField("type", "must be aep, zip or mogrt"))
+		r.fail(badField("type", "must be aep (an After Effects project), zip (a project or a Lottie export with its files), mogrt, or json (a Lottie animation as Bodymovin exports it)"))
 		return
 	}
 	if e := checkDisplayName(body.DisplayName); e != nil {

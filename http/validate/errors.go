@@ -110,6 +110,9 @@ func jsonError(err error, prefix string) *Error {
 	case errors.As(err, &typ):
 		field := join(typ.Field)
 		msg := fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value)
+		if field == "" {
+			return &Error{Code: CodeValidation, Message: "the body " + msg}
+		}
 		return &Error{Code: CodeValidation, Message: field + ": " + msg, Details: []FieldError{{Field: field, Message: msg}}}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)

@@ -23,6 +23,9 @@ func ExtractProject(file, dir string, limits Limits) (string, ProjectKind, error
 	case FormatAEP, FormatAEPX:
 		dst := filepath.Join(dir, "template."+string(format))
 		return dst, ProjectAfterEffects, workfiles.Copy(file, dst, limits.MaxProjectBytes)
+	case FormatJSON:
+		dst := filepath.Join(dir, "data.json")
+		return dst, ProjectLottie, workfiles.Copy(file, dst, limits.MaxProjectBytes)
 	case FormatMogrt:
 		a, err := OpenArchive(file, limits)
 		if err != nil {

@@ -182,6 +182,20 @@ func TestLottieFixtures(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkComps(t, in, []wantComp{{"Text", 375, 375, 29.97, 6.039, []string{"Text:text:Hello World"}}})
+	// The same export as Bodymovin writes it, one JSON file (a byte-order mark before it, as a
+	// Windows editor may write): a template of type json, extracted as the Lottie engine reads it.
+	plain := filepath.Join(t.TempDir(), "CenteredText.json")
+	os.WriteFile(plain, append([]byte("\xef\xbb\xbf\n"), centered...), 0o600)
+	if format, err := Sniff(plain); err != nil || format != FormatJSON || !MatchesType(renderer.TemplateJSON, format) || MatchesType(renderer.TemplateZip, format) {
+		t.Fatalf("a Bodymovin export sniffs as %q (%v)", format, err)
+	}
+	if in, err = inspectFile(t, renderer.TemplateJSON, plain); err != nil {
+		t.Fatal(err)
+	}
+	checkComps(t, in, []wantComp{{"Text", 375, 375, 29.97, 6.039, []string{"Text:text:Hello World"}}})
+	if anim, kind, err := ExtractProject(plain, t.TempDir(), Limits{}); err != nil || kind != ProjectLottie || filepath.Base(anim) != "data.json" {
+		t.Fatalf("extracted %s as %s: %v", anim, kind, err)
+	}
 
 	in, err = inspectFile(t, renderer.TemplateZip, filepath.Join(fixtures, "lottie", "EmbeddedFont.zip"))
 	if err != nil {

@@ -68,6 +68,12 @@ func (in Inspector) inspect(ctx context.Context, p string) (*renderer.Inspection
 		}
 		defer a.Close()
 		return inspectMogrt(a)
+	case FormatJSON:
+		data, err := readCapped(p, limits.MaxProjectBytes)
+		if err != nil {
+			return nil, err
+		}
+		return inspectLottie(data)
 	default:
 		a, err := OpenArchive(p, limits)
 		if err != nil {

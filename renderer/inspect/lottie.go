@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,6 +127,7 @@ func ParseLottie(b []byte) (*LottieDoc, error) {
 // inspectLottie lists a Lottie export's compositions: the root animation, named by nm, then each
 // precomp asset.
 func inspectLottie(b []byte) (*renderer.Inspection, error) {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // an editor on Windows may begin the file with one
 	doc, err := ParseLottie(b)
 	if err != nil {
 		return nil, err

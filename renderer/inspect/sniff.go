@@ -24,6 +24,7 @@ const (
 	FormatAEPX  Format = "aepx"  // After Effects XML project
 	FormatZip   Format = "zip"   // zip archive holding a project or a Lottie export
 	FormatMogrt Format = "mogrt" // zip archive with definition.json
+	FormatJSON  Format = "json"  // a JSON document: a Lottie animation, as Bodymovin exports it
 )
 
 // maxZipEntries caps the entries of an archive Sniff will list.
@@ -49,10 +50,12 @@ func Sniff(p string) (Format, error) {
 		return FormatAEPX, nil
 	case bytes.HasPrefix(head, []byte("PK\x03\x04")) || bytes.HasPrefix(head, []byte("PK\x05\x06")):
 		return sniffZip(f)
+	case strings.HasPrefix(strings.TrimLeft(string(bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))), " \t\r\n"), "{"):
+		return FormatJSON, nil
 	case n == 0:
 		return "", errors.New("the file is empty")
 	}
-	return "", errors.New("the file is neither an After Effects project (aep, aepx) nor a zip archive")
+	return "", errors.New("the file is neither an After Effects project (aep, aepx), a zip archive nor a Lottie animation (json)")
 }
 
 func looksLikeAEPX(head []byte) bool {
@@ -89,6 +92,8 @@ func MatchesType(templateType string, f Format) bool {
 		return f == FormatZip
 	case renderer.TemplateMogrt:
 		return f == FormatMogrt
+	case renderer.TemplateJSON:
+		return f == FormatJSON
 	}
 	return false
 }

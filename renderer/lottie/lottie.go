@@ -241,7 +241,7 @@ func (r *Renderer) prepare(ctx context.Context, task *renderer.Task) (*document,
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec := json.NewDecoder(bytes.NewReader(bytes.TrimPrefix(raw, []byte("\xef\xbb\xbf"))))
 	dec.UseNumber()
 	doc := &document{dir: filepath.Dir(anim), tools: r.tools}
 	if err := dec.Decode(&doc.root); err != nil {

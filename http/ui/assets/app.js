@@ -728,12 +728,12 @@ function templatesScreen() {
     tbody.replaceChildren(...(list.length ? list.map((t) => h("tr", {},
       h("td", { class: "name" }, h("a", { href: `/ui/templates/${t.id}`, "data-link": true }, t.displayName)),
       h("td", {}, t.type), h("td", {}, badge(t.status)), h("td", { class: "muted" }, age(t.createdAt))))
-      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, mayAct() ? "No templates yet: drop a .zip, .aep or .mogrt above." : "No templates yet."))]));
+      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, mayAct() ? "No templates yet: drop a .zip, .aep, .mogrt or Lottie .json above." : "No templates yet."))]));
   }
   async function upload(file) {
     const ext = file.name.split(".").pop().toLowerCase();
     const type = { aepx: "aep" }[ext] || ext;
-    if (!["aep", "zip", "mogrt"].includes(type)) { toast("a template is a .zip, .aep or .mogrt file"); return; }
+    if (!["aep", "zip", "mogrt", "json"].includes(type)) { toast("a template is a .zip, .aep, .mogrt or Lottie .json file"); return; }
     try {
       const tpl = await api("POST", "/api/v2/templates", { type, displayName: file.name.replace(/\.[^.]+$/, "") });
       progress.hidden = false;
@@ -750,7 +750,7 @@ function templatesScreen() {
       navigate(`/ui/templates/${tpl.id}`);
     } catch (e) { toast(e.message); } finally { progress.hidden = true; }
   }
-  const input = h("input", { type: "file", id: "template-file", accept: ".zip,.aep,.aepx,.mogrt", onchange: (e) => e.target.files[0] && upload(e.target.files[0]) });
+  const input = h("input", { type: "file", id: "template-file", accept: ".zip,.aep,.aepx,.mogrt,.json", onchange: (e) => e.target.files[0] && upload(e.target.files[0]) });
   const drop = h("div", {
     class: "drop",
     ondragover: (e) => { e.preventDefault(); drop.classList.add("over"); },
