@@ -296,7 +296,7 @@ func (c *checker) settings(raw json.RawMessage, path string, join bool) renderer
 	var rs rawSettings
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := decodeStrict(raw, &rs, path); err != nil {
-			c.merge(err)
+			c.merge(hintSettings(err, path))
 			return renderer.Settings{}
 		}
 	}
@@ -350,6 +350,28 @@ func (c *checker) settings(raw json.RawMessage, path string, join bool) renderer
 		c.add(CodeValidation, at(path, "engine"), "must be one of %s, not %q", quoteList(renderer.SelectableEngines), s.Engine)
 	}
 	return s
+}
+
+// settingsHints say where what an unknown field of settings means is set, for the fields users
+// of other renderers guess.
+var settingsHints = map[string]string{
+	"format":    "the output's format follows from settings.type (video, image or aep) and settings.codec (video_h264_vbr_15mbps, video_prores_422, image_png, ...)",
+	"container": "the container follows from settings.codec: MP4 for H.264, MOV for ProRes",
+	"fps":       "the output keeps the composition's frame rate",
+	"width":     "the output keeps the composition's size (quality: draft renders at half of it)",
+	"height":    "the output keeps the composition's size (quality: draft renders at half of it)",
+}
+
+// hintSettings adds, to an unknown field of settings, where what it means is set.
+func hintSettings(err *Error, path string) *Error {
+	for i, d := range err.Details {
+		field, _ := strings.CutPrefix(d.Field, path+".")
+		if hint, ok := settingsHints[field]; ok && d.Message == "unknown field" {
+			err.Details[i].Message = "unknown field: " + hint
+			err.Message = d.Field + ": " + err.Details[i].Message
+		}
+	}
+	return err
 }
 
 func (c *checker) codec(codec, outputType, path string) string {

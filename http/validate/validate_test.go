@@ -759,3 +759,16 @@ func TestTheJobsEngineRulesItsAssets(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownSettingsSayWhereTheyAreSet: a field of settings other renderers take (format, fps)
+// is refused saying what sets it here.
+func TestUnknownSettingsSayWhereTheyAreSet(t *testing.T) {
+	for field, says := range map[string]string{"format": "settings.codec", "fps": "frame rate", "container": "MP4 for H.264"} {
+		body := `{"template": {"id": "` + lottieID + `", "composition": "main"}, "settings": {"` + field + `": "mp4"}}`
+		_, err := ParseJob([]byte(body), testCatalog(), Limits{})
+		if err == nil || len(err.Details) != 1 || err.Details[0].Field != "settings."+field || !strings.Contains(err.Details[0].Message, says) ||
+			!strings.HasPrefix(err.Details[0].Message, "unknown field") {
+			t.Errorf("settings.%s: %+v", field, err)
+		}
+	}
+}
