@@ -118,6 +118,7 @@ func (n *nodeActor) Receive(ctx actor.Context) {
 		if h, ok := m.msg.(*protocol.Hello); ok {
 			n.agent = actor.NewPID(h.AgentAddress, h.AgentID)
 			n.carryOut(ctx, m.sender, n.book.onHello(h, now, newToken(), n.w.adoptions.claimer(h.NodeID)), nil)
+			n.w.nodes.setFonts(h.NodeID, n.book.hello.Fonts) // the welcomed hello's
 			break
 		}
 		n.carryOut(ctx, m.sender, n.book.onMessage(m.msg, m.session, now), nil)

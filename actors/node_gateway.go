@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/framefarm/framefarm/cluster/clock"
 	"github.com/framefarm/framefarm/cluster/protocol"
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
 )
 
 // GatewayName is the name of the actor every node message goes to, in-process or remote.
@@ -149,25 +151,78 @@ func checkHello(h *protocol.Hello, key []byte) string {
 		return "the node does not hold this cluster's key"
 	case h.Machine != nil && (len(h.Machine.OS) > 32 || len(h.Machine.Arch) > 32 || h.Machine.CPUs < 0 || h.Machine.MemoryBytes < 0):
 		return "the hello's machine description is out of bounds"
+	case len(h.Fonts) > protocol.MaxHelloFonts || slices.ContainsFunc(h.Fonts, func(f string) bool { return len(f) > protocol.MaxFontName }):
+		return fmt.Sprintf("the hello names more than %d fonts, or a font name longer than %d bytes", protocol.MaxHelloFonts, protocol.MaxFontName)
 	}
 	return ""
 }
 
-// nodeDirectory keeps each node's actor and latest NodeInfo for readers outside the actors.
+// nodeDirectory keeps each node's actor, latest NodeInfo and installed fonts for readers
+// outside the actors.
 type nodeDirectory struct {
 	mu    sync.Mutex
 	nodes map[string]NodeInfo
 	pids  map[string]*actor.PID
+	// fonts are the fonts each node has installed (by renderer.FontKey); installed, per
+	// engine, those every ready node of it has, as last worked out: at version, which moves
+	// when a node's state, engines or fonts do.
+	fonts     map[string]map[string]bool
+	installed map[string]installedFonts
+	version   uint64
+}
+
+type installedFonts struct {
+	version uint64
+	keys    map[string]bool
 }
 
 func newNodeDirectory() *nodeDirectory {
-	return &nodeDirectory{nodes: make(map[string]NodeInfo), pids: make(map[string]*actor.PID)}
+	return &nodeDirectory{nodes: make(map[string]NodeInfo), pids: make(map[string]*actor.PID), fonts: map[string]map[string]bool{},
+		installed: map[string]installedFonts{}}
 }
 
 func (d *nodeDirectory) put(info NodeInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if old, ok := d.nodes[info.ID]; !ok || old.State != info.State || !slices.Equal(old.Engines, info.Engines) {
+		d.version++
+	}
 	d.nodes[info.ID] = info
+}
+
+// setFonts records the fonts a node said it has installed.
+func (d *nodeDirectory) setFonts(nodeID string, names []string) {
+	keys := make(map[string]bool, len(names))
+	for _, name := range names {
+		keys[renderer.FontKey(name)] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fonts[nodeID] = keys
+	d.version++
+}
+
+// installedFor are the fonts (by renderer.FontKey) every ready node offering engine has
+// installed: none while no node does. The set is shared: callers only read it.
+func (d *nodeDirectory) installedFor(engine string) map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c, ok := d.installed[engine]; ok && c.version == d.version {
+		return c.keys
+	}
+	var keys map[string]bool
+	for id, info := range d.nodes {
+		if info.State != NodeReady || !slices.Contains(info.Engines, engine) {
+			continue
+		}
+		if keys == nil {
+			keys = maps.Clone(d.fonts[id])
+			continue
+		}
+		maps.DeleteFunc(keys, func(k string, _ bool) bool { return !d.fonts[id][k] })
+	}
+	d.installed[engine] = installedFonts{version: d.version, keys: keys}
+	return keys
 }
 
 func (d *nodeDirectory) pid(nodeID string) *actor.PID {
@@ -195,6 +250,8 @@ func (d *nodeDirectory) forget(nodeID string, pid *actor.PID) {
 	if d.pids[nodeID].Equal(pid) {
 		delete(d.pids, nodeID)
 		delete(d.nodes, nodeID)
+		delete(d.fonts, nodeID)
+		d.version++
 	}
 }
 
@@ -208,6 +265,13 @@ func (d *nodeDirectory) actorFor(nodeID string, made func() actor.Actor, root *a
 	pid := root.Spawn(actor.PropsFromProducer(made))
 	d.pids[nodeID] = pid
 	return pid
+}
+
+// InstalledFont reports whether every ready render node offering engine has the font of that
+// name installed (false while no node does).
+func (c *Coordinator) InstalledFont(engine, name string) bool {
+	t := c.now.Load()
+	return t != nil && t.nodes.installedFor(engine)[renderer.FontKey(name)]
 }
 
 // Nodes lists the known render nodes, by id.

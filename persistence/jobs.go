@@ -44,6 +44,11 @@ func creationLine(j *Job) string {
 	case j.Unsplit != "":
 		line += "; renders whole on one node: " + j.Unsplit
 	}
+	if len(j.MissingFonts) > 0 {
+		// A font replaced by another is a render to do again: said where the user looks.
+		line += fmt.Sprintf("; fonts the farm has none of, which the render replaces with others: %s (upload them with POST /api/v2/fonts, or bundle them in the template)",
+			strings.Join(j.MissingFonts, ", "))
+	}
 	return line
 }
 

@@ -151,7 +151,8 @@ func New(cfg Config, renderers []renderer.Renderer, files Transfers, clk clock.C
 	sort.Strings(engines)
 	incarnation := ulid.Make().String()
 	base := protocol.Hello{NodeID: cfg.NodeID, Incarnation: incarnation, Engines: engines, Slots: cfg.Slots,
-		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags, Pools: cfg.Pools, Machine: thisMachine()}
+		Version: cfg.Version, Labels: cfg.Labels, RequireTags: cfg.RequireTags, Pools: cfg.Pools, Machine: thisMachine(),
+		Fonts: installedFonts(systemFontDirs())}
 	ctx, shutdown := context.WithCancel(context.Background())
 	a := &Agent{
 		cfg: cfg, renderers: byEngine, clock: clk, log: log.With("node", cfg.NodeID),

@@ -58,7 +58,16 @@ type Hello struct {
 	Draining bool   `json:"draining,omitempty"`
 	// Machine says what the node runs on, for its operators (nodes before it send none).
 	Machine *Machine `json:"machine,omitempty"`
+	// Fonts are the names (family and PostScript) of the fonts installed on the node's system,
+	// at most MaxHelloFonts, each at most MaxFontName bytes (nodes before it send none).
+	Fonts []string `json:"fonts,omitempty"`
 }
+
+// Bounds of a hello's fonts.
+const (
+	MaxHelloFonts = 4096
+	MaxFontName   = 128
+)
 
 // Machine is what a render node runs on: its system, and the processors and memory it has
 // (0 where the system does not say).

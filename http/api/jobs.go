@@ -27,6 +27,8 @@ type catalog struct {
 	fontsErr error
 	// policy is the team's, once read.
 	policy *persistence.TeamPolicy
+	// installed says which fonts the farm's render nodes have installed.
+	installed func(engine, name string) bool
 }
 
 var _ validate.Catalog = (*catalog)(nil)
@@ -69,6 +71,8 @@ func (c *catalog) SecretExists(name string) bool {
 
 func (c *catalog) LimitExists(name string) bool { return c.reads.LimitExists(name) }
 
+func (c *catalog) InstalledFont(engine, name string) bool { return c.installed(engine, name) }
+
 // Policy is the team's policy, read once per request.
 func (c *catalog) Policy() persistence.TeamPolicy {
 	if c.policy == nil {
@@ -81,7 +85,7 @@ func (c *catalog) Policy() persistence.TeamPolicy {
 // validateWith runs fn with a catalog of the request's team.
 func (r *request) validateWith(fn func(cat *catalog)) error {
 	return r.s.Store.ReadTeam(r.team, func(reads persistence.TeamReads) error {
-		cat := &catalog{reads: reads, templates: map[string]*persistence.Template{}}
+		cat := &catalog{reads: reads, templates: map[string]*persistence.Template{}, installed: r.s.Coordinator.InstalledFont}
 		fn(cat)
 		return cat.fontsErr
 	})

@@ -52,7 +52,7 @@ func (s *Server) underPrefix(method, path string) string {
 		}
 	}
 	for _, prefix := range prefixes {
-		if _, found := s.router.Lookup(method, prefix+rest, &fasthttp.RequestCtx{}); found {
+		if handler, _ := s.router.Lookup(method, prefix+rest, &fasthttp.RequestCtx{}); handler != nil {
 			return fmt.Sprintf(": the API lives under %s and %s; this route is %s %s%s", APIPrefix, APIv3Prefix, method, prefix, rest)
 		}
 	}

@@ -135,6 +135,7 @@ type Coordinator interface {
 	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
 	Capacities() map[string]actors.Capacity
 	Nodes() []actors.NodeInfo
+	InstalledFont(engine, name string) bool
 	DrainNode(nodeID string) (actors.NodeInfo, error)
 	ClearNode(nodeID string) (actors.NodeInfo, error)
 	ForgetNode(nodeID string) error

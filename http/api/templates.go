@@ -77,7 +77,7 @@ func (s *Server) createTemplate(r *request) {
 		r.failErr(err, nil)
 		return
 	}
-	r.json(http.StatusCreated, s.templateView(tpl, r))
+	r.json(http.StatusCreated, s.templateView(tpl, r, nil)) // not inspected yet
 }
 
 // checkURL checks a URL the coordinator will fetch.
@@ -88,13 +88,23 @@ func (s *Server) checkURL(field, raw string) *apiError {
 	return nil
 }
 
+// fontLibrary is the request's team's fonts, which templates' views compare their fonts with
+// (none when the library cannot be read: every font then shows as missing).
+func (s *Server) fontLibrary(r *request) []*persistence.Font {
+	fonts, err := s.Store.Fonts(r.team)
+	if err != nil {
+		r.logger().Warn("cannot read the team's fonts", "err", err)
+	}
+	return fonts
+}
+
 func (s *Server) loadTemplate(r *request) (*persistence.Template, bool) {
 	return teamRecord(r, templateNotFound, s.Store.Template)
 }
 
 func (s *Server) getTemplate(r *request) {
 	if tpl, ok := s.loadTemplate(r); ok {
-		r.json(http.StatusOK, s.templateView(tpl, r))
+		r.json(http.StatusOK, s.templateView(tpl, r, s.fontLibrary(r)))
 	}
 }
 
@@ -111,8 +121,9 @@ func (s *Server) teamTemplates(r *request) ([]*persistence.Template, bool) {
 func (s *Server) listTemplates(r *request) {
 	if all, ok := s.teamTemplates(r); ok {
 		out := make([]*templateView, len(all))
+		library := s.fontLibrary(r)
 		for i, tpl := range all {
-			out[i] = s.templateView(tpl, r)
+			out[i] = s.templateView(tpl, r, library)
 		}
 		r.json(http.StatusOK, out)
 	}
@@ -138,7 +149,7 @@ func (s *Server) renameTemplate(r *request) {
 		r.failErr(err, templateNotFound(tpl.ID.String()))
 		return
 	}
-	r.json(http.StatusOK, s.templateView(renamed, r))
+	r.json(http.StatusOK, s.templateView(renamed, r, s.fontLibrary(r)))
 }
 
 func (s *Server) deleteTemplate(r *request) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/framefarm/framefarm/actors"
 	"github.com/framefarm/framefarm/cluster/clock"
+	"github.com/framefarm/framefarm/http/validate"
 	"github.com/framefarm/framefarm/persistence"
 	"github.com/framefarm/framefarm/persistence/blobs"
 	"github.com/framefarm/framefarm/renderer"
@@ -323,6 +324,10 @@ type templateView struct {
 	// Engines are the engines able to render the template (extension).
 	Engines []string `json:"engines"`
 	Src     string   `json:"src,omitempty"`
+	// MissingFonts are the fonts the template uses that it does not bundle and the team's
+	// library does not hold (extension): its texts fall back to other fonts unless the render
+	// nodes have them installed (a job's missingFonts leaves those out).
+	MissingFonts []string `json:"missingFonts,omitempty"`
 }
 
 type uploadInfo struct {
@@ -333,15 +338,16 @@ type uploadInfo struct {
 	Fields    map[string]string `json:"fields"`
 }
 
-// templateView describes a template; its upload URL only to a request whose token may upload
-// (a viewer's may not).
-func (s *Server) templateView(t *persistence.Template, r *request) *templateView {
+// templateView describes a template, with the fonts missing from library (the team's); its
+// upload URL only to a request whose token may upload (a viewer's may not).
+func (s *Server) templateView(t *persistence.Template, r *request, library []*persistence.Font) *templateView {
 	v := &templateView{
 		templateMeta: templateMetaOf(t), Error: optionalString(t.Error),
 		Compositions: []string{}, Layers: []string{}, Engines: []string{}, Src: t.Src,
 	}
 	if in := t.Inspection; in != nil {
 		v.Compositions, v.Layers, v.Mogrt, v.Engines = in.CompositionNames(), in.LayerNames(), in.Mogrt, in.Engines
+		v.MissingFonts = validate.FontsMissing(in.Fonts, in.BundledFonts, nil, library, func(string) bool { return false })
 	}
 	if t.Status == persistence.TemplateAwaitingUpload && r.mayChange() {
 		v.UploadInfo = s.uploadInfo(t)

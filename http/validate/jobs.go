@@ -29,6 +29,9 @@ type Catalog interface {
 	Policy() persistence.TeamPolicy
 	// LimitExists reports whether the farm has a limit of that name.
 	LimitExists(name string) bool
+	// InstalledFont reports whether every ready render node of the engine has the font of that
+	// name installed on its system.
+	InstalledFont(engine, name string) bool
 }
 
 // Limits bound what one request may ask for.
@@ -190,7 +193,7 @@ func (c *checker) job(raw *rawJob, path string, depth int) *Job {
 	c.place(job, c.inherited, path)
 	job.Spec.Fonts, job.MissingFonts = c.fonts(raw.Fonts, at(path, "fonts"))
 	if tpl != nil && tpl.Inspection != nil {
-		job.MissingFonts = append(job.MissingFonts, c.templateFontsMissing(tpl.Inspection.Fonts, tpl.Inspection.BundledFonts, job.Spec.Fonts)...)
+		job.MissingFonts = append(job.MissingFonts, c.templateFontsMissing(tpl.Inspection.Fonts, tpl.Inspection.BundledFonts, job.Spec.Fonts, job.Engine)...)
 	}
 	job.Priority = c.priority(raw.Priority, at(path, "priority"))
 	job.Tags = c.tags(raw.Tags, at(path, "tags"))
@@ -475,14 +478,21 @@ func (c *checker) libraryFont(name string) *persistence.Font {
 }
 
 // templateFontsMissing lists the template's own fonts (the names it uses) that neither the font
-// files it bundles, nor a font file the job names, nor the team's library provides. A font provides a name that is its family
-// name, its PostScript name (what After Effects projects use) or its file name without the
-// extension, compared as the Lottie engine compares them: case, spaces, hyphens and underscores
-// aside. It says only what the farm can know: a render node may still have the font installed.
-func (c *checker) templateFontsMissing(used, bundled, jobFonts []string) (missing []string) {
+// files it bundles, nor a font file the job names, nor the team's library provides, nor every
+// ready render node of the job's engine has installed (FontsMissing).
+func (c *checker) templateFontsMissing(used, bundled, jobFonts []string, engine string) []string {
 	if len(used) == 0 {
 		return nil
 	}
+	return FontsMissing(used, bundled, jobFonts, c.cat.Fonts(), func(name string) bool { return c.cat.InstalledFont(engine, name) })
+}
+
+// FontsMissing lists the fonts of used (the names a template uses) that neither the font files
+// bundled, nor the font files of jobFonts, nor the library provides, nor installed says are on
+// the render nodes. A font provides a name that is its family name, its PostScript name (what
+// After Effects projects use) or its file name without the extension, compared as the Lottie
+// engine compares them: case, spaces, hyphens and underscores aside.
+func FontsMissing(used, bundled, jobFonts []string, library []*persistence.Font, installed func(name string) bool) (missing []string) {
 	provided := map[string]bool{}
 	for _, fileName := range jobFonts {
 		provided[renderer.FontKey(strings.TrimSuffix(fileName, path.Ext(fileName)))] = true
@@ -490,7 +500,7 @@ func (c *checker) templateFontsMissing(used, bundled, jobFonts []string) (missin
 	for _, name := range bundled {
 		provided[renderer.FontKey(name)] = true
 	}
-	for _, f := range c.cat.Fonts() {
+	for _, f := range library {
 		for _, name := range []string{f.FamilyName, f.PostScriptName, strings.TrimSuffix(f.FileName, path.Ext(f.FileName))} {
 			if name != "" {
 				provided[renderer.FontKey(name)] = true
@@ -498,7 +508,7 @@ func (c *checker) templateFontsMissing(used, bundled, jobFonts []string) (missin
 		}
 	}
 	for _, name := range used {
-		if !provided[renderer.FontKey(name)] && !slices.Contains(missing, name) {
+		if !provided[renderer.FontKey(name)] && !installed(name) && !slices.Contains(missing, name) {
 			missing = append(missing, name)
 		}
 	}
@@ -648,6 +658,7 @@ type noCatalog struct{}
 func (noCatalog) Template(string) (*persistence.Template, error) { return nil, persistence.ErrNotFound }
 func (noCatalog) FontExists(string) bool                         { return false }
 func (noCatalog) Fonts() []*persistence.Font                     { return nil }
+func (noCatalog) InstalledFont(string, string) bool              { return false }
 func (noCatalog) SecretExists(string) bool                       { return false }
 func (noCatalog) Policy() persistence.TeamPolicy                 { return persistence.TeamPolicy{} }
 func (noCatalog) LimitExists(string) bool                        { return false }

@@ -25,6 +25,8 @@ type memoryCatalog struct {
 	secrets []string
 	policy  persistence.TeamPolicy
 	limits  []string
+	// installed are the fonts every ready node of an engine has installed, by engine.
+	installed map[string][]string
 }
 
 func (m memoryCatalog) Template(id string) (*persistence.Template, error) {
@@ -46,6 +48,9 @@ func (m memoryCatalog) Fonts() []*persistence.Font {
 func (m memoryCatalog) SecretExists(n string) bool     { return slices.Contains(m.secrets, n) }
 func (m memoryCatalog) Policy() persistence.TeamPolicy { return m.policy }
 func (m memoryCatalog) LimitExists(n string) bool      { return slices.Contains(m.limits, n) }
+func (m memoryCatalog) InstalledFont(engine, n string) bool {
+	return slices.ContainsFunc(m.installed[engine], func(f string) bool { return renderer.FontKey(f) == renderer.FontKey(n) })
+}
 
 const (
 	lottieID = "01JA0000000000000000000001"
@@ -177,6 +182,13 @@ func TestMissingFontsNameTheTemplatesOwnFonts(t *testing.T) {
 	if job, _ := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}}`), cat, Limits{}); strings.Join(job.MissingFonts, ",") != "Comic Neue" {
 		t.Fatalf("with Montserrat-Bold bundled: missing %v", job.MissingFonts)
 	}
+	// Nor one every node of the job's engine has installed (not one of another engine's nodes).
+	cat.templates[aeID].Inspection.BundledFonts = nil
+	cat.installed = map[string][]string{"ae2026": {"comic neue"}, "lottie": {"Montserrat-Bold"}}
+	if job, _ := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}}`), cat, Limits{}); strings.Join(job.MissingFonts, ",") != "Montserrat-Bold" {
+		t.Fatalf("with Comic Neue on the After Effects nodes: missing %v", job.MissingFonts)
+	}
+	cat.installed = nil
 	cat.templates[aeID].Inspection.BundledFonts = nil
 	cat.library = append(cat.library, &persistence.Font{FileName: "m.ttf", FamilyName: "Montserrat", PostScriptName: "Montserrat-Bold"}, &persistence.Font{FileName: "comic_neue.ttf"})
 	if job, _ := ParseJob([]byte(`{"template": {"id": "`+aeID+`", "composition": "main"}, "fonts": ["comic_neue.ttf"]}`), cat, Limits{}); job.MissingFonts != nil {

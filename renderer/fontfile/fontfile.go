@@ -6,6 +6,7 @@ package fontfile
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"strings"
 	"unicode/utf16"
 )
@@ -142,4 +143,49 @@ func decode(platform, encoding uint16, b []byte) string {
 		}
 		return r
 	}, s))
+}
+
+// maxNameTable bounds the name table NamesAt reads.
+const maxNameTable = 1 << 20
+
+// NamesAt reads the names of an installed font file of size bytes: TrueType, OpenType (CFF
+// outlines too) or the first font of a collection, reading its table directory and name table
+// only (a system's fonts are many, and some large).
+func NamesAt(r io.ReaderAt, size int64) (Names, error) {
+	head := make([]byte, 12)
+	if _, err := r.ReadAt(head, 0); err != nil {
+		return Names{}, ErrNotTrueType
+	}
+	var offset int64
+	switch string(head[:4]) {
+	case "\x00\x01\x00\x00", "true", "OTTO":
+	case "ttcf":
+		offset = int64(binary.BigEndian.Uint32(head[8:])) // the collection's first font
+		if _, err := r.ReadAt(head, offset); err != nil {
+			return Names{}, ErrNotTrueType
+		}
+	default:
+		return Names{}, ErrNotTrueType
+	}
+	numTables := int64(binary.BigEndian.Uint16(head[4:]))
+	dir := make([]byte, 16*numTables)
+	if _, err := r.ReadAt(dir, offset+12); err != nil {
+		return Names{}, errors.New("the font's table directory is truncated")
+	}
+	for i := range numTables {
+		rec := dir[16*i:]
+		if string(rec[:4]) != "name" {
+			continue
+		}
+		off, length := int64(binary.BigEndian.Uint32(rec[8:])), int64(binary.BigEndian.Uint32(rec[12:]))
+		if length > maxNameTable || off+length > size {
+			return Names{}, errors.New("the font's name table lies outside the file, or is too large")
+		}
+		table := make([]byte, length)
+		if _, err := r.ReadAt(table, off); err != nil {
+			return Names{}, err
+		}
+		return Names{Family: fromNameTable(table, familyScore), PostScript: fromNameTable(table, postScriptScore)}, nil
+	}
+	return Names{}, nil
 }

@@ -1,6 +1,7 @@
 package fontfile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -90,5 +91,29 @@ func FuzzNames(f *testing.F) {
 	f.Add([]byte("true\x00\x01\x00\x00\x00\x00\x00\x00name"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		Read(data) // must not panic
+	})
+}
+
+// TestNamesAtReadsAnInstalledFont: an installed font's names are read from its name table alone,
+// the same as from the whole file; a file that is no font, or cut short, is an error.
+func TestNamesAtReadsAnInstalledFont(t *testing.T) {
+	data := systemFont(t)
+	names, err := NamesAt(bytes.NewReader(data), int64(len(data)))
+	if want, _ := Read(data); err != nil || names != want {
+		t.Fatalf("names %+v (%v), want %+v", names, err, want)
+	}
+	for _, bad := range [][]byte{[]byte("not a font at all"), data[:64]} {
+		if _, err := NamesAt(bytes.NewReader(bad), int64(len(bad))); err == nil {
+			t.Errorf("%d bytes read as a font", len(bad))
+		}
+	}
+}
+
+// FuzzNamesAt: no file, however made, crashes the reading of an installed font's names.
+func FuzzNamesAt(f *testing.F) {
+	f.Add(buildFont(3, 1, 1, []byte{0, 'A'}))
+	f.Add([]byte("ttcf\x00\x01\x00\x00\x00\x00\x00\x0c"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		NamesAt(bytes.NewReader(data), int64(len(data)))
 	})
 }

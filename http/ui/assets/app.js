@@ -890,14 +890,18 @@ function templateScreen(id) {
       container.replaceChildren(head, h("p", { class: tpl.status === "error" ? "problem" : "muted" }, tpl.error || "Inspecting the file…"));
       return; // its next status arrives as an event
     }
-    const comps = await api("GET", `/api/v3/templates/${id}/compositions?limit=1000`);
-    const layers = await api("GET", `/api/v3/templates/${id}/layers?limit=1000`);
+    const [comps, layers, v2] = await Promise.all([api("GET", `/api/v3/templates/${id}/compositions?limit=1000`),
+      api("GET", `/api/v3/templates/${id}/layers?limit=1000`), api("GET", `/api/v2/templates/${id}`)]);
+    // A font its texts use that the farm has no file of is replaced at render: said first.
+    const fonts = v2.missingFonts && v2.missingFonts.length ? h("p", { class: "problem", id: "missing-fonts" },
+      `Fonts this template uses that it does not bundle and your library does not hold: ${v2.missingFonts.join(", ")}. `,
+      "Their texts render in another font unless the render nodes have them installed: upload them under Fonts and secrets.") : null;
     const byComp = new Map(comps.map((c) => [c.aeid, []]));
     for (const l of layers) (byComp.get(String(l.composition_id)) || []).push(l);
     const nameOf = new Map(comps.map((c) => [c.aeid, c.name]));
     poster = comps.length ? posterPanel(tpl, comps, byComp) : null;
     const form = mayAct() ? renderForm(tpl, comps, byComp) : null;
-    container.replaceChildren(head, poster && form ? h("div", { class: "split" }, poster.panel, form) : poster ? poster.panel : form || "",
+    container.replaceChildren(head, fonts || "", poster && form ? h("div", { class: "split" }, poster.panel, form) : poster ? poster.panel : form || "",
       h("p", { class: "muted" }, "Use a composition's name as template.composition and a layer's name as an asset's layerName. Layers inside nested compositions are found from the composition that nests them."),
       ...comps.map((c) => h("section", { class: "panel", "data-composition": c.name },
         h("h2", {}, c.name, " ", h("span", { class: "muted" }, `${c.width}×${c.height}, ${c.frame_rate} fps, ${c.duration} s`)),
