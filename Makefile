@@ -62,7 +62,7 @@ build: ## build bin/framefarm
 run: setup build ## serve on 127.0.0.1:8080 with an embedded render node and the embedded store
 	bin/framefarm serve --config $(CONFIG)
 
-token: setup build ## print an API token for TEAM (while no server holds ./data)
+token: setup build ## print an API token for TEAM (asks the running server, or writes ./data when none runs)
 	bin/framefarm token create --config $(CONFIG) --team $(TEAM)
 
 package: setup $(NFPM) ## $(DIST)/: Debian packages (amd64, arm64), a Windows zip and a macOS tarball of render nodes

@@ -373,7 +373,8 @@ func (c *Coordinator) Start() error {
 
 func (c *term) start() error {
 	store := c.deps.Store
-	c.jobWorld.rules.cleanRestart = store.Meta(metaCleanShutdown) == "1"
+	previous := store.Meta(metaCleanShutdown) // "" before the first start
+	c.jobWorld.rules.cleanRestart = previous == "1"
 	if err := store.Apply(&persistence.SetMeta{Name: metaCleanShutdown, Value: "0"}); err != nil {
 		return err
 	}
@@ -451,7 +452,15 @@ func (c *term) start() error {
 		}
 		c.jobs.activate(j.ID, c.jobWorld.producer(j, true))
 	}
-	c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "clean_restart", c.jobWorld.rules.cleanRestart)
+	switch {
+	case previous == "":
+		c.log.Info("coordinator started for the first time on this store")
+	case c.jobWorld.rules.cleanRestart:
+		c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume), "previous_stop", "clean")
+	default:
+		c.log.Info("coordinator started", "queued_jobs", queued.total, "resumed_jobs", len(resume),
+			"previous_stop", "interrupted (the renders it cut short count as failed attempts)")
+	}
 	return nil
 }
 

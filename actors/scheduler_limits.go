@@ -235,6 +235,9 @@ func LimitWaitReason(name string, u LimitUse) string {
 	case !u.Exists:
 		return fmt.Sprintf("the farm has no limit %q (its admin makes it: PUT /api/v2/admin/limits/%s)", name, name)
 	case u.Held >= u.Count:
+		if u.Count == 1 {
+			return fmt.Sprintf("the one render of limit %q is in use", name)
+		}
 		return fmt.Sprintf("all %d renders of limit %q are in use", u.Count, name)
 	}
 	return ""

@@ -619,7 +619,7 @@ func TestALimitsWaitIsRecorded(t *testing.T) {
 	}
 	s.limits.hold(first, []string{"ae"})
 	s.remove(first)
-	if r := s.waitReason(subject); r != `all 1 renders of limit "ae" are in use` {
+	if r := s.waitReason(subject); r != `the one render of limit "ae" is in use` {
 		t.Fatalf("a limit in use: %q", r)
 	}
 	s.limits.set("ae", 0, false)

@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/framefarm/framefarm/persistence"
+	"github.com/framefarm/framefarm/renderer"
 )
 
 // waitBook is the scheduler's account of why queued jobs cannot start, per subject: an engine
@@ -78,7 +79,7 @@ func (s *scheduler) waitReason(subject string) string {
 		case s.queuedBy[team] == 0:
 			return ""
 		case s.atCap(team):
-			return fmt.Sprintf("the team's renders hold %d render slots, its maxRunning (%d)", s.holding[team], r.maxRunning)
+			return CapWaitReason(s.holding[team], r.maxRunning)
 		case r.pools != nil && !s.readyNodeFor(r):
 			return fmt.Sprintf("the team renders only in pools %q (set by the farm's admin), and no ready render node is in one", *r.pools)
 		}
@@ -88,6 +89,11 @@ func (s *scheduler) waitReason(subject string) string {
 		return reason
 	}
 	return s.engineWaitReason(subject)
+}
+
+// CapWaitReason says why a job of a team whose renders hold running slots waits: its maxRunning.
+func CapWaitReason(running, maxRunning int) string {
+	return fmt.Sprintf("the team's renders hold %s, its maxRunning (%d)", renderer.Count(running, "render slot"), maxRunning)
 }
 
 // readyNodeFor reports whether a ready node may render the jobs of a team of these rules.

@@ -96,7 +96,7 @@ func (f *fileMover) stage(ctx context.Context, m *protocol.Assign, work string, 
 		task.Assets = append(task.Assets, asset)
 	}
 	if len(m.Task.Assets) > 0 {
-		log.Printf("%d assets staged", len(m.Task.Assets))
+		log.Printf("%s staged", renderer.Count(len(m.Task.Assets), "asset"))
 	}
 	ext := renderer.ChunkExtension(m.Task.Settings)
 	for i, src := range m.Task.Chunks {

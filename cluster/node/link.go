@@ -129,7 +129,11 @@ func (a *Agent) welcome(w *protocol.Welcome, from sender) {
 	case welcomeIgnored:
 		a.refused("refused a welcome that answers no hello of this node", from)
 	case welcomeAccepted:
-		a.log.Info("joined the coordinator", "coordinator", coordinator.GetAddress(), "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
+		where := coordinator.GetAddress()
+		if where == a.system.ProcessRegistry.Address { // the node embedded in the coordinator's process
+			where = "this process"
+		}
+		a.log.Info("joined the coordinator", "coordinator", where, "heartbeat", w.HeartbeatInterval, "lease", w.Lease)
 		a.nudge()
 	}
 }

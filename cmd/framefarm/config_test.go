@@ -298,3 +298,24 @@ func TestAReplicaPublicURLNamesTheFarm(t *testing.T) {
 		}
 	}
 }
+
+// TestTheStartSaysHowToSignIn: at a terminal the start prints the link that signs the dashboard
+// in as the farm's admin; to anything else (a pipe, a service's journal) the command that prints
+// it, never the token.
+func TestTheStartSaysHowToSignIn(t *testing.T) {
+	if got := adminSignIn(true, "http://127.0.0.1:8080", "ffl_x", "/bin/framefarm", "/data"); got != "farm admin: sign in to the dashboard at http://127.0.0.1:8080/ui/#token=ffl_x\n" {
+		t.Errorf("at a terminal: %q", got)
+	}
+	if got := adminSignIn(false, "http://127.0.0.1:8080", "ffl_x", "/bin/framefarm", "/data"); strings.Contains(got, "ffl_x") || !strings.Contains(got, "/bin/framefarm token admin --data-dir /data") {
+		t.Errorf("elsewhere: %q", got)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(w) || isTerminal(&strings.Builder{}) {
+		t.Error("a pipe or a buffer taken for a terminal")
+	}
+}

@@ -355,7 +355,7 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 		t.Fatalf("limits %+v", limits)
 	}
 	c.waitUntil("a licensed job says why it waits", func() bool {
-		return strings.Contains(b.logs(licensed[1].ID), `all 1 renders of limit "lic" are in use`)
+		return strings.Contains(b.logs(licensed[1].ID), `the one render of limit "lic" is in use`)
 	})
 	calls[free.ID].answer(renderReply{Result: "finish"})
 	noMoreCalls(t, c.control, 500*time.Millisecond, "a slot freed by other work, the limit still held")

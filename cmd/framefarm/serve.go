@@ -469,10 +469,31 @@ func (f *farm) greet(stdout io.Writer) {
 		self = "framefarm"
 	}
 	abs, _ := filepath.Abs(f.cfg.Server.DataDir)
-	fmt.Fprintf(stdout, "farm admin: %s token admin --data-dir %s   (prints the admin token and a sign-in link)\n", self, abs)
+	la, err := readLocalAdmin(f.cfg.Server.DataDir)
+	fmt.Fprint(stdout, adminSignIn(err == nil && isTerminal(stdout), f.publicURL, la.Token, self, abs))
 	if !f.store.HasTeams() {
 		fmt.Fprintf(stdout, "no team yet: for a first API token, run in another terminal on this machine\n  %s token create --data-dir %s --team NAME\n", self, abs)
 	}
+}
+
+// adminSignIn is how the start tells the operator to sign in as the farm's admin: the link that
+// does, to a person at a terminal; elsewhere (a service's journal, which others may read) the
+// command that prints it.
+func adminSignIn(terminal bool, publicURL, token, self, dataDir string) string {
+	if terminal {
+		return fmt.Sprintf("farm admin: sign in to the dashboard at %s/ui/#token=%s\n", publicURL, token)
+	}
+	return fmt.Sprintf("farm admin: %s token admin --data-dir %s   (prints the admin token and a sign-in link)\n", self, dataDir)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
 // startEmbeddedNode runs a render node inside the coordinator; it reaches the coordinator's files

@@ -254,7 +254,7 @@ func (s *JobViews) queuedWait(j *persistence.Job) string {
 	}
 	if s.TeamLoads != nil {
 		if load := s.TeamLoads()[j.TeamID]; load.AtCap() {
-			return fmt.Sprintf("the team's renders hold %d render slots, its maxRunning (%d)", load.Running, load.MaxRunning)
+			return actors.CapWaitReason(load.Running, load.MaxRunning)
 		}
 	}
 	if len(j.Limits) > 0 && s.Limits != nil {
@@ -266,9 +266,24 @@ func (s *JobViews) queuedWait(j *persistence.Job) string {
 		}
 	}
 	if c.Free == 0 {
-		return fmt.Sprintf("all %d render slots for %s are busy; %d jobs are queued for them", c.Slots, slotsOf, c.Queued)
+		return fmt.Sprintf("%s for %s %s busy; %s queued for them", every(c.Slots, "render slot"), slotsOf, are(c.Slots), renderer.Count(c.Queued, "job"))
 	}
 	return "being assigned to a render node"
+}
+
+// every writes "the one render slot" or "all 3 render slots".
+func every(n int, noun string) string {
+	if n == 1 {
+		return "the one " + noun
+	}
+	return "all " + renderer.Count(n, noun)
+}
+
+func are(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // outputURL is where a job's output is (or will be) available.
