@@ -504,7 +504,7 @@ func TestCancelRacingDispatchHasOneWinner(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := f.coord.CancelJobs([]ulid.ULID{id})
+			out, err := f.coord.CancelJobs([]ulid.ULID{id}, "")
 			if err != nil {
 				t.Error(err)
 				return
@@ -611,7 +611,7 @@ func TestTerminalJobActorsPassivateAndComeBack(t *testing.T) {
 	if live := f.coord.LiveJobActors(); live != 0 {
 		t.Fatalf("%d live job actors after passivation", live)
 	}
-	out, err := f.coord.CancelJobs([]ulid.ULID{id})
+	out, err := f.coord.CancelJobs([]ulid.ULID{id}, "")
 	if err != nil || len(out.Cancelled) != 0 || out.Reached[id].State != persistence.JobFinished {
 		t.Fatalf("cancel of a passivated finished job: %+v, %v", out, err)
 	}
@@ -639,7 +639,7 @@ func TestBatchCancelLeavesNoRecordsBehind(t *testing.T) {
 	if err := f.coord.CreateBatch(batch, jobs, nil); err != nil {
 		t.Fatal(err)
 	}
-	out, err := f.coord.CancelBatch(batch.ID)
+	out, err := f.coord.CancelBatch(batch.ID, "")
 	if err != nil || len(out.Cancelled) != len(jobs) {
 		t.Fatalf("batch cancel: %+v, %v", out, err)
 	}
@@ -860,7 +860,7 @@ func TestACoordinatorBetweenTermsAnswersNotLeading(t *testing.T) {
 	ids := f.queue(f.team, 0, 2)
 	f.coord.Stop(context.Background())
 
-	_, cancelErr := f.coord.CancelJobs(ids[:1])
+	_, cancelErr := f.coord.CancelJobs(ids[:1], "")
 	_, stopErr := f.coord.StopJob(ids[0], "test")
 	_, statsErr := f.coord.QueueStats()
 	_, tokenErr := f.coord.IssueToken("acme", time.Time{}, persistence.RoleSubmitter)
@@ -882,7 +882,7 @@ func TestACoordinatorBetweenTermsAnswersNotLeading(t *testing.T) {
 	if err := f.coord.Start(); err == nil {
 		t.Error("a second Start during a term was taken")
 	}
-	out, err := f.coord.CancelJobs(ids[:1])
+	out, err := f.coord.CancelJobs(ids[:1], "")
 	if err != nil || len(out.Cancelled) != 1 {
 		t.Fatalf("cancel in the next term: %+v, %v", out, err)
 	}

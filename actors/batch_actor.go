@@ -35,7 +35,7 @@ type (
 		err  error
 		jobs []*persistence.Job
 	}
-	batchCancel struct{}
+	batchCancel struct{ by string }
 )
 
 // BatchJobCancel is what a batch cancel did to one top-level job.
@@ -126,7 +126,7 @@ func (b *batchActor) handle(ctx actor.Context, msg any, sender *actor.PID) {
 		for i, j := range b.jobs {
 			roots[i] = j.JobID
 		}
-		b.w.walks.start(roots, ctx.Self())
+		b.w.walks.start(roots, m.by, ctx.Self())
 	default:
 		b.done(ctx, errors.New("batch actor: unknown request"))
 	}
@@ -176,13 +176,14 @@ func (c *Coordinator) CreateBatch(batch *persistence.Batch, jobs []*persistence.
 	return res.(*batchCreated).err
 }
 
-// CancelBatch cancels a batch's cancellable top-level jobs with their cascades.
-func (c *Coordinator) CancelBatch(batchID ulid.ULID) (*BatchCancelOutcome, error) {
+// CancelBatch cancels a batch's cancellable top-level jobs with their cascades; by says who,
+// for the jobs' logs.
+func (c *Coordinator) CancelBatch(batchID ulid.ULID, by string) (*BatchCancelOutcome, error) {
 	t, err := c.leading()
 	if err != nil {
 		return nil, err
 	}
-	res, err := t.askBatch(batchID, &batchCancel{})
+	res, err := t.askBatch(batchID, &batchCancel{by: by})
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ type cancelWalker struct {
 	jobs      *jobDirectory
 	log       *slog.Logger
 	roots     []ulid.ULID
+	by        string
 	replyTo   *actor.PID
 	visited   map[ulid.ULID]bool
 	reached   map[ulid.ULID]*persistence.Job
@@ -66,7 +67,7 @@ func (w *cancelWalker) visit(ctx actor.Context, id ulid.ULID) {
 		return
 	}
 	w.visited[id] = true
-	err := w.jobs.deliver(id, &cancelRequest{}, ctx.Self())
+	err := w.jobs.deliver(id, &cancelRequest{by: w.by}, ctx.Self())
 	if err != nil {
 		if !errors.Is(err, persistence.ErrNotFound) {
 			w.log.Error("cancel cascade cannot reach a job", "job", id.String(), "err", err)
@@ -103,15 +104,16 @@ type cancelWalks struct {
 	log  *slog.Logger
 }
 
-// start spawns a walk from the roots; replyTo (if any) receives the *CancelOutcome. The walk is
+// start spawns a walk from the roots, asked by by (for the jobs' logs); replyTo (if any)
+// receives the *CancelOutcome. The walk is
 // a top-level actor, never a child of the actor asking: Proto.Actor's set of children keeps the
 // last child it removed in its backing array, and through that PID's cached process a finished
 // walk, with every job record it reached, would live as long as its parent (a batch's actor, two
 // seconds idle after each cancel).
-func (cw *cancelWalks) start(roots []ulid.ULID, replyTo *actor.PID) {
+func (cw *cancelWalks) start(roots []ulid.ULID, by string, replyTo *actor.PID) {
 	cw.root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &cancelWalker{
-			jobs: cw.jobs, log: cw.log, roots: roots, replyTo: replyTo,
+			jobs: cw.jobs, log: cw.log, roots: roots, by: by, replyTo: replyTo,
 			visited:   make(map[ulid.ULID]bool),
 			reached:   make(map[ulid.ULID]*persistence.Job),
 			cancelled: make(map[ulid.ULID]*persistence.Job),
@@ -204,14 +206,14 @@ func answerOf(future *actor.Future) (*persistence.Job, error) {
 }
 
 // CancelJobs cancels the jobs (which the caller checked exist and belong to the team) with
-// their cascades, and waits for the outcome.
-func (c *Coordinator) CancelJobs(ids []ulid.ULID) (*CancelOutcome, error) {
+// their cascades, and waits for the outcome; by says who, for the jobs' logs.
+func (c *Coordinator) CancelJobs(ids []ulid.ULID, by string) (*CancelOutcome, error) {
 	t, err := c.leading()
 	if err != nil {
 		return nil, err
 	}
 	future := actor.NewFuture(t.system, c.cfg.AskTimeout)
-	t.walks.start(ids, future.PID())
+	t.walks.start(ids, by, future.PID())
 	res, err := future.Result()
 	if err != nil {
 		return nil, ErrUnavailable

@@ -237,7 +237,7 @@ func (w *jobWorld) carryOut(sender *actor.PID, e effect) {
 			w.root.Send(e.to, &reportSettled{jobID: e.job, attempt: e.attempt})
 		}
 	case cascade:
-		w.walks.start(e.jobs, nil)
+		w.walks.start(e.jobs, e.by, nil)
 	case published:
 		w.events.publishJobEvent(e.event)
 	case later:

@@ -96,7 +96,10 @@ type (
 		attempt int
 	}
 	// cascade cancels these jobs and, in turn, their relatives (cancel.go).
-	cascade struct{ jobs []ulid.ULID }
+	cascade struct {
+		jobs []ulid.ULID
+		by   string
+	}
 	// published is an event for the Events' subscribers.
 	published struct{ event any }
 	// later carries out eff once after a wait on the clock.
@@ -147,7 +150,7 @@ func (b *jobBook) on(now time.Time, msg any) effects {
 	case *renderFailed:
 		b.onFailed(&out, now, m)
 	case *cancelRequest:
-		b.onCancel(&out, now)
+		b.onCancel(&out, now, m.by)
 	case *stopRequest:
 		b.onStop(&out, now, m)
 	case *sendAgainRequest:
@@ -250,7 +253,7 @@ func (b *jobBook) onChildren(now time.Time, children []*persistence.Job, err err
 		// have been cut short: finish it from here. Otherwise the cascade in flight arrives
 		// itself (a second walk would race it for the jobs its answer lists).
 		if b.resume {
-			out.add(cascade{[]ulid.ULID{b.job.ID}})
+			out.add(cascade{jobs: []ulid.ULID{b.job.ID}})
 		}
 	case len(b.waitingOn) == 0:
 		b.childrenFinished(&out, now)
@@ -565,13 +568,13 @@ func attemptsMessage(failures []persistence.AttemptFailure) string {
 
 // onCancel cancels a queued or pending job; a chunk rendering is stopped, as its job no longer
 // wants it. The answer names the relatives a cascade reaches next.
-func (b *jobBook) onCancel(out *effects, now time.Time) {
+func (b *jobBook) onCancel(out *effects, now time.Time, by string) {
 	notCancelled := effects{reply{&cancelResult{jobID: b.job.ID, job: b.job}}}
 	if b.chunkRendering() {
 		next, relatives := b.job.Clone(), b.relatives()
 		done := reply{&cancelResult{jobID: b.job.ID, job: next, cancelled: true, relatives: relatives}}
 		refused := reply{&cancelResult{jobID: b.job.ID, job: b.job, relatives: relatives}}
-		b.withdraw(out, now, next, "its job was cancelled", effects{done}, effects{refused})
+		b.withdraw(out, now, next, "its job was cancelled", b.inJobsLog(now, "stopped: the job was cancelled", effects{done}), effects{refused})
 		return
 	}
 	if !b.job.State.Cancellable() {
@@ -584,7 +587,11 @@ func (b *jobBook) onCancel(out *effects, now time.Time) {
 	}
 	then.add(reply{&cancelResult{jobID: b.job.ID, job: next, cancelled: true, relatives: b.relatives()}})
 	next.Error, next.ErrorAt = "cancelled through the API", now
-	b.change(out, now, next, EventCancel, []string{"cancelled"}, nil, then, notCancelled)
+	line := "cancelled"
+	if by != "" {
+		line = "cancelled by " + by
+	}
+	b.change(out, now, next, EventCancel, []string{line}, nil, then, notCancelled)
 }
 
 // onStop ends a rendering job as cancelled by its owner (withdraw), and its relatives are
@@ -596,7 +603,7 @@ func (b *jobBook) onStop(out *effects, now time.Time, m *stopRequest) {
 	}
 	next, then := b.job.Clone(), effects{}
 	if rel := b.relatives(); len(rel) > 0 {
-		then.add(cascade{rel})
+		then.add(cascade{jobs: rel, by: m.by})
 	}
 	then.add(reply{&jobAnswer{job: next}})
 	b.withdraw(out, now, next, "stopped by "+m.by, then, effects{writeRefused{}})
@@ -610,12 +617,25 @@ func (b *jobBook) onSendAgain(out *effects, now time.Time, m *sendAgainRequest) 
 		return
 	}
 	attempt, node := b.job.Attempts, b.job.Node
-	line := fmt.Sprintf("attempt %d on node %s taken back by %s: queued again (it does not count)", attempt, node, m.by)
+	line := fmt.Sprintf("attempt %d on node %s taken back by %s: queued again (it does not count against the attempts)", attempt, node, m.by)
 	next := b.job.Clone()
 	next.Progress = b.startingProgress()
-	then := effects{b.takeBack(attempt, node, "sent again by "+m.by), published{JobRequeued{Job: b.job.ID}},
-		toService{serviceScheduler, &jobsQueued{entries: []persistence.QueueEntry{next.QueueEntry()}}}, reply{&jobAnswer{job: next}}}
+	then := append(effects{b.takeBack(attempt, node, "sent again by "+m.by), published{JobRequeued{Job: b.job.ID}},
+		toService{serviceScheduler, &jobsQueued{entries: []persistence.QueueEntry{next.QueueEntry()}}}},
+		b.inJobsLog(now, "taken back by "+m.by+": queued again, not counted against the attempts", effects{reply{&jobAnswer{job: next}}})...)
 	b.change(out, now, next, EventAttemptLost, []string{line}, nil, then, effects{writeRefused{}})
+}
+
+// inJobsLog says in a chunk's split job's log what became of the chunk's attempt on its node,
+// then follows; for any other job it is then alone.
+func (b *jobBook) inJobsLog(now time.Time, what string, then effects) effects {
+	if b.job.Kind != persistence.KindChunk {
+		return then
+	}
+	f := b.job.Spec.Settings.Frames
+	line := fmt.Sprintf("frames %d to %d: attempt %d on node %s %s", f.Start, f.End, b.job.Attempts, b.job.Node, what)
+	return effects{jobWrite{cmd: &persistence.AppendJobLog{At: now, JobID: b.job.ParentID, Lines: []string{line}},
+		what: "a chunk's attempt in its job's log", then: then, failed: then}}
 }
 
 // withdraw ends the job's render as cancelled (the stop event) for reason, into next (a copy of

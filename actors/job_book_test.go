@@ -337,15 +337,30 @@ func jobBookCases() []jobBookCase {
 				{event: msg(&cancelRequest{}), want: []string{
 					`write K1 render:dorender->manually_cancelled "its job was cancelled while rendering on node n1 (attempt 1)"`,
 					"> publish K1 render:dorender->manually_cancelled (chunk)", "> node n1 withdraw K1/1: its job was cancelled", "> forget outputs/K1/",
-					"> reply cancelled K1 relatives=[S1]"}, state: persistence.JobCancelled},
+					`> log S1 "frames 10 to 19: attempt 1 on node n1 stopped: the job was cancelled" then [reply cancelled K1 relatives=[S1]]`},
+					state: persistence.JobCancelled},
 			}},
 		{name: "an operator sends a rendering job again: its node gives the attempt back, and the job is queued, the attempt uncounted",
 			job: storedJob("J1", persistence.JobRendering, renderingOn(1)), covers: []string{"attempt_lost render:dorender"}, steps: []jobStep{
 				{event: msg(&sendAgainRequest{by: "admin"}), want: []string{
-					`write J1 render:dorender->queued 0% "attempt 1 on node n1 taken back by admin: queued again (it does not count)"`,
+					`write J1 render:dorender->queued 0% "attempt 1 on node n1 taken back by admin: queued again (it does not count against the attempts)"`,
 					"> publish J1 render:dorender->queued", "> node n1 withdraw J1/1: sent again by admin", "> publish requeued J1",
 					"> scheduler jobsQueued J1", "> reply answer J1 queued"}, state: persistence.JobQueued},
 				{event: msg(&sendAgainRequest{by: "admin"}), want: []string{"reply error: not rendering: it is queued; only a rendering job is sent again"}},
+			}},
+		{name: "a chunk sent again says so in its split job's log, the log its client reads",
+			job: storedJob("K1", persistence.JobRendering, chunkOf("S1", 1), renderingOn(1)), steps: []jobStep{
+				{event: msg(&sendAgainRequest{by: "admin"}), want: []string{
+					`write K1 render:dorender->queued 0% "attempt 1 on node n1 taken back by admin: queued again (it does not count against the attempts)"`,
+					"> publish K1 render:dorender->queued (chunk)", "> node n1 withdraw K1/1: sent again by admin", "> publish requeued K1",
+					"> scheduler jobsQueued K1",
+					`> log S1 "frames 10 to 19: attempt 1 on node n1 taken back by admin: queued again, not counted against the attempts" then [reply answer K1 queued]`},
+					state: persistence.JobQueued},
+			}},
+		{name: "a job cancelled by someone names them in its log",
+			job: storedJob("J1", persistence.JobQueued), steps: []jobStep{
+				{event: msg(&cancelRequest{by: "the farm's admin"}), want: []string{`write J1 queued->manually_cancelled "cancelled by the farm's admin"`,
+					"> publish J1 queued->manually_cancelled", "> scheduler jobWithdrawn J1", "> reply cancelled J1 relatives=[]"}, state: persistence.JobCancelled},
 			}},
 		{name: "a queued split job retagged takes its new place in the queue (its chunks are asked apart)",
 			job: storedJob("S1", persistence.JobQueued, splitInto("K0")), steps: []jobStep{

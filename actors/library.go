@@ -99,6 +99,24 @@ func (c *Coordinator) IssueToken(teamName string, expires time.Time, role persis
 		Record: &persistence.Token{TeamID: issued.Team.ID, CreatedAt: now, ExpiresAt: expires, Role: role, Hash: hash}}, nil
 }
 
+// CreateTeam makes a team of that name (with its webhook signing secret) when there is none;
+// created says whether it is new.
+func (c *Coordinator) CreateTeam(name string) (team persistence.Team, created bool, err error) {
+	if _, err := c.leading(); err != nil {
+		return team, false, err
+	}
+	secret, err := persistence.NewWebhookSecret()
+	if err != nil {
+		return team, false, err
+	}
+	now := c.deps.Clock.Now()
+	create := &persistence.CreateTeam{At: now, Name: name, NewTeamID: c.deps.IDs.New(now), WebhookSecret: secret}
+	if err := c.deps.Store.Apply(create); err != nil {
+		return team, false, err
+	}
+	return create.Team, create.Created, nil
+}
+
 // RevokeToken removes the token of an id (the start of its hash), of team when it is not zero:
 // it stops working at once, and TokenRevoked tells those who hold what it opened (event
 // streams). ErrNotFound: no such token.

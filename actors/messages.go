@@ -59,8 +59,9 @@ type (
 		// settle, when set, is the NodeActor to tell once the outcome is durable (reportSettled).
 		settle *actor.PID
 	}
-	// cancelRequest asks a job to cancel itself; it answers with a cancelResult.
-	cancelRequest struct{}
+	// cancelRequest asks a job to cancel itself; it answers with a cancelResult. by says who
+	// asked, for the job's log ("": its log says only that it was cancelled).
+	cancelRequest struct{ by string }
 	cancelResult  struct {
 		jobID     ulid.ULID
 		cancelled bool

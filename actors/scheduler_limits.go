@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sync/atomic"
 
 	"github.com/oklog/ulid/v2"
@@ -101,12 +102,13 @@ func (b *limitBook) set(name string, count int, exists bool) {
 	b.dirty = true
 }
 
-// LimitUse is a limit as the scheduler applies it: its count, whether it exists, and how many
-// renders hold it now.
+// LimitUse is a limit as the scheduler applies it: its count, whether it exists, and the
+// renders holding it now (Holders: their jobs or chunks, in id order).
 type LimitUse struct {
-	Count  int
-	Exists bool
-	Held   int
+	Count   int
+	Exists  bool
+	Held    int
+	Holders []ulid.ULID
 }
 
 // Full reports whether no render may take the limit now.
@@ -124,6 +126,17 @@ func (b *limitBook) publish() {
 	out := make(map[string]LimitUse, len(b.limits))
 	for name, u := range b.limits {
 		out[name] = LimitUse{Count: u.count, Exists: u.exists, Held: u.held}
+	}
+	for job, limits := range b.held {
+		for _, name := range limits {
+			u := out[name]
+			u.Holders = append(u.Holders, job)
+			out[name] = u
+		}
+	}
+	for name, u := range out {
+		slices.SortFunc(u.Holders, ulid.ULID.Compare)
+		out[name] = u
 	}
 	b.out.Store(&out)
 }

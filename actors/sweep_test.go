@@ -67,7 +67,7 @@ func TestCancellingASplitJobSweepsItsChunks(t *testing.T) {
 	f := newFixture(t, actors.Config{})
 	parent, chunks := f.splitJob(1000)
 	f.waitQueued(1000)
-	out, err := f.coord.CancelJobs([]ulid.ULID{parent.ID})
+	out, err := f.coord.CancelJobs([]ulid.ULID{parent.ID}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

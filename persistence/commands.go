@@ -127,6 +127,16 @@ type (
 		Team          Team      `json:"-"`
 		Created       bool      `json:"-"`
 	}
+	// CreateTeam makes a team of that name (with the id and webhook secret given) when there is
+	// none. Team is the team, Created whether it is new.
+	CreateTeam struct {
+		At            time.Time `json:"at"`
+		Name          string    `json:"name"`
+		NewTeamID     ulid.ULID `json:"newTeamId"`
+		WebhookSecret string    `json:"webhookSecret"`
+		Team          Team      `json:"-"`
+		Created       bool      `json:"-"`
+	}
 	// SetTeamPolicy changes a team's policy; Team is the team as changed (ErrNotFound when
 	// there is none).
 	SetTeamPolicy struct {
@@ -195,6 +205,7 @@ func (*CreateSecret) command()   {}
 func (*DeleteSecret) command()   {}
 func (*IssueToken) command()     {}
 func (*RevokeToken) command()    {}
+func (*CreateTeam) command()     {}
 func (*SetTeamPolicy) command()  {}
 func (*PutLimit) command()       {}
 func (*DeleteLimit) command()    {}
@@ -324,6 +335,10 @@ func (t *txn) apply(c Command) error {
 		}
 		c.Team, c.Created = team, created
 		return t.putJSON(bucketTokens, c.TokenHash[:], Token{TeamID: team.ID, CreatedAt: c.At, ExpiresAt: c.ExpiresAt, Role: c.Role})
+	case *CreateTeam:
+		team, created, err := t.ensureTeam(c.Name, c.NewTeamID, c.WebhookSecret, c.At)
+		c.Team, c.Created = team, created
+		return err
 	case *SetTeamPolicy:
 		return t.setTeamPolicy(c)
 	case *PutLimit:
@@ -375,7 +390,7 @@ var ignorableKinds = map[string]bool{}
 func init() {
 	for _, c := range []Command{&CreateJobs{}, &ChangeJob{}, &AppendJobLog{}, &RecordDelivery{}, &SetMeta{},
 		&PutTemplate{}, &DeleteTemplate{}, &CreateFont{}, &DeleteFont{}, &CreateSecret{}, &DeleteSecret{},
-		&IssueToken{}, &RevokeToken{}, &SetTeamPolicy{}, &PutLimit{}, &DeleteLimit{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}, &RetagJob{}} {
+		&IssueToken{}, &RevokeToken{}, &CreateTeam{}, &SetTeamPolicy{}, &PutLimit{}, &DeleteLimit{}, &RemoveExpired{}, &ForgetAnswers{}, &ForgetObjects{}, &ObjectsDeleted{}, &RecordWaits{}, &RetagJob{}} {
 		commandKinds[reflect.TypeOf(c).Elem().Name()] = reflect.TypeOf(c).Elem()
 	}
 	// Why queued jobs wait is worked out again from the queue; forgotten answers are forgotten

@@ -87,6 +87,7 @@ func everyCommand() []Command {
 		&IssueToken{At: at(0), TeamName: "acme", NewTeamID: team, WebhookSecret: "ab", TokenHash: [32]byte{1, 2}},
 		&IssueToken{At: at(0), TeamName: "acme", TokenHash: [32]byte{3, 4}, ExpiresAt: at(9)},
 		&RevokeToken{TokenID: "0304000000000000"},
+		&CreateTeam{At: at(0), Name: "render", NewTeamID: ids.New(at(0)), WebhookSecret: "cd"},
 		&PutTemplate{Template: &Template{ID: tpl, TeamID: team, Type: "zip", DisplayName: "t", Status: TemplateUploaded, CreatedAt: at(0), UpdatedAt: at(0)}},
 		&CreateJobs{At: at(1), Batch: &Batch{ID: batch, TeamID: team, Total: 1, Jobs: []BatchEntry{{0, parent}}, CreatedAt: at(1)}, Jobs: jobs},
 		&CreateJobs{At: at(1), Jobs: []*Job{singleJob}, Remember: &Answer{TeamID: team, Key: "k1", RequestHash: "h", Status: 201, Body: []byte(`{"id":"x"}`)}},

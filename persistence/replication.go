@@ -487,6 +487,10 @@ func (c *IssueToken) adoptResults(a Command) {
 	applied := a.(*IssueToken)
 	c.Team, c.Created = applied.Team, applied.Created
 }
+func (c *CreateTeam) adoptResults(a Command) {
+	applied := a.(*CreateTeam)
+	c.Team, c.Created = applied.Team, applied.Created
+}
 func (c *ForgetAnswers) adoptResults(a Command) {
 	applied := a.(*ForgetAnswers)
 	c.Next, c.Forgotten = applied.Next, applied.Forgotten

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -278,9 +279,16 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 	c := startCoordinator(t, options{cluster: true})
 	c.startNode("n1", 2, "--pools", "gpu,4k")
 	c.startNode("n2", 2)
+	// A team made before its first token: its policy is set before anyone submits.
+	if out := c.admin("team", "create", "a"); !strings.Contains(out, "created team a") {
+		t.Fatalf("team create printed:\n%s", out)
+	}
+	if out, err := framefarm("team", "create", "a", "--url", c.url, "--admin-token", adminToken); err == nil || !strings.Contains(string(out), `team "a" exists`) {
+		t.Fatalf("a second team create: %v\n%s", err, out)
+	}
+	c.admin("team", "set", "a", "--pools", "gpu")
 	a, b := c.team("a"), c.team("b")
 	admin := &client{c: c, token: adminToken}
-	c.admin("team", "set", "a", "--pools", "gpu")
 	if list := c.admin("node", "list"); !strings.Contains(list, "POOLS") || !strings.Contains(list, "gpu,4k") {
 		t.Fatalf("node list does not show the pools:\n%s", list)
 	}
@@ -319,7 +327,9 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 
 	// A limit of one: one render at a time, the other work beside it.
 	a.fails(http.MethodPost, "/api/v2/jobs", job(tplA, map[string]any{"limits": []string{"lic"}}), http.StatusBadRequest, "validation_error")
-	admin.must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 1}, http.StatusOK, nil)
+	if out := c.admin("limit", "set", "lic", "1"); !strings.Contains(out, "lic") {
+		t.Fatalf("limit set printed:\n%s", out)
+	}
 	if list := c.admin("team", "set", "a", "--limits", "other"); !strings.Contains(list, "LIMITS") || !strings.Contains(list, "other") {
 		t.Fatalf("team set --limits:\n%s", list)
 	}
@@ -346,13 +356,25 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 	}
 	noMoreCalls(t, c.control, 500*time.Millisecond, "the limit of one is held")
 	var limits []struct {
-		Name  string `json:"name"`
-		Count int    `json:"count"`
-		InUse int    `json:"inUse"`
+		Name   string `json:"name"`
+		Count  int    `json:"count"`
+		InUse  int    `json:"inUse"`
+		HeldBy []struct {
+			Job  string `json:"job"`
+			Team string `json:"team"`
+		} `json:"heldBy"`
 	}
+	var teamB struct {
+		ID string `json:"id"`
+	}
+	b.must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, &teamB)
 	admin.must(http.MethodGet, "/api/v2/admin/limits", nil, http.StatusOK, &limits)
-	if len(limits) != 1 || limits[0].Name != "lic" || limits[0].InUse != 1 || limits[0].Count != 1 {
+	if len(limits) != 1 || limits[0].Name != "lic" || limits[0].InUse != 1 || limits[0].Count != 1 ||
+		len(limits[0].HeldBy) != 1 || limits[0].HeldBy[0].Job != licensed[0].ID || limits[0].HeldBy[0].Team != teamB.ID {
 		t.Fatalf("limits %+v", limits)
+	}
+	if list := c.admin("limit", "list"); !strings.Contains(list, "HELD BY") || !strings.Contains(list, licensed[0].ID) {
+		t.Fatalf("limit list does not name the render holding it:\n%s", list)
 	}
 	c.waitUntil("a licensed job says why it waits", func() bool {
 		return strings.Contains(b.logs(licensed[1].ID), `the one render of limit "lic" is in use`)
@@ -401,7 +423,7 @@ func TestPoolsAndLimitsPlaceTheRenders(t *testing.T) {
 		t.Fatalf("a retry in a pool the team may no longer name: %s", e.Error)
 	}
 
-	admin.must(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNoContent, nil)
+	c.admin("limit", "delete", "lic")
 	admin.fails(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNotFound, "not_found")
 }
 
@@ -552,18 +574,24 @@ func TestTheAdminSeesAndActsOnEveryTeamsJobs(t *testing.T) {
 	var view struct {
 		Team   struct{ Name string } `json:"team"`
 		Chunks []struct {
-			Attempts int `json:"attempts"`
+			Node           string `json:"node"`
+			Attempts       int    `json:"attempts"`
+			FailedAttempts int    `json:"failedAttempts"`
 		} `json:"chunks"`
 	}
 	admin.must(http.MethodGet, "/api/v2/admin/jobs/"+split.ID, nil, http.StatusOK, &view)
-	if view.Team.Name != "a" || len(view.Chunks) != 3 || view.Chunks[0].Attempts != 2 {
+	if view.Team.Name != "a" || len(view.Chunks) != 3 || view.Chunks[0].Attempts != 2 || view.Chunks[0].FailedAttempts != 0 {
 		t.Fatalf("the admin's view of the split job: %+v", view)
 	}
-	if log := a.logs(split.ID); !strings.Contains(log, "split into 3 chunks") {
-		t.Fatalf("split job log:\n%s", log)
-	}
+	// The job's log, the one its client reads, says what the admin did to its chunk.
+	logHas(t, a, split.ID, "split into 3 chunks",
+		"frames 0 to 49: attempt 1 on node "+view.Chunks[0].Node+" taken back by the farm's admin (token", "queued again, not counted against the attempts")
 	admin.must(http.MethodPost, "/api/v2/admin/jobs/"+split.ID+"/stop", nil, http.StatusOK, nil)
 	c.waitJob(split.ID, "manually_cancelled")
+	c.waitUntil("the split job's log says which chunks the stop took from their nodes", func() bool {
+		log := a.logs(split.ID)
+		return strings.Contains(log, "cancelled by the farm's admin (token") && strings.Contains(log, "frames 0 to 49: attempt 2 on node "+view.Chunks[0].Node+" stopped: the job was cancelled")
+	})
 	a.fails(http.MethodGet, "/api/v2/admin/jobs", nil, http.StatusForbidden, "forbidden")
 }
 
@@ -727,6 +755,9 @@ func TestUsageOutlivesARestartAndAFailover(t *testing.T) {
 	used := usageOf(t, a, "/api/v2/usage")
 	if used.JobsFinished != 2 || used.JobsFailed != 1 || used.Frames != 300 || used.RenderSeconds <= 0 {
 		t.Fatalf("a's usage after a restart: %+v", used)
+	}
+	if report := c.admin("usage", "--team", "a"); !strings.Contains(report, "RENDER TIME") || !regexp.MustCompile(`(?m)^a\s+all\s+\S+\s+300\s+2\s+1\s`).MatchString(report) {
+		t.Fatalf("framefarm usage --team a:\n%s", report)
 	}
 
 	rs := newReplicaSet(t, 3, testTimings)

@@ -95,3 +95,33 @@ func TestAMissingFontIsLoud(t *testing.T) {
 		t.Fatalf("the job's view: missing fonts %v", view.MissingFonts)
 	}
 }
+
+// TestAChunkHoldingALimitIsNamedByItsJob: the admin's list of limits names the renders holding
+// each as their client knows them: a split job's chunk by its job and its index.
+func TestAChunkHoldingALimitIsNamedByItsJob(t *testing.T) {
+	c := startCoordinator(t, options{slots: 1})
+	admin := &client{c: c, token: adminToken}
+	acme := c.team("acme")
+	c.admin("limit", "set", "lic", "1")
+	j := splitJob(acme.uploadTemplate(inspection()), 50)
+	j["limits"], j["name"] = []string{"lic"}, "Spot (split)"
+	var made created
+	acme.must(http.MethodPost, "/api/v2/jobs", j, http.StatusCreated, &made)
+	call := c.control.next(t)
+	var limits []struct {
+		HeldBy []struct {
+			Job   string `json:"job"`
+			Chunk *int   `json:"chunk"`
+			Name  string `json:"name"`
+		} `json:"heldBy"`
+	}
+	admin.must(http.MethodGet, "/api/v2/admin/limits", nil, http.StatusOK, &limits)
+	if len(limits) != 1 || len(limits[0].HeldBy) != 1 || limits[0].HeldBy[0].Job != made.ID || limits[0].HeldBy[0].Chunk == nil ||
+		*limits[0].HeldBy[0].Chunk != 0 || limits[0].HeldBy[0].Name != "Spot (split)" {
+		t.Fatalf("the limit's holders: %+v", limits)
+	}
+	if list := c.admin("limit", "list"); !strings.Contains(list, made.ID+` (chunk 0) "Spot (split)"`) {
+		t.Fatalf("limit list:\n%s", list)
+	}
+	call.answer(renderReply{Result: "finish"})
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 )
@@ -123,4 +124,27 @@ func (a adminFlags) resolve() (base, token string, err error) {
 		base = "http://127.0.0.1:8080"
 	}
 	return base, token, nil
+}
+
+// ask sends one admin request with a JSON body (nil: none) and decodes the answer into out
+// (nil: ignored).
+func (a adminFlags) ask(method, path string, body, out any) (status int, err error) {
+	var raw []byte
+	if body != nil {
+		if raw, err = json.Marshal(body); err != nil {
+			return 0, err
+		}
+	}
+	base, token, err := a.resolve()
+	if err != nil {
+		return 0, err
+	}
+	status, answer, err := adminRequest(method, base, path, token, raw)
+	if err != nil || out == nil || status == http.StatusNoContent {
+		return status, err
+	}
+	if err := json.Unmarshal(answer, out); err != nil {
+		return status, fmt.Errorf("unexpected answer: %w", err)
+	}
+	return status, nil
 }

@@ -57,8 +57,8 @@ const usage = `usage:
                   [--local-slots N] [--allow-private-urls]
   framefarm node --join HOST:PORT[,HOST:PORT] [--config FILE] [--id ID] [--engines lottie,ae2026]
                  [--slots N] [--bind HOST:PORT] [--advertise HOST:PORT] [--actors-bind HOST:PORT]
-                 [--actors-advertise HOST:PORT] [--data-dir DIR] [--require-tags a,b] [--label K=V]
-                 [--key KEY] [--tls-cert FILE --tls-key FILE --tls-ca FILE | --insecure]
+                 [--actors-advertise HOST:PORT] [--data-dir DIR] [--pools gpu,4k] [--require-tags a,b]
+                 [--label K=V] [--key KEY] [--tls-cert FILE --tls-key FILE --tls-ca FILE | --insecure]
   framefarm node list|drain ID|clear ID|forget ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm cluster tls ca create [--dir DIR] [--days N]
   framefarm cluster tls cert create (--coordinator | --node ID | --any-node) [--dir DIR] [--days N]
@@ -67,9 +67,12 @@ const usage = `usage:
   framefarm token revoke [--data-dir DIR] [--config FILE] ID
   framefarm token admin [--data-dir DIR] [--config FILE]
   framefarm team list [--url URL] [--admin-token TOKEN] [--data-dir DIR]
+  framefarm team create NAME [--url URL] [--admin-token TOKEN]
   framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N]
                  [--max-queued-chunks N] [--max-priority N] [--pools a,b|any] [--limits a,b|any]
                  [--url URL] [--admin-token TOKEN]
+  framefarm limit list | set NAME COUNT | delete NAME [--url URL] [--admin-token TOKEN]
+  framefarm usage [--team NAME] [--since 24h | --from DATE [--to DATE]] [--url URL] [--admin-token TOKEN]
   framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm ha recover --config FILE [--data-dir DIR]
   framefarm backup --out FILE [--url URL] [--admin-token TOKEN] [--data-dir DIR]
@@ -86,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		return 2
 	}
 	// `token --help`, `ha -h`: commands whose first word is a verb answer help before it.
-	if len(args) >= 2 && isHelpFlag(args[1]) && slices.Contains([]string{"token", "cluster", "ha", "objects", "team"}, args[0]) {
+	if len(args) >= 2 && isHelpFlag(args[1]) && slices.Contains([]string{"token", "cluster", "ha", "objects", "team", "limit"}, args[0]) {
 		fmt.Fprintf(stdout, "usage:\n%s", commandUsage(args[0]))
 		return 0
 	}
@@ -114,6 +117,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 		err = restoreCommand(args[1:], stdout)
 	case "team":
 		err = teamCommand(args[1:], stdout)
+	case "limit":
+		err = limitCommand(args[1:], stdout)
+	case "usage":
+		err = usageCommand(args[1:], stdout)
 	case "version", "--version", "-version":
 		info, _ := debug.ReadBuildInfo()
 		fmt.Fprintln(stdout, describeBuild(info))
@@ -185,6 +192,22 @@ func parseFlags(fs *flag.FlagSet, stdout io.Writer, args []string) error {
 		return flagError{err}
 	}
 	return nil
+}
+
+// parseInterspersed parses flags that may come before, between or after a command's operands
+// (framefarm team set NAME --weight 2), and returns the operands.
+func parseInterspersed(fs *flag.FlagSet, stdout io.Writer, args []string) ([]string, error) {
+	var operands []string
+	for {
+		if err := parseFlags(fs, stdout, args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return operands, nil
+		}
+		operands = append(operands, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 // describeBuild says which build this is: its version, commit and date (info: what Go stamped,

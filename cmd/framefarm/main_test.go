@@ -15,6 +15,12 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 	}{
 		{[]string{"serve", "--help"}, "-local-slots"},
 		{[]string{"node", "-h"}, "-require-tags"},
+		{[]string{"--help"}, "[--pools gpu,4k]"},
+		{[]string{"team", "--help"}, "framefarm team create NAME"},
+		{[]string{"team", "create", "--help"}, "-admin-token"},
+		{[]string{"limit", "--help"}, "framefarm limit list | set NAME COUNT | delete NAME"},
+		{[]string{"limit", "set", "--help"}, "-admin-token"},
+		{[]string{"usage", "--help"}, "-since"},
 		{[]string{"node", "list", "--help"}, "-admin-token"},
 		{[]string{"token", "--help"}, "framefarm token revoke"},
 		{[]string{"token", "create", "--help"}, "-expires"},

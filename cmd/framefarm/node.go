@@ -389,8 +389,14 @@ func adminRequest(method, base, path, token string, body []byte) (status int, an
 	if answer, err = io.ReadAll(io.LimitReader(resp.Body, 16<<20)); err != nil {
 		return 0, nil, err
 	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
-		return 0, nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(answer)))
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(answer, &e) == nil && e.Error != "" {
+			return resp.StatusCode, nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+		}
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(answer)))
 	}
 	return resp.StatusCode, answer, nil
 }

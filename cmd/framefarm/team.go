@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,18 +30,41 @@ var teamPolicyFlags = []struct {
 	{"limits", "limits", `comma-separated farm limits the team's jobs may name ("any": every limit, the default)`, true},
 }
 
-// teamCommand runs `framefarm team list|set`: the farm admin's view and shaping of the teams.
+// teamCommand runs `framefarm team list|create|set`: the farm admin's view and shaping of the
+// teams.
 func teamCommand(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: framefarm team list|set NAME [flags]")
+		return errors.New("usage: framefarm team list|create NAME|set NAME [flags]")
 	}
 	switch args[0] {
 	case "list":
 		return teamList(args[1:], stdout)
+	case "create":
+		return teamCreate(args[1:], stdout)
 	case "set":
 		return teamSet(args[1:], stdout)
 	}
-	return fmt.Errorf("unknown team command %q; usage: framefarm team list|set NAME [flags]", args[0])
+	return fmt.Errorf("unknown team command %q; usage: framefarm team list|create NAME|set NAME [flags]", args[0])
+}
+
+// teamCreate makes a team with no token yet, so that its policy can be set first.
+func teamCreate(args []string, stdout io.Writer) error {
+	fs := commandFlags("team create")
+	admin := addAdminFlags(fs)
+	operands, err := parseInterspersed(fs, stdout, args)
+	if err != nil {
+		return err
+	}
+	if len(operands) != 1 {
+		return errors.New("usage: framefarm team create NAME [--url URL] [--admin-token TOKEN]")
+	}
+	var team api.TeamView
+	if _, err := admin.ask(http.MethodPost, "/api/v2/admin/teams", map[string]string{"name": operands[0]}, &team); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created team %s (%s); framefarm team set %s shapes its share, framefarm token create --team %s gives it a token\n",
+		team.Name, team.ID, shellWord(team.Name), shellWord(team.Name))
+	return nil
 }
 
 func teamList(args []string, stdout io.Writer) error {
@@ -54,17 +76,9 @@ func teamList(args []string, stdout io.Writer) error {
 	if fs.NArg() != 0 {
 		return errors.New("usage: framefarm team list [--url URL] [--admin-token TOKEN]")
 	}
-	base, token, err := admin.resolve()
-	if err != nil {
-		return err
-	}
-	_, body, err := adminRequest(http.MethodGet, base, "/api/v2/admin/teams", token, nil)
-	if err != nil {
-		return err
-	}
 	var teams []api.TeamView
-	if err := json.Unmarshal(body, &teams); err != nil {
-		return fmt.Errorf("unexpected answer: %w", err)
+	if _, err := admin.ask(http.MethodGet, "/api/v2/admin/teams", nil, &teams); err != nil {
+		return err
 	}
 	return printTeams(stdout, teams)
 }
@@ -109,18 +123,11 @@ func teamSet(args []string, stdout io.Writer) error {
 		}
 		values[f.flag] = fs.String(f.flag, "", help)
 	}
-	if err := parseFlags(fs, stdout, args); err != nil {
+	operands, err := parseInterspersed(fs, stdout, args)
+	if err != nil {
 		return err
 	}
-	// The team may come before the flags (as the usage shows) or after them.
-	name := ""
-	if fs.NArg() > 0 {
-		name = fs.Arg(0)
-		if err := parseFlags(fs, stdout, fs.Args()[1:]); err != nil {
-			return err
-		}
-	}
-	if name == "" || fs.NArg() != 0 {
+	if len(operands) != 1 {
 		return errors.New("usage: framefarm team set NAME [--weight N] [--guaranteed-slots N] [--max-running N] [--max-queued-jobs N] [--max-queued-chunks N] [--max-priority N] [--pools a,b|any] [--limits a,b|any]")
 	}
 	change := map[string]any{}
@@ -157,21 +164,17 @@ func teamSet(args []string, stdout io.Writer) error {
 	if len(change) == 0 {
 		return errors.New("nothing to set: give at least one of --weight, --guaranteed-slots, --max-running, --max-queued-jobs, --max-queued-chunks, --max-priority, --pools, --limits")
 	}
-	body, err := json.Marshal(change)
-	if err != nil {
-		return err
-	}
-	base, token, err := admin.resolve()
-	if err != nil {
-		return err
-	}
-	_, answer, err := adminRequest(http.MethodPatch, base, "/api/v2/admin/teams/"+url.PathEscape(name), token, body)
-	if err != nil {
-		return err
-	}
 	var team api.TeamView
-	if err := json.Unmarshal(answer, &team); err != nil {
-		return fmt.Errorf("unexpected answer: %w", err)
+	if _, err := admin.ask(http.MethodPatch, "/api/v2/admin/teams/"+url.PathEscape(operands[0]), change, &team); err != nil {
+		return err
 	}
 	return printTeams(stdout, []api.TeamView{team})
+}
+
+// shellWord writes s as one word of a POSIX shell's command line.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,:/@%+=-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -249,7 +249,7 @@ func (s *Server) cancelBatch(r *request) {
 	if !ok {
 		return
 	}
-	outcome, err := s.Coordinator.CancelBatch(b.ID)
+	outcome, err := s.Coordinator.CancelBatch(b.ID, s.actingTeam(r))
 	if err != nil {
 		r.failErr(err, notFound("batch", b.ID.String()))
 		return

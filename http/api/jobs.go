@@ -428,7 +428,7 @@ func (s *Server) cancelJob(r *request) {
 	if !ok {
 		return
 	}
-	outcome, err := s.Coordinator.CancelJobs([]ulid.ULID{j.ID})
+	outcome, err := s.Coordinator.CancelJobs([]ulid.ULID{j.ID}, s.actingTeam(r))
 	if err != nil {
 		r.failErr(err, nil)
 		return
@@ -456,7 +456,7 @@ func (s *Server) stopJob(r *request) {
 	var err error
 	if j.State.Cancellable() {
 		var outcome *actors.CancelOutcome
-		if outcome, err = s.Coordinator.CancelJobs([]ulid.ULID{j.ID}); err == nil {
+		if outcome, err = s.Coordinator.CancelJobs([]ulid.ULID{j.ID}, s.actingTeam(r)); err == nil {
 			if stopped = outcome.Reached[j.ID]; stopped == nil || stopped.State != persistence.JobCancelled {
 				err = actors.ErrNotRendering // it started meanwhile, or ended
 			}
@@ -610,7 +610,7 @@ func (s *Server) cancelJobs(r *request) {
 			Error: fmt.Sprintf("%d of the listed jobs do not exist; nothing was cancelled", len(missing))})
 		return
 	}
-	outcome, err := s.Coordinator.CancelJobs(ids)
+	outcome, err := s.Coordinator.CancelJobs(ids, s.actingTeam(r))
 	if err != nil {
 		r.failErr(err, nil)
 		return

@@ -117,6 +117,7 @@ func (s *Server) routesV2() {
 	v2(http.MethodDelete, "/admin/cluster/replicas/{id}", authAdmin, s.removeReplica)
 	v2(http.MethodDelete, "/admin/tokens/{token}", authAdmin, s.revokeToken)
 	v2(http.MethodGet, "/admin/teams", authAdmin, s.listTeams)
+	v2(http.MethodPost, "/admin/teams", authAdmin, s.createTeam)
 	v2(http.MethodPatch, "/admin/teams/{team}", authAdmin, s.setTeamPolicy)
 	v2(http.MethodGet, "/admin/jobs", authAdmin, s.listAllJobs)
 	v2(http.MethodGet, "/admin/jobs/{id}", authAdmin, s.anyTeamsJob(s.getAnyJob))

@@ -117,10 +117,10 @@ func (c *Config) setDefaults() {
 type Coordinator interface {
 	CreateJobs(jobs []*persistence.Job, remember *persistence.Answer) error
 	CreateBatch(b *persistence.Batch, jobs []*persistence.Job, remember *persistence.Answer) error
-	CancelJobs(ids []ulid.ULID) (*actors.CancelOutcome, error)
+	CancelJobs(ids []ulid.ULID, by string) (*actors.CancelOutcome, error)
 	StopJob(jobID ulid.ULID, by string) (*persistence.Job, error)
 	RetagJob(jobID ulid.ULID, priority *int, tags *[]string, by string) (*persistence.Job, error)
-	CancelBatch(id ulid.ULID) (*actors.BatchCancelOutcome, error)
+	CancelBatch(id ulid.ULID, by string) (*actors.BatchCancelOutcome, error)
 	CreateTemplate(tpl *persistence.Template) error
 	RenameTemplate(teamID, id ulid.ULID, name string) (*persistence.Template, error)
 	DeleteTemplate(teamID, id ulid.ULID) error
@@ -132,6 +132,7 @@ type Coordinator interface {
 	DeleteSecret(teamID, secretID ulid.ULID) (*persistence.Secret, error)
 	IssueToken(teamName string, expires time.Time, role persistence.TokenRole) (actors.IssuedToken, error)
 	RevokeToken(tokenID string, team ulid.ULID) (*persistence.Token, error)
+	CreateTeam(name string) (persistence.Team, bool, error)
 	OpenTemplateReplacement(teamID, id ulid.ULID) (*persistence.Template, error)
 	Capacities() map[string]actors.Capacity
 	Nodes() []actors.NodeInfo

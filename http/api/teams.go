@@ -77,12 +77,38 @@ func (s *Server) listTeams(r *request) {
 	r.json(http.StatusOK, s.teamViews(teams))
 }
 
+// createTeam makes a team with no token yet (POST /api/v2/admin/teams): its policy can be set
+// before anyone submits. A team of that name answers 409.
+func (s *Server) createTeam(r *request) {
+	var body struct {
+		Name string `json:"name"`
+	}
+	if !r.decode(&body) {
+		return
+	}
+	name, ok := teamName(r, "name", body.Name)
+	if !ok {
+		return
+	}
+	team, created, err := s.Coordinator.CreateTeam(name)
+	if err != nil {
+		r.failErr(err, nil)
+		return
+	}
+	if !created {
+		r.fail(newError(http.StatusConflict, codeConflict, "team %q exists (%s)", team.Name, team.ID))
+		return
+	}
+	r.logger().Info("team created", "for_team", team.ID.String(), "name", team.Name)
+	r.json(http.StatusCreated, s.teamViews([]persistence.Team{team})[0])
+}
+
 // teamOf finds the team a path's {team} names: its id or its name.
 func (s *Server) teamOf(r *request) (persistence.Team, bool) {
 	ref, _ := r.ctx.UserValue("team").(string)
 	team, err := s.teamByRef(ref)
 	if errors.Is(err, persistence.ErrNotFound) {
-		r.fail(newError(http.StatusNotFound, codeNotFound, "no team %q (a team is made with its first token: framefarm token create --team NAME)", ref))
+		r.fail(newError(http.StatusNotFound, codeNotFound, "no team %q (framefarm team create NAME makes one, as does its first token)", ref))
 		return team, false
 	}
 	if err != nil {

@@ -44,9 +44,8 @@ func (s *Server) createToken(r *request) {
 	if !r.decode(&body) {
 		return
 	}
-	name := strings.TrimSpace(body.Team)
-	if name == "" || len(name) > 128 {
-		r.fail(badField("team", "must be 1 to 128 characters"))
+	name, ok := teamName(r, "team", body.Team)
+	if !ok {
 		return
 	}
 	role, expires, ok := s.checkTokenRequest(r, body)
@@ -54,6 +53,16 @@ func (s *Server) createToken(r *request) {
 		return
 	}
 	s.issue(r, name, expires, role)
+}
+
+// teamName is a team's name as a request gives it in field, refused unless 1 to 128 characters.
+func teamName(r *request, field, name string) (string, bool) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 128 {
+		r.fail(badField(field, "must be 1 to 128 characters"))
+		return "", false
+	}
+	return name, true
 }
 
 // createTeamToken makes a token for the manager's own team.

@@ -47,14 +47,17 @@ type jobView struct {
 
 // chunkView is one chunk of a split job: the frames it renders and how far it is.
 type chunkView struct {
-	Index      int        `json:"index"`
-	Frames     []int      `json:"frames"`
-	Status     string     `json:"status"`
-	Progress   float64    `json:"progress"`
-	Node       string     `json:"node,omitempty"`
-	Attempts   int        `json:"attempts"`
-	StartedAt  *time.Time `json:"startedAt"`
-	FinishedAt *time.Time `json:"finishedAt"`
+	Index    int     `json:"index"`
+	Frames   []int   `json:"frames"`
+	Status   string  `json:"status"`
+	Progress float64 `json:"progress"`
+	Node     string  `json:"node,omitempty"`
+	Attempts int     `json:"attempts"`
+	// FailedAttempts are the attempts that count against the job's attempts: those that failed
+	// (Attempts also counts those lost with their node or sent again).
+	FailedAttempts int        `json:"failedAttempts"`
+	StartedAt      *time.Time `json:"startedAt"`
+	FinishedAt     *time.Time `json:"finishedAt"`
 	// RenderDuration is the chunk's render time in seconds, once rendered.
 	RenderDuration *float64 `json:"renderDuration"`
 	Error          string   `json:"error,omitempty"`
@@ -70,7 +73,7 @@ func chunkViews(chunks []*persistence.Job) ([]chunkView, *float64) {
 		}
 		f := c.Spec.Settings.Frames
 		v := chunkView{Index: i, Frames: []int{f.Start, f.End}, Status: c.State.String(), Progress: c.Progress,
-			Node: c.Node, Attempts: c.Attempts, StartedAt: optionalTime(c.StartedAt), FinishedAt: optionalTime(c.FinishedAt), Error: c.Error}
+			Node: c.Node, Attempts: c.Attempts, FailedAttempts: len(c.Failures), StartedAt: optionalTime(c.StartedAt), FinishedAt: optionalTime(c.FinishedAt), Error: c.Error}
 		if c.RenderDuration > 0 {
 			seconds := c.RenderDuration.Seconds()
 			v.RenderDuration = &seconds
