@@ -346,6 +346,17 @@ func checkUnits(t *testing.T) {
 				t.Errorf("%s lacks %s", unit, want)
 			}
 		}
+		// A render node of a gpu pool sees the GPUs; the coordinator sees no device.
+		devices := "PrivateDevices=yes"
+		if unit == "framefarm-node.service" {
+			devices = "DeviceAllow=char-drm rw"
+		}
+		if !strings.Contains(string(src), "\n"+devices+"\n") {
+			t.Errorf("%s lacks %s", unit, devices)
+		}
+		if unit == "framefarm-node.service" && strings.Contains(string(src), "\nPrivateDevices=yes\n") {
+			t.Errorf("%s hides the GPUs from its renders (PrivateDevices=yes)", unit)
+		}
 	}
 }
 
