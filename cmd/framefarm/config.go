@@ -304,8 +304,11 @@ type StoreConfig struct {
 
 // ObjectsConfig is the [objects] table: where the farm's files (templates, fonts, outputs) live.
 type ObjectsConfig struct {
-	// Backend is "local" (a folder of the data directory) or "s3" (a bucket).
+	// Backend is "local" (a folder) or "s3" (a bucket).
 	Backend string `toml:"backend"`
+	// Folder holds the files of backend "local"; empty: the data directory. Replicas share one,
+	// which each of them reaches at this path.
+	Folder string `toml:"folder"`
 	// SigningKey (base64 of 32 bytes) signs the URLs handed out; empty: a key file in the data
 	// directory.
 	SigningKey string `toml:"signing_key"`

@@ -224,7 +224,7 @@ func TestDefaultNodeIDIsStableAndPerDataFolder(t *testing.T) {
 }
 
 // TestReplicasRefuseWhatTheyCannotShare: an [ha] table is refused, naming what to set, without
-// the files in a bucket, without the keys in the configuration, without a [cluster], with an
+// the files in a bucket or a shared folder, without the keys in the configuration, without a [cluster], with an
 // embedded node, or with peers that do not name this replica.
 func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 	good := map[string]string{
@@ -256,8 +256,12 @@ func TestReplicasRefuseWhatTheyCannotShare(t *testing.T) {
 	if err := load(nil); err != nil {
 		t.Fatalf("a good [ha]: %v", err)
 	}
+	// A folder every replica reaches will do as well as a bucket.
+	if err := load(map[string]string{"objects": "[objects]\nbackend = \"local\"\nfolder = \"/srv/farm-files\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n"}); err != nil {
+		t.Fatalf("replicas sharing a folder: %v", err)
+	}
 	for want, change := range map[string]map[string]string{
-		"objects.backend":     {"objects": "[objects]\nbackend = \"local\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n"},
+		"objects.folder":      {"objects": "[objects]\nbackend = \"local\"\nsigning_key = \"c2lnbmluZy1rZXktb2YtdGhlLXJlcGxpY2FzLTAxMjM=\"\n"},
 		"objects.signing_key": {"objects": "[objects]\nbackend = \"s3\"\n"},
 		"secrets.key":         {"secrets": ""},
 		"[cluster]":           {"cluster": ""},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,8 +76,8 @@ func (h *HAConfig) check(c *Config) []error {
 		errs = append(errs, errors.New("ha.leader_lease cannot be longer than ha.heartbeat_timeout"))
 	}
 	// Every replica serves the same files and reads the same secrets.
-	if c.Objects.Backend != "s3" {
-		errs = append(errs, errors.New("replicas ([ha]) share their files in a bucket: set objects.backend = \"s3\""))
+	if c.Objects.Backend != "s3" && c.Objects.Folder == "" {
+		errs = append(errs, errors.New("replicas ([ha]) share their files: set objects.backend = \"s3\" (a bucket), or objects.folder to a folder every replica reaches at that path (an NFS mount; one machine's disk for a trial)"))
 	}
 	if c.Objects.SigningKey == "" {
 		errs = append(errs, errors.New("replicas ([ha]) sign URLs alike: set objects.signing_key, the same on every replica"))
@@ -102,13 +103,21 @@ func defaultHAConfig() HAConfig {
 }
 
 // haCommand runs `framefarm ha status|join|remove`: the replicas as the one asked sees them, or a
-// change of the set carried out by the leader; and `ha recover`, on the stopped survivor.
-func haCommand(args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "recover" {
-		return haRecover(args[1:], stdout)
+// change of the set carried out by the leader; `ha recover`, on the stopped survivor; and for a
+// trial on one machine, `ha init` and `ha balance`.
+func haCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "recover":
+			return haRecover(args[1:], stdout)
+		case "init":
+			return haInit(args[1:], stdout)
+		case "balance":
+			return haBalance(ctx, args[1:], stdout, stderr)
+		}
 	}
 	if len(args) == 0 || (args[0] != "status" && args[0] != "join" && args[0] != "remove") {
-		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, remove ID, or recover")
+		return errors.New("ha needs a command: status, join --id ID --address HOST:PORT, remove ID, recover, init or balance")
 	}
 	fs := commandFlags("ha " + args[0])
 	admin := addAdminFlags(fs)

@@ -75,6 +75,8 @@ const usage = `usage:
   framefarm usage [--team NAME] [--since 24h | --from DATE [--to DATE]] [--url URL] [--admin-token TOKEN]
   framefarm ha status|join --id ID --address HOST:PORT|remove ID [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm ha recover --config FILE [--data-dir DIR]
+  framefarm ha init [--dir DIR] [--replicas 3|5] [--host IP] [--port PORT]
+  framefarm ha balance --listen HOST:PORT --to HOST:PORT,HOST:PORT,... [--check-interval 1s]
   framefarm backup --out FILE [--url URL] [--admin-token TOKEN] [--data-dir DIR]
   framefarm restore --data-dir DIR FILE
   framefarm objects copy --to s3 [--config FILE] [--data-dir DIR] [--parallel N] [--progress 5s]
@@ -110,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, p plugins
 	case "objects":
 		err = objectsCommand(ctx, args[1:], stdout, stderr)
 	case "ha":
-		err = haCommand(args[1:], stdout, stderr)
+		err = haCommand(ctx, args[1:], stdout, stderr)
 	case "backup":
 		err = backupCommand(args[1:], stdout)
 	case "restore":

@@ -28,6 +28,8 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		{[]string{"cluster", "tls", "ca", "create", "-help"}, "-days"},
 		{[]string{"ha", "--help"}, "framefarm ha status"},
 		{[]string{"ha", "join", "--help"}, "-address"},
+		{[]string{"ha", "init", "--help"}, "-replicas"},
+		{[]string{"ha", "balance", "--help"}, "-check-interval"},
 		{[]string{"objects", "copy", "--help"}, "-parallel"},
 		{[]string{"--help"}, "framefarm COMMAND --help"},
 	} {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -43,7 +44,7 @@ type objectStore struct {
 func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock, m *metrics.Metrics, log *slog.Logger) (*objectStore, error) {
 	dataDir := cfg.Server.DataDir
 	if cfg.Objects.Backend != "s3" {
-		local, err := blobs.Open(dataDir)
+		local, err := blobs.Open(cfg.localObjects())
 		if err != nil {
 			return nil, err
 		}
@@ -72,6 +73,9 @@ func openObjects(cfg Config, nodeURLBase string, urlKey []byte, clk clock.Clock,
 			}
 		}}, nil
 }
+
+// localObjects is the folder of backend "local": objects.folder, else the data directory.
+func (c Config) localObjects() string { return cmp.Or(c.Objects.Folder, c.Server.DataDir) }
 
 // openBucket opens and checks the bucket of cfg's [objects.s3]; observe, when set, hears of
 // every request, and t counts their bytes.

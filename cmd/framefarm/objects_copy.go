@@ -46,10 +46,10 @@ func objectsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if *dataDir != "" {
 		cfg.Server.DataDir = *dataDir
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Server.DataDir, "objects")); err != nil {
-		return fmt.Errorf("no local objects to copy in %s: %w", cfg.Server.DataDir, err)
+	if _, err := os.Stat(filepath.Join(cfg.localObjects(), "objects")); err != nil {
+		return fmt.Errorf("no local objects to copy in %s: %w", cfg.localObjects(), err)
 	}
-	from, err := blobs.Open(cfg.Server.DataDir)
+	from, err := blobs.Open(cfg.localObjects())
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func objectsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "copying the objects of %s into the %s\n", cfg.Server.DataDir, bucket.Describe())
+	fmt.Fprintf(stdout, "copying the objects of %s into the %s\n", cfg.localObjects(), bucket.Describe())
 	c := &objectCopy{from: from, to: bucket, out: stdout}
 	if err := c.run(ctx, *parallel, *every); err != nil {
 		return err

@@ -38,27 +38,57 @@ func FreeAddr(t testing.TB) string {
 
 // Free is FreeAddr for callers without a test (a TestMain).
 func Free() (string, error) {
+	port, err := freeRun(1)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), err
+}
+
+// FreeRange returns the first of n consecutive loopback ports, each free as FreeAddr's is: for
+// a program that lays its ports out one after the other (framefarm ha init).
+func FreeRange(t testing.TB, n int) int {
+	t.Helper()
+	port, err := freeRun(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
+}
+
+func freeRun(n int) (int, error) {
 	top := firstEphemeralPort()
 	givenMu.Lock()
 	defer givenMu.Unlock()
 	for range 200 {
-		port := lowestPort + rand.IntN(top-lowestPort)
-		if given[port] {
+		first := lowestPort + rand.IntN(top-lowestPort-n)
+		if !allFree(first, n) {
 			continue
+		}
+		for port := first; port < first+n; port++ {
+			given[port] = true
+		}
+		return first, nil
+	}
+	return 0, errors.New("no ports free for both TCP and UDP")
+}
+
+// allFree reports whether ports first to first+n-1 are free for TCP and UDP and not given out.
+func allFree(first, n int) bool {
+	for port := first; port < first+n; port++ {
+		if given[port] {
+			return false
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			continue
+			return false
 		}
 		ln.Close()
-		if pc, err := net.ListenPacket("udp", addr); err == nil {
-			pc.Close()
-			given[port] = true
-			return addr, nil
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return false
 		}
+		pc.Close()
 	}
-	return "", errors.New("no port free for both TCP and UDP")
+	return true
 }
 
 // firstEphemeralPort reads the bottom of the range the kernel hands out for port 0 and
