@@ -71,7 +71,7 @@ func (t *txn) insertJob(j *Job, p preparedJob) error {
 // (its first chunk started).
 func (t *txn) updateJob(prev JobState, j *Job, at time.Time) error {
 	was := filing{state: prev, listed: prev}
-	if j.Split() && prev == JobPending {
+	if j.Split() && prev.Cancellable() { // pending on its chunks, or queued to join them
 		old, err := t.Job(j.ID)
 		if err != nil {
 			return err

@@ -404,32 +404,51 @@ func upgradeTo9(db *bolt.DB) error {
 	return migrateInChunks(db, 9, nil, func(btx *bolt.Tx, after []byte) ([]byte, bool, error) {
 		tx := &txn{tx: btx}
 		c := btx.Bucket(bucketLiveJobs).Cursor()
-		pending := stateKey(JobPending)
+		// The split jobs waiting on their chunks (pending) and those queued to join them, one
+		// state after the other.
+		states := []JobState{JobPending, JobQueued}
+		at := 0
 		if after == nil {
-			after = pending
+			after = stateKey(states[0])
+		}
+		for at < len(states)-1 && !hasPrefix(after, stateKey(states[at])) {
+			at++
 		}
 		var jobs []*Job
 		var last []byte
 		walked := 0
-		for k, _ := firstAfter(c, after); k != nil && hasPrefix(k, pending) && walked < migrationChunk; k, _ = c.Next() {
-			walked, last = walked+1, bytes.Clone(k)
-			j, err := tx.Job(ulidAt(k[len(pending):]))
-			if err != nil {
-				return nil, false, fmt.Errorf("job %s: %w", ulidAt(k[len(pending):]), err)
+		for walked < migrationChunk && at < len(states) {
+			prefix := stateKey(states[at])
+			k, _ := firstAfter(c, after)
+			for ; k != nil && hasPrefix(k, prefix) && walked < migrationChunk; k, _ = c.Next() {
+				walked, last = walked+1, bytes.Clone(k)
+				j, err := tx.Job(ulidAt(k[len(prefix):]))
+				if err != nil {
+					return nil, false, fmt.Errorf("job %s: %w", ulidAt(k[len(prefix):]), err)
+				}
+				if j.Split() && j.Listed() != j.State {
+					jobs = append(jobs, j)
+				}
 			}
-			if j.Split() && j.Listed() != JobPending {
-				jobs = append(jobs, j)
+			if walked < migrationChunk {
+				at++
+				if at < len(states) {
+					after = stateKey(states[at])
+				}
 			}
 		}
 		// Written after the walk: bbolt cursors may skip keys when their bucket changes.
 		for _, j := range jobs {
-			if err := tx.deleteJobIndexes(j, filing{state: JobPending, listed: JobPending}); err != nil {
+			if err := tx.deleteJobIndexes(j, filing{state: j.State, listed: j.State}); err != nil {
 				return nil, false, err
 			}
 			if err := tx.writeJobIndexes(j, filedAs(j)); err != nil {
 				return nil, false, err
 			}
 		}
-		return last, walked < migrationChunk, tx.finish()
+		if last == nil {
+			last = after
+		}
+		return last, at == len(states), tx.finish()
 	})
 }

@@ -265,13 +265,13 @@ func downgradeToSchema8(t *testing.T, path string) {
 		var split []*Job
 		err := btx.Bucket(bucketJobs).ForEach(func(_, raw []byte) error {
 			j, err := decodeJob(raw)
-			if err == nil && j.Split() && j.State == JobPending {
+			if err == nil && j.Split() && j.State.Cancellable() {
 				split = append(split, j)
 			}
 			return err
 		})
 		for _, j := range split {
-			err = errors.Join(err, tx.deleteJobIndexes(j, filedAs(j)), tx.writeJobIndexes(j, filing{state: JobPending, listed: JobPending}))
+			err = errors.Join(err, tx.deleteJobIndexes(j, filedAs(j)), tx.writeJobIndexes(j, filing{state: j.State, listed: j.State}))
 		}
 		return errors.Join(err, tx.finish(), btx.Bucket(bucketMeta).Put([]byte(metaSchemaVersion), []byte("8")))
 	})
@@ -453,12 +453,19 @@ func TestUpgradeFromSchema8SurvivesAKillHalfway(t *testing.T) {
 	ids := NewIDs()
 	team := ids.New(time.Now())
 	var jobs []*Job
-	for i := range 6 {
+	for i := range 8 {
 		j := &Job{ID: ids.New(time.Now().Add(time.Duration(i) * time.Minute)), TeamID: team, State: JobPending, Tags: []string{"t"}}
-		if i < 4 {
+		switch {
+		case i < 4:
 			j.ChunkFrames = 10 // a split job, its first chunk started for half of them
 			if i%2 == 0 {
 				j.StartedAt = time.Now()
+			}
+		case i < 6:
+			// A split job queued to join its chunks, and a job queued.
+			j.State = JobQueued
+			if i == 4 {
+				j.ChunkFrames, j.StartedAt = 10, time.Now()
 			}
 		}
 		jobs = append(jobs, j)
@@ -476,7 +483,7 @@ func TestUpgradeFromSchema8SurvivesAKillHalfway(t *testing.T) {
 	}
 
 	s = openAfterAKill(t, path, 2, "8")
-	for state, n := range map[JobState]int{JobQueued: 2, JobRendering: 2, JobPending: 2} {
+	for state, n := range map[JobState]int{JobQueued: 3, JobRendering: 3, JobPending: 2} {
 		var listed []*Job
 		if err := s.view(func(tx *txn) (err error) {
 			listed, _, err = tx.ListJobs(JobQuery{TeamID: team, States: []JobState{state}, Limit: 100})
