@@ -288,6 +288,7 @@ type term struct {
 	loads     teamLoadSnapshot
 	pools     poolSnapshot
 	limitUses limitSnapshot
+	waits     waitSnapshot
 	// worlds of the actors Start spawns and of those activated on demand.
 	jobWorld   *jobWorld
 	batchWorld *batchWorld
@@ -394,7 +395,7 @@ func (c *term) start() error {
 	c.addr.scheduler = root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return newScheduler(schedulerDeps{clock: c.deps.Clock, jobs: c.jobs, log: c.log, published: &c.capacity, loads: &c.loads,
 			store: store, events: c.deps.Events, waits: store.LatestWaits(), teams: policies, limits: limits,
-			poolsPublished: &c.pools, limitsPublished: &c.limitUses})
+			poolsPublished: &c.pools, limitsPublished: &c.limitUses, waitsPublished: &c.waits})
 	}))
 	scheduler := c.addr.scheduler
 	c.addr.sweeper = root.Spawn(actor.PropsFromProducer(func() actor.Actor {

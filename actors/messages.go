@@ -152,6 +152,9 @@ type (
 		busy        map[ulid.ULID]ulid.ULID
 	}
 	// nodePaused: the node keeps what it holds but takes no new work.
-	nodePaused struct{ nodeID string }
+	nodePaused struct {
+		nodeID string
+		state  NodeState
+	}
 	nodeGone   struct{ nodeID string }
 )

@@ -296,7 +296,7 @@ func (n *nodeActor) tellScheduler(ctx actor.Context, state NodeState) {
 	case NodeLost, NodeLeft:
 		ctx.Send(n.w.addr.scheduler, &nodeGone{nodeID: h.NodeID})
 	default:
-		ctx.Send(n.w.addr.scheduler, &nodePaused{nodeID: h.NodeID})
+		ctx.Send(n.w.addr.scheduler, &nodePaused{nodeID: h.NodeID, state: state})
 	}
 }
 

@@ -186,14 +186,15 @@ type schedNode struct {
 	total       int
 	// pools are the pools the node belongs to, sorted.
 	pools []string
-	// paused nodes (draining, quarantined, suspect) keep their busy slots but take no work.
-	paused bool
+	// paused is the state of a node that keeps its busy slots but takes no work (draining,
+	// quarantined, suspect, testing); "" for a ready node.
+	paused NodeState
 	// busy maps the jobs holding this node's slots to their teams.
 	busy map[ulid.ULID]ulid.ULID
 }
 
 func (n *schedNode) free() int {
-	if n.paused {
+	if n.paused != "" {
 		return 0
 	}
 	return max(n.total-len(n.busy), 0)
@@ -232,13 +233,14 @@ type schedulerDeps struct {
 	// published pools' capacity and limits' use (nil in tests that read neither).
 	poolsPublished  *poolSnapshot
 	limitsPublished *limitSnapshot
+	waitsPublished  *waitSnapshot
 }
 
 func newScheduler(d schedulerDeps) *scheduler {
 	return &scheduler{
 		store:     d.store,
 		events:    d.events,
-		waits:     newWaitBook(d.waits),
+		waits:     newWaitBook(d.waits, d.waitsPublished),
 		clock:     d.clock,
 		jobs:      d.jobs,
 		log:       d.log,
@@ -368,7 +370,7 @@ func (s *scheduler) Receive(ctx actor.Context) {
 	case *nodeReady:
 		s.addNode(m)
 	case *nodePaused:
-		s.pauseNode(m.nodeID)
+		s.pauseNode(m.nodeID, m.state)
 	case *nodeGone:
 		s.dropNode(m.nodeID)
 	case *statsRequest:
@@ -533,9 +535,9 @@ func (s *scheduler) hold(team ulid.ULID, delta int) {
 }
 
 // pauseNode keeps what the node holds and gives it nothing new.
-func (s *scheduler) pauseNode(nodeID string) {
+func (s *scheduler) pauseNode(nodeID string, state NodeState) {
 	if n := s.nodes[nodeID]; n != nil {
-		s.changeNode(n, func() { n.paused = true })
+		s.changeNode(n, func() { n.paused = state })
 		s.touchNode(n)
 	}
 }
@@ -568,7 +570,7 @@ func (s *scheduler) addNode(m *nodeReady) {
 
 // takeNode sets what a ready node offers and holds.
 func (s *scheduler) takeNode(n *schedNode, m *nodeReady) {
-	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, false
+	n.pid, n.engines, n.total, n.paused = m.pid, slices.Clone(m.engines), m.slots, ""
 	n.requireTags = slices.Clone(m.requireTags)
 	slices.Sort(n.requireTags)
 	n.pools = slices.Clone(m.pools)
@@ -767,7 +769,7 @@ func (s *scheduler) bestFor(n *schedNode, tq *teamQueue) *queuedJob {
 // once a slot frees.
 func (s *scheduler) anotherNodeTakes(q *engineQueue, avoid []string) bool {
 	for _, n := range s.nodes {
-		if !n.paused && !slices.Contains(avoid, n.id) && n.takes(q) {
+		if n.paused == "" && !slices.Contains(avoid, n.id) && n.takes(q) {
 			return true
 		}
 	}
@@ -817,7 +819,7 @@ func (s *scheduler) countNode(n *schedNode, sign int) {
 			delete(s.free, n.id)
 		}
 	}
-	if n.paused {
+	if n.paused != "" {
 		return
 	}
 	for _, e := range n.engines {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -218,7 +219,12 @@ func (s *scheduler) touchNode(n *schedNode) {
 // ok is false for other subjects.
 func (s *scheduler) placementWaitReason(subject string) (reason string, ok bool) {
 	if pool, engine, isPool := persistence.WaitSubjectPool(subject); isPool {
-		return PoolWaitReason(pool, engine, s.pools[poolEngine{pool, engine}]), true
+		reason := PoolWaitReason(pool, engine, s.pools[poolEngine{pool, engine}])
+		if reason != "" {
+			inPool := func(n *schedNode) bool { return slices.Contains(n.pools, pool) }
+			reason = cmp.Or(s.pausedNodes(fmt.Sprintf("render node of pool %q", pool), engine, inPool), reason)
+		}
+		return reason, true
 	}
 	if name, isLimit := persistence.WaitSubjectLimit(subject); isLimit {
 		if s.limits.queued[name] == 0 {

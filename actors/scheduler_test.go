@@ -24,7 +24,7 @@ import (
 func (s *scheduler) recount() map[string]Capacity {
 	capacity := make(map[string]Capacity)
 	for _, n := range s.nodes {
-		if n.paused {
+		if n.paused != "" {
 			continue
 		}
 		for _, e := range n.engines {
@@ -47,7 +47,7 @@ func (s *scheduler) recount() map[string]Capacity {
 func (s *scheduler) recountPools() map[poolEngine]Capacity {
 	pools := make(map[poolEngine]Capacity)
 	for _, n := range s.nodes {
-		if n.paused {
+		if n.paused != "" {
 			continue
 		}
 		for _, p := range n.pools {
@@ -90,7 +90,7 @@ func (w *writtenCommands) ApplyAsync(c persistence.Command, done func(error)) {
 func TestWaitReasonsAreRecordedOncePerChange(t *testing.T) {
 	s, _ := newTestScheduler(noJobActors)
 	written := s.store.(*writtenCommands)
-	s.waits = newWaitBook(map[string]string{"ae2026": "", "ffmpeg": `no render node offers the "ffmpeg" engine`})
+	s.waits = newWaitBook(map[string]string{"ae2026": "", "ffmpeg": `no render node offers the "ffmpeg" engine`}, nil)
 	step := func(what string, want ...persistence.WaitChange) {
 		t.Helper()
 		s.dispatch()
@@ -120,10 +120,15 @@ func TestWaitReasonsAreRecordedOncePerChange(t *testing.T) {
 	s.addNode(&nodeReady{nodeID: "n1", engines: []string{"lottie"}, slots: 1})
 	step("a node offers lottie", persistence.WaitChange{Subject: "lottie"})
 	step("it renders")
-	s.pauseNode("n1")
-	step("it is drained", persistence.WaitChange{Subject: "lottie", Reason: `every render node offering the "lottie" engine is draining, testing itself, quarantined or out of reach`})
+	s.pauseNode("n1", NodeDraining)
+	step("it is drained", persistence.WaitChange{Subject: "lottie", Reason: `the only render node offering the "lottie" engine is draining`})
 	s.addNode(&nodeReady{nodeID: "n2", engines: []string{"lottie", "ffmpeg"}, slots: 2})
 	step("another comes", persistence.WaitChange{Subject: "ffmpeg"}, persistence.WaitChange{Subject: "lottie"})
+	s.pauseNode("n2", NodeQuarantined)
+	step("it is quarantined", persistence.WaitChange{Subject: "ffmpeg", Reason: `the only render node offering the "ffmpeg" engine is quarantined`},
+		persistence.WaitChange{Subject: "lottie", Reason: `every render node offering the "lottie" engine is draining (1) or quarantined (1)`})
+	s.addNode(&nodeReady{nodeID: "n2", engines: []string{"lottie", "ffmpeg"}, slots: 2})
+	step("it is cleared", persistence.WaitChange{Subject: "ffmpeg"}, persistence.WaitChange{Subject: "lottie"})
 	s.dropNode("n2")
 	s.dropNode("n1")
 	step("both leave", persistence.WaitChange{Subject: "ffmpeg", Reason: `no render node offers the "ffmpeg" engine`}, noLottie)
@@ -170,7 +175,7 @@ func TestSchedulerKeepsItsCapacity(t *testing.T) {
 			s.addNode(&nodeReady{nodeID: node, engines: engines[:1+rng.IntN(3)], slots: 1 + rng.IntN(4), busy: busy,
 				pools: [][]string{nil, {"gpu"}, {"gpu", "4k"}}[rng.IntN(3)]})
 		case 4:
-			s.pauseNode(node)
+			s.pauseNode(node, []NodeState{NodeSuspect, NodeTesting, NodeDraining, NodeQuarantined}[rng.IntN(4)])
 		case 5:
 			if n := s.nodes[node]; n != nil {
 				for id := range n.busy {

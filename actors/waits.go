@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/oklog/ulid/v2"
 
@@ -20,16 +21,43 @@ import (
 type waitBook struct {
 	recorded map[string]string
 	dirty    map[string]bool
+	// out publishes the reasons recorded, for views outside the actor (nil: none).
+	out *waitSnapshot
 	// judging is false until render nodes had the adopt window to come back after a start: a
 	// restart would otherwise record, for a moment, that no node offers anything.
 	judging bool
 }
 
-func newWaitBook(recorded map[string]string) *waitBook {
+func newWaitBook(recorded map[string]string, out *waitSnapshot) *waitBook {
 	if recorded == nil {
 		recorded = map[string]string{}
 	}
-	return &waitBook{recorded: recorded, dirty: map[string]bool{}}
+	b := &waitBook{recorded: recorded, dirty: map[string]bool{}, out: out}
+	b.publish()
+	return b
+}
+
+// waitSnapshot holds the reasons recorded, as last published: subjects whose jobs cannot
+// start only.
+type waitSnapshot = atomic.Pointer[map[string]string]
+
+func (b *waitBook) publish() {
+	if b.out == nil {
+		return
+	}
+	out := make(map[string]string, len(b.recorded))
+	for subject, reason := range b.recorded {
+		if reason != "" {
+			out[subject] = reason
+		}
+	}
+	b.out.Store(&out)
+}
+
+// WaitReasons returns why each subject's queued jobs cannot start (an engine, a pool's engine:
+// persistence.PoolWaitSubject, a team, a limit), as the scheduler last recorded it.
+func (c *Coordinator) WaitReasons() map[string]string {
+	return lastPublished(c, func(t *term) *waitSnapshot { return &t.waits })
 }
 
 // touch notes that a subject's reason may have changed: a node offering an engine joined,
@@ -56,6 +84,9 @@ func (b *waitBook) changes(reason func(subject string) string) []persistence.Wai
 	}
 	clear(b.dirty)
 	slices.SortFunc(out, func(a, b persistence.WaitChange) int { return strings.Compare(a.Subject, b.Subject) })
+	if len(out) > 0 {
+		b.publish()
+	}
 	return out
 }
 
@@ -99,11 +130,49 @@ func CapWaitReason(running, maxRunning int) string {
 // readyNodeFor reports whether a ready node may render the jobs of a team of these rules.
 func (s *scheduler) readyNodeFor(r teamRules) bool {
 	for _, n := range s.nodes {
-		if !n.paused && r.mayRenderOn(n) {
+		if n.paused == "" && r.mayRenderOn(n) {
 			return true
 		}
 	}
 	return false
+}
+
+// pausedNodes says what the nodes a job could render on are doing when none is ready ("the
+// only render node offering the "lottie" engine is draining", "every render node ... is
+// draining (2) or quarantined (1)"), "" when there are none: of renders, the nodes offering
+// the engine, of nodes, those the job may use besides.
+func (s *scheduler) pausedNodes(of string, engine string, may func(*schedNode) bool) string {
+	counts := map[NodeState]int{}
+	total := 0
+	for _, n := range s.nodes {
+		if n.paused != "" && slices.Contains(n.engines, engine) && may(n) {
+			counts[n.paused]++
+			total++
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	var doing []string
+	for _, state := range NodeStates {
+		if c := counts[state]; c > 0 {
+			text := map[NodeState]string{NodeSuspect: "out of reach", NodeTesting: "testing itself"}[state]
+			if text == "" {
+				text = string(state)
+			}
+			if total > 1 {
+				text += fmt.Sprintf(" (%d)", c)
+			}
+			doing = append(doing, text)
+		}
+	}
+	if total == 1 {
+		return fmt.Sprintf("the only %s offering the %q engine is %s", of, engine, doing[0])
+	}
+	if len(doing) > 1 {
+		doing = append(doing[:len(doing)-2], doing[len(doing)-2]+" or "+doing[len(doing)-1])
+	}
+	return fmt.Sprintf("every %s offering the %q engine is %s", of, engine, strings.Join(doing, ", "))
 }
 
 // engineWaitReason says why a queued job of the engine cannot start, "" when a ready node
@@ -112,10 +181,8 @@ func (s *scheduler) engineWaitReason(engine string) string {
 	if s.capacity[engine].Nodes > 0 {
 		return ""
 	}
-	for _, n := range s.nodes {
-		if slices.Contains(n.engines, engine) { // paused, or it would count as ready
-			return fmt.Sprintf("every render node offering the %q engine is draining, testing itself, quarantined or out of reach", engine)
-		}
+	if paused := s.pausedNodes("render node", engine, func(*schedNode) bool { return true }); paused != "" {
+		return paused
 	}
 	return fmt.Sprintf("no render node offers the %q engine", engine)
 }

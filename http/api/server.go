@@ -147,6 +147,7 @@ type Coordinator interface {
 	DeleteLimit(name string) (*persistence.Limit, error)
 	PoolCapacities() map[string]actors.Capacity
 	LimitUses() map[string]actors.LimitUse
+	WaitReasons() map[string]string
 }
 
 // Store is what the API reads of the store: its named reads.
@@ -265,7 +266,8 @@ func New(cfg Config, deps Deps) *Server {
 		Capacities: func() map[string]actors.Capacity { return s.Coordinator.Capacities() },
 		TeamLoads:  func() map[ulid.ULID]actors.TeamLoad { return s.Coordinator.TeamLoads() },
 		Pools:      func() map[string]actors.Capacity { return s.Coordinator.PoolCapacities() },
-		Limits:     func() map[string]actors.LimitUse { return s.Coordinator.LimitUses() }}
+		Limits:     func() map[string]actors.LimitUse { return s.Coordinator.LimitUses() },
+		Waits:      func() map[string]string { return s.Coordinator.WaitReasons() }}
 	s.limiter = newRateLimiter(cfg.RateLimit, float64(cfg.RateBurst), deps.Clock)
 	s.routesV2()
 	s.routesV3()

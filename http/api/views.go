@@ -160,6 +160,19 @@ type JobViews struct {
 	// how the limits are used.
 	Pools  func() map[string]actors.Capacity
 	Limits func() map[string]actors.LimitUse
+	// Waits are the scheduler's reasons, by wait subject, which say what the nodes are doing
+	// when none is ready.
+	Waits func() map[string]string
+}
+
+// recordedWait is the scheduler's reason for a subject, or else.
+func (s *JobViews) recordedWait(subject, otherwise string) string {
+	if s.Waits != nil {
+		if r := s.Waits()[subject]; r != "" {
+			return r
+		}
+	}
+	return otherwise
 }
 
 func (s *JobViews) jobView(j *persistence.Job) *jobView {
@@ -245,13 +258,13 @@ func (s *JobViews) waitingFor(j *persistence.Job) string {
 func (s *JobViews) queuedWait(j *persistence.Job) string {
 	c := s.Capacities()[j.Engine]
 	if c.Nodes == 0 {
-		return fmt.Sprintf("no ready render node offers the %q engine", j.Engine)
+		return s.recordedWait(j.Engine, fmt.Sprintf("no ready render node offers the %q engine", j.Engine))
 	}
 	slotsOf := fmt.Sprintf("the %q engine", j.Engine)
 	if j.Pool != "" && s.Pools != nil {
 		c = s.Pools()[persistence.PoolWaitSubject(j.Pool, j.Engine)]
 		if reason := actors.PoolWaitReason(j.Pool, j.Engine, c); reason != "" {
-			return reason
+			return s.recordedWait(persistence.PoolWaitSubject(j.Pool, j.Engine), reason)
 		}
 		slotsOf = fmt.Sprintf("the %q engine in pool %q", j.Engine, j.Pool)
 	}
