@@ -156,5 +156,5 @@ type (
 		nodeID string
 		state  NodeState
 	}
-	nodeGone   struct{ nodeID string }
+	nodeGone struct{ nodeID string }
 )

@@ -46,7 +46,9 @@ func (f trialFarm) publicURL() string { return "http://" + f.addr(f.port) }
 
 func (f trialFarm) id(i int) string { return "c" + strconv.Itoa(i) }
 
-func (f trialFarm) path(parts ...string) string { return filepath.Join(append([]string{f.dir}, parts...)...) }
+func (f trialFarm) path(parts ...string) string {
+	return filepath.Join(append([]string{f.dir}, parts...)...)
+}
 
 // haInit writes a trial farm of replicas on this machine: the farm's CA and certificates, the
 // keys every replica shares, each replica's configuration and a render node's, and prints the
