@@ -59,6 +59,10 @@ func acceptDialogs(tab context.Context) {
 func newTab(t *testing.T, browser context.Context) context.Context {
 	tab, cancel := chromedp.NewContext(browser)
 	t.Cleanup(cancel)
+	// The first run opens the tab and ties it to its context: this one, not a step's.
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("a new tab: %v", err)
+	}
 	return tab
 }
 
@@ -72,7 +76,8 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	os.MkdirAll(dir, 0o755)
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100)) // quality 100 is a PNG
 	if err != nil {
-		t.Fatalf("screenshot %s: %v", name, err)
+		t.Errorf("screenshot %s: %v", name, err)
+		return
 	}
 	p := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(p, png, 0o644); err != nil {
@@ -81,9 +86,16 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	t.Logf("screenshot %s", p)
 }
 
+// browseStepLimit bounds one step of a browser test, well inside the tab's three minutes.
+const browseStepLimit = time.Minute
+
 func browse(t *testing.T, tab context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	if err := chromedp.Do(tab, actions...); err != nil {
+	step, cancel := context.WithTimeout(tab, browseStepLimit)
+	defer cancel()
+	if err := chromedp.Do(step, actions...); err != nil {
+		// What the page showed when the step gave up: the tab outlives the step.
+		screenshot(t, tab, "failed-"+strings.ReplaceAll(what, " ", "-"))
 		t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -169,8 +181,19 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.WaitVisible(`//h1//span[contains(., "`+first.ID+`")]`),
 		chromedp.WaitVisible(`//dt[.="Finished"]`),
 		chromedp.WaitVisible(`#deliveries .badge.cancelled`), // attempt 1: 503, retrying
-		chromedp.WaitVisible(`#deliveries .badge.finished`))  // attempt 2: delivered
+		chromedp.WaitVisible(`#deliveries .badge.finished`),  // attempt 2: delivered
+		chromedp.WaitVisible(`#render-time`))
 	screenshot(t, tab, "job")
+	// A cancelled job's end says so; its retry links back to it, and it to its retry.
+	browse(t, tab, "a cancelled job's page, and its retry",
+		chromedp.Navigate(c.url+"/ui/jobs/"+queued.ID),
+		chromedp.WaitVisible(`//dt[.="Cancelled"]`),
+		chromedp.Click(`//h1//button[normalize-space(.)="Retry"]`),
+		chromedp.WaitVisible(`//dt[.="Retry of"]/following-sibling::dd[1]/a[.="`+queued.ID+`"]`))
+	retried := value(t, tab, "the retry's id", chromedp.Evaluate[string](`location.pathname.split("/").pop()`))
+	browse(t, tab, "the cancelled job links to its retry",
+		chromedp.Navigate(c.url+"/ui/jobs/"+queued.ID),
+		chromedp.WaitVisible(`#retried-as a[href="/ui/jobs/`+retried+`"]`))
 
 	// Upload a template through the page's file input, and read its layers.
 	file := filepath.Join(t.TempDir(), "promo.zip")
@@ -216,32 +239,40 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	c.control.answerAll(finishAll)
 	busySlot.answer(renderReply{Result: "finish"})
 
-	// A batch: its counts as a stacked bar, and a cancel that reaches every queued job.
+	// A named batch: its counts as a stacked bar, its jobs by name, and a cancel that reaches
+	// every queued job while the first renders; it ends with one finished and two cancelled.
 	c.control.answerAll(nil)
-	var holdAgain created
-	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &holdAgain)
-	holding2 := c.control.next(t)
 	var batch struct {
 		BatchID string `json:"batchId"`
 	}
-	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"jobs": []any{renderJob(tplID), renderJob(tplID), renderJob(tplID)}}, http.StatusCreated, &batch)
+	named := func(name string) map[string]any { j := renderJob(tplID); j["name"] = name; return j }
+	acme.must(http.MethodPost, "/api/v2/batches", map[string]any{"name": "Spring campaign",
+		"jobs": []any{named("Teaser A"), named("Teaser B"), named("Teaser C")}}, http.StatusCreated, &batch)
+	firstOfBatch := c.control.next(t)
 	browse(t, tab, "batch",
 		chromedp.Navigate(c.url+"/ui/batches/"+batch.BatchID),
+		chromedp.WaitVisible(`//h1[contains(., "Spring campaign")]`),
+		chromedp.WaitVisible(`//tr[@data-job]//div[.="Teaser B"]`),
+		chromedp.WaitVisible(`//tr[@data-job]/td[3][contains(., "Test")]`), // its template, by name
 		chromedp.WaitVisible(`.stack .seg.rendering`),
 		chromedp.Click(`//button[normalize-space(.)="Cancel the batch"]`),
-		chromedp.WaitVisible(`.stack .seg.cancelled`),
-		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`)) // not a red "error"
+		chromedp.WaitVisible(`.stack .seg.cancelled`))
+	firstOfBatch.answer(renderReply{Result: "finish"})
+	browse(t, tab, "the batch ends, not all finished",
+		chromedp.WaitVisible(`//h1/span[@data-status="ended"][.="ended, 2 cancelled"]`)) // not "finished", not a red "error"
 	screenshot(t, tab, "batch")
 	var status struct {
 		Status string
 		Stats  struct{ Cancelled int }
 	}
 	acme.must(http.MethodGet, "/api/v2/batches/"+batch.BatchID, nil, http.StatusOK, &status)
-	if status.Stats.Cancelled != 3 || status.Status != "finished" { // error only when every job failed
+	if status.Stats.Cancelled != 2 || status.Status != "finished" { // error only when every job failed
 		t.Fatalf("the page's batch cancel: %+v", status)
 	}
+	browse(t, tab, "the list of batches",
+		chromedp.Navigate(c.url+"/ui/batches"),
+		chromedp.WaitVisible(fmt.Sprintf(`//tr[@data-batch="%s"][contains(., "Spring campaign") and contains(., "1 finished, 2 cancelled of 3")]`, batch.BatchID)))
 	c.control.answerAll(finishAll)
-	holding2.answer(renderReply{Result: "finish"})
 
 	// Fonts and secrets: a font by its file input, a secret by the form; the value never shows.
 	const secretValue = "never-shown-s3cr3t"
@@ -258,6 +289,9 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	if page := value(t, tab, "library page", chromedp.Evaluate[string](`document.documentElement.outerHTML`)); strings.Contains(page, secretValue) {
 		t.Fatal("the secret's value is in the page")
 	}
+	if text := value(t, tab, "the library's text", chromedp.Text(`main`)); strings.Contains(text, "null") {
+		t.Errorf("a submitter's fonts and secrets show null:\n%s", text)
+	}
 	var secrets []struct{ Name string }
 	acme.must(http.MethodGet, "/api/v2/secrets", nil, http.StatusOK, &secrets)
 	if len(secrets) != 1 || secrets[0].Name != "hook_token" {
@@ -265,7 +299,7 @@ func TestDashboardInARealBrowser(t *testing.T) {
 	}
 	browse(t, tab, "delete the font and the secret",
 		chromedp.Click(`tr[data-font="DejaVuSans.ttf"] button`),
-		chromedp.WaitVisible(`//td[contains(., "No fonts.")]`),
+		chromedp.WaitVisible(`//td[contains(., "No fonts.") and contains(., "family name")]`),
 		chromedp.Click(`tr[data-secret="hook_token"] button`),
 		chromedp.WaitVisible(`//td[contains(., "No secrets.")]`))
 	var fonts []struct{ FileName string }
@@ -295,8 +329,30 @@ func TestDashboardInARealBrowser(t *testing.T) {
 		chromedp.WaitVisible(`svg.chart rect.finished`), // the last hour's charts show the finished jobs
 		chromedp.WaitVisible(`tr[data-node] .badge[data-status="ready"]`),
 		chromedp.Click(`//tr[@data-node]//button[normalize-space(.)="drain"]`),
-		chromedp.WaitVisible(`tr[data-node] .badge[data-status="draining"]`))
+		chromedp.WaitVisible(`tr[data-node] .badge[data-status="drained"]`), // draining, with nothing left to render
+		chromedp.WaitVisible(`tr[data-node] td[data-field="pools"]`))
 	screenshot(t, adminTab, "farm")
+	if axes := liveText(t, adminTab, "the charts' scales", `.charts`); strings.Contains(axes, " or ") {
+		t.Errorf("a chart's scale counts two things: %q", axes)
+	}
+	// A job behind the drained node says so, on its page as in its log.
+	var behind created
+	acme.must(http.MethodPost, "/api/v2/jobs", renderJob(tplID), http.StatusCreated, &behind)
+	const drained = `the only render node offering the "lottie" engine is draining`
+	c.waitUntil("the job behind the drained node says why", func() bool { return acme.job(behind.ID).Stats.WaitingFor == drained })
+	browse(t, tab, "the waiting job's page",
+		chromedp.Navigate(c.url+"/ui/jobs/"+behind.ID),
+		chromedp.WaitVisible(`//dt[.="Waiting for"]/following-sibling::dd[1][.='`+drained+`']`))
+	// A team's Farm tab shows what it has of the farm and used of it.
+	browse(t, tab, "the team's farm",
+		chromedp.Navigate(c.url+"/ui/farm#token="+acme.token), // the admin's tab signed this browser in as the admin
+		chromedp.WaitVisible(`#team-usage tr[data-engine="lottie"]`),
+		chromedp.WaitVisible(`//dd[@id="team-engines"][contains(., "none")]`), // the only node is drained
+		chromedp.WaitVisible(`#team-usage-chart svg.chart`))
+	screenshot(t, tab, "farm-team")
+	if frames := liveText(t, tab, "the team's frames", `#team-usage tr[data-engine="all"] td:nth-child(3)`); frames == "0" {
+		t.Error("the team's farm tab counts no frame rendered")
+	}
 	if machine := liveText(t, adminTab, "the node's machine", `tr[data-node] td.machine`); !strings.Contains(machine, " CPUs") {
 		t.Errorf("the node's machine shows %q", machine)
 	}
@@ -459,6 +515,7 @@ func TestDashboardActsOnJobs(t *testing.T) {
 		chromedp.Navigate(c.url+"/ui/jobs/"+rendering.ID),
 		chromedp.Click(`//h1//button[normalize-space(.)="Stop"]`),
 		chromedp.WaitVisible(`h1 .badge[data-status="manually_cancelled"]`),
+		chromedp.WaitVisible(`//dt[.="Stopped"]`),
 		chromedp.WaitVisible(`//ol[contains(@class, "timeline")]/li[contains(@class, "cancelled") and contains(., "stopped by")]`))
 	select {
 	case <-call.gone:
@@ -579,6 +636,17 @@ func TestDashboardShowsASplitJobsChunks(t *testing.T) {
 		!strings.Contains(segments[1], "finished") || !strings.Contains(segments[1], "frames 50 to 99") || !strings.Contains(segments[1], "on "+calls[50].Node) {
 		t.Fatalf("the chunk bar: %q", segments)
 	}
+	// Its own team reads each chunk's row too, and its attempts over the chunks; only the admin
+	// may send one again.
+	browse(t, tab, "the chunk table",
+		chromedp.WaitVisible(`#chunk-table tr[data-chunk="1"] td[data-field="render-time"]`),
+		chromedp.WaitVisible(`//dd[@id="attempts"][contains(., "over its 3 chunks")]`))
+	if buttons := value(t, tab, "the chunk table's buttons", chromedp.Evaluate[int](`document.querySelectorAll("#chunk-table button").length`)); buttons != 0 {
+		t.Errorf("a team's chunk table offers %d buttons", buttons)
+	}
+	if took := liveText(t, tab, "the finished chunk's render time", `#chunk-table tr[data-chunk="1"] td[data-field="render-time"]`); took == "" {
+		t.Error("the finished chunk shows no render time")
+	}
 	screenshot(t, tab, "job-split")
 
 	again.answer(renderReply{Result: "finish"})
@@ -619,6 +687,7 @@ func TestDashboardGovernsTheFarm(t *testing.T) {
 		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"] td[data-team="cluster"]`, made.ID)),
 		chromedp.WaitVisible(fmt.Sprintf(`tr[data-job="%s"] td[data-team="globex"]`, teaser.ID)),
 		chromedp.WaitVisible(`//tr[@data-job="`+teaser.ID+`"][contains(., "Globex teaser") and contains(., "client-9")]`),
+		chromedp.WaitVisible(`//tr[@data-job="`+made.ID+`"]/td[6]/span[.="Test"]`), // its template by name, as the admin sees no team's templates
 		chromedp.WaitReady(`//select[@id="job-team"]/option[@value="globex"]`))
 	screenshot(t, tab, "admin-jobs")
 	browse(t, tab, "one team's",
@@ -629,6 +698,11 @@ func TestDashboardGovernsTheFarm(t *testing.T) {
 	if got := value(t, tab, "the address", chromedp.Evaluate[string](`location.search`)); !strings.Contains(got, "team=globex") {
 		t.Errorf("the team filter is not in the address: %q", got)
 	}
+	// The Farm screen names what each node renders: the split job, by name, chunk by chunk.
+	browse(t, tab, "what the nodes render",
+		chromedp.Navigate(c.url+"/ui/farm"),
+		chromedp.WaitVisible(`//td[@data-field="rendering"]/div[a[@href="/ui/jobs/`+made.ID+`"][.="Spring promo, split"] and contains(., "chunk")]`))
+	screenshot(t, tab, "farm-rendering")
 
 	// Both nodes render the split job's chunks: globex's job waits, and the admin cancels it.
 	browse(t, tab, "cancel another team's waiting job",

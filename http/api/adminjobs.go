@@ -37,8 +37,20 @@ func (s *Server) withTeams(views []*jobView, jobs []*persistence.Job) error {
 	if err != nil {
 		return err
 	}
+	templates := map[ulid.ULID]string{}
 	for i, j := range jobs {
 		views[i].Team = &teamRef{ID: j.TeamID.String(), Name: names[j.TeamID]}
+		if j.TemplateID == (ulid.ULID{}) {
+			continue
+		}
+		name, known := templates[j.TemplateID]
+		if !known {
+			if tpl, err := s.Store.Template(j.TeamID, j.TemplateID); err == nil {
+				name = tpl.DisplayName
+			}
+			templates[j.TemplateID] = name
+		}
+		views[i].TemplateName = name
 	}
 	return nil
 }

@@ -141,6 +141,9 @@ type batchJobStatus struct {
 	Status    string    `json:"status"`
 	OutputURL string    `json:"outputUrl"`
 	Stats     *jobStats `json:"stats"`
+	// Name and TemplateID are the job's (extensions).
+	Name       string  `json:"name,omitempty"`
+	TemplateID *string `json:"templateId,omitempty"`
 }
 
 func (s *Server) loadBatch(r *request) (*persistence.Batch, bool) {
@@ -174,7 +177,7 @@ func (s *Server) getBatch(r *request) {
 			out.Stats.Pending++
 		}
 		out.Jobs = append(out.Jobs, batchJobStatus{Index: m.Index, ID: j.ID.String(), Status: j.Status(),
-			OutputURL: s.views.outputURL(j), Stats: s.views.jobStats(j)})
+			OutputURL: s.views.outputURL(j), Stats: s.views.jobStats(j), Name: j.Name, TemplateID: optionalID(j.TemplateID)})
 	}
 	// Done when no job waits; error only when every job failed (a batch its owner cancelled
 	// did not fail).

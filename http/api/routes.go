@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/valyala/fasthttp"
 
 	"github.com/framefarm/framefarm/actors"
@@ -216,7 +217,27 @@ func (s *Server) getTeam(r *request) {
 	r.json(http.StatusOK, teamView{ID: team.ID.String(), Name: team.Name, WebhookSigningSecret: secret, Engines: engines, Role: r.role})
 }
 
-func (s *Server) listNodes(r *request) { r.json(http.StatusOK, s.Coordinator.Nodes()) }
+// nodeView is a render node as GET /api/v2/nodes shows it: what the coordinator knows of it,
+// and its renders named as their clients know them (currentJobs holds chunks' own ids).
+type nodeView struct {
+	actors.NodeInfo
+	Rendering []renderHolder `json:"rendering"`
+}
+
+func (s *Server) listNodes(r *request) {
+	nodes := s.Coordinator.Nodes()
+	out := make([]nodeView, len(nodes))
+	for i, n := range nodes {
+		ids := make([]ulid.ULID, 0, len(n.CurrentJobs))
+		for _, text := range n.CurrentJobs {
+			if id, err := ulid.ParseStrict(text); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		out[i] = nodeView{NodeInfo: n, Rendering: s.holders(ids)}
+	}
+	r.json(http.StatusOK, out)
+}
 
 // forgetNode drops a lost or departed node from the farm's records.
 func (s *Server) forgetNode(r *request) {

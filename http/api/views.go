@@ -39,8 +39,10 @@ type jobView struct {
 	// ChunksRenderDuration is the render time of a split job's chunks added up, in seconds:
 	// the slot time it took, beside its renderDuration, the wall time of it all.
 	ChunksRenderDuration *float64 `json:"chunksRenderDuration,omitempty"`
-	// Team is the job's team, in the farm admin's views.
-	Team *teamRef `json:"team,omitempty"`
+	// Team is the job's team, and TemplateName its template's, in the farm admin's views (the
+	// admin lists no team's templates).
+	Team         *teamRef `json:"team,omitempty"`
+	TemplateName string   `json:"templateName,omitempty"`
 	// Data is the webhook's custom data, in webhook bodies only.
 	Data json.RawMessage `json:"data,omitempty"`
 }

@@ -131,6 +131,9 @@ func (v *jobView) appendJSON(b []byte) ([]byte, error) {
 		b = appendString(append(b, `,"team":{"id":`...), v.Team.ID)
 		b = append(appendString(append(b, `,"name":`...), v.Team.Name), '}')
 	}
+	if v.TemplateName != "" {
+		b = appendString(append(b, `,"templateName":`...), v.TemplateName)
+	}
 	if len(v.Data) > 0 {
 		if b, err = appendRaw(append(b, `,"data":`...), v.Data); err != nil {
 			return nil, err

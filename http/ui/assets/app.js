@@ -280,13 +280,25 @@ async function templateNames() {
   } catch { return new Map(); }
 }
 
-function templateLink(id, names) {
+// templateLink links a template by its name; the admin, who sees no team's templates, gets the
+// name the job view carries, without a link.
+function templateLink(id, names, name) {
   if (!id) return "—";
-  return h("a", { href: `/ui/templates/${id}`, "data-link": true, title: id }, (names && names.get(id)) || id);
+  if (me && me.kind === "admin") return h("span", { title: id }, name || id);
+  return h("a", { href: `/ui/templates/${id}`, "data-link": true, title: id }, (names && names.get(id)) || name || id);
+}
+
+// seconds says a duration: 850 ms, 12.3 s, 4 min 5 s, 2 h 3 min.
+function seconds(s) {
+  if (s === null || s === undefined) return "—";
+  if (s < 1) return `${Math.round(s * 1000)} ms`;
+  if (s < 60) return `${Math.round(s * 10) / 10} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
 }
 
 function render(...nodes) {
-  main.replaceChildren(...nodes);
+  main.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined && n !== false));
 }
 
 let leaveScreen = () => {};
@@ -406,7 +418,7 @@ function jobsScreen() {
       h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id), j.name ? h("div", { class: "job-name" }, j.name) : null),
       admin ? h("td", { class: "name", "data-team": j.team ? j.team.name : "" }, j.team ? j.team.name : "") : null,
       statusCell, progressCell,
-      h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names) : (j.kind === "join" ? "join" : "—"),
+      h("td", { class: "name" }, j.templateId ? templateLink(j.templateId, names, j.templateName) : (j.kind === "join" ? "join" : "—"),
         j.composition ? h("div", { class: "muted" }, j.composition) : null),
       h("td", { class: "num" }, String(j.priority || 0)),
       h("td", { class: "name muted" }, (j.tags || []).join(", "), j.pool ? h("div", {}, `pool ${j.pool}`) : null),
@@ -528,7 +540,7 @@ function outputView(job) {
 const MILESTONES = [
   [/^created(,| as )/, "created"], [/^frames \d+ to \d+ rendered on node /, "chunk-rendered"], [/^all \d+ chunks rendered/, "chunk-rendered"],
   [/^dispatched to node /, "attempt"], [/^attempt \d+ on node .* ended/, "failed"],
-  [/^queued again/, "requeued"], [/storage failed the attempt/, "requeued"], [/^attempt \d+ on node .* carried on across/, "attempt"],
+  [/^queued again/, "requeued"], [/storage failed the attempt/, "requeued"], [/^frames \d+ to \d+: attempt \d+ on node .* taken back/, "requeued"], [/^attempt \d+ on node .* carried on across/, "attempt"],
   [/^finished on node /, "finished"], [/^stopped by /, "cancelled"], [/cancel/i, "cancelled"],
   [/^webhook delivered/, "webhook"], [/^webhook attempt \d+ failed/, "webhook-retry"], [/^webhook failed/, "webhook-failed"],
   [/^(the job failed|failed after|children failed|a child failed)/i, "failed"], [/^chunk \d+ of \d+ .* failed/, "failed"],
@@ -596,6 +608,17 @@ function jobScreen(id) {
     const stats = job.stats || {};
     const waiting = ["queued", "pending"].includes(job.status);
     const acts = mayAct();
+    // A retry is tagged retry-of-ID: the job links to the retries made of it, and to what it retries.
+    const retryOf = (job.tags || []).find((t) => t.startsWith("retry-of-"));
+    const retries = ["error", "manually_cancelled"].includes(job.status)
+      ? await api("GET", `${jobsAPI()}?tags=retry-of-${id}&limit=10&sort=oldest_first${job.team ? `&team=${encodeURIComponent(job.team.id)}` : ""}`).catch(() => [])
+      : [];
+    const chunks = job.chunks || [];
+    const attempts = chunks.length
+      ? `${chunks.reduce((n, c) => n + (c.attempts || 0), 0)} over its ${chunks.length} chunks${job.attempts ? `, and ${job.attempts} to join them` : ""}`
+      : String(job.attempts || 0);
+    const ended = job.status === "error" ? "Failed" : job.status === "manually_cancelled" ? (stats.startedAt ? "Stopped" : "Cancelled") : "Finished";
+    const renderTime = stats.renderDuration ? seconds(stats.renderDuration) : null;
     const cancel = waiting && acts
       ? h("button", { class: "danger", onclick: async () => {
         if (!confirm(`Cancel the job ${job.id}, with its related jobs still waiting?`)) return;
@@ -629,13 +652,15 @@ function jobScreen(id) {
           job.name ? [h("dt", {}, "Name"), h("dd", { id: "job-name-fact" }, job.name)] : null,
           job.team ? [h("dt", {}, "Team"), h("dd", {}, job.team.name)] : null,
           h("dt", {}, "Progress"), h("dd", {}, `${Math.round(job.progress || 0)}%`),
-          h("dt", {}, "Template"), h("dd", {}, templateLink(job.templateId, names)),
+          h("dt", {}, "Template"), h("dd", {}, templateLink(job.templateId, names, job.templateName)),
           job.composition ? [h("dt", {}, "Composition"), h("dd", {}, job.composition)] : null,
           h("dt", {}, "Output"), h("dd", {}, settingsText(job)),
           h("dt", {}, "Created"), h("dd", {}, when(stats.createdAt)),
           h("dt", {}, "Started"), h("dd", {}, when(stats.startedAt)),
-          h("dt", {}, job.status === "error" ? "Failed" : "Finished"), h("dd", {}, when(stats.finishedAt || stats.errorAt)),
-          h("dt", {}, "Attempts"), h("dd", {}, String(job.attempts || 0)),
+          h("dt", {}, ended), h("dd", {}, when(stats.finishedAt || stats.errorAt)),
+          renderTime || job.chunksRenderDuration ? [h("dt", {}, "Render time"), h("dd", { id: "render-time" }, renderTime || "—",
+            job.chunksRenderDuration ? h("span", { class: "muted" }, ` (its chunks' slots: ${seconds(job.chunksRenderDuration)})`) : null)] : null,
+          h("dt", {}, "Attempts"), h("dd", { id: "attempts" }, attempts),
           h("dt", {}, "Priority"), h("dd", {}, String(job.priority || 0)),
           h("dt", {}, "Tags"), h("dd", {}, (job.tags || []).length ? job.tags.join(", ") : "—"),
           job.pool ? [h("dt", {}, "Pool"), h("dd", {}, job.pool)] : null,
@@ -645,9 +670,12 @@ function jobScreen(id) {
           stats.waitingFor ? [h("dt", {}, "Waiting for"), h("dd", {}, stats.waitingFor)] : null,
           job.parentId ? [h("dt", {}, "Parent"), h("dd", {}, h("a", { href: `/ui/jobs/${job.parentId}`, "data-link": true }, job.parentId))] : null,
           job.children && job.children.length ? [h("dt", {}, "Children"), h("dd", {}, ...job.children.map((c) => h("div", {}, h("a", { href: `/ui/jobs/${c}`, "data-link": true }, c))))] : null,
-          job.batchId ? [h("dt", {}, "Batch"), h("dd", {}, h("a", { href: `/ui/batches/${job.batchId}`, "data-link": true, class: "mono" }, job.batchId))] : null)),
+          job.batchId ? [h("dt", {}, "Batch"), h("dd", {}, h("a", { href: `/ui/batches/${job.batchId}`, "data-link": true, class: "mono" }, job.batchId))] : null,
+          retryOf ? [h("dt", {}, "Retry of"), h("dd", {}, h("a", { href: `/ui/jobs/${retryOf.slice(9)}`, "data-link": true, class: "mono" }, retryOf.slice(9)))] : null,
+          retries.length ? [h("dt", {}, "Retried as"), h("dd", { id: "retried-as" }, ...retries.map((r) => h("div", {},
+            h("a", { href: `/ui/jobs/${r.id}`, "data-link": true, class: "mono" }, r.id), " ", badge(r.status))))] : null)),
       chunksPanel(job.chunks),
-      me.kind === "admin" ? chunksTable(job, load) : null,
+      chunksTable(job, load),
       waiting && acts ? retagForm(job, load) : null,
       outputView(job),
       h("section", { class: "panel" }, h("h2", {}, "Assets"),
@@ -680,28 +708,34 @@ function jobScreen(id) {
   return [container];
 }
 
-// chunksTable lists a split job's chunks for the farm's admin, one row each, with a button that
-// takes a rendering chunk back from its node and queues it again (a render stuck on a slow node).
+// chunksTable lists a split job's chunks one row each: frames, state, node, when it started and
+// how long it rendered, its attempts (those that failed count against the job's). The farm's
+// admin also gets a button that takes a rendering chunk back from its node and queues it again
+// (a render stuck on a slow node).
 function chunksTable(job, reload) {
   if (!job.chunks || !job.chunks.length) return null;
+  const admin = me.kind === "admin";
   const rows = job.chunks.map((c) => h("tr", { "data-chunk": String(c.index) },
     h("td", { class: "num" }, String(c.index + 1)),
     h("td", {}, `${c.frames[0]}–${c.frames[1]}`),
     h("td", {}, badge(c.status)),
     h("td", {}, progressBar(c.status, c.progress), h("span", { class: "pct" }, `${Math.round(c.progress || 0)}%`)),
     h("td", { class: "name mono" }, c.node || ""),
-    h("td", { class: "num" }, String(c.attempts || 0)),
+    h("td", { class: "muted", title: when(c.startedAt) }, c.startedAt ? new Date(c.startedAt).toLocaleTimeString() : ""),
+    h("td", { class: "num", "data-field": "render-time" }, c.renderDuration ? seconds(c.renderDuration) : ""),
+    h("td", { class: "num" }, String(c.attempts || 0), c.failedAttempts ? h("span", { class: "muted" }, ` (${c.failedAttempts} failed)`) : null),
     h("td", { class: "name muted" }, c.error || ""),
-    h("td", {}, c.status === "render:dorender" ? h("button", { class: "quiet", onclick: async () => {
+    admin ? h("td", {}, c.status === "render:dorender" ? h("button", { class: "quiet", onclick: async () => {
       if (!confirm(`Take chunk ${c.index + 1} back from node ${c.node} and queue it again?`)) return;
       try {
         await api("POST", `${jobsAPI()}/${job.id}/chunks/${c.index}/retry`);
         toast(`chunk ${c.index + 1} queued again`);
         reload();
       } catch (e) { toast(`not sent again: ${e.message}`); }
-    } }, "Send again") : null)));
+    } }, "Send again") : null) : null));
+  const heads = ["#", "Frames", "Status", "Progress", "Node", "Started", "Render time", "Attempts", "Error", admin ? "" : null].filter((t) => t !== null);
   return h("section", { class: "panel", id: "chunk-table" }, h("h2", {}, "Chunks, one by one"),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ...["#", "Frames", "Status", "Progress", "Node", "Attempts", "Error", ""].map((t) => h("th", {}, t)))),
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ...heads.map((t) => h("th", {}, t)))),
       h("tbody", {}, ...rows))));
 }
 
@@ -930,10 +964,10 @@ function batchesScreen() {
     for (const b of page) {
       const st = b.stats;
       tbody.append(h("tr", { "data-batch": b.batchId },
-        h("td", { class: "id" }, h("a", { href: `/ui/batches/${b.batchId}`, "data-link": true }, b.batchId)),
-        h("td", {}, badge(st.cancelled === st.total ? "manually_cancelled" : b.status)),
+        h("td", { class: "id" }, h("a", { href: `/ui/batches/${b.batchId}`, "data-link": true }, b.batchId), b.name ? h("div", { class: "job-name" }, b.name) : null),
+        h("td", {}, batchBadge(b)),
         h("td", {}, countsBar(st)),
-        h("td", {}, `${st.finished} finished, ${st.error} failed, ${st.pending} pending, ${st.cancelled} cancelled of ${st.total}`),
+        h("td", {}, countsText(st)),
         h("td", { class: "muted", title: when(b.createdAt) }, age(b.createdAt))));
     }
     loaded += page.length;
@@ -949,6 +983,28 @@ function batchesScreen() {
     h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Batch"), h("th", {}, "Status"), h("th", {}, "Jobs"),
       h("th", {}, ""), h("th", {}, "Created"))), tbody)),
     h("div", { class: "toolbar" }, more)];
+}
+
+// countsText says what became of a batch's jobs, each counted once (the API counts a cancelled
+// job among the errors, as the public service does).
+function countsText(st) {
+  const failed = st.error - st.cancelled;
+  return [`${st.finished} finished`, failed && `${failed} failed`, st.cancelled && `${st.cancelled} cancelled`, st.pending && `${st.pending} waiting or rendering`]
+    .filter(Boolean).join(", ") + ` of ${st.total}`;
+}
+
+// batchBadge says where a batch stands: working while a job waits or renders; once none does,
+// finished only when every job finished, cancelled when every job was, and otherwise how it
+// ended ("ended, 1 cancelled").
+function batchBadge(b) {
+  const st = b.stats;
+  const failed = st.error - st.cancelled;
+  if (st.pending > 0) return badge(b.status);
+  if (st.finished === st.total) return badge("finished");
+  if (st.cancelled === st.total) return badge("manually_cancelled");
+  if (failed === st.total) return badge("error");
+  const text = ["ended", failed && `${failed} failed`, st.cancelled && `${st.cancelled} cancelled`].filter(Boolean).join(", ");
+  return h("span", { class: `badge ${failed ? "error" : "cancelled"}`, "data-status": "ended" }, text);
 }
 
 // countsBar draws a batch's jobs by state as one stacked bar.
@@ -976,8 +1032,9 @@ function batchScreen(id) {
     const parts = [["finished", st.finished], ["error", st.error - st.cancelled], ["rendering", st.pending], ["cancelled", st.cancelled]];
     const bar = countsBar(st);
     const cancellable = mayAct() && b.jobs.some((j) => ["queued", "pending"].includes(j.status));
+    const names = await templateNames();
     container.replaceChildren(
-      h("h1", {}, "Batch ", h("span", { class: "mono" }, b.batchId), badge(st.cancelled === st.total ? "manually_cancelled" : b.status), liveBadge(),
+      h("h1", {}, b.name ? [b.name, " "] : "Batch ", h("span", { class: "mono" }, b.batchId), batchBadge(b), liveBadge(),
         cancellable ? h("button", { class: "danger actions", onclick: async () => {
           if (!confirm(`Cancel every job of the batch still waiting (${st.pending})?`)) return;
           try {
@@ -987,14 +1044,16 @@ function batchScreen(id) {
           } catch (e) { toast(e.message); }
         } }, "Cancel the batch") : null),
       h("section", { class: "panel" }, bar,
-        h("p", { class: "legend" }, ...parts.map(([k, v]) => h("span", {}, h("span", { class: `dot ${k}` }), ` ${v} ${k === "rendering" ? "pending" : k}`)),
+        h("p", { class: "legend" }, ...parts.map(([k, v]) => h("span", {}, h("span", { class: `dot ${k}` }), ` ${v} ${{ rendering: "waiting or rendering", error: "failed" }[k] || k}`)),
           h("span", { class: "muted" }, ` of ${st.total}`))),
       h("div", { class: "table-wrap" }, h("table", {},
-        h("thead", {}, h("tr", {}, h("th", {}, "#"), h("th", {}, "Job"), h("th", {}, "Status"))),
+        h("thead", {}, h("tr", {}, ...["#", "Job", "Template", "Status", "Render time"].map((t) => h("th", {}, t)))),
         h("tbody", {}, ...b.jobs.map((j) => h("tr", { "data-job": j.id },
           h("td", { class: "muted" }, String(j.index)),
-          h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id)),
-          h("td", {}, badge(j.status))))))));
+          h("td", { class: "id" }, h("a", { href: `/ui/jobs/${j.id}`, "data-link": true }, j.id), j.name ? h("div", { class: "job-name" }, j.name) : null),
+          h("td", { class: "name" }, templateLink(j.templateId, names)),
+          h("td", {}, badge(j.status)),
+          h("td", { class: "num muted" }, j.stats && j.stats.renderDuration ? seconds(j.stats.renderDuration) : "")))))));
   }
   let timer = null;
   leaveScreen = onEvents((ev) => {
@@ -1015,7 +1074,7 @@ function libraryScreen() {
         if (!confirm(`Delete the font ${f.fileName}?`)) return;
         try { await api("DELETE", `/api/v2/fonts/${f.id}`); load(); } catch (e) { toast(e.message); }
       } }, "Delete"))))
-      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, "No fonts. Jobs name fonts by file name in their fonts list."))]));
+      : [h("tr", {}, h("td", { colspan: "4", class: "empty" }, "No fonts. A job's fonts list names them by file name, family name or PostScript name; the fonts a template neither bundles nor finds here are named on its page."))]));
     secrets.replaceChildren(...(sl.length ? sl.map((x) => h("tr", { "data-secret": x.name },
       h("td", { class: "name mono" }, `\${secret.${x.name}}`), h("td", { class: "muted" }, age(x.createdAt)),
       h("td", {}, mayAct() && h("button", { class: "quiet", onclick: async () => {
@@ -1100,8 +1159,9 @@ function svg(tag, attrs = {}) {
 }
 
 // chart draws series over the minutes: bars (stacked, in order) or lines, with the scale of its
-// values (axis, in what they count) and of time; its legend says what the last minute held.
-function chart(title, minutes, series, { kind = "line", unit = "", axis = "", span = "last hour", step = "min" } = {}) {
+// values (axis, in what they count) and of time; its legend says what the last minute held, and
+// notes add what is not drawn.
+function chart(title, minutes, series, { kind = "line", unit = "", axis = "", span = "last hour", step = "min", notes = [] } = {}) {
   const W = 600, H = 120, pad = 4;
   const n = minutes.length;
   const values = series.map((s) => minutes.map(s.value));
@@ -1133,19 +1193,24 @@ function chart(title, minutes, series, { kind = "line", unit = "", axis = "", sp
     const v = kind === "bars" ? totalOf(k) : lastOf(k);
     return h("span", {}, h("span", { class: `dot ${s.class}` }), ` ${s.label} `, h("b", {}, v === null ? "—" : `${Math.round(v * 10) / 10}${unit}`));
   });
-  const scale = (v) => `${Math.round(v * 10) / 10} ${axis}`.trim();
+  // "1 job", "2 jobs": a unit word loses its plural s at one ("s", seconds, is no word).
+  const scale = (v) => {
+    const n = Math.round(v * 10) / 10;
+    return `${n} ${n === 1 && axis.length > 1 && axis.endsWith("s") ? axis.slice(0, -1) : axis}`.trim();
+  };
   return h("figure", { class: "panel chart-panel" }, h("figcaption", {}, title, " ", h("span", { class: "muted" }, span)),
     h("div", { class: "plot" }, h("div", { class: "axis-y", "aria-hidden": "true" }, h("span", {}, scale(top)), h("span", {}, scale(top / 2)), h("span", {}, scale(0))),
       el, h("span"), h("div", { class: "axis-x", "aria-hidden": "true" }, h("span", {}, `${n} ${step} ago`), h("span", {}, `${Math.round(n / 2)} ${step} ago`), h("span", {}, "now"))),
-    h("p", { class: "legend" }, ...legend));
+    h("p", { class: "legend" }, ...legend, ...notes.map((n) => h("span", { class: "muted" }, n))));
 }
 
 function farmCharts(minutes) {
+  const oldest = minutes.length ? minutes[minutes.length - 1].oldestQueuedSeconds : 0;
   return h("div", { class: "charts" },
     chart("Jobs per minute", minutes,
       [{ label: "finished", class: "finished", value: (m) => m.finished }, { label: "failed", class: "error", value: (m) => m.failed }], { kind: "bars", axis: "jobs" }),
-    chart("Queue", minutes, [{ label: "queued (jobs)", class: "rendering", value: (m) => m.queued },
-      { label: "oldest waiting (s)", class: "cancelled", value: (m) => m.oldestQueuedSeconds }], { axis: "jobs or s" }),
+    chart("Queue", minutes, [{ label: "queued", class: "rendering", value: (m) => m.queued }],
+      { axis: "jobs", notes: oldest ? [`the oldest has waited ${seconds(oldest)}`] : [] }),
     chart("Slots", minutes, [{ label: "busy", class: "rendering", value: (m) => m.slotsBusy }, { label: "total", class: "total", value: (m) => m.slots }], { axis: "slots" }),
     chart("Render time", minutes, [{ label: "p50", class: "finished", value: (m) => m.renderP50 },
       { label: "p90", class: "cancelled", value: (m) => m.renderP90 }, { label: "p99", class: "error", value: (m) => m.renderP99 }], { unit: " s", axis: "s" }));
@@ -1169,9 +1234,7 @@ function farmScreen() {
   const tbody = h("tbody");
   const charts = h("div");
   const replicas = h("div");
-  if (!me || me.kind !== "admin") {
-    return [h("h1", {}, "Farm"), h("p", { class: "empty" }, "The farm's render nodes are shown to the admin token.")];
-  }
+  if (!me || me.kind !== "admin") return teamFarmScreen();
   async function load() {
     const [nodes, history, cluster] = await Promise.all([api("GET", "/api/v2/nodes"), api("GET", "/api/v2/admin/history"),
       api("GET", "/api/v2/admin/cluster").catch(() => null)]);
@@ -1189,15 +1252,21 @@ function farmScreen() {
       const labels = Object.entries(n.labels || {}).map(([k, v]) => `${k}=${v}`).join(", ");
       const m = n.machine;
       const machine = m ? `${m.os}/${m.arch}, ${m.cpus} CPUs${m.memoryBytes ? `, ${(m.memoryBytes / 2 ** 30).toFixed(1)} GiB` : ""}` : "—";
+      // A draining node with nothing left to render is drained: it waits for its clear.
+      const state = n.state === "draining" && busy === 0
+        ? h("span", { class: "badge draining", "data-status": "drained" }, "drained") : badge(n.state);
+      const rendering = (n.rendering || []).map((r) => h("div", {},
+        h("a", { href: `/ui/jobs/${r.job}`, "data-link": true, title: r.job }, r.name || r.job),
+        r.chunk !== undefined ? h("span", { class: "muted" }, ` chunk ${r.chunk + 1}`) : null));
       return h("tr", { "data-node": n.id },
-        h("td", { class: "name mono", title: n.reason || "" }, n.id, n.reason ? h("div", { class: "muted" }, n.reason) : null), h("td", {}, badge(n.state)),
+        h("td", { class: "name mono", title: n.reason || "" }, n.id, n.reason ? h("div", { class: "muted" }, n.reason) : null), h("td", {}, state),
         h("td", { class: "machine" }, machine, h("div", { class: "muted" }, n.version || "")),
-        h("td", {}, (n.engines || []).join(", ")), h("td", {}, `${busy} of ${n.slots}`),
-        h("td", { class: "name" }, ...(n.currentJobs || []).map((j) => h("div", { class: "mono" }, j))),
+        h("td", {}, (n.engines || []).join(", ")), h("td", { "data-field": "pools" }, (n.pools || []).join(", ") || "—"), h("td", {}, `${busy} of ${n.slots}`),
+        h("td", { class: "name", "data-field": "rendering" }, ...rendering),
         h("td", { class: "muted" }, labels),
         h("td", { class: "muted" }, n.lastHeartbeat ? age(n.lastHeartbeat) : ""),
         h("td", {}, ["lost", "left"].includes(n.state) ? forget(n) : n.state === "draining" || n.state === "quarantined" ? act("clear") : act("drain")));
-    }) : [h("tr", {}, h("td", { colspan: "9", class: "empty" }, "No render node has joined."))]));
+    }) : [h("tr", {}, h("td", { colspan: "10", class: "empty" }, "No render node has joined."))]));
   }
   load().catch((e) => toast(e.message));
   // Node changes arrive as events; the charts and heartbeat ages are read again each 30 s.
@@ -1209,8 +1278,62 @@ function farmScreen() {
   leaveScreen = () => { clearInterval(timer); stopEvents(); };
   return [h("h1", {}, "Farm", liveBadge()), charts, replicas,
     h("h2", {}, "Render nodes"),
-    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, h("th", {}, "Node"), h("th", {}, "State"), h("th", {}, "Machine"), h("th", {}, "Engines"), h("th", {}, "Slots busy"),
-      h("th", {}, "Rendering"), h("th", {}, "Labels"), h("th", {}, "Heartbeat"), h("th", {}, ""))), tbody))];
+    h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ...["Node", "State", "Machine", "Engines", "Pools", "Slots busy",
+      "Rendering", "Labels", "Heartbeat", ""].map((t) => h("th", {}, t)))), tbody))];
+}
+
+// hourlyRenderChart charts render time hour by hour since a time, a line per team (label, class,
+// hours as the usage report gives them), in the unit its largest hour reads best in.
+function hourlyRenderChart(title, since, teams) {
+  const buckets = [];
+  for (let at = since.getTime(); at <= Date.now(); at += 3600 * 1000) buckets.push(at);
+  const most = Math.max(0, ...teams.flatMap((t) => t.hours.map((x) => x.renderSeconds)));
+  const [per, unit] = most >= 7200 ? [3600, "h"] : most >= 120 ? [60, "min"] : [1, "s"];
+  const series = teams.map((t) => {
+    const byHour = new Map(t.hours.map((x) => [new Date(x.at).getTime(), x.renderSeconds / per]));
+    return { label: t.label, class: t.class, value: (at) => byHour.get(at) || 0 };
+  });
+  return chart(title, buckets, series, { unit: ` ${unit}`, axis: unit, span: "last 24 hours", step: "h" });
+}
+
+// bytesText says a size: 12 KiB, 3.4 MiB, 1.2 GiB.
+function bytesText(n) {
+  return n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`;
+}
+
+// teamFarmScreen shows a team what it has of the farm: the engines ready nodes offer now, its
+// jobs rendering and waiting, and what it used over the last 24 hours, hour by hour.
+function teamFarmScreen() {
+  const now = h("section", { class: "panel", id: "team-now" }, h("p", { class: "muted" }, "…"));
+  const used = h("section", { class: "panel", id: "team-usage" });
+  const hourly = h("div", { id: "team-usage-chart", class: "charts" });
+  const jobsText = (n) => (n === null ? "? jobs" : `${n} job${n === 1 ? "" : "s"}`);
+  const countOf = async (states) => {
+    const resp = await fetch(`/api/v2/jobs?minimal=true&limit=1&states=${states}`, { headers: { Authorization: `Bearer ${token}` } });
+    return resp.ok ? Number(resp.headers.get("X-Total-Count") || 0) : null;
+  };
+  async function load() {
+    const since = new Date(Date.now() - 23 * 3600 * 1000);
+    since.setUTCMinutes(0, 0, 0);
+    const [team, usage, rendering, waiting] = await Promise.all([api("GET", "/api/v2/team"), api("GET", `/api/v2/usage?from=${since.toISOString()}`),
+      countOf("render:dorender"), countOf("queued,pending")]);
+    now.replaceChildren(h("h2", {}, "Now"), h("dl", { class: "facts" },
+      h("dt", {}, "Engines ready"), h("dd", { id: "team-engines" }, (team.engines || []).length ? team.engines.join(", ") : "none: no render node is ready"),
+      h("dt", {}, "Rendering"), h("dd", {}, h("a", { href: "/ui/jobs?states=render:dorender", "data-link": true }, jobsText(rendering))),
+      h("dt", {}, "Waiting"), h("dd", {}, h("a", { href: "/ui/jobs?states=queued,pending", "data-link": true }, jobsText(waiting)))));
+    const mine = usage.teams[0] || { total: {}, engines: [], hours: [] };
+    const t = mine.total;
+    used.replaceChildren(h("h2", {}, "Used over the last 24 hours"),
+      h("div", { class: "table-wrap" }, h("table", {}, h("thead", {}, h("tr", {}, ...["Engine", "Render time", "Frames", "Finished", "Failed", "Output"].map((x) => h("th", {}, x)))),
+        h("tbody", {}, ...[...mine.engines.map((e) => ({ name: e.engine, u: e })), { name: "all", u: t }].map(({ name, u }) => h("tr", { "data-engine": name },
+          h("td", { class: "name" }, name), h("td", { class: "num" }, seconds(u.renderSeconds || 0)), h("td", { class: "num" }, String(u.frames || 0)),
+          h("td", { class: "num" }, String(u.jobsFinished || 0)), h("td", { class: "num" }, String(u.jobsFailed || 0)), h("td", { class: "num" }, bytesText(u.outputBytes || 0))))))));
+    hourly.replaceChildren(hourlyRenderChart("Render time, each hour", since, [{ label: team.name, class: "team0", hours: mine.hours }]));
+  }
+  load().catch((e) => toast(e.message));
+  const timer = setInterval(() => { if (!document.hidden) load().catch(() => {}); }, 30000);
+  leaveScreen = () => clearInterval(timer);
+  return [h("h1", {}, "Farm ", h("span", { class: "muted" }, `team ${me.name}`)), now, used, hourly];
 }
 
 // ---- routing ----
@@ -1223,7 +1346,6 @@ function teamsScreen() {
   const usageChart = h("div", { id: "usage-chart", class: "charts" });
   const editor = h("div");
   const TEAM_COLOURS = 6;
-  const bytes = (n) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`);
   const hours = (sec) => (sec >= 3600 ? `${(sec / 3600).toFixed(1)} h` : sec >= 60 ? `${Math.round(sec / 60)} min` : `${Math.round(sec)} s`);
   const cap = (v) => (v === null || v === undefined ? "—" : String(v));
   async function load(stale) {
@@ -1268,20 +1390,12 @@ function teamsScreen() {
         h("td", { class: "num" }, hours(u.renderSeconds || 0)),
         h("td", { class: "num" }, String(u.frames || 0)),
         h("td", { class: "num" }, `${u.jobsFinished || 0} / ${u.jobsFailed || 0}`),
-        h("td", { class: "num" }, bytes(u.outputBytes || 0)),
+        h("td", { class: "num" }, bytesText(u.outputBytes || 0)),
         h("td", {}, h("button", { class: "quiet", onclick: () => edit(t) }, "Edit")));
     }) : [h("tr", {}, h("td", { colspan: "16", class: "empty" }, "No team yet: framefarm token create --team NAME makes one."))]));
 
-    // Render time hour by hour, a line per team, in the unit its largest hour reads best in.
-    const buckets = [];
-    for (let at = since.getTime(); at <= Date.now(); at += 3600 * 1000) buckets.push(at);
-    const most = Math.max(0, ...usage.teams.flatMap((u) => u.hours.map((x) => x.renderSeconds)));
-    const [per, unit] = most >= 7200 ? [3600, "h"] : most >= 120 ? [60, "min"] : [1, "s"];
-    const series = teams.map((t) => {
-      const byHour = new Map(((usageOf.get(t.id) || {}).hours || []).map((x) => [new Date(x.at).getTime(), x.renderSeconds / per]));
-      return { label: t.name, class: colour.get(t.id), value: (at) => byHour.get(at) || 0 };
-    });
-    usageChart.replaceChildren(chart("Render time per team, each hour", buckets, series, { unit: ` ${unit}`, axis: unit, span: "last 24 hours", step: "h" }));
+    usageChart.replaceChildren(hourlyRenderChart("Render time per team, each hour", since,
+      teams.map((t) => ({ label: t.name, class: colour.get(t.id), hours: (usageOf.get(t.id) || {}).hours || [] }))));
   }
   // edit opens the team's policy in a form: an empty cap is no cap.
   function edit(t) {
