@@ -23,6 +23,7 @@ type leaderDialer interface {
 	OnLeaderChange(changed func())
 	DialForward(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
 	DialRelay(ctx context.Context, addr string, timeout time.Duration) (net.Conn, error)
+	DetourPeer() (string, error)
 }
 
 var _ leaderDialer = (*Replica)(nil)
@@ -40,6 +41,9 @@ type Forwarder struct {
 	conns    *leaderConns
 	client   *fasthttp.HostClient
 	relay    *relay.Client
+	// detours are the clients to the replicas requests went by while this one was out of
+	// touch with the leader, by address.
+	detours map[string]*fasthttp.HostClient
 }
 
 // ForwardTimeouts are how long a request handed to the leader may take: a small write
@@ -68,16 +72,43 @@ func (fw *Forwarder) Forward(ctx *fasthttp.RequestCtx) error {
 	if err != nil {
 		return err
 	}
+	return send(ctx, func(req *fasthttp.Request, resp *fasthttp.Response) error {
+		if relay.Carries(req) {
+			return relayed.Do(req, resp)
+		}
+		return client.Do(req, resp)
+	})
+}
+
+// Detour hands the request as it came to another replica in touch with the leader, this one
+// being out of touch (detour.go), and puts its answer in ctx.
+func (fw *Forwarder) Detour(ctx *fasthttp.RequestCtx) error {
+	addr, err := fw.replica.DetourPeer()
+	if err != nil {
+		return err
+	}
+	fw.mu.Lock()
+	client := fw.detours[addr]
+	if client == nil {
+		client = fw.httpClient(context.Background(), addr, func(conn net.Conn, err error) (net.Conn, error) { return conn, err })
+		if fw.detours == nil {
+			fw.detours = map[string]*fasthttp.HostClient{}
+		}
+		fw.detours[addr] = client
+	}
+	fw.mu.Unlock()
+	return send(ctx, client.Do)
+}
+
+// send sends ctx's request by do, its body streamed on as the client sends it, and keeps the
+// answer in ctx.
+func send(ctx *fasthttp.RequestCtx, do func(*fasthttp.Request, *fasthttp.Response) error) error {
 	body := &clientBody{}
 	if stream := ctx.RequestBodyStream(); stream != nil {
 		body.r = stream
 		ctx.Request.SetBodyStream(body, ctx.Request.Header.ContentLength())
 	}
-	if relay.Carries(&ctx.Request) {
-		err = relayed.Do(&ctx.Request, &ctx.Response)
-	} else {
-		err = client.Do(&ctx.Request, &ctx.Response)
-	}
+	err := do(&ctx.Request, &ctx.Response)
 	if body.err != nil {
 		return fmt.Errorf("%w: %w", ErrUnreadableBody, body.err)
 	}
@@ -114,15 +145,19 @@ func (fw *Forwarder) clients() (*fasthttp.HostClient, *relay.Client, error) {
 		fw.dropClients()
 		conns := newLeaderConns()
 		fw.leader, fw.conns = leader, conns
-		// Answers are streamed through as they come (event streams never end by themselves).
-		fw.client = &fasthttp.HostClient{Addr: leader, MaxConns: 128, ReadTimeout: fw.timeouts.Transfer, WriteTimeout: fw.timeouts.Transfer, StreamResponseBody: true,
-			MaxIdleConnDuration: time.Minute, DisablePathNormalizing: true, NoDefaultUserAgentHeader: true,
-			Dial: func(string) (net.Conn, error) {
-				return conns.track(fw.replica.DialForward(conns.ctx, leader, dialTimeout))
-			}}
+		fw.client = fw.httpClient(conns.ctx, leader, conns.track)
 		fw.relay = relay.NewClient(func() (net.Conn, error) { return fw.replica.DialRelay(conns.ctx, leader, dialTimeout) }, fw.timeouts.Request, fw.clock)
 	}
 	return fw.client, fw.relay, nil
+}
+
+// httpClient is an HTTP client of the replica at addr's forward listener, its dials ended by
+// ctx and each connection kept by keep. Answers are streamed through as they come (event
+// streams never end by themselves).
+func (fw *Forwarder) httpClient(ctx context.Context, addr string, keep func(net.Conn, error) (net.Conn, error)) *fasthttp.HostClient {
+	return &fasthttp.HostClient{Addr: addr, MaxConns: 128, ReadTimeout: fw.timeouts.Transfer, WriteTimeout: fw.timeouts.Transfer, StreamResponseBody: true,
+		MaxIdleConnDuration: time.Minute, DisablePathNormalizing: true, NoDefaultUserAgentHeader: true,
+		Dial: func(string) (net.Conn, error) { return keep(fw.replica.DialForward(ctx, addr, dialTimeout)) }}
 }
 
 // leaderChanged drops the clients to a replica that no longer leads. A change the clients

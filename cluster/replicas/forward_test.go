@@ -19,6 +19,17 @@ type fakeLeaders struct {
 	mu      sync.Mutex
 	leader  string
 	changed func()
+	// detour is the replica in touch with the leader ("": none).
+	detour string
+}
+
+func (f *fakeLeaders) DetourPeer() (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.detour == "" {
+		return "", ErrNoDetour
+	}
+	return f.detour, nil
 }
 
 func (f *fakeLeaders) AwaitLeader(time.Time) (string, error) {
@@ -102,6 +113,33 @@ func TestRequestsFollowTheLeader(t *testing.T) {
 	leaders.elect(b)
 	if body, err := get(fw); err != nil || body != "b" {
 		t.Fatalf("to leader b: %q, %v", body, err)
+	}
+}
+
+// TestADetourGoesToTheReplicaInTouch: with no leader known, a request detoured goes, whole, to
+// the replica in touch with one; with none, it is refused as such.
+func TestADetourGoesToTheReplicaInTouch(t *testing.T) {
+	peer, _ := leaderServer(t, "peer", false)
+	leaders := &fakeLeaders{}
+	fw := NewForwarder(leaders, clock.Real{}, ForwardTimeouts{Request: time.Minute, Transfer: time.Minute})
+	detour := func() (string, error) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("http://farm/api/v2/jobs")
+		ctx.Request.Header.SetMethod(fasthttp.MethodPost)
+		ctx.Request.SetBodyString(`{"template": {}}`)
+		if err := fw.Detour(&ctx); err != nil {
+			return "", err
+		}
+		return string(ctx.Response.Body()), nil
+	}
+	if _, err := detour(); !errors.Is(err, ErrNoDetour) {
+		t.Fatalf("with no replica in touch: %v", err)
+	}
+	leaders.mu.Lock()
+	leaders.detour = peer
+	leaders.mu.Unlock()
+	if body, err := detour(); err != nil || body != "peer" {
+		t.Fatalf("by the replica in touch: %q, %v", body, err)
 	}
 }
 

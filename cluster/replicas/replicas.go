@@ -153,6 +153,8 @@ type Replica struct {
 	// leaderWatchers are told of each change of the leader (OnLeaderChange).
 	watchersMu     sync.Mutex
 	leaderWatchers []func()
+	// detour is the replica requests go by while this one is out of touch (detour.go).
+	detour detourChoice
 }
 
 // ErrNoTLS refuses a replica without TLS: its port never runs in the clear.
@@ -790,11 +792,13 @@ type ReplicaStatus struct {
 	Contact *time.Time `json:"lastContact"`
 }
 
-// self is what a replica says of itself when asked.
+// self is what a replica says of itself when asked; InTouch that it leads or heard from the
+// leader within a heartbeat timeout (another replica's requests may go by it).
 type self struct {
 	State   string            `json:"state"`
 	Applied uint64            `json:"appliedIndex"`
 	Contact time.Time         `json:"lastContact"`
+	InTouch bool              `json:"inTouch,omitempty"`
 	Shared  map[string]string `json:"shared,omitempty"`
 }
 
@@ -807,7 +811,8 @@ func (r *Replica) self() self {
 	if r.Leading() {
 		contact = time.Now()
 	}
-	return self{State: strings.ToLower(r.raft.State().String()), Applied: r.cfg.Store.AppliedIndex(), Contact: contact, Shared: r.cfg.Shared}
+	return self{State: strings.ToLower(r.raft.State().String()), Applied: r.cfg.Store.AppliedIndex(), Contact: contact, InTouch: r.inTouch(),
+		Shared: r.cfg.Shared}
 }
 
 // tellStatus answers another replica's question about this one.

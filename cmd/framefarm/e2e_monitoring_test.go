@@ -46,20 +46,8 @@ func startPrometheus(t *testing.T, targets []string) *prometheusServer {
 		t.Fatal(err)
 	}
 	addr := porttest.FreeAddr(t)
-	cmd := dieWithTheTest(exec.Command(binary, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	startProcess(t, "prometheus", exec.Command(binary, "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr))
-	log := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("prometheus log:\n%s", log.tail(40))
-		}
-	})
 	p := &prometheusServer{t: t, url: "http://" + addr}
 	pollUntil(p.t, "prometheus is ready", func() bool {
 		resp, err := http.Get(p.url + "/-/ready")

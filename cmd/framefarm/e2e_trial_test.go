@@ -40,21 +40,10 @@ func TestATrialFarmFromHAInit(t *testing.T) {
 		if !ok || strings.HasPrefix(command, "token ") {
 			continue
 		}
-		cmd := dieWithTheTest(exec.Command(self, strings.Fields(command)...))
+		cmd := exec.Command(self, strings.Fields(command)...)
 		cmd.Env = append(os.Environ(), envRun+"=1", envControl+"="+control.url, envJobSignals+"=0")
-		log := &lockedBuffer{}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		startProcess(t, command, cmd)
 		processes[command] = cmd
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("%s:\n%s", command, log.tail(40))
-			}
-		})
 	}
 	if len(processes) != 5 {
 		t.Fatalf("ha init printed %d commands to start, not 5 (three replicas, the balancer, a node):\n%s", len(processes), out)

@@ -432,6 +432,26 @@ func framefarm(args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
+// startProcess starts a program the test needs beside its coordinators (a replica from a
+// configuration of its own, Prometheus), killed when the test ends, its output kept and shown
+// (named what) when the test failed.
+func startProcess(t testing.TB, what string, cmd *exec.Cmd) {
+	t.Helper()
+	cmd = dieWithTheTest(cmd)
+	log := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s:\n%s", what, log.tail(60))
+		}
+	})
+}
+
 // kill ends the process at once (SIGKILL): nothing is flushed, nothing is said goodbye.
 func (c *coordinator) kill() {
 	if c.cmd == nil || c.cmd.ProcessState != nil {

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +170,116 @@ func BenchmarkClusterCutNodeDetection(b *testing.B) {
 		by = "lease"
 	}
 	b.Logf("lost after %s, by its %s", took.Round(time.Millisecond), by)
+}
+
+// TestACutFollowerAnswersThroughAnother: three replicas, each in a namespace of its own; one
+// follower is cut off from the leader alone (the routes between the two lead nowhere) and still
+// reaches the other follower. Asked through its own address, it answers an admin's
+// write and the reads after it (one of the leader's, one of the records) through the follower
+// in touch with the leader, instead of refusing them for the whole cut.
+func TestACutFollowerAnswersThroughAnother(t *testing.T) {
+	network := newTestNetwork(t)
+	dir := filepath.Join(t.TempDir(), "farm")
+	base := porttest.FreeRange(t, 15)
+	if out, err := framefarm("ha", "init", "--dir", dir, "--port", strconv.Itoa(base)); err != nil {
+		t.Fatalf("ha init: %v\n%s", err, out)
+	}
+	// ha init lays the ports out on one address; each replica gets a namespace and an address.
+	namespaces, addrs := make([]string, 4), make([]string, 4)
+	for i := 1; i <= 3; i++ {
+		namespaces[i], addrs[i] = network.host()
+	}
+	hostOf := func(port int) string {
+		for i := 1; i <= 3; i++ {
+			for _, p := range []int{base + i, base + 3 + i, base + 6 + i, base + 9 + i} {
+				if port == p {
+					return addrs[i]
+				}
+			}
+		}
+		return network.addr(1)
+	}
+	loopback := regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := func(i int) string { return fmt.Sprintf("http://%s:%d", addrs[i], base+i) }
+	for i := 1; i <= 3; i++ {
+		path := filepath.Join(dir, fmt.Sprintf("c%d.toml", i))
+		cfg, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = loopback.ReplaceAllFunc(cfg, func(m []byte) []byte {
+			port, _ := strconv.Atoi(string(m[len("127.0.0.1:"):]))
+			return []byte(fmt.Sprintf("%s:%d", hostOf(port), port))
+		})
+		if err := os.WriteFile(path, cfg, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("ip", "netns", "exec", namespaces[i], self, "serve", "--config", path)
+		cmd.Env = append(os.Environ(), envRun+"=1", envJobSignals+"=0")
+		startProcess(t, fmt.Sprintf("replica c%d", i), cmd)
+	}
+	var token string
+	pollUntil(t, "the admin token", func() bool {
+		out, err := framefarm("token", "admin", "--config", filepath.Join(dir, "c1.toml"))
+		if err == nil {
+			token = strings.TrimSpace(strings.Split(string(out), "\n")[1])
+		}
+		return err == nil
+	})
+	replica := func(i int) *client { return &client{c: &coordinator{t: t, url: api(i)}, token: token} }
+	var status struct {
+		Leader   string `json:"leader"`
+		State    string `json:"state"`
+		Replicas []struct {
+			ID    string  `json:"id"`
+			State *string `json:"state"`
+		} `json:"replicas"`
+	}
+	pollUntil(t, "three replicas under a leader", func() bool {
+		code, body, _ := replica(1).call(http.MethodGet, "/api/v2/admin/cluster", nil)
+		if code != http.StatusOK || json.Unmarshal(body, &status) != nil || status.Leader == "" {
+			return false
+		}
+		for _, r := range status.Replicas {
+			if r.State == nil || (*r.State != "leader" && *r.State != "follower") {
+				return false
+			}
+		}
+		return true
+	})
+	leader, _ := strconv.Atoi(strings.TrimPrefix(status.Leader, "c"))
+	cut := 1 + leader%3 // a follower
+	other := 6 - leader - cut
+	// The leader and the cut follower route each other's address nowhere (a blackhole).
+	for _, pair := range [][2]int{{cut, leader}, {leader, cut}} {
+		network.ip("-n", namespaces[pair[0]], "route", "add", "blackhole", addrs[pair[1]]+"/32")
+	}
+	pollUntil(t, "the cut follower loses the leader", func() bool {
+		code, body, _ := replica(cut).call(http.MethodGet, "/api/v2/admin/cluster", nil)
+		return code == http.StatusOK && json.Unmarshal(body, &status) == nil && status.State == "candidate"
+	})
+
+	asked := time.Now()
+	var issued struct {
+		Token string `json:"token"`
+	}
+	replica(cut).must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "detoured"}, http.StatusCreated, &issued)
+	t.Logf("the cut follower c%d answered a write in %s, through c%d", cut, time.Since(asked).Round(time.Millisecond), other)
+	type listedToken struct {
+		Team struct {
+			Name string `json:"name"`
+		} `json:"team"`
+	}
+	var tokens []listedToken
+	replica(cut).must(http.MethodGet, "/api/v2/admin/tokens", nil, http.StatusOK, &tokens)
+	if !slices.ContainsFunc(tokens, func(tok listedToken) bool { return tok.Team.Name == "detoured" }) {
+		t.Fatalf("the cut follower's list of tokens lacks the one it made: %+v", tokens)
+	}
+	var teams []struct{ Name string }
+	replica(cut).must(http.MethodGet, "/api/v2/admin/teams", nil, http.StatusOK, &teams)
+	(&client{c: &coordinator{t: t, url: api(cut)}, token: issued.Token}).must(http.MethodGet, "/api/v2/team", nil, http.StatusOK, nil)
 }

@@ -101,6 +101,8 @@ func (r *replicaAPI) StaleReadable(deadline time.Time) error {
 }
 func (r *replicaAPI) SealRevocation() error                  { return r.replica.SealRevocation() }
 func (r *replicaAPI) Forward(ctx *fasthttp.RequestCtx) error { return r.forward.Forward(ctx) }
+func (r *replicaAPI) OutOfTouch() bool                       { return r.replica.OutOfTouch() }
+func (r *replicaAPI) Detour(ctx *fasthttp.RequestCtx) error  { return r.forward.Detour(ctx) }
 func (r *replicaAPI) Status() replicas.Status                { return r.replica.Status() }
 func (r *replicaAPI) AddReplica(id, addr string) error       { return r.replica.AddReplica(id, addr) }
 func (r *replicaAPI) RemoveReplica(id string) error          { return r.replica.RemoveReplica(id) }

@@ -22,6 +22,10 @@ type Replicas interface {
 	Leading() bool
 	// Forward hands the request to the leader and puts its answer in ctx.
 	Forward(ctx *fasthttp.RequestCtx) error
+	// OutOfTouch reports whether this follower has not heard from a leader lately; Detour then
+	// hands a request to another replica in touch with one, which answers it as its own.
+	OutOfTouch() bool
+	Detour(ctx *fasthttp.RequestCtx) error
 	// CatchUp waits until this replica holds every write acknowledged before the call, or
 	// until deadline.
 	CatchUp(deadline time.Time) error
@@ -182,6 +186,16 @@ func (s *Server) place(r *request, p placement) bool {
 	unavailable := func(why string) {
 		r.fail(&apiError{status: http.StatusServiceUnavailable, Code: codeUnavailable, Error: why, retryAfter: 1})
 	}
+	// A follower cut off from the leader, but not from the others, holds no new write and
+	// reaches no leader: another replica answers for it, as for its own client. While none is
+	// in touch (the replicas choose a leader) the request waits here as it always did.
+	detoured := fromReplica(r.ctx) && string(r.ctx.Request.Header.Peek(headerDetour)) == "1"
+	if !fromReplica(r.ctx) && s.Replicas.OutOfTouch() {
+		if err := s.handOn(r, headerDetour, s.Replicas.Detour); !errors.Is(err, replicas.ErrNoDetour) {
+			r.answerHandedOn(err, unavailable, "the replica in touch with the leader cannot be reached now")
+			return false
+		}
+	}
 	if p == caughtUp && stale {
 		if err := s.Replicas.StaleReadable(time.Now().Add(catchUpTimeout)); err != nil {
 			unavailable("this replica cannot answer from its own records now (?stale): " + err.Error())
@@ -207,25 +221,47 @@ func (s *Server) place(r *request, p placement) bool {
 	if s.Replicas.Leading() {
 		return true
 	}
-	if fromReplica(r.ctx) {
+	if fromReplica(r.ctx) && !detoured {
 		// Handed on by a replica that took this one for the leader: never handed on again.
 		unavailable("this replica is no longer the leader; send the request again")
 		return false
 	}
-	r.ctx.Request.Header.Set("X-Request-Id", r.id) // one id in both replicas' logs
-	r.ctx.Request.Header.Del(headerAdminVouched)
-	if r.admin {
-		r.ctx.Request.Header.Set(headerAdminVouched, "1") // authenticated here as the admin
-	}
-	if err := s.Replicas.Forward(r.ctx); err != nil {
-		if errors.Is(err, replicas.ErrUnreadableBody) {
-			r.fail(newError(http.StatusBadRequest, validate.CodeInvalidJSON, "%v", err))
-			return false
-		}
-		unavailable("the leader cannot be reached now: " + err.Error())
-	}
+	r.answerHandedOn(s.handOn(r, "", s.Replicas.Forward), unavailable, "the leader cannot be reached now")
 	return false
 }
+
+// handOn sends the request to another replica by send, marked with the header mark when not
+// empty; the other replica's answer is then in r's.
+func (s *Server) handOn(r *request, mark string, send func(*fasthttp.RequestCtx) error) error {
+	h := &r.ctx.Request.Header
+	h.Set("X-Request-Id", r.id) // one id in both replicas' logs
+	h.Del(headerAdminVouched)
+	h.Del(headerDetour)
+	if r.admin {
+		h.Set(headerAdminVouched, "1") // authenticated here as the admin
+	}
+	if mark != "" {
+		h.Set(mark, "1")
+	}
+	return send(r.ctx)
+}
+
+// answerHandedOn answers what handing a request on did not: a body the client could not send,
+// or (unavailable) why another replica could not be reached.
+func (r *request) answerHandedOn(err error, unavailable func(string), why string) {
+	switch {
+	case err == nil:
+	case errors.Is(err, replicas.ErrUnreadableBody):
+		r.fail(newError(http.StatusBadRequest, validate.CodeInvalidJSON, "%v", err))
+	default:
+		unavailable(why + ": " + err.Error())
+	}
+}
+
+// headerDetour, on a request from another replica, says that replica is out of touch with the
+// leader and hands on its client's request for this one to answer as its own (once: never
+// detoured again).
+const headerDetour = "X-Framefarm-Detour"
 
 // headerAdminVouched, on a request from another replica, says that replica authenticated it as
 // the admin (admin tokens are in each replica's configuration, the local one in its folder).

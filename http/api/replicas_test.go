@@ -24,6 +24,10 @@ func (*leadingReplica) Leading() bool { return true }
 func (*leadingReplica) Forward(*fasthttp.RequestCtx) error {
 	return errors.New("it leads: nothing is handed on")
 }
+func (*leadingReplica) OutOfTouch() bool { return false }
+func (*leadingReplica) Detour(*fasthttp.RequestCtx) error {
+	return errors.New("it leads: nothing is detoured")
+}
 func (r *leadingReplica) CatchUp(time.Time) error          { r.catchUps.Add(1); return nil }
 func (*leadingReplica) Staleness() (uint64, time.Duration) { return 42, 1500 * time.Millisecond }
 func (*leadingReplica) StaleReadable(time.Time) error      { return nil }
