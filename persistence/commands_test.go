@@ -154,3 +154,20 @@ func TestAnIdempotencyKeyAnswersForADay(t *testing.T) {
 		t.Fatalf("%d jobs, want 2 (the retry within the day made none)", total)
 	}
 }
+
+// TestEveryResultReachesItsWriter: a command with result fields (json:"-", filled in when it is
+// applied) copies them from the command a replica applied, which is decoded from its entry, to
+// the writer's (resulting): one without would leave its writer a zero result on replicas only.
+func TestEveryResultReachesItsWriter(t *testing.T) {
+	for kind, typ := range commandKinds {
+		results := false
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			results = results || (f.IsExported() && f.Tag.Get("json") == "-")
+		}
+		_, adopts := reflect.New(typ).Interface().(resulting)
+		if results && !adopts {
+			t.Errorf("%s has result fields but does not adopt them from the command applied", kind)
+		}
+	}
+}

@@ -483,6 +483,9 @@ func (c *DeleteFont) adoptResults(a Command)    { c.Deleted = a.(*DeleteFont).De
 func (c *DeleteSecret) adoptResults(a Command)  { c.Deleted = a.(*DeleteSecret).Deleted }
 func (c *RevokeToken) adoptResults(a Command)   { c.Revoked = a.(*RevokeToken).Revoked }
 func (c *RemoveExpired) adoptResults(a Command) { c.Removal = a.(*RemoveExpired).Removal }
+func (c *RetagJob) adoptResults(a Command)      { c.Job = a.(*RetagJob).Job }
+func (c *SetTeamPolicy) adoptResults(a Command) { c.Team = a.(*SetTeamPolicy).Team }
+func (c *DeleteLimit) adoptResults(a Command)   { c.Deleted = a.(*DeleteLimit).Deleted }
 func (c *IssueToken) adoptResults(a Command) {
 	applied := a.(*IssueToken)
 	c.Team, c.Created = applied.Team, applied.Created

@@ -338,7 +338,7 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 		t.Fatalf("all-failed batch %+v", failed)
 	}
 	// Refused as a whole (no jobs, jobs not an array, too many): the batch response's shape,
-	// with the error's fields beside it.
+	// with the error's fields beside it, naming no batch (none was made).
 	tooMany := make([]any, 1001)
 	for i := range tooMany {
 		tooMany[i] = renderJob(tplID)
@@ -355,7 +355,7 @@ func TestBatchPartialSuccessAndProgress(t *testing.T) {
 			Code         string            `json:"code"`
 		}
 		acme.must(http.MethodPost, "/api/v2/batches", body, http.StatusBadRequest, &refused)
-		if refused.BatchID == "" || refused.Status != "error" || refused.TotalJobs == nil || refused.SuccessCount == nil ||
+		if refused.BatchID != "" || refused.Status != "error" || refused.TotalJobs == nil || refused.SuccessCount == nil ||
 			refused.Jobs == nil || refused.Errors == nil || refused.Code != "validation_error" {
 			t.Fatalf("batch %s: %+v", name, refused)
 		}

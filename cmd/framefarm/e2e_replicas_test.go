@@ -22,6 +22,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/framefarm/framefarm/cluster/relay"
+	"github.com/framefarm/framefarm/http/api"
 	"github.com/framefarm/framefarm/persistence/porttest"
 )
 
@@ -810,6 +811,15 @@ func TestEveryReplicaServesWritesAndLiveViews(t *testing.T) {
 	throughFollower.must(http.MethodPost, "/api/v2/admin/tokens", map[string]string{"team": "vouched"}, http.StatusCreated, &vouched)
 	throughFollower.must(http.MethodDelete, "/api/v2/admin/tokens/"+vouched.ID, nil, http.StatusOK, nil)
 	throughFollower.must(http.MethodPatch, "/api/v2/admin/jobs/"+ids[0], map[string]any{"priority": 3}, http.StatusOK, nil)
+	// What the leader answers from a write's result reaches the follower's client: the team as
+	// changed, the limit deleted.
+	var changed api.TeamView
+	throughFollower.must(http.MethodPatch, "/api/v2/admin/teams/acme", map[string]any{"weight": 2}, http.StatusOK, &changed)
+	if changed.Name != "acme" || changed.Policy.Weight != 2 {
+		t.Fatalf("the team as changed through a follower: %+v", changed)
+	}
+	throughFollower.must(http.MethodPut, "/api/v2/admin/limits/lic", map[string]any{"count": 1}, http.StatusOK, nil)
+	throughFollower.must(http.MethodDelete, "/api/v2/admin/limits/lic", nil, http.StatusNoContent, nil)
 	if log := acme.logs(ids[0]); !strings.Contains(log, "the farm's admin (token ") || strings.Contains(log, "team acme (token") {
 		t.Fatalf("the admin's change through a follower is logged as another's:\n%s", log)
 	}

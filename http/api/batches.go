@@ -38,6 +38,19 @@ type batchRefused struct {
 	Details []validate.FieldError `json:"details,omitempty"`
 }
 
+// noBatch is the answer to a body that is no batch: a batch response with nothing in it and no
+// batchId, and the error body's fields.
+type noBatch struct {
+	Status       string                `json:"status"`
+	TotalJobs    int                   `json:"totalJobs"`
+	SuccessCount int                   `json:"successCount"`
+	Jobs         []*createdJob         `json:"jobs"`
+	Errors       []batchError          `json:"errors"`
+	Error        string                `json:"error"`
+	Code         string                `json:"code"`
+	Details      []validate.FieldError `json:"details,omitempty"`
+}
+
 // createBatch validates each item on its own: the valid ones are created together in one
 // durable write, the others are reported by index.
 func (s *Server) createBatch(r *request) {
@@ -46,11 +59,12 @@ func (s *Server) createBatch(r *request) {
 		r.fail(e)
 		return
 	}
-	// A body that is no batch at all (none, not JSON, no jobs, too many) is refused as any bad
-	// request is: no batch was made, so none is named.
+	// A body that is no batch at all (none, not JSON, no jobs, too many) is refused in the
+	// batch response's shape, which clients parse, but naming no batch: none was made.
 	name, items, verr := validate.ParseBatch(body)
 	if verr != nil {
-		r.fail(fromValidation(verr))
+		r.json(http.StatusBadRequest, noBatch{Status: "error", Jobs: []*createdJob{}, Errors: []batchError{},
+			Error: verr.Message, Code: verr.Code, Details: verr.Details})
 		return
 	}
 	batch := &persistence.Batch{ID: s.IDs.New(s.Clock.Now()), TeamID: r.team, CreatedAt: s.Clock.Now()}
